@@ -1,0 +1,488 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Expander names a strategy that picks among scale-up options.
+// +kubebuilder:validation:Enum=random;most-pods;least-waste;priority
+type Expander string
+
+const (
+	// RandomExpander picks an option at random.
+	RandomExpander Expander = "random"
+	// MostPodsExpander picks the option that schedules the most pods.
+	MostPodsExpander Expander = "most-pods"
+	// LeastWasteExpander picks the option that leaves the least idle cpu and memory.
+	LeastWasteExpander Expander = "least-waste"
+	// PriorityExpander picks the option whose node group has the highest priority.
+	PriorityExpander Expander = "priority"
+)
+
+// ClusterAutoscalerSpec configures autoscaling of one workload cluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
+type ClusterAutoscalerSpec struct {
+	// clusterName is the name of the Cluster, in the same namespace, to autoscale.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
+	ClusterName string `json:"clusterName"`
+
+	// podPriorityThreshold is the priority cutoff: pods with a lower priority
+	// never trigger a scale-up and never block a scale-down.
+	// +optional
+	// +kubebuilder:default=-10
+	PodPriorityThreshold *int32 `json:"podPriorityThreshold,omitempty"`
+
+	// resourceLimits bound the size of the whole cluster. Totals count every
+	// node of the cluster, control plane included.
+	// +optional
+	ResourceLimits *ResourceLimits `json:"resourceLimits,omitempty"`
+
+	// scaleDown configures the removal of underutilized nodes.
+	// +optional
+	// +kubebuilder:default={}
+	ScaleDown *ScaleDownConfig `json:"scaleDown,omitempty"`
+
+	// balanceSimilarNodeGroups spreads new nodes evenly over node groups with
+	// the same capacity and labels, e.g. one MachineDeployment per zone.
+	// +optional
+	// +kubebuilder:default=false
+	BalanceSimilarNodeGroups *bool `json:"balanceSimilarNodeGroups,omitempty"`
+
+	// balancingIgnoredLabels are node labels that may differ between node
+	// groups that are otherwise similar, in addition to zone and hostname.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=317
+	BalancingIgnoredLabels []string `json:"balancingIgnoredLabels,omitempty"`
+
+	// expanders choose among the node groups able to help pending pods,
+	// applied in order: each one passes its ties to the next.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:default={"random"}
+	Expanders []Expander `json:"expanders,omitempty"`
+
+	// expanderPriorities configure the priority expander: node groups whose
+	// ID (Kind/namespace/name) matches a pattern get its priority; the
+	// highest priority wins.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	ExpanderPriorities []ExpanderPriority `json:"expanderPriorities,omitempty"`
+
+	// maxNodeProvisionTime is how long a new node may take to register before
+	// its scale-up counts as failed.
+	// +optional
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="maxNodeProvisionTime must not be negative"
+	MaxNodeProvisionTime *metav1.Duration `json:"maxNodeProvisionTime,omitempty"`
+
+	// maxNodesPerScaleUp caps the nodes added by one scale-up.
+	// +optional
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	MaxNodesPerScaleUp *int32 `json:"maxNodesPerScaleUp,omitempty"`
+
+	// newPodScaleUpDelay is how old an unschedulable pod must be before it
+	// is considered for a scale-up, so that short bursts can settle.
+	// +optional
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="newPodScaleUpDelay must not be negative"
+	NewPodScaleUpDelay *metav1.Duration `json:"newPodScaleUpDelay,omitempty"`
+
+	// scanInterval is how often the cluster is re-evaluated when nothing
+	// else triggers a loop.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="scanInterval must be at least 1s"
+	ScanInterval *metav1.Duration `json:"scanInterval,omitempty"`
+
+	// backoff configures how long a node group that failed to scale up is
+	// left out of scale-ups.
+	// +optional
+	// +kubebuilder:default={}
+	Backoff *BackoffConfig `json:"backoff,omitempty"`
+
+	// clusterHealth says when the cluster has too many unready nodes to be
+	// autoscaled safely.
+	// +optional
+	// +kubebuilder:default={}
+	ClusterHealth *ClusterHealthConfig `json:"clusterHealth,omitempty"`
+
+	// logVerbosity is the log level of this cluster's autoscaling loop.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	LogVerbosity *int32 `json:"logVerbosity,omitempty"`
+}
+
+// ResourceLimits bound the resources of the whole cluster.
+type ResourceLimits struct {
+	// maxNodesTotal is the most nodes the cluster may have.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxNodesTotal *int32 `json:"maxNodesTotal,omitempty"`
+
+	// cores bounds the total cpu cores of the cluster.
+	// +optional
+	Cores *ResourceRange `json:"cores,omitempty"`
+
+	// memory bounds the total memory of the cluster, in GiB.
+	// +optional
+	Memory *ResourceRange `json:"memory,omitempty"`
+
+	// gpus bounds the total GPUs of the cluster, per GPU type.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	GPUs []GPULimit `json:"gpus,omitempty"`
+}
+
+// ResourceRange is an inclusive range of a countable resource.
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="min must be less than or equal to max"
+type ResourceRange struct {
+	// min is the least the cluster keeps; scale-down stops there.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Min *int32 `json:"min,omitempty"`
+
+	// max is the most the cluster may have; scale-up stops there.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Max *int32 `json:"max,omitempty"`
+}
+
+// GPULimit bounds the GPUs of one type.
+// +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="min must be less than or equal to max"
+type GPULimit struct {
+	// type is the extended resource name of the GPU, e.g. nvidia.com/gpu.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Type string `json:"type"`
+
+	// min is the least GPUs of this type the cluster keeps.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	Min int32 `json:"min,omitempty"`
+
+	// max is the most GPUs of this type the cluster may have.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Max int32 `json:"max"`
+}
+
+// ExpanderPriority gives node groups matching any of the patterns a priority.
+type ExpanderPriority struct {
+	// priority is higher for preferred node groups.
+	// +required
+	Priority int32 `json:"priority"`
+
+	// nodeGroupIDPatterns are regular expressions matched against node group
+	// IDs such as MachineDeployment/default/workers-spot.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	NodeGroupIDPatterns []string `json:"nodeGroupIDPatterns"`
+}
+
+// ScaleDownConfig configures the removal of underutilized nodes.
+type ScaleDownConfig struct {
+	// enabled turns scale-down on.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// delayAfterAdd is how long after a scale-up scale-down resumes.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="delayAfterAdd must not be negative"
+	DelayAfterAdd *metav1.Duration `json:"delayAfterAdd,omitempty"`
+
+	// delayAfterDelete is how long after a node deletion scale-down resumes.
+	// +optional
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="delayAfterDelete must not be negative"
+	DelayAfterDelete *metav1.Duration `json:"delayAfterDelete,omitempty"`
+
+	// delayAfterFailure is how long after a failed scale-down it resumes.
+	// +optional
+	// +kubebuilder:default="3m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="delayAfterFailure must not be negative"
+	DelayAfterFailure *metav1.Duration `json:"delayAfterFailure,omitempty"`
+
+	// unneededTime is how long a node must stay unneeded before it is removed.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="unneededTime must not be negative"
+	UnneededTime *metav1.Duration `json:"unneededTime,omitempty"`
+
+	// unreadyTime is how long an unready node must stay unneeded before it
+	// is removed.
+	// +optional
+	// +kubebuilder:default="20m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="unreadyTime must not be negative"
+	UnreadyTime *metav1.Duration `json:"unreadyTime,omitempty"`
+
+	// utilizationThreshold is the utilization (the larger of cpu and memory
+	// requests over allocatable) below which a node may be removed, written
+	// as a decimal strictly between 0 and 1, e.g. "0.5".
+	// +optional
+	// +kubebuilder:default="0.5"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]*\.?[0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0 && double(self) < 1.0",message="utilizationThreshold must be strictly between 0 and 1"
+	UtilizationThreshold *string `json:"utilizationThreshold,omitempty"`
+
+	// maxEmptyBulkDelete is the most empty nodes removed at once.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	MaxEmptyBulkDelete *int32 `json:"maxEmptyBulkDelete,omitempty"`
+
+	// maxGracefulTerminationSeconds caps the grace period given to evicted pods.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=0
+	MaxGracefulTerminationSeconds *int32 `json:"maxGracefulTerminationSeconds,omitempty"`
+}
+
+// BackoffConfig configures the backoff of node groups that failed to scale up.
+// +kubebuilder:validation:XValidation:rule="!has(self.initial) || !has(self.max) || duration(self.initial) <= duration(self.max)",message="initial backoff must not exceed max backoff"
+type BackoffConfig struct {
+	// initial is the first backoff after a failure.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="initial backoff must not be negative"
+	Initial *metav1.Duration `json:"initial,omitempty"`
+
+	// max caps the backoff, which doubles with each failure.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="max backoff must not be negative"
+	Max *metav1.Duration `json:"max,omitempty"`
+
+	// resetAfter forgets earlier failures of a group after this long without one.
+	// +optional
+	// +kubebuilder:default="3h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="resetAfter must not be negative"
+	ResetAfter *metav1.Duration `json:"resetAfter,omitempty"`
+}
+
+// ClusterHealthConfig says when a cluster is too unhealthy to autoscale: when
+// both more than okTotalUnreadyCount nodes and more than
+// maxTotalUnreadyPercentage percent of the nodes are unready.
+type ClusterHealthConfig struct {
+	// okTotalUnreadyCount is the number of unready nodes always tolerated.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	OkTotalUnreadyCount *int32 `json:"okTotalUnreadyCount,omitempty"`
+
+	// maxTotalUnreadyPercentage is the share of unready nodes tolerated.
+	// +optional
+	// +kubebuilder:default=45
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxTotalUnreadyPercentage *int32 `json:"maxTotalUnreadyPercentage,omitempty"`
+}
+
+// Condition types and reasons of a ClusterAutoscaler.
+const (
+	// ReadyCondition is True while the autoscaler runs a loop for the cluster.
+	ReadyCondition = "Ready"
+	// ScalingActiveCondition is True while the autoscaler may scale the cluster.
+	ScalingActiveCondition = "ScalingActive"
+	// ClusterHealthyCondition is False while too many nodes are unready.
+	ClusterHealthyCondition = "ClusterHealthy"
+
+	// RunningReason: the loop ran successfully.
+	RunningReason = "Running"
+	// ClusterNotFoundReason: the Cluster named by spec.clusterName does not exist.
+	ClusterNotFoundReason = "ClusterNotFound"
+	// ClusterPausedReason: the Cluster is paused; nothing is scaled.
+	ClusterPausedReason = "ClusterPaused"
+	// WorkloadClusterUnreachableReason: the workload cluster API cannot be reached.
+	WorkloadClusterUnreachableReason = "WorkloadClusterUnreachable"
+	// LoopFailedReason: the last loop ended with an error.
+	LoopFailedReason = "LoopFailed"
+	// ClusterUnhealthyReason: too many nodes are unready to scale safely.
+	ClusterUnhealthyReason = "ClusterUnhealthy"
+	// HealthyReason: the share of unready nodes is within bounds.
+	HealthyReason = "Healthy"
+	// NoNodeGroupsReason: no MachineDeployment or MachineSet of the cluster is annotated.
+	NoNodeGroupsReason = "NoNodeGroups"
+)
+
+// ClusterAutoscalerStatus is what the autoscaler observed and did.
+type ClusterAutoscalerStatus struct {
+	// conditions: Ready, ScalingActive and ClusterHealthy.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// nodeGroupCount is the number of autoscaled node groups.
+	// +optional
+	NodeGroupCount int32 `json:"nodeGroupCount,omitempty"`
+
+	// nodeGroups has one row per MachineDeployment or MachineSet with
+	// autoscaler annotations, including those that are misconfigured.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=1000
+	NodeGroups []NodeGroupStatus `json:"nodeGroups,omitempty"`
+
+	// nodes is the number of nodes in the workload cluster.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// readyNodes is the number of Ready nodes in the workload cluster.
+	// +optional
+	ReadyNodes int32 `json:"readyNodes,omitempty"`
+
+	// unschedulablePods is the number of pods the scheduler could not place.
+	// +optional
+	UnschedulablePods int32 `json:"unschedulablePods,omitempty"`
+
+	// notTriggerScaleUpReasons are the most common reasons pending pods did
+	// not trigger a scale-up, most frequent first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	NotTriggerScaleUpReasons []PodReasonCount `json:"notTriggerScaleUpReasons,omitempty"`
+
+	// lastScaleUpTime is when nodes were last added.
+	// +optional
+	LastScaleUpTime *metav1.Time `json:"lastScaleUpTime,omitempty"`
+
+	// lastScaleDownTime is when nodes were last removed.
+	// +optional
+	LastScaleDownTime *metav1.Time `json:"lastScaleDownTime,omitempty"`
+
+	// lastLoopTime is when the autoscaling loop last completed.
+	// +optional
+	LastLoopTime *metav1.Time `json:"lastLoopTime,omitempty"`
+}
+
+// NodeGroupStatus is the state of one node group.
+type NodeGroupStatus struct {
+	// id is Kind/namespace/name of the MachineDeployment or MachineSet.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id"`
+
+	// minSize and maxSize are the bounds from the annotations.
+	// +optional
+	MinSize int32 `json:"minSize,omitempty"`
+	// +optional
+	MaxSize int32 `json:"maxSize,omitempty"`
+
+	// targetSize is the replica count the group is asked to have.
+	// +optional
+	TargetSize int32 `json:"targetSize,omitempty"`
+
+	// registered is the number of the group's nodes that joined the cluster.
+	// +optional
+	Registered int32 `json:"registered,omitempty"`
+
+	// ready is the number of the group's Ready nodes.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+
+	// upcoming is the number of nodes requested but not registered yet.
+	// +optional
+	Upcoming int32 `json:"upcoming,omitempty"`
+
+	// backoffUntil is set while the group is left out of scale-ups.
+	// +optional
+	BackoffUntil *metav1.Time `json:"backoffUntil,omitempty"`
+
+	// backoffReason says why the group is backing off.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BackoffReason string `json:"backoffReason,omitempty"`
+
+	// problem says why the group is not autoscaled, e.g. a bad annotation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Problem string `json:"problem,omitempty"`
+}
+
+// PodReasonCount counts the pending pods that share a reason.
+type PodReasonCount struct {
+	// reason is why the pods did not trigger a scale-up.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+
+	// pods is how many pods have this reason.
+	// +required
+	Pods int32 `json:"pods"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ca,categories=cluster-api
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Node Groups",type=integer,JSONPath=`.status.nodeGroupCount`
+// +kubebuilder:printcolumn:name="Unschedulable Pods",type=integer,JSONPath=`.status.unschedulablePods`
+// +kubebuilder:printcolumn:name="Last Scale-Up",type=date,JSONPath=`.status.lastScaleUpTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterAutoscaler turns on autoscaling for one Cluster API workload cluster.
+type ClusterAutoscaler struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired autoscaling behaviour.
+	// +required
+	Spec ClusterAutoscalerSpec `json:"spec"`
+
+	// status is what the autoscaler observed and did.
+	// +optional
+	Status ClusterAutoscalerStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the conditions, for the Cluster API condition helpers.
+func (c *ClusterAutoscaler) GetConditions() []metav1.Condition {
+	return c.Status.Conditions
+}
+
+// SetConditions sets the conditions, for the Cluster API condition helpers.
+func (c *ClusterAutoscaler) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterAutoscalerList is a list of ClusterAutoscalers.
+type ClusterAutoscalerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterAutoscaler `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterAutoscaler{}, &ClusterAutoscalerList{})
+}

@@ -1,0 +1,148 @@
+package v1alpha1_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+)
+
+// newClusterAutoscaler returns the smallest valid object, changed by mutate.
+func newClusterAutoscaler(mutate func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec)) *autoscalingv1alpha1.ClusterAutoscaler {
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ca-", Namespace: "default"},
+		Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload"},
+	}
+	if mutate != nil {
+		mutate(&ca.Spec)
+	}
+	return ca
+}
+
+func duration(s string) *metav1.Duration {
+	d, err := time.ParseDuration(s)
+	Expect(err).NotTo(HaveOccurred())
+	return &metav1.Duration{Duration: d}
+}
+
+var _ = Describe("ClusterAutoscaler schema", func() {
+	It("fills in the documented defaults", func() {
+		ca := newClusterAutoscaler(nil)
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+
+		spec := ca.Spec
+		Expect(spec.PodPriorityThreshold).To(HaveValue(BeEquivalentTo(-10)))
+		Expect(spec.Expanders).To(Equal([]autoscalingv1alpha1.Expander{autoscalingv1alpha1.RandomExpander}))
+		Expect(spec.BalanceSimilarNodeGroups).To(HaveValue(BeFalse()))
+		Expect(spec.MaxNodeProvisionTime).To(Equal(duration("15m")))
+		Expect(spec.MaxNodesPerScaleUp).To(HaveValue(BeEquivalentTo(1000)))
+		Expect(spec.NewPodScaleUpDelay).To(Equal(duration("0s")))
+		Expect(spec.ScanInterval).To(Equal(duration("10s")))
+		Expect(spec.LogVerbosity).To(HaveValue(BeEquivalentTo(1)))
+		Expect(spec.ResourceLimits).To(BeNil(), "no limits unless asked for")
+
+		Expect(spec.ScaleDown).NotTo(BeNil())
+		Expect(spec.ScaleDown.Enabled).To(HaveValue(BeTrue()))
+		Expect(spec.ScaleDown.DelayAfterAdd).To(Equal(duration("10m")))
+		Expect(spec.ScaleDown.DelayAfterDelete).To(Equal(duration("0s")))
+		Expect(spec.ScaleDown.DelayAfterFailure).To(Equal(duration("3m")))
+		Expect(spec.ScaleDown.UnneededTime).To(Equal(duration("10m")))
+		Expect(spec.ScaleDown.UnreadyTime).To(Equal(duration("20m")))
+		Expect(spec.ScaleDown.UtilizationThreshold).To(HaveValue(Equal("0.5")))
+		Expect(spec.ScaleDown.MaxEmptyBulkDelete).To(HaveValue(BeEquivalentTo(10)))
+		Expect(spec.ScaleDown.MaxGracefulTerminationSeconds).To(HaveValue(BeEquivalentTo(600)))
+
+		Expect(spec.Backoff).NotTo(BeNil())
+		Expect(spec.Backoff.Initial).To(Equal(duration("5m")))
+		Expect(spec.Backoff.Max).To(Equal(duration("30m")))
+		Expect(spec.Backoff.ResetAfter).To(Equal(duration("3h")))
+
+		Expect(spec.ClusterHealth).NotTo(BeNil())
+		Expect(spec.ClusterHealth.OkTotalUnreadyCount).To(HaveValue(BeEquivalentTo(3)))
+		Expect(spec.ClusterHealth.MaxTotalUnreadyPercentage).To(HaveValue(BeEquivalentTo(45)))
+	})
+
+	It("accepts a fully specified configuration", func() {
+		ca := newClusterAutoscaler(func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{
+				MaxNodesTotal: ptr.To[int32](50),
+				Cores:         &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](8), Max: ptr.To[int32](64)},
+				Memory:        &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](8), Max: ptr.To[int32](8)},
+				GPUs:          []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Min: 0, Max: 8}},
+			}
+			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander}
+			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*"}}}
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s")}
+		})
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+		Expect(ca.Spec.ScaleDown.DelayAfterAdd).To(Equal(duration("10m")), "unset fields of a given section are defaulted")
+	})
+
+	DescribeTable("rejects invalid configuration with a message that says what is wrong",
+		func(mutate func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec), message string) {
+			err := k8sClient.Create(ctx, newClusterAutoscaler(mutate))
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("cores min above max", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{Cores: &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](64), Max: ptr.To[int32](8)}}
+		}, "spec.resourceLimits.cores: Invalid value: min must be less than or equal to max"),
+		Entry("memory min above max", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{Memory: &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](2), Max: ptr.To[int32](1)}}
+		}, "spec.resourceLimits.memory: Invalid value: min must be less than or equal to max"),
+		Entry("gpu min above max", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{GPUs: []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Min: 4, Max: 2}}}
+		}, "min must be less than or equal to max"),
+		Entry("negative node total", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{MaxNodesTotal: ptr.To[int32](-1)}
+		}, "spec.resourceLimits.maxNodesTotal: Invalid value: -1: spec.resourceLimits.maxNodesTotal in body should be greater than or equal to 0"),
+		Entry("utilization threshold above 1", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("1.5")}
+		}, "utilizationThreshold must be strictly between 0 and 1"),
+		Entry("utilization threshold of 0", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0")}
+		}, "utilizationThreshold must be strictly between 0 and 1"),
+		Entry("utilization threshold that is not a number", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("half")}
+		}, "spec.scaleDown.utilizationThreshold in body should match"),
+		Entry("negative scale-down delay", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{DelayAfterAdd: duration("-5m")}
+		}, "delayAfterAdd must not be negative"),
+		Entry("negative unneeded time", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UnneededTime: duration("-1s")}
+		}, "unneededTime must not be negative"),
+		Entry("negative provision time", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MaxNodeProvisionTime = duration("-15m")
+		}, "maxNodeProvisionTime must not be negative"),
+		Entry("initial backoff above max backoff", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: duration("1h"), Max: duration("30m")}
+		}, "initial backoff must not exceed max backoff"),
+		Entry("unknown expander", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Expanders = []autoscalingv1alpha1.Expander{"cheapest"}
+		}, "spec.expanders[0]: Unsupported value: \"cheapest\": supported values: \"random\", \"most-pods\", \"least-waste\", \"priority\""),
+		Entry("priority expander without priorities", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
+		}, "expanderPriorities must be set when the priority expander is used"),
+		Entry("missing cluster name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ClusterName = ""
+		}, "spec.clusterName"),
+	)
+
+	It("keeps the cluster name immutable", func() {
+		ca := newClusterAutoscaler(nil)
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+
+		ca.Spec.ClusterName = "another"
+		err := k8sClient.Update(ctx, ca)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("clusterName is immutable"))
+	})
+})

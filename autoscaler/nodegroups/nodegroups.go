@@ -1,0 +1,115 @@
+// Package nodegroups defines what the engine needs from the infrastructure:
+// node groups it can read and resize. Cluster API implements it in clusterapi/.
+package nodegroups
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeGroup is a set of nodes built from one template that the engine can
+// resize. Implementations are read once per loop (see Provider), so
+// the getters are cheap and never call an API server; only the methods taking
+// a context do.
+type NodeGroup interface {
+	// ID identifies the group across loops, e.g. "MachineDeployment/ns/name".
+	ID() string
+	// MinSize and MaxSize are the bounds the group may be resized within.
+	MinSize() int
+	MaxSize() int
+	// TargetSize is the number of nodes the group has been asked to have.
+	TargetSize() int
+	// Instances are the members of the group, including those that have no
+	// node yet and those being deleted.
+	Instances() []Instance
+	// Options are the per-group overrides of the engine's defaults.
+	Options() GroupOptions
+	// ScaleDownBlockedReason is non-empty while the group must not lose nodes
+	// for a reason of its own, such as a rollout in progress.
+	ScaleDownBlockedReason() string
+
+	// TemplateNode returns the node a new member of the group would become,
+	// without the DaemonSet pods that would run on it. It returns an error
+	// that says why when the group cannot tell (no nodes and no capacity
+	// information), in which case it cannot scale from zero.
+	TemplateNode(ctx context.Context) (*corev1.Node, error)
+	// IncreaseSize raises the target size by delta (> 0) within MaxSize.
+	IncreaseSize(ctx context.Context, delta int) error
+	// DeleteNodes removes the given registered nodes of the group and lowers
+	// the target size accordingly; it refuses to go below MinSize.
+	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
+	// DeleteInstances removes members of the group that have not registered a
+	// node (failed or never provisioned) and lowers the target size.
+	DeleteInstances(ctx context.Context, instances []Instance) error
+	// DecreaseTargetSize lowers the target size by delta (> 0) by giving up
+	// instances that do not exist yet; it never removes registered nodes.
+	DecreaseTargetSize(ctx context.Context, delta int) error
+}
+
+// Provider discovers the node groups of one cluster.
+type Provider interface {
+	// NodeGroups returns the autoscaled node groups of the cluster, read
+	// afresh. Groups that are misconfigured are left out and reported in
+	// Problems, so that one bad group never stops the others.
+	NodeGroups(ctx context.Context) (List, error)
+}
+
+// List is the result of one discovery.
+type List struct {
+	Groups []NodeGroup
+	// Problems are groups that exist but cannot be autoscaled, with why.
+	Problems []Problem
+}
+
+// Problem explains why a would-be node group is not autoscaled.
+type Problem struct {
+	// ID identifies the resource in the same format as NodeGroup.ID.
+	ID string
+	// Reason is a CamelCase machine-readable cause, e.g. "InvalidAnnotation".
+	Reason string
+	// Message tells a user what is wrong and how to fix it.
+	Message string
+}
+
+// InstanceState is the lifecycle phase of a node group member.
+type InstanceState string
+
+const (
+	// InstanceCreating is a member being provisioned; it may have no node yet.
+	InstanceCreating InstanceState = "Creating"
+	// InstanceRunning is a provisioned member.
+	InstanceRunning InstanceState = "Running"
+	// InstanceDeleting is a member being removed.
+	InstanceDeleting InstanceState = "Deleting"
+)
+
+// Instance is one member of a node group.
+type Instance struct {
+	// ID is unique within the group (the provider ID once known, else a
+	// name of the implementation's choosing).
+	ID string
+	// NodeName is the name of the node the instance registered as, or empty.
+	NodeName string
+	State    InstanceState
+	// CreatedAt is when the instance was requested.
+	CreatedAt time.Time
+	// Error is set when provisioning failed and will not recover by itself.
+	Error *InstanceError
+}
+
+// InstanceError says why an instance could not be provisioned.
+type InstanceError struct {
+	// Reason is a CamelCase cause, e.g. "InfrastructureProvisioningFailed".
+	Reason  string
+	Message string
+}
+
+// GroupOptions are per-group overrides; nil fields use the engine defaults.
+type GroupOptions struct {
+	ScaleDownUtilizationThreshold *float64
+	ScaleDownUnneededTime         *time.Duration
+	ScaleDownUnreadyTime          *time.Duration
+	MaxNodeProvisionTime          *time.Duration
+}

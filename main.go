@@ -1,0 +1,131 @@
+// Command manager runs capi-autoscaler: one controller-runtime manager in a
+// Cluster API management cluster that autoscales every workload cluster with
+// a ClusterAutoscaler object.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(clusterv1.AddToScheme(scheme))
+	utilruntime.Must(autoscalingv1alpha1.AddToScheme(scheme))
+}
+
+// options are the manager's command-line flags.
+type options struct {
+	metricsBindAddress      string
+	healthProbeBindAddress  string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	gracefulShutdownTimeout time.Duration
+	watchNamespace          string
+	logging                 *logsv1.LoggingConfiguration
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080",
+		"The address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081",
+		"The address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader on a Lease so that only one replica autoscales at a time.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "capi-autoscaler-leader",
+		"The name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
+		"The namespace of the leader election Lease; defaults to the manager's namespace.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
+		"How long running loops get to finish on shutdown.")
+	fs.StringVar(&o.watchNamespace, "namespace", "",
+		"Only serve ClusterAutoscalers in this namespace; all namespaces when empty.")
+	logsv1.AddFlags(o.logging, fs)
+}
+
+func main() {
+	opts := &options{logging: logsv1.NewLoggingConfiguration()}
+	fs := pflag.CommandLine
+	opts.addFlags(fs)
+	// controller-runtime registers --kubeconfig on the Go flag set.
+	fs.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+
+	if err := logsv1.ValidateAndApply(opts.logging, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "Invalid logging flags: %v\n", err)
+		os.Exit(1)
+	}
+	ctrl.SetLogger(klog.Background())
+	defer logs.FlushLogs()
+
+	if err := run(opts); err != nil {
+		klog.Background().Error(err, "Manager stopped with an error")
+		logs.FlushLogs()
+		os.Exit(1)
+	}
+}
+
+func run(opts *options) error {
+	log := klog.Background()
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	restConfig.UserAgent = "capi-autoscaler"
+
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	log.Info("Starting manager", "leaderElection", opts.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func managerOptions(opts *options) ctrl.Options {
+	mgrOpts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: opts.metricsBindAddress},
+		HealthProbeBindAddress:        opts.healthProbeBindAddress,
+		LeaderElection:                opts.leaderElect,
+		LeaderElectionID:              opts.leaderElectionID,
+		LeaderElectionNamespace:       opts.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
+	}
+	if opts.watchNamespace != "" {
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
+	}
+	// Secrets are read only for workload cluster kubeconfigs; do not cache them all.
+	mgrOpts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}
+	return mgrOpts
+}
