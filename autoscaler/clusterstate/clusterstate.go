@@ -1,0 +1,258 @@
+// Package clusterstate keeps what the engine must remember between loops
+// about its node groups: how many of their nodes are registered and ready,
+// the scale-ups still waiting for nodes, and the groups backing off after a
+// failure. It decides nothing on its own; the loop reads it and acts.
+package clusterstate
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+)
+
+// Options configure a Registry.
+type Options struct {
+	// MaxNodeProvisionTime is how long a requested node may take to register.
+	MaxNodeProvisionTime time.Duration
+	// MaxNodeStartupTime is how long a registered node may take to become
+	// Ready before it counts as unready rather than starting.
+	MaxNodeStartupTime time.Duration
+	Backoff            BackoffOptions
+	// OkTotalUnreadyCount and MaxTotalUnreadyPercentage: the cluster (or a
+	// group) is unhealthy when more nodes than both are unready.
+	OkTotalUnreadyCount       int
+	MaxTotalUnreadyPercentage float64
+}
+
+// Readiness counts the nodes of a group or of the whole cluster.
+type Readiness struct {
+	// Registered nodes joined the cluster (Ready, Unready or NotStarted).
+	Registered int
+	Ready      int
+	// Unready nodes have been registered for longer than the startup time.
+	Unready int
+	// NotStarted nodes registered recently and are not Ready yet.
+	NotStarted int
+	// Deleting instances are being removed.
+	Deleting int
+}
+
+// GroupState is what one loop knows about a node group.
+type GroupState struct {
+	Group nodegroups.NodeGroup
+	// Target is the target size when the loop started.
+	Target int
+	Readiness
+	// Upcoming are the nodes still expected: target size minus the
+	// registered nodes that stay and the instances given up on.
+	Upcoming int
+	// NotCreated are requested instances that do not exist yet.
+	NotCreated int
+	// LongUnregistered are instances without a node older than the
+	// provision time.
+	LongUnregistered []nodegroups.Instance
+	// Failed are instances whose provisioning failed.
+	Failed []nodegroups.Instance
+}
+
+// Converged is true when every requested node of the group is there.
+func (g *GroupState) Converged() bool {
+	return g.Upcoming == 0 && g.NotCreated == 0
+}
+
+// TimedOutScaleUp is a scale-up whose nodes did not all register in time.
+type TimedOutScaleUp struct {
+	Group nodegroups.NodeGroup
+	// Missing is the number of requested nodes that never registered.
+	Missing   int
+	Requested time.Time
+}
+
+// Registry remembers node group state between loops. It is used by the
+// loop only and is not safe for concurrent use.
+type Registry struct {
+	opts     Options
+	groups   map[string]*GroupState
+	order    []string
+	total    Readiness
+	requests map[string]*scaleUpRequest
+	backoffs map[string]*backoff
+}
+
+type scaleUpRequest struct {
+	delta int
+	time  time.Time
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry(opts Options) *Registry {
+	return &Registry{
+		opts:     opts,
+		groups:   map[string]*GroupState{},
+		requests: map[string]*scaleUpRequest{},
+		backoffs: map[string]*backoff{},
+	}
+}
+
+// SetOptions replaces the options; the remembered state is kept.
+func (r *Registry) SetOptions(opts Options) { r.opts = opts }
+
+// Update recomputes the state of every group from this loop's view, and
+// returns the scale-ups that timed out. Those groups are put in backoff;
+// the caller corrects their target size. Groups that disappeared are
+// forgotten.
+func (r *Registry) Update(groups []nodegroups.NodeGroup, nodes []*corev1.Node, now time.Time) []TimedOutScaleUp {
+	nodesByName := make(map[string]*corev1.Node, len(nodes))
+	r.total = Readiness{}
+	for _, node := range nodes {
+		nodesByName[node.Name] = node
+		r.total.count(node, r.opts.MaxNodeStartupTime, now)
+	}
+
+	current := make(map[string]*GroupState, len(groups))
+	r.order = r.order[:0]
+	for _, group := range groups {
+		state := r.groupState(group, nodesByName, now)
+		current[group.ID()] = state
+		r.order = append(r.order, group.ID())
+	}
+	r.groups = current
+	for id := range r.requests {
+		if _, ok := current[id]; !ok {
+			delete(r.requests, id)
+		}
+	}
+
+	var timedOut []TimedOutScaleUp
+	for _, id := range r.order {
+		state := current[id]
+		request, ok := r.requests[id]
+		if !ok {
+			continue
+		}
+		if state.Upcoming == 0 {
+			delete(r.requests, id)
+			continue
+		}
+		if now.Sub(request.time) < r.provisionTime(state.Group) {
+			continue
+		}
+		delete(r.requests, id)
+		timedOut = append(timedOut, TimedOutScaleUp{Group: state.Group, Missing: state.Upcoming, Requested: request.time})
+		r.Backoff(id, "ScaleUpTimedOut", fmt.Sprintf("%d node(s) requested at %s did not register within %s",
+			state.Upcoming, request.time.UTC().Format(time.RFC3339), r.provisionTime(state.Group)), now)
+	}
+	return timedOut
+}
+
+func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*corev1.Node, now time.Time) *GroupState {
+	state := &GroupState{Group: group, Target: group.TargetSize()}
+	staying := 0
+	for _, instance := range group.Instances() {
+		if instance.State == nodegroups.InstanceDeleting {
+			state.Deleting++
+			continue
+		}
+		staying++
+		if instance.Error != nil {
+			state.Failed = append(state.Failed, instance)
+			continue
+		}
+		node, registered := nodes[instance.NodeName]
+		if !registered {
+			if !instance.CreatedAt.IsZero() && now.Sub(instance.CreatedAt) >= r.provisionTime(group) {
+				state.LongUnregistered = append(state.LongUnregistered, instance)
+			}
+			continue
+		}
+		state.count(node, r.opts.MaxNodeStartupTime, now)
+	}
+	// Instances that failed or never registered are removed, not awaited.
+	state.Upcoming = max(0, state.Target-state.Registered-len(state.Failed)-len(state.LongUnregistered))
+	state.NotCreated = max(0, state.Target-staying)
+	return state
+}
+
+func (r *Registry) provisionTime(group nodegroups.NodeGroup) time.Duration {
+	if override := group.Options().MaxNodeProvisionTime; override != nil {
+		return *override
+	}
+	return r.opts.MaxNodeProvisionTime
+}
+
+func (c *Readiness) count(node *corev1.Node, startupTime time.Duration, now time.Time) {
+	c.Registered++
+	switch {
+	case nodeReady(node):
+		c.Ready++
+	case now.Sub(node.CreationTimestamp.Time) < startupTime:
+		c.NotStarted++
+	default:
+		c.Unready++
+	}
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// RegisterScaleUp records that a group was asked for delta more nodes.
+// Requests for the same group merge and keep the newer time.
+func (r *Registry) RegisterScaleUp(groupID string, delta int, now time.Time) {
+	if request, ok := r.requests[groupID]; ok {
+		request.delta += delta
+		request.time = now
+		return
+	}
+	r.requests[groupID] = &scaleUpRequest{delta: delta, time: now}
+}
+
+// Group returns the state of a group in the last Update, or nil.
+func (r *Registry) Group(id string) *GroupState { return r.groups[id] }
+
+// Groups returns the states of the last Update, in discovery order.
+func (r *Registry) Groups() []*GroupState {
+	states := make([]*GroupState, 0, len(r.order))
+	for _, id := range r.order {
+		states = append(states, r.groups[id])
+	}
+	return states
+}
+
+// Total counts every node of the cluster in the last Update.
+func (r *Registry) Total() Readiness { return r.total }
+
+// ClusterHealthy tells whether the cluster may be autoscaled, and if not why.
+func (r *Registry) ClusterHealthy() (bool, string) {
+	return r.healthy(r.total)
+}
+
+// GroupHealthy tells whether a group may be autoscaled, and if not why.
+func (r *Registry) GroupHealthy(id string) (bool, string) {
+	state, ok := r.groups[id]
+	if !ok {
+		return true, ""
+	}
+	return r.healthy(state.Readiness)
+}
+
+func (r *Registry) healthy(c Readiness) (bool, string) {
+	message := fmt.Sprintf("%d of %d registered node(s) unready", c.Unready, c.Registered)
+	if c.Registered == 0 {
+		return true, message
+	}
+	percentage := 100 * float64(c.Unready) / float64(c.Registered)
+	if c.Unready > r.opts.OkTotalUnreadyCount && percentage > r.opts.MaxTotalUnreadyPercentage {
+		return false, fmt.Sprintf("%s (%.0f%%), more than %d and more than %.0f%%",
+			message, percentage, r.opts.OkTotalUnreadyCount, r.opts.MaxTotalUnreadyPercentage)
+	}
+	return true, message
+}

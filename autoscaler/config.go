@@ -1,0 +1,122 @@
+package autoscaler
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Config is the behaviour of the engine for one cluster. The controller
+// derives it from a ClusterAutoscaler; DefaultConfig has the upstream
+// cluster-autoscaler defaults.
+type Config struct {
+	// ScanInterval is the time between loops when nothing triggers one.
+	ScanInterval time.Duration
+	// TriggerBatchWindow is how long a trigger waits for more, so that a
+	// burst of new unschedulable pods costs one loop.
+	TriggerBatchWindow time.Duration
+
+	// PodPriorityThreshold: pods below it never trigger a scale-up and never
+	// block a scale-down.
+	PodPriorityThreshold int32
+	// NewPodScaleUpDelay is how old an unschedulable pod must be to count.
+	NewPodScaleUpDelay time.Duration
+	// MaxNodesPerScaleUp caps the nodes one scale-up adds.
+	MaxNodesPerScaleUp int
+	// MaxNodeProvisionTime is how long a requested node may take to register.
+	MaxNodeProvisionTime time.Duration
+
+	Limits ResourceLimits
+
+	// Expanders choose among scale-up options, in order.
+	Expanders []string
+	// ExpanderPriorities map a priority to node group ID patterns.
+	ExpanderPriorities map[int32][]string
+	// BalanceSimilarNodeGroups spreads new nodes over similar groups.
+	BalanceSimilarNodeGroups bool
+	// BalancingIgnoredLabels may differ between similar groups.
+	BalancingIgnoredLabels []string
+
+	ScaleDown ScaleDownConfig
+	Backoff   BackoffConfig
+	Health    HealthConfig
+}
+
+// ResourceLimits bound the whole cluster; zero maxima mean no limit.
+type ResourceLimits struct {
+	MaxNodesTotal int
+	MinCores      int64
+	MaxCores      int64
+	MinMemory     int64 // bytes
+	MaxMemory     int64 // bytes
+	GPUs          map[corev1.ResourceName]Range
+}
+
+// Range bounds a total.
+type Range struct {
+	Min, Max int64
+}
+
+// ScaleDownConfig configures the removal of underutilized nodes.
+type ScaleDownConfig struct {
+	Enabled                 bool
+	DelayAfterAdd           time.Duration
+	DelayAfterDelete        time.Duration
+	DelayAfterFailure       time.Duration
+	UnneededTime            time.Duration
+	UnreadyTime             time.Duration
+	UtilizationThreshold    float64
+	MaxEmptyBulkDelete      int
+	MaxGracefulTermination  time.Duration
+	IgnoreDaemonSetsInUsage bool
+	MaxPodEvictionTime      time.Duration
+	MaxDrainParallelism     int
+}
+
+// BackoffConfig configures the backoff of groups that failed to scale up.
+type BackoffConfig struct {
+	Initial    time.Duration
+	Max        time.Duration
+	ResetAfter time.Duration
+}
+
+// HealthConfig says when too many nodes are unready to autoscale: when
+// both more than OkTotalUnreadyCount nodes and more than
+// MaxTotalUnreadyPercentage percent of the nodes are unready.
+type HealthConfig struct {
+	OkTotalUnreadyCount       int
+	MaxTotalUnreadyPercentage float64
+}
+
+// DefaultConfig returns the upstream cluster-autoscaler defaults.
+func DefaultConfig() Config {
+	return Config{
+		ScanInterval:         10 * time.Second,
+		TriggerBatchWindow:   time.Second,
+		PodPriorityThreshold: -10,
+		MaxNodesPerScaleUp:   1000,
+		MaxNodeProvisionTime: 15 * time.Minute,
+		Expanders:            []string{"random"},
+		ScaleDown: ScaleDownConfig{
+			Enabled:                true,
+			DelayAfterAdd:          10 * time.Minute,
+			DelayAfterFailure:      3 * time.Minute,
+			UnneededTime:           10 * time.Minute,
+			UnreadyTime:            20 * time.Minute,
+			UtilizationThreshold:   0.5,
+			MaxEmptyBulkDelete:     10,
+			MaxGracefulTermination: 10 * time.Minute,
+			MaxPodEvictionTime:     2 * time.Minute,
+			MaxDrainParallelism:    1,
+		},
+		Backoff: BackoffConfig{
+			Initial:    5 * time.Minute,
+			Max:        30 * time.Minute,
+			ResetAfter: 3 * time.Hour,
+		},
+		Health: HealthConfig{
+			OkTotalUnreadyCount:       3,
+			MaxTotalUnreadyPercentage: 45,
+		},
+	}
+}

@@ -1,0 +1,215 @@
+// Package autoscaler is the engine: every loop it reads one cluster into a
+// snapshot, handles failed and slow provisioning, scales node groups up for
+// unschedulable pods and down for underutilized nodes, and publishes what it
+// saw and did. It knows nothing of Cluster API: it sees node groups
+// (nodegroups.Provider), nodes and pods.
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+)
+
+// Options are what an Engine needs; all fields but Clock and OnStatus are required.
+type Options struct {
+	// ClusterName labels metrics and logs, e.g. "namespace/name".
+	ClusterName string
+	Config      Config
+	// NodeGroups discovers the node groups of the cluster.
+	NodeGroups nodegroups.Provider
+	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets and
+	// namespaces of the cluster (usually from a cache; objects are treated
+	// as read-only) and taints nodes and evicts pods on scale-down.
+	Cluster client.Client
+	// Recorder records events on the cluster's pods and nodes.
+	Recorder record.EventRecorder
+	// GroupRecorder, when set, records events on the objects behind node
+	// groups, such as their MachineDeployments.
+	GroupRecorder NodeGroupEventRecorder
+	// Metrics receives the loop's metrics; nil records none.
+	Metrics *Metrics
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// OnStatus, when set, is called with the status after every loop.
+	OnStatus func(Status)
+}
+
+// NodeGroupEventRecorder records an event on the object behind a node group.
+type NodeGroupEventRecorder interface {
+	Event(groupID, eventType, reason, message string)
+}
+
+// Engine autoscales one cluster. Run it with Run; Trigger asks for an early
+// loop. It is safe to call Trigger, UpdateConfig and Status concurrently
+// with Run.
+type Engine struct {
+	opts    Options
+	clock   clock.WithTicker
+	trigger chan struct{}
+	loops   atomic.Uint64
+
+	mu     sync.Mutex
+	config Config
+	status Status
+
+	// Only the loop touches these.
+	state   *clusterstate.Registry
+	history history
+	steps   *steps
+}
+
+// New returns an Engine for one cluster.
+func New(opts Options) (*Engine, error) {
+	if opts.NodeGroups == nil || opts.Cluster == nil || opts.Recorder == nil {
+		return nil, errors.New("node groups, a cluster client and an event recorder are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	e := &Engine{
+		opts:    opts,
+		clock:   opts.Clock,
+		trigger: make(chan struct{}, 1),
+		config:  opts.Config,
+	}
+	if err := e.configure(opts.Config); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// UpdateConfig applies a new configuration from the next loop on; the
+// state of the cluster (backoffs, unneeded times) is kept.
+func (e *Engine) UpdateConfig(config Config) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := validateConfig(config); err != nil {
+		return err
+	}
+	e.config = config
+	return nil
+}
+
+// Status returns the status of the last loop.
+func (e *Engine) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// Trigger asks for a loop soon, e.g. because a pod became unschedulable.
+// Triggers arriving within Config.TriggerBatchWindow share one loop.
+func (e *Engine) Trigger() {
+	select {
+	case e.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs loops every ScanInterval and soon after a Trigger, until ctx
+// is done.
+func (e *Engine) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting autoscaling loop")
+	defer logger.Info("Stopped autoscaling loop")
+
+	for {
+		e.RunOnce(ctx, e.clock.Now())
+		timer := e.clock.NewTimer(e.currentConfig().ScanInterval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		case <-e.trigger:
+			timer.Stop()
+			// Let a burst of unschedulable pods settle into one loop.
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.clock.After(e.currentConfig().TriggerBatchWindow):
+			}
+		}
+	}
+}
+
+func (e *Engine) currentConfig() Config {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.config
+}
+
+// RunOnce runs one loop at now and returns its status.
+func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
+	id := e.loops.Add(1)
+	logger := klog.FromContext(ctx).WithValues("loop", id)
+	ctx = klog.NewContext(ctx, logger)
+
+	if err := e.configure(e.currentConfig()); err != nil {
+		return e.publish(ctx, Status{Time: now, Err: err})
+	}
+	start := e.clock.Now()
+	status := e.steps.run(ctx, now)
+	end := e.clock.Now()
+	e.opts.Metrics.observeFunction(e.opts.ClusterName, "main", start, end)
+	logger.V(4).Info("Finished loop", "duration", end.Sub(start))
+	return e.publish(ctx, status)
+}
+
+func (e *Engine) publish(ctx context.Context, status Status) Status {
+	if status.Err != nil {
+		klog.FromContext(ctx).Error(status.Err, "Autoscaling loop failed")
+		e.opts.Metrics.recordError(e.opts.ClusterName, "loop")
+	}
+	e.mu.Lock()
+	e.status = status
+	e.mu.Unlock()
+	e.opts.Metrics.publish(e.opts.ClusterName, status)
+	if e.opts.OnStatus != nil {
+		e.opts.OnStatus(status)
+	}
+	return status
+}
+
+// configure rebuilds the steps when the configuration changed, keeping the
+// cluster state.
+func (e *Engine) configure(config Config) error {
+	if e.steps != nil && e.steps.config.equal(config) {
+		return nil
+	}
+	if err := validateConfig(config); err != nil {
+		return err
+	}
+	if e.state == nil {
+		e.state = clusterstate.NewRegistry(clusterstate.Options{})
+	}
+	e.state.SetOptions(clusterstateOptions(config))
+	steps, err := newSteps(e.opts, config, e.state, &e.history, e.clock)
+	if err != nil {
+		return err
+	}
+	e.steps = steps
+	return nil
+}
+
+func validateConfig(config Config) error {
+	if config.ScanInterval <= 0 {
+		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
+	}
+	if t := config.ScaleDown.UtilizationThreshold; t <= 0 || t >= 1 {
+		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
+	}
+	return nil
+}

@@ -1,0 +1,433 @@
+package autoscaler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// fakeGroup is a node group whose instances the test controls: it records
+// what the engine asks and changes only its target size, the way a real
+// infrastructure would before machines appear.
+type fakeGroup struct {
+	id        string
+	min, max  int
+	target    int
+	instances []nodegroups.Instance
+	template  *corev1.Node
+
+	increases        []int
+	decreases        []int
+	deletedInstances []string
+	increaseErr      error
+}
+
+var _ nodegroups.NodeGroup = &fakeGroup{}
+
+func (g *fakeGroup) ID() string                       { return g.id }
+func (g *fakeGroup) MinSize() int                     { return g.min }
+func (g *fakeGroup) MaxSize() int                     { return g.max }
+func (g *fakeGroup) TargetSize() int                  { return g.target }
+func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
+func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{} }
+func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
+func (g *fakeGroup) DeleteNodes(context.Context, []*corev1.Node) error {
+	return errors.New("not expected in these tests")
+}
+
+func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
+	if g.template == nil {
+		return nil, errors.New("no capacity information")
+	}
+	return g.template, nil
+}
+
+func (g *fakeGroup) IncreaseSize(_ context.Context, delta int) error {
+	if g.increaseErr != nil {
+		return g.increaseErr
+	}
+	g.increases = append(g.increases, delta)
+	g.target += delta
+	return nil
+}
+
+func (g *fakeGroup) DeleteInstances(_ context.Context, instances []nodegroups.Instance) error {
+	for _, instance := range instances {
+		g.deletedInstances = append(g.deletedInstances, instance.ID)
+		g.instances = slices.DeleteFunc(g.instances, func(i nodegroups.Instance) bool { return i.ID == instance.ID })
+		g.target--
+	}
+	return nil
+}
+
+func (g *fakeGroup) DecreaseTargetSize(_ context.Context, delta int) error {
+	g.decreases = append(g.decreases, delta)
+	g.target -= delta
+	return nil
+}
+
+// addNodes gives the group n running instances with Ready nodes.
+func (g *fakeGroup) addNodes(n int, opts ...st.NodeOption) []*corev1.Node {
+	var nodes []*corev1.Node
+	for range n {
+		name := fmt.Sprintf("%s-%d", strings.ReplaceAll(g.id, "/", "-"), len(g.instances))
+		node := st.Node(name, "4", "16Gi", opts...)
+		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, NodeName: name, State: nodegroups.InstanceRunning})
+		g.target++
+		nodes = append(nodes, node)
+	}
+	return nodes
+}
+
+type fakeProvider struct{ groups []*fakeGroup }
+
+func (p *fakeProvider) NodeGroups(context.Context) (nodegroups.List, error) {
+	var list nodegroups.List
+	for _, g := range p.groups {
+		list.Groups = append(list.Groups, g)
+	}
+	return list, nil
+}
+
+type groupEvent struct{ groupID, eventType, reason, message string }
+
+type fakeGroupRecorder struct{ events []groupEvent }
+
+func (r *fakeGroupRecorder) Event(groupID, eventType, reason, message string) {
+	r.events = append(r.events, groupEvent{groupID, eventType, reason, message})
+}
+
+func (r *fakeGroupRecorder) reasons(groupID string) []string {
+	var reasons []string
+	for _, e := range r.events {
+		if e.groupID == groupID {
+			reasons = append(reasons, e.reason)
+		}
+	}
+	return reasons
+}
+
+// fixture is one cluster under test with a fake clock.
+type fixture struct {
+	clock         *clocktesting.FakeClock
+	cluster       client.Client
+	provider      *fakeProvider
+	recorder      *record.FakeRecorder
+	groupRecorder *fakeGroupRecorder
+	metrics       *autoscaler.Metrics
+	registry      *prometheus.Registry
+	engine        *autoscaler.Engine
+}
+
+func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fixture {
+	t.Helper()
+	f := &fixture{
+		clock:         clocktesting.NewFakeClock(st.Now),
+		cluster:       fake.NewClientBuilder().WithObjects(objects...).Build(),
+		provider:      &fakeProvider{groups: groups},
+		recorder:      record.NewFakeRecorder(10000),
+		groupRecorder: &fakeGroupRecorder{},
+		registry:      prometheus.NewRegistry(),
+	}
+	f.metrics = autoscaler.NewMetrics(f.registry)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName:   "default/workload",
+		Config:        autoscaler.DefaultConfig(),
+		NodeGroups:    f.provider,
+		Cluster:       f.cluster,
+		Recorder:      f.recorder,
+		GroupRecorder: f.groupRecorder,
+		Metrics:       f.metrics,
+		Clock:         f.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine = engine
+	return f
+}
+
+func (f *fixture) runOnce(t *testing.T) autoscaler.Status {
+	t.Helper()
+	status := f.engine.RunOnce(context.Background(), f.clock.Now())
+	if status.Err != nil {
+		t.Fatalf("loop failed: %v", status.Err)
+	}
+	return status
+}
+
+func (f *fixture) podEvents() []string {
+	var events []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			events = append(events, e)
+		default:
+			return events
+		}
+	}
+}
+
+// objects returns the nodes and pods as client objects for the fake cluster.
+func objects(nodes []*corev1.Node, pods ...*corev1.Pod) []client.Object {
+	var out []client.Object
+	for _, node := range nodes {
+		out = append(out, node)
+	}
+	for _, pod := range pods {
+		out = append(out, pod)
+	}
+	return out
+}
+
+func templateNode() *corev1.Node { return st.Node("template", "4", "16Gi") }
+
+func groupRow(status autoscaler.Status, id string) autoscaler.NodeGroupStatus {
+	for _, row := range status.NodeGroups {
+		if row.ID == id {
+			return row
+		}
+	}
+	return autoscaler.NodeGroupStatus{}
+}
+
+func TestScaleUpForUnschedulablePods(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	pods := st.Replicas("web", 3, "3", "1Gi")
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(Equal([]int{2}), "two more 4-cpu nodes fit the three 3-cpu pods with the existing one")
+	g.Expect(status.LastScaleUp).To(Equal(st.Now))
+	g.Expect(status.UnschedulablePods).To(Equal(3))
+	g.Expect(status.ClusterHealthy).To(BeTrue())
+	g.Expect(status.ScalingActive).To(BeTrue())
+	g.Expect(groupRow(status, group.id)).To(Equal(autoscaler.NodeGroupStatus{
+		ID: group.id, MaxSize: 10, TargetSize: 3, Registered: 1, Ready: 1, Upcoming: 2,
+	}))
+	g.Expect(f.groupRecorder.reasons(group.id)).To(ConsistOf(autoscaler.EventScaledUpGroup))
+	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("TriggeredScaleUp pod triggered scale-up: [{MachineDeployment/default/md-0 1->3 (max: 10)}]")))
+
+	g.Expect(f.metric(t, "cluster_autoscaler_scaled_up_nodes_total", "")).To(Equal(2.0))
+	g.Expect(f.metric(t, "cluster_autoscaler_node_group_target_count", group.id)).To(Equal(3.0))
+	g.Expect(f.metric(t, "cluster_autoscaler_unschedulable_pods_count", "")).To(Equal(3.0))
+	g.Expect(f.metric(t, "cluster_autoscaler_cluster_safe_to_autoscale", "")).To(Equal(1.0))
+
+	By := "the next loop sees the upcoming nodes and adds none"
+	status = f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{2}), By)
+	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(2))
+}
+
+func TestPodsNoGroupCanHelpAreExplained(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 1, template: templateNode()}
+	nodes := group.addNodes(1, st.Unschedulable())
+	pods := st.Replicas("big", 2, "3", "1Gi")
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty())
+	g.Expect(status.NotTriggerScaleUpReasons).To(HaveLen(1))
+	g.Expect(status.NotTriggerScaleUpReasons[0].Pods).To(Equal(2))
+	g.Expect(status.NotTriggerScaleUpReasons[0].Reason).To(ContainSubstring("max node group size reached"))
+	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("NotTriggerScaleUp pod didn't trigger scale-up")))
+}
+
+func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 2, "3", "1Gi")...)...)
+	f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{2}))
+
+	// One machine appears but never gets a node; the other never appears.
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://stuck", State: nodegroups.InstanceCreating, CreatedAt: st.Now})
+	f.clock.Step(14 * time.Minute)
+	f.runOnce(t)
+	g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventScaleUpTimedOut), "not before maxNodeProvisionTime")
+
+	f.clock.Step(2 * time.Minute)
+	status := f.runOnce(t)
+
+	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventScaleUpTimedOut))
+	g.Expect(group.decreases).To(Equal([]int{1}), "the machine that was never created is given up")
+	g.Expect(group.deletedInstances).To(Equal([]string{"fake://stuck"}), "the machine that never registered is removed")
+	g.Expect(group.target).To(Equal(1))
+	row := groupRow(status, group.id)
+	g.Expect(row.BackoffUntil).To(Equal(f.clock.Now().Add(5 * time.Minute)))
+	g.Expect(row.BackoffReason).To(ContainSubstring("did not register within 15m0s"))
+	g.Expect(f.metric(t, "cluster_autoscaler_node_group_backoff_status", group.id)).To(Equal(1.0))
+	g.Expect(group.increases).To(Equal([]int{2}), "a group in backoff is not scaled up again")
+}
+
+func TestFailedInstanceBacksOffAndAnotherGroupServesThePodsInTheSameLoop(t *testing.T) {
+	g := NewWithT(t)
+	broken := &fakeGroup{id: "MachineDeployment/default/a-broken", max: 10, template: templateNode()}
+	healthy := &fakeGroup{id: "MachineDeployment/default/b-healthy", max: 10, template: templateNode()}
+	nodes := append(broken.addNodes(1, st.Unschedulable()), healthy.addNodes(1, st.Unschedulable())...)
+	broken.target++
+	broken.instances = append(broken.instances, nodegroups.Instance{
+		ID: "fake://failed", State: nodegroups.InstanceCreating, CreatedAt: st.Now,
+		Error: &nodegroups.InstanceError{Reason: "InfrastructureProvisioningFailed", Message: "quota exceeded"},
+	})
+	f := newFixture(t, []*fakeGroup{broken, healthy}, objects(nodes, st.Replicas("web", 2, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(broken.deletedInstances).To(Equal([]string{"fake://failed"}))
+	g.Expect(broken.increases).To(BeEmpty())
+	g.Expect(healthy.increases).To(Equal([]int{2}))
+	g.Expect(f.groupRecorder.reasons(broken.id)).To(ContainElement(autoscaler.EventFailedToScaleUpGroup))
+	row := groupRow(status, broken.id)
+	g.Expect(row.BackoffUntil).To(Equal(st.Now.Add(5 * time.Minute)))
+	g.Expect(row.BackoffReason).To(ContainSubstring("quota exceeded"))
+}
+
+func TestInstancesThatNeverRegisterAreRemoved(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	group.target++
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, CreatedAt: st.Now.Add(-14 * time.Minute)})
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+
+	f.runOnce(t)
+	g.Expect(group.deletedInstances).To(BeEmpty(), "still within maxNodeProvisionTime")
+
+	f.clock.Step(time.Minute)
+	status := f.runOnce(t)
+	g.Expect(group.deletedInstances).To(Equal([]string{"fake://ghost"}))
+	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventDeleteUnregistered))
+	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
+}
+
+func unready(node *corev1.Node) {
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	node.CreationTimestamp = metav1.NewTime(st.Now.Add(-time.Hour))
+}
+
+func TestUnhealthyClusterOnlyRemovesUnregisteredInstances(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 20, template: templateNode()}
+	nodes := group.addNodes(8)
+	for _, node := range nodes[:5] {
+		unready(node)
+	}
+	group.target++
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, CreatedAt: st.Now.Add(-time.Hour)})
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 5, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(status.ClusterHealthy).To(BeFalse())
+	g.Expect(status.HealthMessage).To(ContainSubstring("5 of 8 registered node(s) unready"))
+	g.Expect(status.ScalingActive).To(BeFalse())
+	g.Expect(group.increases).To(BeEmpty(), "no scale-up while unhealthy")
+	g.Expect(group.deletedInstances).To(Equal([]string{"fake://ghost"}), "long-unregistered instances are still removed")
+	g.Expect(f.metric(t, "cluster_autoscaler_cluster_safe_to_autoscale", "")).To(Equal(0.0))
+}
+
+func TestUnhealthyGroupIsSkippedOnItsOwn(t *testing.T) {
+	g := NewWithT(t)
+	sick := &fakeGroup{id: "MachineDeployment/default/a-sick", max: 20, template: templateNode()}
+	fine := &fakeGroup{id: "MachineDeployment/default/b-fine", max: 20, template: templateNode()}
+	sickNodes := sick.addNodes(5, st.Unschedulable())
+	for _, node := range sickNodes[:4] {
+		unready(node)
+	}
+	nodes := append(sickNodes, fine.addNodes(10, st.Unschedulable())...)
+	f := newFixture(t, []*fakeGroup{sick, fine}, objects(nodes, st.Replicas("web", 2, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(status.ClusterHealthy).To(BeTrue(), "4 of 15 unready is within 45%")
+	g.Expect(sick.increases).To(BeEmpty())
+	g.Expect(fine.increases).NotTo(BeEmpty())
+}
+
+func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
+	loops := make(chan autoscaler.Status, 10)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		Cluster: f.cluster, Recorder: f.recorder, Clock: f.clock,
+		OnStatus: func(s autoscaler.Status) { loops <- s },
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go engine.Run(ctx)
+
+	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
+	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
+
+	engine.Trigger()
+	engine.Trigger() // a burst shares one loop
+	var status autoscaler.Status
+	g.Eventually(func() bool {
+		f.clock.Step(100 * time.Millisecond)
+		select {
+		case status = <-loops:
+			return true
+		default:
+			return false
+		}
+	}).Should(BeTrue())
+	g.Expect(status.Time).To(BeTemporally("<", st.Now.Add(2*time.Second)), "the triggered loop runs after the batch window, not the 10s scan interval")
+	g.Consistently(loops, 100*time.Millisecond).ShouldNot(Receive(), "both triggers were served by one loop")
+}
+
+// metric returns the value of a gauge or counter for the fixture's cluster
+// and, when given, a node group.
+func (f *fixture) metric(t *testing.T, name, nodeGroup string) float64 {
+	t.Helper()
+	families, err := f.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, family := range families {
+		if family.GetName() != name {
+			continue
+		}
+		for _, metric := range family.GetMetric() {
+			labels := map[string]string{}
+			for _, label := range metric.GetLabel() {
+				labels[label.GetName()] = label.GetValue()
+			}
+			if labels["cluster"] != "default/workload" || (nodeGroup != "" && labels["node_group"] != nodeGroup) {
+				continue
+			}
+			if counter := metric.GetCounter(); counter != nil {
+				return counter.GetValue()
+			}
+			return metric.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s for node group %q not found", name, nodeGroup)
+	return 0
+}

@@ -1,0 +1,62 @@
+package autoscaler
+
+import "time"
+
+// Status is what one loop observed and did, published after every loop.
+type Status struct {
+	// Time is when the loop ran.
+	Time time.Time
+	// Err is why the loop could not run, e.g. the cluster was unreachable.
+	Err error
+
+	// ClusterHealthy is false while too many nodes are unready to scale.
+	ClusterHealthy bool
+	// HealthMessage says how many nodes are unready.
+	HealthMessage string
+	// ScalingActive is false while the engine will not scale at all.
+	ScalingActive bool
+	// ScalingMessage says why scaling is not active.
+	ScalingMessage string
+
+	Nodes      int
+	ReadyNodes int
+	NodeGroups []NodeGroupStatus
+
+	// UnschedulablePods is the number of pods the scheduler could not place.
+	UnschedulablePods int
+	// NotTriggerScaleUpReasons count why pending pods did not trigger a
+	// scale-up, most frequent first.
+	NotTriggerScaleUpReasons []ReasonCount
+
+	LastScaleUp   time.Time
+	LastScaleDown time.Time
+}
+
+// NodeGroupStatus is the state of one node group in a loop.
+type NodeGroupStatus struct {
+	ID         string
+	MinSize    int
+	MaxSize    int
+	TargetSize int
+	Registered int
+	Ready      int
+	Unready    int
+	NotStarted int
+	Deleting   int
+	// Upcoming is target minus registered: nodes requested, not yet there.
+	Upcoming int
+	// LongUnregistered are instances that never registered within the
+	// provision time.
+	LongUnregistered int
+	// BackoffUntil is non-zero while the group is left out of scale-ups.
+	BackoffUntil  time.Time
+	BackoffReason string
+	// Problem says why the group is not autoscaled (e.g. a bad annotation).
+	Problem string
+}
+
+// ReasonCount counts pods that share a reason.
+type ReasonCount struct {
+	Reason string
+	Pods   int
+}

@@ -1,0 +1,389 @@
+package autoscaler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// Event reasons, the upstream cluster-autoscaler's.
+const (
+	EventTriggeredScaleUp     = "TriggeredScaleUp"
+	EventNotTriggerScaleUp    = "NotTriggerScaleUp"
+	EventScaledUpGroup        = "ScaledUpGroup"
+	EventFailedToScaleUpGroup = "FailedToScaleUpGroup"
+	EventScaleUpTimedOut      = "ScaleUpTimedOut"
+	EventDeleteUnregistered   = "DeleteUnregistered"
+)
+
+// steps are the parts of a loop, built for one configuration.
+type steps struct {
+	opts    Options
+	config  Config
+	state   *clusterstate.Registry
+	history *history
+	clock   clock.PassiveClock
+	scaleUp *scaleup.ScaleUp
+}
+
+// history is what the engine remembers of its own actions across
+// configurations.
+type history struct {
+	lastScaleUp, lastScaleDown time.Time
+}
+
+// loop is what the steps of one loop share.
+type loop struct {
+	now      time.Time
+	groups   nodegroups.List
+	nodes    []*corev1.Node
+	snapshot *snapshot.Snapshot
+	timedOut []clusterstate.TimedOutScaleUp
+	healthy  bool
+	// increased are the nodes added to each group in this loop.
+	increased map[string]int
+	status   Status
+}
+
+func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, clk clock.PassiveClock) (*steps, error) {
+	scaleUp, err := scaleup.New(scaleUpOptions(config, clk))
+	if err != nil {
+		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
+	}
+	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk, scaleUp: scaleUp}, nil
+}
+
+func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
+
+// run runs the steps of one loop in order. A step that fails for one node
+// group records it and goes on with the others.
+func (s *steps) run(ctx context.Context, now time.Time) Status {
+	l := &loop{now: now, status: Status{Time: now}, increased: map[string]int{}}
+	if err := s.timed(ctx, "refresh", func() error { return s.refresh(ctx, l) }); err != nil {
+		l.status.Err = err
+		return l.status
+	}
+	s.handleFailures(ctx, l)
+	s.checkHealth(l)
+	if l.healthy {
+		_ = s.timed(ctx, "scaleUp", func() error { s.scaleUpPending(ctx, l); return nil })
+	}
+	s.fillStatus(l)
+	return l.status
+}
+
+func (s *steps) timed(ctx context.Context, function string, step func() error) error {
+	start := s.clock.Now()
+	err := step()
+	s.opts.Metrics.observeFunction(s.opts.ClusterName, function, start, s.clock.Now())
+	klog.FromContext(ctx).V(5).Info("Finished step", "step", function, "duration", s.clock.Since(start))
+	return err
+}
+
+// refresh reads the node groups and the cluster and updates the cluster state.
+func (s *steps) refresh(ctx context.Context, l *loop) error {
+	groups, err := s.opts.NodeGroups.NodeGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("listing node groups: %w", err)
+	}
+	l.groups = groups
+
+	input, err := s.readCluster(ctx)
+	if err != nil {
+		return err
+	}
+	input.NodeGroups = groups.Groups
+	l.nodes = input.Nodes
+	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
+	l.snapshot = snapshot.New(input)
+	return nil
+}
+
+// readCluster lists what the snapshot needs. Objects come from the cache
+// without copies; nothing here modifies them.
+func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
+	var (
+		in         snapshot.Input
+		nodes      corev1.NodeList
+		pods       corev1.PodList
+		daemonSets appsv1.DaemonSetList
+		pdbs       policyv1.PodDisruptionBudgetList
+		namespaces corev1.NamespaceList
+	)
+	for _, list := range []struct {
+		what string
+		list client.ObjectList
+	}{
+		{"nodes", &nodes}, {"pods", &pods}, {"DaemonSets", &daemonSets},
+		{"PodDisruptionBudgets", &pdbs}, {"namespaces", &namespaces},
+	} {
+		if err := s.opts.Cluster.List(ctx, list.list, client.UnsafeDisableDeepCopy); err != nil {
+			return in, fmt.Errorf("listing %s of the cluster: %w", list.what, err)
+		}
+	}
+	in.Nodes = pointers(nodes.Items)
+	in.Pods = pointers(pods.Items)
+	in.DaemonSets = pointers(daemonSets.Items)
+	in.PodDisruptionBudgets = pointers(pdbs.Items)
+	in.Namespaces = pointers(namespaces.Items)
+	return in, nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// handleFailures acts on what went wrong since the last loop: scale-ups
+// that timed out, instances that failed, and instances that never
+// registered. Groups that failed back off before scale-up runs, so that
+// this loop's scale-up already picks another group.
+func (s *steps) handleFailures(ctx context.Context, l *loop) {
+	logger := klog.FromContext(ctx)
+	for _, timedOut := range l.timedOut {
+		group := timedOut.Group
+		message := fmt.Sprintf("Nodes added to group %s failed to register within %s: %d node(s) missing",
+			group.ID(), s.provisionTime(group), timedOut.Missing)
+		logger.Info("Scale-up timed out", "nodeGroup", group.ID(), "missing", timedOut.Missing)
+		s.groupEvent(group.ID(), corev1.EventTypeWarning, EventScaleUpTimedOut, message)
+		s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "timeout")
+		state := s.state.Group(group.ID())
+		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 {
+			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
+				s.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
+			}
+		}
+	}
+
+	for _, state := range s.state.Groups() {
+		group := state.Group
+		if len(state.Failed) > 0 {
+			first := state.Failed[0].Error
+			message := fmt.Sprintf("%d instance(s) of %s failed: %s", len(state.Failed), group.ID(), first.Message)
+			until := s.state.Backoff(group.ID(), first.Reason, message, l.now)
+			logger.Info("Node group failed to scale up, backing off", "nodeGroup", group.ID(), "reason", first.Reason,
+				"until", until, "failedInstances", len(state.Failed))
+			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, first.Reason)
+			if err := group.DeleteInstances(ctx, state.Failed); err != nil {
+				s.groupError(ctx, group.ID(), "deleting failed instances", err)
+			}
+		}
+		if len(state.LongUnregistered) > 0 {
+			message := fmt.Sprintf("Removing %d instance(s) of %s that did not register a node within %s",
+				len(state.LongUnregistered), group.ID(), s.provisionTime(group))
+			logger.Info("Removing long-unregistered instances", "nodeGroup", group.ID(), "count", len(state.LongUnregistered))
+			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventDeleteUnregistered, message)
+			if err := group.DeleteInstances(ctx, state.LongUnregistered); err != nil {
+				s.groupError(ctx, group.ID(), "deleting long-unregistered instances", err)
+			}
+		}
+	}
+}
+
+func (s *steps) provisionTime(group nodegroups.NodeGroup) time.Duration {
+	if override := group.Options().MaxNodeProvisionTime; override != nil {
+		return *override
+	}
+	return s.config.MaxNodeProvisionTime
+}
+
+// checkHealth stops all scaling while too many nodes are unready: new
+// nodes would likely fail the same way, and removing nodes could take away
+// the capacity the unready ones will need.
+func (s *steps) checkHealth(l *loop) {
+	healthy, message := s.state.ClusterHealthy()
+	l.healthy = healthy
+	l.status.ClusterHealthy = healthy
+	l.status.HealthMessage = message
+	l.status.ScalingActive = healthy
+	if !healthy {
+		l.status.ScalingMessage = "Cluster is unhealthy: " + message
+	}
+}
+
+// scaleUpPending plans a scale-up for the unschedulable pods and executes it.
+func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
+	logger := klog.FromContext(ctx)
+	upcoming := map[string]int{}
+	for _, state := range s.state.Groups() {
+		upcoming[state.Group.ID()] = state.Upcoming
+	}
+	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{Upcoming: upcoming, Skip: func(group nodegroups.NodeGroup) string {
+		return s.skipScaleUpReason(group, l.now)
+	}})
+
+	scaled := 0
+	for _, increase := range plan.Increases {
+		id := increase.Group.ID()
+		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
+			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
+			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
+			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "api")
+			s.groupError(ctx, id, "increasing size", err)
+			continue
+		}
+		scaled += increase.Delta
+		l.increased[id] += increase.Delta
+		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		target := s.state.Group(id).Target
+		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
+		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
+			fmt.Sprintf("Scale-up: setting group %s size to %d instead of %d (max: %d)",
+				id, target+increase.Delta, target, increase.Group.MaxSize()))
+	}
+	if scaled > 0 {
+		s.history.lastScaleUp = l.now
+		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, scaled)
+		message := s.scaleUpMessage(plan.Increases)
+		for _, pod := range plan.Helped {
+			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
+		}
+	}
+
+	reasons := map[string]int{}
+	for _, pod := range plan.NoScaleUp {
+		message := pod.Message()
+		reasons[message]++
+		s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
+	}
+	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
+}
+
+// skipScaleUpReason says why a group must not grow in this loop, or "".
+func (s *steps) skipScaleUpReason(group nodegroups.NodeGroup, now time.Time) string {
+	if backoff := s.state.BackoffOf(group.ID(), now); !backoff.Until.IsZero() {
+		return fmt.Sprintf("in backoff after failed scale-up (%s)", backoff.Reason)
+	}
+	if healthy, message := s.state.GroupHealthy(group.ID()); !healthy {
+		return "node group unhealthy: " + message
+	}
+	return ""
+}
+
+// scaleUpMessage is the upstream TriggeredScaleUp event message.
+func (s *steps) scaleUpMessage(increases []scaleup.Increase) string {
+	groups := make([]string, 0, len(increases))
+	for _, increase := range increases {
+		target := s.state.Group(increase.Group.ID()).Target
+		groups = append(groups, fmt.Sprintf("{%s %d->%d (max: %d)}", increase.Group.ID(), target, target+increase.Delta, increase.Group.MaxSize()))
+	}
+	return "pod triggered scale-up: [" + strings.Join(groups, " ") + "]"
+}
+
+func sortedReasons(counts map[string]int) []ReasonCount {
+	reasons := make([]ReasonCount, 0, len(counts))
+	for reason, pods := range counts {
+		reasons = append(reasons, ReasonCount{Reason: reason, Pods: pods})
+	}
+	slices.SortFunc(reasons, func(a, b ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Pods, a.Pods), cmp.Compare(a.Reason, b.Reason))
+	})
+	return reasons
+}
+
+// fillStatus completes the loop's status from the cluster state.
+func (s *steps) fillStatus(l *loop) {
+	status := &l.status
+	total := s.state.Total()
+	status.Nodes = len(l.nodes)
+	status.ReadyNodes = total.Ready
+	status.LastScaleUp = s.history.lastScaleUp
+	status.LastScaleDown = s.history.lastScaleDown
+	for _, pod := range l.snapshot.PendingPods() {
+		if scaleup.IsUnschedulable(pod) {
+			status.UnschedulablePods++
+		}
+	}
+	for _, state := range s.state.Groups() {
+		group := state.Group
+		backoff := s.state.BackoffOf(group.ID(), l.now)
+		status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{
+			ID:               group.ID(),
+			MinSize:          group.MinSize(),
+			MaxSize:          group.MaxSize(),
+			TargetSize:       state.Target + l.increased[group.ID()],
+			Registered:       state.Registered,
+			Ready:            state.Ready,
+			Unready:          state.Unready,
+			NotStarted:       state.NotStarted,
+			Deleting:         state.Deleting,
+			Upcoming:         state.Upcoming + l.increased[group.ID()],
+			LongUnregistered: len(state.LongUnregistered),
+			BackoffUntil:     backoff.Until,
+			BackoffReason:    backoff.Message,
+		})
+	}
+	for _, problem := range l.groups.Problems {
+		status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{ID: problem.ID, Problem: problem.Message})
+	}
+	if status.ScalingActive && len(l.groups.Groups) == 0 {
+		status.ScalingActive = false
+		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler min and max size annotations"
+	}
+}
+
+func (s *steps) groupEvent(groupID, eventType, reason, message string) {
+	if s.opts.GroupRecorder != nil {
+		s.opts.GroupRecorder.Event(groupID, eventType, reason, message)
+	}
+}
+
+func (s *steps) groupError(ctx context.Context, groupID, action string, err error) {
+	klog.FromContext(ctx).Error(err, "Node group action failed", "nodeGroup", groupID, "action", action)
+	s.opts.Metrics.recordError(s.opts.ClusterName, "cloudProviderError")
+}
+
+func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
+	opts := scaleup.DefaultOptions()
+	opts.PriorityCutoff = config.PodPriorityThreshold
+	opts.NewPodScaleUpDelay = config.NewPodScaleUpDelay
+	opts.MaxNodesPerScaleUp = config.MaxNodesPerScaleUp
+	opts.Limits = scaleup.ResourceLimits{
+		MaxNodesTotal: config.Limits.MaxNodesTotal,
+		Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
+		MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
+	}
+	if len(config.Limits.GPUs) > 0 {
+		opts.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{}
+		for name, r := range config.Limits.GPUs {
+			opts.Limits.GPUs[name] = scaleup.Range{Min: r.Min, Max: r.Max}
+		}
+	}
+	opts.Expanders = config.Expanders
+	opts.Priorities = config.ExpanderPriorities
+	opts.BalanceSimilarNodeGroups = config.BalanceSimilarNodeGroups
+	opts.BalancingIgnoredLabels = config.BalancingIgnoredLabels
+	opts.Clock = clk
+	return opts
+}
+
+func clusterstateOptions(config Config) clusterstate.Options {
+	return clusterstate.Options{
+		MaxNodeProvisionTime:      config.MaxNodeProvisionTime,
+		MaxNodeStartupTime:        15 * time.Minute,
+		Backoff:                   clusterstate.BackoffOptions(config.Backoff),
+		OkTotalUnreadyCount:       config.Health.OkTotalUnreadyCount,
+		MaxTotalUnreadyPercentage: config.Health.MaxTotalUnreadyPercentage,
+	}
+}
