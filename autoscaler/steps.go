@@ -58,7 +58,7 @@ type loop struct {
 	healthy  bool
 	// increased are the nodes added to each group in this loop.
 	increased map[string]int
-	status   Status
+	status    Status
 }
 
 func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, clk clock.PassiveClock) (*steps, error) {
