@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -22,7 +23,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
-// Options are what an Engine needs; all fields but Clock and OnStatus are required.
+// Options are what an Engine needs; Metrics, GroupRecorder, Clock and
+// OnStatus are optional.
 type Options struct {
 	// ClusterName labels metrics and logs, e.g. "namespace/name".
 	ClusterName string
@@ -30,9 +32,12 @@ type Options struct {
 	// NodeGroups discovers the node groups of the cluster.
 	NodeGroups nodegroups.Provider
 	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets and
-	// namespaces of the cluster (usually from a cache; objects are treated
-	// as read-only) and taints nodes and evicts pods on scale-down.
-	Cluster client.Client
+	// namespaces of the cluster, usually from a cache; the objects are
+	// treated as read-only.
+	Cluster client.Reader
+	// Clientset changes the cluster: it taints nodes and evicts pods on
+	// scale-down.
+	Clientset kubernetes.Interface
 	// Recorder records events on the cluster's pods and nodes.
 	Recorder record.EventRecorder
 	// GroupRecorder, when set, records events on the objects behind node
@@ -72,8 +77,8 @@ type Engine struct {
 
 // New returns an Engine for one cluster.
 func New(opts Options) (*Engine, error) {
-	if opts.NodeGroups == nil || opts.Cluster == nil || opts.Recorder == nil {
-		return nil, errors.New("node groups, a cluster client and an event recorder are required")
+	if opts.NodeGroups == nil || opts.Cluster == nil || opts.Clientset == nil || opts.Recorder == nil {
+		return nil, errors.New("node groups, a cluster reader, a clientset and an event recorder are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

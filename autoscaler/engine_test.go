@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,6 +130,7 @@ func (r *fakeGroupRecorder) reasons(groupID string) []string {
 type fixture struct {
 	clock         *clocktesting.FakeClock
 	cluster       client.Client
+	clientset     *kubefake.Clientset
 	provider      *fakeProvider
 	recorder      *record.FakeRecorder
 	groupRecorder *fakeGroupRecorder
@@ -138,9 +141,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fixture {
 	t.Helper()
+	var runtimeObjects []runtime.Object
+	for _, object := range objects {
+		runtimeObjects = append(runtimeObjects, object.DeepCopyObject())
+	}
 	f := &fixture{
 		clock:         clocktesting.NewFakeClock(st.Now),
 		cluster:       fake.NewClientBuilder().WithObjects(objects...).Build(),
+		clientset:     kubefake.NewClientset(runtimeObjects...),
 		provider:      &fakeProvider{groups: groups},
 		recorder:      record.NewFakeRecorder(10000),
 		groupRecorder: &fakeGroupRecorder{},
@@ -152,6 +160,7 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 		Config:        autoscaler.DefaultConfig(),
 		NodeGroups:    f.provider,
 		Cluster:       f.cluster,
+		Clientset:     f.clientset,
 		Recorder:      f.recorder,
 		GroupRecorder: f.groupRecorder,
 		Metrics:       f.metrics,
@@ -375,7 +384,7 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	loops := make(chan autoscaler.Status, 10)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster: f.cluster, Recorder: f.recorder, Clock: f.clock,
+		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
 		OnStatus: func(s autoscaler.Status) { loops <- s },
 	})
 	g.Expect(err).NotTo(HaveOccurred())
