@@ -1,0 +1,154 @@
+package clusterapi
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+)
+
+// pendingInstancePrefix marks the IDs of Machines that have no provider ID yet.
+const pendingInstancePrefix = "clusterapi://"
+
+// nodeIndex finds the Node of a Machine in the workload cluster.
+type nodeIndex struct {
+	byProviderID map[string]*corev1.Node
+	byName       map[string]*corev1.Node
+	byMachine    map[types.NamespacedName]*corev1.Node
+}
+
+func newNodeIndex(nodes []corev1.Node) *nodeIndex {
+	index := &nodeIndex{
+		byProviderID: map[string]*corev1.Node{},
+		byName:       map[string]*corev1.Node{},
+		byMachine:    map[types.NamespacedName]*corev1.Node{},
+	}
+	for i := range nodes {
+		node := &nodes[i]
+		index.byName[node.Name] = node
+		if node.Spec.ProviderID != "" {
+			index.byProviderID[normalizeProviderID(node.Spec.ProviderID)] = node
+		}
+		// Cluster API annotates the Nodes it has linked to a Machine.
+		machine, namespace := node.Annotations[clusterv1.MachineAnnotation], node.Annotations[clusterv1.ClusterNamespaceAnnotation]
+		if machine != "" && namespace != "" {
+			index.byMachine[types.NamespacedName{Namespace: namespace, Name: machine}] = node
+		}
+	}
+	return index
+}
+
+// nodeFor returns the Node of the Machine, or nil when it has none yet: by
+// provider ID first, then by what Cluster API recorded on either side. A Node
+// whose provider ID contradicts the Machine's is never taken.
+func (index *nodeIndex) nodeFor(machine *clusterv1.Machine) *corev1.Node {
+	if machine.Spec.ProviderID != "" {
+		if node := index.byProviderID[normalizeProviderID(machine.Spec.ProviderID)]; node != nil {
+			return node
+		}
+	}
+	candidates := []*corev1.Node{
+		index.byName[machine.Status.NodeRef.Name],
+		index.byMachine[types.NamespacedName{Namespace: machine.Namespace, Name: machine.Name}],
+	}
+	for _, node := range candidates {
+		if node != nil && compatibleProviderIDs(machine.Spec.ProviderID, node.Spec.ProviderID) {
+			return node
+		}
+	}
+	return nil
+}
+
+func compatibleProviderIDs(machineProviderID, nodeProviderID string) bool {
+	return machineProviderID == "" || nodeProviderID == "" || normalizeProviderID(machineProviderID) == normalizeProviderID(nodeProviderID)
+}
+
+// instanceID is the provider ID once known, else a name made from the Machine.
+func instanceID(machine *clusterv1.Machine, node *corev1.Node) string {
+	switch {
+	case machine.Spec.ProviderID != "":
+		return machine.Spec.ProviderID
+	case node != nil && node.Spec.ProviderID != "":
+		return node.Spec.ProviderID
+	default:
+		return fmt.Sprintf("%s%s/%s", pendingInstancePrefix, machine.Namespace, machine.Name)
+	}
+}
+
+func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Instance {
+	instance := nodegroups.Instance{
+		ID:        instanceID(machine, node),
+		State:     nodegroups.InstanceCreating,
+		CreatedAt: machine.CreationTimestamp.Time,
+	}
+	if node != nil {
+		instance.NodeName = node.Name
+		instance.State = nodegroups.InstanceRunning
+	}
+	if !machine.DeletionTimestamp.IsZero() || machine.Status.Phase == string(clusterv1.MachinePhaseDeleting) {
+		instance.State = nodegroups.InstanceDeleting
+		return instance
+	}
+	if node == nil {
+		instance.Error = provisioningFailure(machine)
+	}
+	return instance
+}
+
+// provisioningFailure returns why Cluster API gave up provisioning the
+// Machine, or nil while it may still succeed.
+func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
+	if deprecated := machine.Status.Deprecated; deprecated != nil && deprecated.V1Beta1 != nil {
+		if reason, message := deprecated.V1Beta1.FailureReason, deprecated.V1Beta1.FailureMessage; reason != nil || message != nil {
+			failure := &nodegroups.InstanceError{Reason: "MachineFailed"}
+			if reason != nil {
+				failure.Reason = string(*reason)
+			}
+			if message != nil {
+				failure.Message = *message
+			}
+			return failure
+		}
+	}
+	for _, conditionType := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition} {
+		condition := conditions.Get(machine, conditionType)
+		if condition != nil && condition.Status == "False" && isFailureReason(condition.Reason) {
+			return &nodegroups.InstanceError{Reason: condition.Reason, Message: fmt.Sprintf("%s: %s", conditionType, condition.Message)}
+		}
+	}
+	if machine.Status.Phase == string(clusterv1.MachinePhaseFailed) {
+		return &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}
+	}
+	return nil
+}
+
+// isFailureReason tells a terminal provisioning failure reported by a
+// provider (e.g. InstanceProvisionFailed, CreateError) from a transient state
+// (e.g. WaitingForBootstrapData) or an error of Cluster API's own
+// controllers, which they retry.
+func isFailureReason(reason string) bool {
+	if reason == clusterv1.InternalErrorReason {
+		return false
+	}
+	for _, suffix := range []string{"Failed", "Failure", "Error"} {
+		if strings.HasSuffix(reason, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// isReady tells whether the node can take pods.
+func isReady(node *corev1.Node) bool {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

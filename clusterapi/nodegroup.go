@@ -1,0 +1,269 @@
+package clusterapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
+)
+
+// member is a Machine of the group and the Node it became, if any.
+type member struct {
+	machine  *clusterv1.Machine
+	node     *corev1.Node
+	instance nodegroups.Instance
+}
+
+// nodeGroup is a snapshot of one scalable resource, its Machines and Nodes;
+// the methods that change it re-read what they decide on.
+type nodeGroup struct {
+	resource      scalable.Resource
+	reader        client.Reader
+	members       []member
+	rolloutReason string
+}
+
+var _ nodegroups.NodeGroup = &nodeGroup{}
+
+type nodeGroupOptions struct {
+	resource scalable.Resource
+	// reader reads infrastructure templates in the management cluster.
+	reader client.Reader
+	nodes  *nodeIndex
+}
+
+func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error) {
+	machines, err := opts.resource.Machines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rolloutReason, err := opts.resource.RolloutReason(ctx)
+	if err != nil {
+		return nil, err
+	}
+	group := &nodeGroup{resource: opts.resource, reader: opts.reader, rolloutReason: rolloutReason}
+	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
+	for _, machine := range machines {
+		node := opts.nodes.nodeFor(machine)
+		group.members = append(group.members, member{machine: machine, node: node, instance: instanceFor(machine, node)})
+	}
+	return group, nil
+}
+
+func (g *nodeGroup) ID() string                       { return g.resource.ID() }
+func (g *nodeGroup) MinSize() int                     { return g.resource.MinSize() }
+func (g *nodeGroup) MaxSize() int                     { return g.resource.MaxSize() }
+func (g *nodeGroup) TargetSize() int                  { return g.resource.Replicas() }
+func (g *nodeGroup) Options() nodegroups.GroupOptions { return g.resource.Options() }
+func (g *nodeGroup) ScaleDownBlockedReason() string   { return g.rolloutReason }
+
+func (g *nodeGroup) Instances() []nodegroups.Instance {
+	instances := make([]nodegroups.Instance, 0, len(g.members))
+	for _, m := range g.members {
+		instances = append(instances, m.instance)
+	}
+	return instances
+}
+
+// TemplateNode copies a Ready node of the group, or builds one from the
+// capacity the group publishes when it has none.
+func (g *nodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
+	for _, m := range g.members {
+		if m.node != nil && m.machine.DeletionTimestamp.IsZero() && m.node.DeletionTimestamp.IsZero() && isReady(m.node) {
+			return template.FromNode(m.node, g.resource), nil
+		}
+	}
+	return template.FromZero(ctx, g.reader, g.resource)
+}
+
+func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("%s: size increase must be positive, got %d", g.ID(), delta)
+	}
+	_, err := g.resource.UpdateReplicas(ctx, func(current int) (int, error) { return current + delta, nil })
+	return err
+}
+
+// DecreaseTargetSize gives up replicas that have no Machine yet. Lowering
+// the replicas below the number of Machines would let Cluster API pick which
+// existing Machines to remove, so that is refused.
+func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("%s: size decrease must be positive, got %d", g.ID(), delta)
+	}
+	machines, err := g.resource.Machines(ctx)
+	if err != nil {
+		return err
+	}
+	existing := len(notDeleting(machines))
+	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
+		if current-delta < existing {
+			return 0, fmt.Errorf("%s: refusing to lower replicas from %d by %d: %d Machines exist, and only replicas without a Machine can be given up",
+				g.ID(), current, delta, existing)
+		}
+		return current - delta, nil
+	})
+	return err
+}
+
+func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	var machines []string
+	var errs []error
+	for _, node := range nodes {
+		m := g.memberForNode(node)
+		if m == nil {
+			errs = append(errs, fmt.Errorf("node %s does not belong to %s", node.Name, g.ID()))
+			continue
+		}
+		machines = append(machines, m.machine.Name)
+	}
+	if len(errs) > 0 {
+		return kerrors.NewAggregate(errs)
+	}
+	return g.deleteMachines(ctx, machines)
+}
+
+func (g *nodeGroup) DeleteInstances(ctx context.Context, instances []nodegroups.Instance) error {
+	var machines []string
+	var errs []error
+	for _, instance := range instances {
+		m := g.memberForInstance(instance.ID)
+		switch {
+		case m == nil:
+			errs = append(errs, fmt.Errorf("instance %s does not belong to %s", instance.ID, g.ID()))
+		case m.node != nil:
+			errs = append(errs, fmt.Errorf("instance %s of %s has registered node %s, which must be deleted as a node", instance.ID, g.ID(), m.node.Name))
+		default:
+			machines = append(machines, m.machine.Name)
+		}
+	}
+	if len(errs) > 0 {
+		return kerrors.NewAggregate(errs)
+	}
+	return g.deleteMachines(ctx, machines)
+}
+
+func (g *nodeGroup) memberForNode(node *corev1.Node) *member {
+	for i := range g.members {
+		m := &g.members[i]
+		if m.node != nil && m.node.Name == node.Name && compatibleProviderIDs(m.node.Spec.ProviderID, node.Spec.ProviderID) {
+			return m
+		}
+	}
+	return nil
+}
+
+func (g *nodeGroup) memberForInstance(id string) *member {
+	for i := range g.members {
+		if g.members[i].instance.ID == id {
+			return &g.members[i]
+		}
+	}
+	return nil
+}
+
+// deleteMachines removes exactly the named Machines, the way Cluster API
+// expects: mark them with the delete-machine annotation, then lower the
+// replicas once for the batch, so that the MachineSet controller removes the
+// marked Machines first. If lowering fails, the marks are removed again.
+func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("nodeGroup", g.ID())
+	if g.rolloutReason != "" {
+		// With several MachineSets, lowering the MachineDeployment's replicas
+		// may scale down a MachineSet other than the one of the marked Machines.
+		return fmt.Errorf("%s: refusing to delete Machines during a rollout: %s", g.ID(), g.rolloutReason)
+	}
+	machines, err := g.resource.Machines(ctx)
+	if err != nil {
+		return err
+	}
+	requested := map[string]bool{}
+	for _, name := range names {
+		requested[name] = true
+	}
+	var batch []*clusterv1.Machine
+	othersMarked := 0
+	for _, machine := range notDeleting(machines) {
+		_, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]
+		switch {
+		case requested[machine.Name]:
+			batch = append(batch, machine)
+		case marked:
+			othersMarked++
+		}
+	}
+	if len(batch) < len(names) {
+		log.V(2).Info("Some Machines are already being deleted or gone", "requested", len(names), "toDelete", len(batch))
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	existing := len(notDeleting(machines))
+
+	// Marks that were there before are not ours to remove on failure.
+	var marked []*clusterv1.Machine
+	for _, machine := range batch {
+		if _, ok := machine.Annotations[clusterv1.DeleteMachineAnnotation]; ok {
+			continue
+		}
+		if err := g.resource.MarkMachineForDeletion(ctx, machine); err != nil {
+			return errors.Join(err, g.unmark(ctx, marked))
+		}
+		marked = append(marked, machine)
+	}
+	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
+		// Cluster API removes existing-current Machines on its own, marked
+		// ones first. Other marked Machines beyond that surplus could be
+		// removed instead of ours, and lowering the replicas while Machines
+		// are still to be created would only cancel their creation.
+		if surplus := existing - current; surplus < othersMarked {
+			return 0, fmt.Errorf("%s: refusing to lower replicas from %d: %d Machines exist and %d others are marked for deletion, "+
+				"so Cluster API might not remove the requested ones; retry once replicas and Machines agree", g.ID(), current, existing, othersMarked)
+		}
+		return current - len(batch), nil
+	})
+	if err != nil {
+		return errors.Join(err, g.unmark(ctx, marked))
+	}
+	deleted := make([]string, 0, len(batch))
+	for _, machine := range batch {
+		deleted = append(deleted, machine.Name)
+	}
+	log.V(1).Info("Deleting Machines", "machines", strings.Join(deleted, ","))
+	return nil
+}
+
+// unmark removes deletion marks after a failed deletion. It runs even when
+// ctx is cancelled: a mark left behind would make Cluster API remove that
+// Machine at the next scale-down, whichever Machine that scale-down is for.
+func (g *nodeGroup) unmark(ctx context.Context, machines []*clusterv1.Machine) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, machine := range machines {
+		if err := g.resource.UnmarkMachineForDeletion(ctx, machine); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func notDeleting(machines []*clusterv1.Machine) []*clusterv1.Machine {
+	var kept []*clusterv1.Machine
+	for _, machine := range machines {
+		if machine.DeletionTimestamp.IsZero() {
+			kept = append(kept, machine)
+		}
+	}
+	return kept
+}

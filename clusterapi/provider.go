@@ -1,0 +1,142 @@
+// Package clusterapi implements the engine's node groups with Cluster API:
+// the MachineDeployments and standalone MachineSets of one Cluster that carry
+// the autoscaler's size annotations, their Machines and the Nodes those
+// Machines became in the workload cluster.
+package clusterapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// Reasons a would-be node group is not autoscaled.
+const (
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	ReasonPaused            = "Paused"
+	ReasonDeleting          = "Deleting"
+)
+
+// Options configure a Provider.
+type Options struct {
+	// Management reads and writes the Cluster API objects in the management
+	// cluster. /scale reads always go to the API server.
+	Management client.Client
+	// Workload reads the Nodes of the workload cluster.
+	Workload client.Reader
+	// Cluster is the namespace and name of the Cluster.
+	Cluster types.NamespacedName
+	// Clock stamps deletion marks; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
+// Provider discovers the node groups of one Cluster.
+type Provider struct {
+	management client.Client
+	workload   client.Reader
+	cluster    types.NamespacedName
+	clock      clock.PassiveClock
+}
+
+var _ nodegroups.Provider = &Provider{}
+
+// NewProvider returns the Provider of the node groups of one Cluster.
+func NewProvider(opts Options) *Provider {
+	p := &Provider{management: opts.Management, workload: opts.Workload, cluster: opts.Cluster, clock: opts.Clock}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
+	return p
+}
+
+// NodeGroups reads the Cluster's MachineDeployments, standalone MachineSets,
+// Machines and Nodes afresh. A resource with wrong annotations, or paused, or
+// being deleted, is reported in Problems and leaves the others alone.
+func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KRef(p.cluster.Namespace, p.cluster.Name))
+	var list nodegroups.List
+
+	cluster := &clusterv1.Cluster{}
+	if err := p.management.Get(ctx, p.cluster, cluster); err != nil {
+		return list, fmt.Errorf("reading Cluster %s: %w", p.cluster, err)
+	}
+	candidates, err := p.candidates(ctx)
+	if err != nil {
+		return list, err
+	}
+	nodes := &corev1.NodeList{}
+	if err := p.workload.List(ctx, nodes); err != nil {
+		return list, fmt.Errorf("listing the Nodes of Cluster %s: %w", p.cluster, err)
+	}
+	index := newNodeIndex(nodes.Items)
+
+	for _, obj := range candidates {
+		resource, err := scalable.New(obj, scalable.Options{Client: p.management, Cluster: cluster, Clock: p.clock})
+		var annotationErr *scalable.AnnotationError
+		switch {
+		case errors.As(err, &annotationErr):
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: annotationErr.ID, Reason: ReasonInvalidAnnotation, Message: annotationErr.Error()})
+			continue
+		case err != nil:
+			return list, err
+		case resource.Paused():
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonPaused,
+				Message: fmt.Sprintf("%s is not autoscaled while Cluster %s has spec.paused or it has the %q annotation", resource.ID(), p.cluster, clusterv1.PausedAnnotation)})
+			continue
+		case resource.Deleting():
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonDeleting,
+				Message: fmt.Sprintf("%s is being deleted", resource.ID())})
+			continue
+		}
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, reader: p.management, nodes: index})
+		if err != nil {
+			return list, err
+		}
+		list.Groups = append(list.Groups, group)
+	}
+	for _, problem := range list.Problems {
+		log.V(4).Info("Not autoscaling", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message)
+	}
+	log.V(4).Info("Discovered node groups", "count", len(list.Groups), "problems", len(list.Problems))
+	return list, nil
+}
+
+// candidates are the Cluster's MachineDeployments and standalone MachineSets
+// that carry a size annotation. A MachineSet controlled by a
+// MachineDeployment is part of the MachineDeployment's group, even though it
+// inherits its annotations.
+func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
+	var candidates []client.Object
+	deployments := &clusterv1.MachineDeploymentList{}
+	if err := p.management.List(ctx, deployments, client.InNamespace(p.cluster.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the MachineDeployments of Cluster %s: %w", p.cluster, err)
+	}
+	for i := range deployments.Items {
+		md := &deployments.Items[i]
+		if md.Spec.ClusterName == p.cluster.Name && scalable.HasSizeAnnotations(md.Annotations) {
+			candidates = append(candidates, md)
+		}
+	}
+	machineSets := &clusterv1.MachineSetList{}
+	if err := p.management.List(ctx, machineSets, client.InNamespace(p.cluster.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the MachineSets of Cluster %s: %w", p.cluster, err)
+	}
+	for i := range machineSets.Items {
+		ms := &machineSets.Items[i]
+		if ms.Spec.ClusterName == p.cluster.Name && scalable.IsStandalone(ms) && scalable.HasSizeAnnotations(ms.Annotations) {
+			candidates = append(candidates, ms)
+		}
+	}
+	return candidates, nil
+}

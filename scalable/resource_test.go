@@ -1,0 +1,318 @@
+package scalable
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+)
+
+func sizeAnnotations(minSize, maxSize int) map[string]string {
+	return map[string]string{MinSizeAnnotation: strconv.Itoa(minSize), MaxSizeAnnotation: strconv.Itoa(maxSize)}
+}
+
+var _ = Describe("Resource", func() {
+	var (
+		ctx   context.Context
+		f     *envtest.Fixture
+		clock *clocktesting.FakePassiveClock
+	)
+
+	BeforeEach(func() {
+		ctx = testContext()
+		f = envtest.NewFixture(ctx, k8sClient)
+		clock = clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	})
+
+	newResource := func(obj client.Object) Resource {
+		GinkgoHelper()
+		r, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock})
+		Expect(err).NotTo(HaveOccurred())
+		return r
+	}
+
+	// specReplicas reads spec.replicas straight from the object.
+	specReplicas := func(obj client.Object) int32 {
+		GinkgoHelper()
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		switch o := obj.(type) {
+		case *clusterv1.MachineDeployment:
+			return ptr.Deref(o.Spec.Replicas, -1)
+		case *clusterv1.MachineSet:
+			return ptr.Deref(o.Spec.Replicas, -1)
+		}
+		Fail("not a scalable resource")
+		return -1
+	}
+
+	Describe("a MachineDeployment", func() {
+		It("describes itself from its spec and annotations", func() {
+			md := f.MachineDeployment("md-0", 2, map[string]string{
+				MinSizeAnnotation:               "1",
+				MaxSizeAnnotation:               "5",
+				ScaleDownUnneededTimeAnnotation: "3m",
+			})
+			md.Spec.Template.Spec.FailureDomain = "zone-a"
+			md.Spec.Template.Labels["node-role.kubernetes.io/worker"] = ""
+			f.Create(ctx, md)
+
+			r := newResource(md)
+			Expect(r.ID()).To(Equal("MachineDeployment/" + f.Namespace + "/md-0"))
+			Expect(r.Kind()).To(Equal(KindMachineDeployment))
+			Expect(r.ClusterName()).To(Equal(f.Cluster.Name))
+			Expect(r.MinSize()).To(Equal(1))
+			Expect(r.MaxSize()).To(Equal(5))
+			Expect(r.Replicas()).To(Equal(2))
+			Expect(r.Options().ScaleDownUnneededTime).To(HaveValue(Equal(3 * time.Minute)))
+			Expect(r.MachineTemplate().Spec.FailureDomain).To(Equal("zone-a"))
+			Expect(r.MachineTemplate().Labels).To(HaveKey("node-role.kubernetes.io/worker"))
+			Expect(r.MachineTemplate().Spec.InfrastructureRef.Kind).To(Equal(envtest.InfrastructureMachineTemplate.Kind))
+			Expect(r.Paused()).To(BeFalse())
+			Expect(r.Deleting()).To(BeFalse())
+		})
+
+		It("owns the Machines of its MachineSets only", func() {
+			md := f.MachineDeployment("md-0", 3, sizeAnnotations(0, 5))
+			other := f.MachineDeployment("md-1", 1, sizeAnnotations(0, 5))
+			f.Create(ctx, md, other)
+			msOld := f.MachineSet("md-0-old", 1, nil, md)
+			msNew := f.MachineSet("md-0-new", 2, nil, md)
+			msOther := f.MachineSet("md-1-abc", 1, nil, other)
+			f.Create(ctx, msOld, msNew, msOther)
+			f.Create(ctx,
+				f.Machine("md-0-old-a", msOld),
+				f.Machine("md-0-new-a", msNew),
+				f.Machine("md-0-new-b", msNew),
+				f.Machine("md-1-abc-a", msOther),
+			)
+			// A Machine that matches the selector but no MachineSet of the
+			// MachineDeployment controls is not its Machine.
+			orphan := f.Machine("md-0-orphan", msNew)
+			orphan.OwnerReferences = nil
+			f.Create(ctx, orphan)
+
+			machines, err := newResource(md).Machines(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(names(machines)).To(ConsistOf("md-0-old-a", "md-0-new-a", "md-0-new-b"))
+		})
+
+		It("reports a rollout while two MachineSets have replicas", func() {
+			md := f.MachineDeployment("md-0", 3, sizeAnnotations(0, 5))
+			f.Create(ctx, md)
+			f.Create(ctx, f.MachineSet("md-0-old", 1, nil, md), f.MachineSet("md-0-new", 2, nil, md))
+
+			reason, err := newResource(md).RolloutReason(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(reason).To(ContainSubstring("2 active MachineSets"))
+		})
+
+		It("reports no rollout with one active MachineSet", func() {
+			md := f.MachineDeployment("md-0", 3, sizeAnnotations(0, 5))
+			f.Create(ctx, md)
+			f.Create(ctx, f.MachineSet("md-0-old", 0, nil, md), f.MachineSet("md-0-new", 3, nil, md))
+
+			Expect(newResource(md).RolloutReason(ctx)).To(BeEmpty())
+		})
+	})
+
+	Describe("a MachineSet", func() {
+		It("owns the Machines it controls", func() {
+			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+			other := f.MachineSet("ms-1", 1, nil, nil)
+			f.Create(ctx, ms, other)
+			f.Create(ctx, f.Machine("ms-0-a", ms), f.Machine("ms-0-b", ms), f.Machine("ms-1-a", other))
+
+			r := newResource(ms)
+			Expect(r.ID()).To(Equal("MachineSet/" + f.Namespace + "/ms-0"))
+			machines, err := r.Machines(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(names(machines)).To(ConsistOf("ms-0-a", "ms-0-b"))
+			Expect(r.RolloutReason(ctx)).To(BeEmpty())
+		})
+
+		It("is standalone unless a MachineDeployment controls it", func() {
+			md := f.MachineDeployment("md-0", 1, nil)
+			f.Create(ctx, md)
+			Expect(IsStandalone(f.MachineSet("ms-0", 1, nil, nil))).To(BeTrue())
+			Expect(IsStandalone(f.MachineSet("md-0-abc", 1, nil, md))).To(BeFalse())
+		})
+	})
+
+	DescribeTable("replicas are written through /scale",
+		func(kind string) {
+			var obj client.Object
+			if kind == KindMachineDeployment {
+				obj = f.MachineDeployment("group", 2, sizeAnnotations(1, 4))
+			} else {
+				obj = f.MachineSet("group", 2, sizeAnnotations(1, 4), nil)
+			}
+			f.Create(ctx, obj)
+			r := newResource(obj)
+
+			By("raising within max")
+			Expect(r.UpdateReplicas(ctx, func(current int) (int, error) { return current + 2, nil })).To(Equal(4))
+			Expect(specReplicas(obj)).To(BeEquivalentTo(4))
+
+			By("refusing to go above max")
+			_, err := r.UpdateReplicas(ctx, func(current int) (int, error) { return current + 1, nil })
+			var outOfBounds *OutOfBoundsError
+			Expect(errors.As(err, &outOfBounds)).To(BeTrue(), "got %v", err)
+			Expect(specReplicas(obj)).To(BeEquivalentTo(4))
+
+			By("lowering within min")
+			Expect(r.UpdateReplicas(ctx, func(current int) (int, error) { return current - 3, nil })).To(Equal(1))
+
+			By("refusing to go below min")
+			_, err = r.UpdateReplicas(ctx, func(current int) (int, error) { return current - 1, nil })
+			Expect(errors.As(err, &outOfBounds)).To(BeTrue(), "got %v", err)
+			Expect(specReplicas(obj)).To(BeEquivalentTo(1))
+		},
+		Entry("MachineDeployment", KindMachineDeployment),
+		Entry("MachineSet", KindMachineSet),
+	)
+
+	It("lets a resource above max move down towards its bounds", func() {
+		md := f.MachineDeployment("md-0", 6, sizeAnnotations(1, 4))
+		f.Create(ctx, md)
+		Expect(newResource(md).UpdateReplicas(ctx, func(current int) (int, error) { return current - 1, nil })).To(Equal(5))
+	})
+
+	It("does not lose a replicas change made by another writer between its read and its write", func() {
+		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 10))
+		f.Create(ctx, md)
+		r := newResource(md)
+
+		var seen []int
+		written, err := r.UpdateReplicas(ctx, func(current int) (int, error) {
+			seen = append(seen, current)
+			if len(seen) == 1 {
+				// Another writer adds 3 after our read.
+				behindTheBack := &clusterv1.MachineDeployment{}
+				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), behindTheBack)).To(Succeed())
+				behindTheBack.Spec.Replicas = ptr.To(*behindTheBack.Spec.Replicas + 3)
+				Expect(k8sClient.Update(ctx, behindTheBack)).To(Succeed())
+			}
+			return current + 1, nil
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(seen).To(Equal([]int{2, 5}), "the write must be retried from a fresh read")
+		Expect(written).To(Equal(6))
+		Expect(specReplicas(md)).To(BeEquivalentTo(6), "both changes must be kept")
+	})
+
+	It("gives up on an error from the change", func() {
+		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 10))
+		f.Create(ctx, md)
+		refused := errors.New("refused")
+		_, err := newResource(md).UpdateReplicas(ctx, func(int) (int, error) { return 0, refused })
+		Expect(err).To(MatchError(refused))
+		Expect(specReplicas(md)).To(BeEquivalentTo(2))
+	})
+
+	Describe("pausing and deletion", func() {
+		expectNotScalable := func(r Resource, obj client.Object) {
+			GinkgoHelper()
+			_, err := r.UpdateReplicas(ctx, func(current int) (int, error) { return current + 1, nil })
+			var notScalable *NotScalableError
+			Expect(errors.As(err, &notScalable)).To(BeTrue(), "got %v", err)
+			Expect(specReplicas(obj)).To(BeEquivalentTo(1))
+		}
+
+		It("does not scale the resources of a paused Cluster", func() {
+			f.Cluster.Spec.Paused = ptr.To(true)
+			Expect(k8sClient.Update(ctx, f.Cluster)).To(Succeed())
+			md := f.MachineDeployment("md-0", 1, sizeAnnotations(0, 5))
+			f.Create(ctx, md)
+
+			r := newResource(md)
+			Expect(r.Paused()).To(BeTrue())
+			expectNotScalable(r, md)
+		})
+
+		It("does not scale a resource with the paused annotation", func() {
+			annotations := sizeAnnotations(0, 5)
+			annotations[clusterv1.PausedAnnotation] = ""
+			ms := f.MachineSet("ms-0", 1, annotations, nil)
+			f.Create(ctx, ms)
+
+			r := newResource(ms)
+			Expect(r.Paused()).To(BeTrue())
+			expectNotScalable(r, ms)
+		})
+
+		It("does not scale a resource being deleted", func() {
+			md := f.MachineDeployment("md-0", 1, sizeAnnotations(0, 5))
+			md.Finalizers = []string{"test.capi-autoscaler.io/keep"}
+			f.Create(ctx, md)
+			Expect(k8sClient.Delete(ctx, md)).To(Succeed())
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+
+			r := newResource(md)
+			Expect(r.Deleting()).To(BeTrue())
+			expectNotScalable(r, md)
+
+			md.Finalizers = nil
+			Expect(k8sClient.Update(ctx, md)).To(Succeed())
+		})
+	})
+
+	It("marks and unmarks a Machine for deletion", func() {
+		ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+		f.Create(ctx, ms)
+		machine := f.Machine("ms-0-a", ms)
+		untouched := f.Machine("ms-0-b", ms)
+		f.Create(ctx, machine, untouched)
+		r := newResource(ms)
+
+		Expect(r.MarkMachineForDeletion(ctx, machine)).To(Succeed())
+		stored := &clusterv1.Machine{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(machine), stored)).To(Succeed())
+		Expect(stored.Annotations).To(HaveKeyWithValue(clusterv1.DeleteMachineAnnotation, "2026-01-02T03:04:05Z"))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(untouched), stored)).To(Succeed())
+		Expect(stored.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+
+		Expect(r.UnmarkMachineForDeletion(ctx, machine)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(machine), stored)).To(Succeed())
+		Expect(stored.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+	})
+
+	It("fails to mark a Machine that is gone", func() {
+		ms := f.MachineSet("ms-0", 1, sizeAnnotations(0, 5), nil)
+		f.Create(ctx, ms)
+		machine := f.Machine("ms-0-a", ms)
+		f.Create(ctx, machine)
+		Expect(k8sClient.Delete(ctx, machine)).To(Succeed())
+
+		err := newResource(ms).MarkMachineForDeletion(ctx, machine)
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+	})
+
+	It("refuses an object with a wrong annotation, saying which and where", func() {
+		md := f.MachineDeployment("md-0", 1, map[string]string{MinSizeAnnotation: "3", MaxSizeAnnotation: "two"})
+		f.Create(ctx, md)
+		_, err := New(md, Options{Client: k8sClient, Cluster: f.Cluster})
+		var annotationErr *AnnotationError
+		Expect(errors.As(err, &annotationErr)).To(BeTrue(), "got %v", err)
+		Expect(annotationErr.ID).To(Equal("MachineDeployment/" + f.Namespace + "/md-0"))
+		Expect(annotationErr.Annotation).To(Equal(MaxSizeAnnotation))
+	})
+})
+
+func names[T metav1.Object](objs []T) []string {
+	var result []string
+	for _, obj := range objs {
+		result = append(result, obj.GetName())
+	}
+	return result
+}

@@ -1,0 +1,43 @@
+package scalable
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+)
+
+var (
+	testEnv   *envtest.Environment
+	k8sClient client.Client
+)
+
+func TestScalable(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "scalable suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	testEnv, err = envtest.Start(envtest.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = testEnv.Client
+})
+
+var _ = AfterSuite(func() {
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// testContext carries the suite's logger, as the manager's context would.
+func testContext() context.Context {
+	return ctrl.LoggerInto(context.Background(), ctrl.Log)
+}

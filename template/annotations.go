@@ -1,0 +1,130 @@
+package template
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// The capacity annotations on a MachineDeployment or MachineSet, the same the
+// upstream cluster-autoscaler reads to scale a Cluster API group from zero.
+const (
+	CPUAnnotation           = "capacity.cluster-autoscaler.kubernetes.io/cpu"
+	MemoryAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/memory"
+	EphemeralDiskAnnotation = "capacity.cluster-autoscaler.kubernetes.io/ephemeral-disk"
+	MaxPodsAnnotation       = "capacity.cluster-autoscaler.kubernetes.io/maxPods"
+	GPUTypeAnnotation       = "capacity.cluster-autoscaler.kubernetes.io/gpu-type"
+	GPUCountAnnotation      = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
+	LabelsAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/labels"
+	TaintsAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/taints"
+)
+
+// DefaultGPUResource is the resource GPUs are counted as when the gpu-type
+// annotation does not name another one.
+const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// capacityFromAnnotations returns the capacity the annotations set; resources
+// they do not mention are left out.
+func capacityFromAnnotations(id string, annotations map[string]string) (corev1.ResourceList, error) {
+	capacity := corev1.ResourceList{}
+	quantities := []struct {
+		annotation string
+		resource   corev1.ResourceName
+	}{
+		{CPUAnnotation, corev1.ResourceCPU},
+		{MemoryAnnotation, corev1.ResourceMemory},
+		{EphemeralDiskAnnotation, corev1.ResourceEphemeralStorage},
+		{MaxPodsAnnotation, corev1.ResourcePods},
+	}
+	for _, q := range quantities {
+		value, ok := annotations[q.annotation]
+		if !ok {
+			continue
+		}
+		quantity, err := parseQuantity(id, q.annotation, value)
+		if err != nil {
+			return nil, err
+		}
+		capacity[q.resource] = quantity
+	}
+	if value, ok := annotations[GPUCountAnnotation]; ok {
+		count, err := parseQuantity(id, GPUCountAnnotation, value)
+		if err != nil {
+			return nil, err
+		}
+		gpu := DefaultGPUResource
+		if gpuType := annotations[GPUTypeAnnotation]; gpuType != "" {
+			if errs := validation.IsQualifiedName(gpuType); len(errs) > 0 {
+				return nil, &scalable.AnnotationError{ID: id, Annotation: GPUTypeAnnotation, Value: gpuType, Reason: "not a resource name: " + strings.Join(errs, "; ")}
+			}
+			gpu = corev1.ResourceName(gpuType)
+		}
+		capacity[gpu] = count
+	}
+	return capacity, nil
+}
+
+func parseQuantity(id, annotation, value string) (resource.Quantity, error) {
+	quantity, err := resource.ParseQuantity(value)
+	if err != nil {
+		return resource.Quantity{}, &scalable.AnnotationError{ID: id, Annotation: annotation, Value: value, Reason: "not a quantity such as 4, 500m or 16Gi"}
+	}
+	if quantity.Sign() < 0 {
+		return resource.Quantity{}, &scalable.AnnotationError{ID: id, Annotation: annotation, Value: value, Reason: "negative"}
+	}
+	return quantity, nil
+}
+
+// labelsFromAnnotation parses "key=value,key2=value2".
+func labelsFromAnnotation(id string, annotations map[string]string) (map[string]string, error) {
+	value, ok := annotations[LabelsAnnotation]
+	if !ok || strings.TrimSpace(value) == "" {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, pair := range strings.Split(value, ",") {
+		key, val, found := strings.Cut(strings.TrimSpace(pair), "=")
+		if !found {
+			return nil, &scalable.AnnotationError{ID: id, Annotation: LabelsAnnotation, Value: value, Reason: fmt.Sprintf("%q is not key=value", pair)}
+		}
+		if errs := append(validation.IsQualifiedName(key), validation.IsValidLabelValue(val)...); len(errs) > 0 {
+			return nil, &scalable.AnnotationError{ID: id, Annotation: LabelsAnnotation, Value: value, Reason: fmt.Sprintf("%q is not a valid label: %s", pair, strings.Join(errs, "; "))}
+		}
+		labels[key] = val
+	}
+	return labels, nil
+}
+
+// taintsFromAnnotation parses "key=value:Effect,key2:Effect".
+func taintsFromAnnotation(id string, annotations map[string]string) ([]corev1.Taint, error) {
+	value, ok := annotations[TaintsAnnotation]
+	if !ok || strings.TrimSpace(value) == "" {
+		return nil, nil
+	}
+	var taints []corev1.Taint
+	for _, spec := range strings.Split(value, ",") {
+		spec = strings.TrimSpace(spec)
+		keyValue, effect, found := strings.Cut(spec, ":")
+		if !found {
+			return nil, &scalable.AnnotationError{ID: id, Annotation: TaintsAnnotation, Value: value, Reason: fmt.Sprintf("%q is not key=value:Effect", spec)}
+		}
+		taint := corev1.Taint{Effect: corev1.TaintEffect(effect)}
+		taint.Key, taint.Value, _ = strings.Cut(keyValue, "=")
+		switch taint.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return nil, &scalable.AnnotationError{ID: id, Annotation: TaintsAnnotation, Value: value,
+				Reason: fmt.Sprintf("%q has effect %q, not one of NoSchedule, PreferNoSchedule, NoExecute", spec, effect)}
+		}
+		if errs := validation.IsQualifiedName(taint.Key); len(errs) > 0 {
+			return nil, &scalable.AnnotationError{ID: id, Annotation: TaintsAnnotation, Value: value, Reason: fmt.Sprintf("%q has an invalid key: %s", spec, strings.Join(errs, "; "))}
+		}
+		taints = append(taints, taint)
+	}
+	return taints, nil
+}

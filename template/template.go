@@ -1,0 +1,299 @@
+// Package template builds the node a new member of a node group would
+// become: from a real node of the group when it has one, else from the
+// capacity the group publishes (scale from zero).
+package template
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/external"
+	capilabels "sigs.k8s.io/cluster-api/util/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Source is what a template needs from a node group's scalable resource.
+type Source interface {
+	ID() string
+	Name() string
+	Namespace() string
+	// Annotations hold the capacity hints.
+	Annotations() map[string]string
+	MachineTemplate() clusterv1.MachineTemplateSpec
+}
+
+// Defaults for what a scale-from-zero template does not say.
+const (
+	DefaultMaxPods         = 110
+	DefaultOperatingSystem = "linux"
+	DefaultArchitecture    = "amd64"
+)
+
+// Taints the autoscaler itself puts on nodes it removes.
+const (
+	ToBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
+	DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
+)
+
+// transientTaints describe the state of one node, not what the group's nodes
+// are made of, so they are left out of a template built from a real node.
+var transientTaints = map[string]bool{
+	corev1.TaintNodeNotReady:           true,
+	corev1.TaintNodeUnreachable:        true,
+	corev1.TaintNodeUnschedulable:      true,
+	corev1.TaintNodeMemoryPressure:     true,
+	corev1.TaintNodeDiskPressure:       true,
+	corev1.TaintNodePIDPressure:        true,
+	corev1.TaintNodeNetworkUnavailable: true,
+	corev1.TaintNodeOutOfService:       true,
+	ToBeDeletedTaint:                   true,
+	DeletionCandidateTaint:             true,
+}
+
+// Taint key prefixes the upstream autoscaler treats as transient, honoured so
+// that existing clusters behave the same.
+var transientTaintPrefixes = []string{
+	"ignore-taint.cluster-autoscaler.kubernetes.io/",
+	"startup-taint.cluster-autoscaler.kubernetes.io/",
+}
+
+// CannotScaleFromZeroError says why a group with no nodes has no template.
+type CannotScaleFromZeroError struct {
+	ID     string
+	Reason string
+}
+
+func (e *CannotScaleFromZeroError) Error() string {
+	return fmt.Sprintf("%s cannot scale from zero: %s", e.ID, e.Reason)
+}
+
+// FromNode returns a template copied from a real node of the group, without
+// what is particular to that node: its name, hostname, provider ID, pod
+// CIDRs, addresses and transient taints.
+func FromNode(node *corev1.Node, source Source) *corev1.Node {
+	name := newName(source)
+	template := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      maps.Clone(node.Labels),
+			Annotations: maps.Clone(node.Annotations),
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    node.Status.Capacity.DeepCopy(),
+			Allocatable: node.Status.Allocatable.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions:  readyConditions(),
+			NodeInfo:    node.Status.NodeInfo,
+		},
+	}
+	if template.Labels == nil {
+		template.Labels = map[string]string{}
+	}
+	template.Labels[corev1.LabelHostname] = name
+	delete(template.Annotations, clusterv1.MachineAnnotation)
+	for _, taint := range node.Spec.Taints {
+		if !isTransient(taint) {
+			template.Spec.Taints = append(template.Spec.Taints, taint)
+		}
+	}
+	return template
+}
+
+func isTransient(taint corev1.Taint) bool {
+	if transientTaints[taint.Key] {
+		return true
+	}
+	for _, prefix := range transientTaintPrefixes {
+		if strings.HasPrefix(taint.Key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// FromZero returns the template of a group that has no node, from the
+// capacity annotations of its resource and the status of its infrastructure
+// machine template (any provider, read through the reader as unstructured);
+// the annotations win. It returns a *CannotScaleFromZeroError when neither
+// says how much cpu and memory a node would have.
+func FromZero(ctx context.Context, reader client.Reader, source Source) (*corev1.Node, error) {
+	machineTemplate := source.MachineTemplate()
+	fromAnnotations, err := capacityFromAnnotations(source.ID(), source.Annotations())
+	if err != nil {
+		return nil, err
+	}
+	infra, err := infrastructureTemplate(ctx, reader, source)
+	if err != nil {
+		if !hasCPUAndMemory(fromAnnotations) {
+			return nil, err
+		}
+		// The annotations say enough; only the defaults for the operating
+		// system and architecture are used instead.
+		ctrl.LoggerFrom(ctx).V(2).Info("Ignoring the infrastructure template, the capacity annotations suffice", "nodeGroup", source.ID(), "err", err.Error())
+		infra = defaultInfrastructureInfo(source)
+	}
+
+	capacity := infra.capacity
+	maps.Copy(capacity, fromAnnotations)
+	if !hasCPUAndMemory(capacity) {
+		return nil, &CannotScaleFromZeroError{ID: source.ID(), Reason: fmt.Sprintf(
+			"no cpu and memory capacity known: set the %q and %q annotations on it, or have the infrastructure template %s publish status.capacity",
+			CPUAnnotation, MemoryAnnotation, infra.description)}
+	}
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = *resource.NewQuantity(DefaultMaxPods, resource.DecimalSI)
+	}
+
+	name := newName(source)
+	labels := map[string]string{
+		corev1.LabelOSStable:      infra.operatingSystem,
+		corev1.LabelArchStable:    infra.architecture,
+		"beta.kubernetes.io/os":   infra.operatingSystem,
+		"beta.kubernetes.io/arch": infra.architecture,
+		corev1.LabelHostname:      name,
+	}
+	maps.Copy(labels, capilabels.GetManagedLabels(machineTemplate.Labels))
+	if zone := machineTemplate.Spec.FailureDomain; zone != "" {
+		labels[corev1.LabelTopologyZone] = zone
+	}
+	fromAnnotation, err := labelsFromAnnotation(source.ID(), source.Annotations())
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(labels, fromAnnotation)
+
+	taints, err := templateTaints(source)
+	if err != nil {
+		return nil, err
+	}
+
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions:  readyConditions(),
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: infra.operatingSystem,
+				Architecture:    infra.architecture,
+			},
+		},
+	}, nil
+}
+
+// templateTaints merges the taints of the machine template with the taints
+// annotation; the annotation wins for the same key and effect.
+func templateTaints(source Source) ([]corev1.Taint, error) {
+	fromAnnotation, err := taintsFromAnnotation(source.ID(), source.Annotations())
+	if err != nil {
+		return nil, err
+	}
+	type keyEffect struct {
+		key    string
+		effect corev1.TaintEffect
+	}
+	annotated := map[keyEffect]bool{}
+	for _, taint := range fromAnnotation {
+		annotated[keyEffect{taint.Key, taint.Effect}] = true
+	}
+	var taints []corev1.Taint
+	for _, taint := range source.MachineTemplate().Spec.Taints {
+		if !annotated[keyEffect{taint.Key, taint.Effect}] {
+			taints = append(taints, corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: taint.Effect})
+		}
+	}
+	return append(taints, fromAnnotation...), nil
+}
+
+// infrastructureInfo is what the infrastructure machine template publishes
+// for the autoscaler in its status.
+type infrastructureInfo struct {
+	description     string
+	capacity        corev1.ResourceList
+	operatingSystem string
+	architecture    string
+}
+
+// infrastructureTemplate reads status.capacity and status.nodeInfo of the
+// infrastructure machine template. A template that does not exist or
+// publishes nothing is not an error: the annotations may say enough.
+func infrastructureTemplate(ctx context.Context, reader client.Reader, source Source) (*infrastructureInfo, error) {
+	ref := source.MachineTemplate().Spec.InfrastructureRef
+	info := defaultInfrastructureInfo(source)
+	if !ref.IsDefined() {
+		return info, nil
+	}
+	obj, err := external.GetObjectFromContractVersionedRef(ctx, reader, ref, source.Namespace())
+	if apierrors.IsNotFound(err) {
+		info.description += " (not found)"
+		return info, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the infrastructure template of %s: %w", source.ID(), err)
+	}
+
+	capacity, _, err := unstructured.NestedStringMap(obj.Object, "status", "capacity")
+	if err != nil {
+		return nil, fmt.Errorf("%s: status.capacity is not a map of quantities: %w", info.description, err)
+	}
+	for name, value := range capacity {
+		quantity, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: status.capacity.%s=%q is not a quantity: %w", info.description, name, value, err)
+		}
+		info.capacity[corev1.ResourceName(name)] = quantity
+	}
+	if os, _, _ := unstructured.NestedString(obj.Object, "status", "nodeInfo", "operatingSystem"); os != "" {
+		info.operatingSystem = os
+	}
+	if arch, _, _ := unstructured.NestedString(obj.Object, "status", "nodeInfo", "architecture"); arch != "" {
+		info.architecture = arch
+	}
+	return info, nil
+}
+
+func defaultInfrastructureInfo(source Source) *infrastructureInfo {
+	ref := source.MachineTemplate().Spec.InfrastructureRef
+	description := "(none referenced)"
+	if ref.IsDefined() {
+		description = fmt.Sprintf("%s %s/%s", ref.Kind, source.Namespace(), ref.Name)
+	}
+	return &infrastructureInfo{
+		description:     description,
+		capacity:        corev1.ResourceList{},
+		operatingSystem: DefaultOperatingSystem,
+		architecture:    DefaultArchitecture,
+	}
+}
+
+func hasCPUAndMemory(capacity corev1.ResourceList) bool {
+	_, cpu := capacity[corev1.ResourceCPU]
+	_, memory := capacity[corev1.ResourceMemory]
+	return cpu && memory
+}
+
+func readyConditions() []corev1.NodeCondition {
+	return []corev1.NodeCondition{{
+		Type:   corev1.NodeReady,
+		Status: corev1.ConditionTrue,
+		Reason: "KubeletReady",
+	}}
+}
+
+// newName gives every template a fresh name, so that copies of it never
+// collide with each other or with real nodes.
+func newName(source Source) string {
+	return fmt.Sprintf("template-node-for-%s-%s", source.Name(), utilrand.String(5))
+}

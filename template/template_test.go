@@ -1,0 +1,203 @@
+package template
+
+import (
+	"errors"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// fakeSource is a node group's resource reduced to what templates read.
+type fakeSource struct {
+	annotations map[string]string
+	template    clusterv1.MachineTemplateSpec
+	namespace   string
+}
+
+func (s *fakeSource) ID() string { return "MachineDeployment/" + s.namespace + "/md-0" }
+
+const testID = "MachineDeployment/default/md-0"
+
+func (s *fakeSource) Name() string                                   { return "md-0" }
+func (s *fakeSource) Namespace() string                              { return s.namespace }
+func (s *fakeSource) Annotations() map[string]string                 { return s.annotations }
+func (s *fakeSource) MachineTemplate() clusterv1.MachineTemplateSpec { return s.template }
+
+func TestCapacityFromAnnotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        corev1.ResourceList
+		wantErr     string
+	}{
+		{name: "none", annotations: nil, want: corev1.ResourceList{}},
+		{
+			name: "all quantities",
+			annotations: map[string]string{
+				CPUAnnotation: "4", MemoryAnnotation: "16Gi", EphemeralDiskAnnotation: "100Gi", MaxPodsAnnotation: "58",
+			},
+			want: corev1.ResourceList{
+				corev1.ResourceCPU:              resource.MustParse("4"),
+				corev1.ResourceMemory:           resource.MustParse("16Gi"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+				corev1.ResourcePods:             resource.MustParse("58"),
+			},
+		},
+		{
+			name:        "gpus default to nvidia",
+			annotations: map[string]string{GPUCountAnnotation: "2"},
+			want:        corev1.ResourceList{DefaultGPUResource: resource.MustParse("2")},
+		},
+		{
+			name:        "gpus of a given type",
+			annotations: map[string]string{GPUCountAnnotation: "1", GPUTypeAnnotation: "amd.com/gpu"},
+			want:        corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")},
+		},
+		{name: "cpu not a quantity", annotations: map[string]string{CPUAnnotation: "four"}, wantErr: CPUAnnotation},
+		{name: "memory negative", annotations: map[string]string{MemoryAnnotation: "-1Gi"}, wantErr: MemoryAnnotation},
+		{name: "gpu type not a resource name", annotations: map[string]string{GPUCountAnnotation: "1", GPUTypeAnnotation: "a b"}, wantErr: GPUTypeAnnotation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			capacity, err := capacityFromAnnotations(testID, tt.annotations)
+			if tt.wantErr != "" {
+				expectAnnotationError(g, err, testID, tt.wantErr)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(capacity).To(HaveLen(len(tt.want)))
+			for name, quantity := range tt.want {
+				g.Expect(capacity).To(HaveKeyWithValue(name, BeComparableTo(quantity)))
+			}
+		})
+	}
+}
+
+func TestLabelsFromAnnotation(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		want    map[string]string
+		wantErr bool
+	}{
+		{name: "empty", value: "", want: nil},
+		{name: "pairs", value: "a=b, example.com/c=d", want: map[string]string{"a": "b", "example.com/c": "d"}},
+		{name: "empty value", value: "a=", want: map[string]string{"a": ""}},
+		{name: "missing =", value: "a=b,c", wantErr: true},
+		{name: "invalid key", value: "-a=b", wantErr: true},
+		{name: "invalid value", value: "a=b c", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			labels, err := labelsFromAnnotation(testID, map[string]string{LabelsAnnotation: tt.value})
+			if tt.wantErr {
+				expectAnnotationError(g, err, testID, LabelsAnnotation)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(labels).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestTaintsFromAnnotation(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		want    []corev1.Taint
+		wantErr bool
+	}{
+		{name: "empty", value: "", want: nil},
+		{
+			name:  "with and without value",
+			value: "dedicated=gpu:NoSchedule,example.com/spot:PreferNoSchedule",
+			want: []corev1.Taint{
+				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "example.com/spot", Effect: corev1.TaintEffectPreferNoSchedule},
+			},
+		},
+		{name: "missing effect", value: "dedicated=gpu", wantErr: true},
+		{name: "unknown effect", value: "dedicated=gpu:Sometimes", wantErr: true},
+		{name: "invalid key", value: "=gpu:NoSchedule", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			taints, err := taintsFromAnnotation(testID, map[string]string{TaintsAnnotation: tt.value})
+			if tt.wantErr {
+				expectAnnotationError(g, err, testID, TaintsAnnotation)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(taints).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestFromNode(t *testing.T) {
+	g := NewWithT(t)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "md-0-abc",
+			UID:             "1234",
+			ResourceVersion: "42",
+			Labels: map[string]string{
+				corev1.LabelHostname:     "md-0-abc",
+				corev1.LabelTopologyZone: "zone-a",
+				"pool":                   "workers",
+			},
+			Annotations: map[string]string{clusterv1.MachineAnnotation: "md-0-abc"},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID:    "test:///md-0-abc",
+			Unschedulable: true,
+			Taints: []corev1.Taint{
+				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
+				{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
+				{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+				{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule},
+				{Key: DeletionCandidateTaint, Effect: corev1.TaintEffectPreferNoSchedule},
+				{Key: "startup-taint.cluster-autoscaler.kubernetes.io/cni", Effect: corev1.TaintEffectNoSchedule},
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3800m")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+
+	template := FromNode(node, &fakeSource{namespace: "default"})
+
+	g.Expect(template.Name).To(HavePrefix("template-node-for-md-0-"))
+	g.Expect(template.Name).NotTo(Equal(node.Name))
+	g.Expect(template.UID).To(BeEmpty())
+	g.Expect(template.ResourceVersion).To(BeEmpty())
+	g.Expect(template.Spec.ProviderID).To(BeEmpty())
+	g.Expect(template.Spec.Unschedulable).To(BeFalse())
+	g.Expect(template.Labels).To(HaveKeyWithValue(corev1.LabelHostname, template.Name))
+	g.Expect(template.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, "zone-a"))
+	g.Expect(template.Labels).To(HaveKeyWithValue("pool", "workers"))
+	g.Expect(template.Annotations).NotTo(HaveKey(clusterv1.MachineAnnotation))
+	g.Expect(template.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}))
+	g.Expect(template.Status.Allocatable).To(HaveKeyWithValue(corev1.ResourceCPU, BeComparableTo(resource.MustParse("3800m"))))
+	g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelHostname, "md-0-abc"), "the real node must not change")
+	g.Expect(FromNode(node, &fakeSource{}).Name).NotTo(Equal(template.Name), "every template gets a fresh name")
+}
+
+// expectAnnotationError checks that err blames the annotation on the object.
+func expectAnnotationError(g Gomega, err error, id, annotation string) {
+	var annotationErr *scalable.AnnotationError
+	g.ExpectWithOffset(1, errors.As(err, &annotationErr)).To(BeTrue(), "want an *AnnotationError, got %v", err)
+	g.ExpectWithOffset(1, annotationErr.Annotation).To(Equal(annotation))
+	g.ExpectWithOffset(1, annotationErr.ID).To(Equal(id))
+}
