@@ -1,0 +1,261 @@
+package scaledown_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// actuatorFixture is an Actuator on a fake clientset whose Eviction API
+// marks pods terminating, as a real API server does, unless refuse says
+// a PodDisruptionBudget forbids it.
+type actuatorFixture struct {
+	ctx      context.Context
+	clock    *clocktesting.FakeClock
+	client   *fake.Clientset
+	recorder *record.FakeRecorder
+	actuator *scaledown.Actuator
+	refuse   func(podName string) bool
+}
+
+func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixture {
+	_, ctx := ktesting.NewTestContext(t)
+	f := &actuatorFixture{
+		ctx: ctx, clock: clocktesting.NewFakeClock(st.Now), client: fake.NewClientset(objects...),
+		recorder: record.NewFakeRecorder(100), refuse: func(string) bool { return false },
+	}
+	f.client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		eviction := action.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		if f.refuse(eviction.Name) {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		}
+		gvr := corev1.SchemeGroupVersion.WithResource("pods")
+		obj, err := f.client.Tracker().Get(gvr, eviction.Namespace, eviction.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*corev1.Pod).DeepCopy()
+		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now()))
+		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
+	})
+	opts := scaledown.DefaultActuatorOptions()
+	opts.Clock = f.clock
+	actuator, err := scaledown.NewActuator(f.client, f.recorder, opts)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	f.actuator = actuator
+	return f
+}
+
+func (f *actuatorFixture) node(g Gomega, name string) *corev1.Node {
+	node, err := f.client.CoreV1().Nodes().Get(f.ctx, name, metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return node
+}
+
+// terminating are the names of the pods marked for deletion.
+func (f *actuatorFixture) terminating(g Gomega) []string {
+	pods, err := f.client.CoreV1().Pods("").List(f.ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	names := []string{}
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil {
+			names = append(names, pod.Name)
+		}
+	}
+	return names
+}
+
+// finishTerminating deletes the terminating pods, as a kubelet would.
+func (f *actuatorFixture) finishTerminating(g Gomega) {
+	for _, name := range f.terminating(g) {
+		g.Expect(f.client.CoreV1().Pods("default").Delete(f.ctx, name, metav1.DeleteOptions{})).To(Succeed())
+	}
+}
+
+func (f *actuatorFixture) events() []string {
+	var events []string
+	for {
+		select {
+		case event := <-f.recorder.Events:
+			events = append(events, event)
+		default:
+			return events
+		}
+	}
+}
+
+func expectTainted(g Gomega, node *corev1.Node, tainted bool) {
+	g.Expect(scaledown.HasDeletionTaint(node)).To(Equal(tainted), "node %s tainted", node.Name)
+}
+
+const (
+	eventMarked    = "Normal ScaleDown marked the node as toBeDeleted/unschedulable"
+	eventEvicting  = "Normal ScaleDown deleting pod for node scale down"
+	eventFailedPfx = "Warning ScaleDownFailed "
+)
+
+func TestEmptyNodesAreDeletedInBulk(t *testing.T) {
+	g := NewWithT(t)
+	a1, a2, b1 := node("a1"), node("a2"), node("b1")
+	f := newActuatorFixture(t, a1, a2, b1, pod("agent-a1", "100m", "a1", daemonSetPod), pod("static-b1", "100m", "b1", mirrorPod))
+	groupA, groupB := newGroup("ng-a", a1, a2), newGroup("ng-b", b1)
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: groupA}, {Node: b1, Group: groupB}, {Node: a2, Group: groupA}}})
+
+	g.Expect(groupA.Deleted).To(Equal([]string{"a1", "a2"}), "one call for the group")
+	g.Expect(groupB.Deleted).To(Equal([]string{"b1"}))
+	for _, name := range []string{"a1", "a2", "b1"} {
+		expectTainted(g, f.node(g, name), true)
+	}
+	g.Expect(f.terminating(g)).To(BeEmpty(), "DaemonSet and mirror pods are not evicted")
+	g.Expect(f.events()).To(Equal([]string{eventMarked, eventMarked, eventMarked}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now}))
+}
+
+func TestEmptyNodeThatGotAPodStays(t *testing.T) {
+	g := NewWithT(t)
+	a1 := node("a1")
+	f := newActuatorFixture(t, a1, pod("newcomer", "100m", "a1"))
+	group := newGroup("ng", a1)
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "a1"), false)
+	g.Expect(f.actuator.Progress().LastFailure).To(BeZero(), "a race with the scheduler is no failure")
+}
+
+func TestFailedDeletionLeavesNothingBehind(t *testing.T) {
+	g := NewWithT(t)
+	a1 := node("a1")
+	f := newActuatorFixture(t, a1)
+	group := newGroup("ng", a1)
+	group.Min = 1 // DeleteNodes refuses to go below it
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "a1"), false)
+	g.Expect(f.events()).To(ConsistOf(eventMarked, HavePrefix(eventFailedPfx+"failed to delete empty node: size 0 would go below the minimum 1")))
+	g.Expect(f.actuator.Progress().LastFailure).To(Equal(st.Now))
+}
+
+func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"), pod("web-1", "100m", "n"), pod("agent", "100m", "n", daemonSetPod),
+		pod("low", "100m", "n", st.WithPriority(-100)), pod("elsewhere", "100m", "other"))
+	group := newGroup("ng", n, node("other"))
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+
+	expectTainted(g, f.node(g, "n"), true)
+	g.Expect(f.terminating(g)).To(ConsistOf("web-0", "web-1", "low"))
+	g.Expect(f.events()).To(Equal([]string{eventMarked, eventEvicting, eventEvicting, eventEvicting}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Draining: 1}))
+
+	f.clock.Step(10 * time.Second)
+	f.actuator.Advance(f.ctx)
+	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while its pods terminate")
+	g.Expect(f.events()).To(BeEmpty(), "a pod is announced once")
+
+	f.finishTerminating(g)
+	f.clock.Step(10 * time.Second)
+	f.actuator.Advance(f.ctx)
+	g.Expect(group.Deleted).To(Equal([]string{"n"}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now.Add(20 * time.Second)}))
+}
+
+func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
+	tests := []struct {
+		name        string
+		refuseFor   time.Duration
+		wantDeleted bool
+	}{
+		{name: "until the PDB allows it", refuseFor: 90 * time.Second, wantDeleted: true},
+		{name: "and fails after the maximum eviction time", refuseFor: time.Hour, wantDeleted: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := node("n")
+			f := newActuatorFixture(t, n, pod("web-0", "100m", "n"), pod("web-1", "100m", "n"))
+			f.refuse = func(name string) bool { return name == "web-1" && f.clock.Since(st.Now) < tt.refuseFor }
+			group := newGroup("ng", n)
+
+			f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+			g.Expect(f.terminating(g)).To(ConsistOf("web-0"))
+			for range 4 { // every 30s, as the loop would, for 2 minutes
+				f.finishTerminating(g)
+				f.clock.Step(30 * time.Second)
+				f.actuator.Advance(f.ctx)
+			}
+			f.finishTerminating(g)
+			f.actuator.Advance(f.ctx)
+
+			if tt.wantDeleted {
+				g.Expect(group.Deleted).To(Equal([]string{"n"}))
+				return
+			}
+			g.Expect(group.Deleted).To(BeEmpty())
+			expectTainted(g, f.node(g, "n"), false)
+			g.Expect(f.events()).To(ContainElement(HavePrefix(eventFailedPfx + "failed to drain the node within 2m0s: evicting pod default/web-1: Cannot evict pod")))
+			g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastFailure: st.Now.Add(2 * time.Minute)}))
+		})
+	}
+}
+
+func TestDrainFailsWhenPodsDoNotTerminate(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	stubborn := pod("stubborn", "100m", "n")
+	stubborn.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600) // capped at 10m
+	f := newActuatorFixture(t, n, stubborn)
+	group := newGroup("ng", n)
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.clock.Step(10*time.Minute + 30*time.Second)
+	f.actuator.Advance(f.ctx)
+	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and headroom")
+
+	f.clock.Step(time.Second)
+	f.actuator.Advance(f.ctx)
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.events()).To(ContainElement(eventFailedPfx + "pod default/stubborn did not terminate within 10m30s of its eviction"))
+	g.Expect(f.actuator.Progress().Draining).To(BeZero())
+}
+
+func TestCleanUpTaintsReleasesNodesNoLongerBeingRemoved(t *testing.T) {
+	g := NewWithT(t)
+	taint := st.WithTaint(scaledown.DeletionTaint, "1767268800", corev1.TaintEffectNoSchedule)
+	leftover, draining, other := node("leftover", taint), node("draining"), node("other", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
+	f := newActuatorFixture(t, leftover, draining, other, pod("web-0", "100m", "draining"))
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: draining, Group: newGroup("ng", draining)}}})
+
+	nodes := []*corev1.Node{f.node(g, "leftover"), f.node(g, "draining"), f.node(g, "other")}
+	g.Expect(f.actuator.CleanUpTaints(f.ctx, nodes)).To(Succeed())
+
+	expectTainted(g, f.node(g, "leftover"), false)
+	expectTainted(g, f.node(g, "draining"), true)
+	g.Expect(f.node(g, "other").Spec.Taints).To(HaveLen(1), "other taints are left alone")
+}

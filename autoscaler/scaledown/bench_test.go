@@ -1,0 +1,88 @@
+package scaledown_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+const (
+	benchGroups   = 20
+	podsPerNode   = 30
+	idleShare     = 5  // one node in 5 (20%) is underutilized
+	busyPods      = 34 // 300m/1Gi each: 66% of cpu
+	idlePods      = 9  // 200m/512Mi each: 12% of cpu
+	podsPerOwner  = 50
+	benchNodeSize = "16"
+)
+
+// underutilizedCluster has nodes 16-core nodes in 20 node groups, each
+// with a DaemonSet pod; four in five run 34 pods of 300m, one in five 9
+// pods of 200m, 30 pods per node on average, all owned by ReplicaSets of
+// 50 pods.
+func underutilizedCluster(nodes int) snapshot.Input {
+	in := snapshot.Input{}
+	groups := make([]*st.NodeGroup, benchGroups)
+	for i := range groups {
+		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes}
+		in.NodeGroups = append(in.NodeGroups, groups[i])
+	}
+	pods := 0
+	addPods := func(nodeName string, n int, cpu, memory string) {
+		for range n {
+			owner := fmt.Sprintf("app-%d", pods/podsPerOwner)
+			in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory, st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner)))
+			pods++
+		}
+	}
+	for n := range nodes {
+		group := groups[n%benchGroups]
+		node := node(fmt.Sprintf("node-%05d", n))
+		node = st.Node(node.Name, benchNodeSize, "64Gi", createdAt(node.CreationTimestamp.Time), st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", n%3)))
+		group.Nodes = append(group.Nodes, node.Name)
+		group.Target++
+		in.Nodes = append(in.Nodes, node)
+		in.Pods = append(in.Pods, pod(fmt.Sprintf("agent-%05d", n), "100m", node.Name, daemonSetPod))
+		if n%idleShare == 0 {
+			addPods(node.Name, idlePods, "200m", "512Mi")
+		} else {
+			addPods(node.Name, busyPods, "300m", "1Gi")
+		}
+	}
+	return in
+}
+
+// BenchmarkPlan measures one scale-down planning pass on a snapshot the
+// loop has already built (it is shared with scale-up).
+func BenchmarkPlan(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		in := underutilizedCluster(nodes)
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			snap := snapshot.New(in)
+			opts := options(clocktesting.NewFakeClock(st.Now))
+			b.ReportAllocs()
+			var plan *scaledown.Plan
+			for b.Loop() {
+				// A new planner each time: one that remembers the last
+				// pass would order the candidates differently.
+				planner, err := scaledown.NewPlanner(opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				plan = planner.Plan(ctx, snap, scaledown.Progress{})
+			}
+			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
+		})
+	}
+}
+
+var _ nodegroups.NodeGroup = &st.NodeGroup{}

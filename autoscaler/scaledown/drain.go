@@ -1,0 +1,97 @@
+package scaledown
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// defaultGracePeriod is what the API server gives a pod that sets none.
+const defaultGracePeriod = 30 * time.Second
+
+// step evicts the pods left on the node, deletes the node once they are
+// gone, and fails the drain when its time limits are over.
+func (a *Actuator) step(ctx context.Context, d *drain) {
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(d.node))
+	now := a.opts.Clock.Now()
+	pods, err := a.podsToEvict(ctx, d.node.Name)
+	if err != nil {
+		d.refused = fmt.Errorf("listing pods: %w", err)
+	}
+	if err == nil && len(pods) == 0 {
+		a.deleteDrained(ctx, d)
+		return
+	}
+	notEvicted := 0
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil {
+			if _, ok := d.evictedAt[pod.UID]; !ok {
+				// Deleted by someone else: it is going all the same.
+				d.evictedAt[pod.UID] = now
+			}
+			if deadline := d.evictedAt[pod.UID].Add(a.gracePeriod(pod) + a.opts.PodTerminationHeadroom); now.After(deadline) {
+				a.fail(ctx, d.node, fmt.Sprintf("pod %s/%s did not terminate within %s of its eviction", pod.Namespace, pod.Name, deadline.Sub(d.evictedAt[pod.UID])))
+				return
+			}
+			continue
+		}
+		if err := a.evict(ctx, pod); err != nil {
+			logger.V(2).Info("Eviction refused, will retry", "pod", klog.KObj(pod), "err", err)
+			d.refused = fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			notEvicted++
+			continue
+		}
+		if _, ok := d.evictedAt[pod.UID]; !ok {
+			a.recorder.Event(pod, corev1.EventTypeNormal, EventReasonScaleDown, "deleting pod for node scale down")
+		}
+		d.evictedAt[pod.UID] = now
+	}
+	if (notEvicted > 0 || err != nil) && now.Sub(d.startedAt) >= a.opts.MaxPodEvictionTime {
+		a.fail(ctx, d.node, fmt.Sprintf("failed to drain the node within %s: %v", a.opts.MaxPodEvictionTime, d.refused))
+	}
+}
+
+// evict asks the Eviction API to evict the pod, with its grace period
+// capped; a pod already gone, or replaced by another of the same name, is
+// evicted.
+func (a *Actuator) evict(ctx context.Context, pod *corev1.Pod) error {
+	eviction := &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To(int64(a.gracePeriod(pod).Seconds())),
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		},
+	}
+	err := a.client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, eviction)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// gracePeriod is the pod's termination grace period, capped.
+func (a *Actuator) gracePeriod(pod *corev1.Pod) time.Duration {
+	grace := defaultGracePeriod
+	if seconds := pod.Spec.TerminationGracePeriodSeconds; seconds != nil {
+		grace = time.Duration(*seconds) * time.Second
+	}
+	return min(grace, a.opts.MaxGracefulTermination)
+}
+
+// deleteDrained deletes the drained node through its group.
+func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
+	if err := d.group.DeleteNodes(ctx, []*corev1.Node{d.node}); err != nil {
+		a.fail(ctx, d.node, fmt.Sprintf("failed to delete the drained node: %v", err))
+		return
+	}
+	delete(a.drains, d.node.Name)
+	a.lastDeletion = a.opts.Clock.Now()
+	klog.FromContext(ctx).Info("Removed drained node", "node", klog.KObj(d.node), "nodeGroup", d.group.ID())
+}

@@ -1,0 +1,340 @@
+package scaledown_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// busyAndIdle is the base of most cases: "busy" runs 3 of its 4 cores and
+// has room for 1 more; "idle" runs one 500m pod that can move to busy.
+func busyAndIdle(idlePodOpts ...st.PodOption) cluster {
+	return cluster{
+		nodes: []*corev1.Node{node("busy"), node("idle")},
+		pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("idle-0", "500m", "idle", idlePodOpts...)},
+	}
+}
+
+func TestPlanDecidesWhichNodesGo(t *testing.T) {
+	const busyKept = scaledown.ReasonNotUnderutilized
+	tests := []struct {
+		name      string
+		cluster   cluster
+		group     func(*testGroup)
+		opts      func(*scaledown.Options)
+		progress  scaledown.Progress
+		wantEmpty []string
+		wantDrain []string
+		wantKept  map[string]scaledown.Reason
+		// wantMessage is part of the message of the first kept node
+		// that is not "busy".
+		wantMessage string
+	}{
+		{
+			name:      "an underutilized node whose pods fit elsewhere is drained",
+			cluster:   busyAndIdle(),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "a pod without a controller blocks",
+			cluster:     busyAndIdle(withoutController),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "pod default/idle-0: NotReplicated",
+		},
+		{
+			name:      "safe-to-evict=true lifts the controller rule",
+			cluster:   busyAndIdle(withoutController, withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "safe-to-evict=false blocks",
+			cluster:     busyAndIdle(withPodAnnotation(scaledown.SafeToEvictAnnotation, "false")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "NotSafeToEvictAnnotation",
+		},
+		{
+			name:        "a kube-system pod without a PDB blocks",
+			cluster:     busyAndIdle(inNamespace("kube-system")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "UnmovableKubeSystemPod",
+		},
+		{
+			name: "a kube-system pod with a PDB that allows a disruption moves",
+			cluster: func() cluster {
+				c := busyAndIdle(inNamespace("kube-system"))
+				c.pdbs = []*policyv1.PodDisruptionBudget{pdb("kube-system", 1)}
+				return c
+			}(),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "an emptyDir on disk blocks",
+			cluster:     busyAndIdle(withVolume(emptyDir("scratch", ""))),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "LocalStorageRequested: pod has local volumes scratch",
+		},
+		{
+			name:        "a hostPath volume blocks",
+			cluster:     busyAndIdle(withVolume(hostPath("logs"))),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "LocalStorageRequested",
+		},
+		{
+			name:      "an emptyDir in memory does not block",
+			cluster:   busyAndIdle(withVolume(emptyDir("cache", corev1.StorageMediumMemory))),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:      "local volumes listed in safe-to-evict-local-volumes do not block",
+			cluster:   busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch,logs")),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "a local volume missing from safe-to-evict-local-volumes blocks",
+			cluster:     busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "local volumes logs",
+		},
+		{
+			name:      "safe-to-evict=true lifts the local storage rule",
+			cluster:   busyAndIdle(withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name: "a PDB that allows no disruption blocks, even with safe-to-evict=true",
+			cluster: func() cluster {
+				c := busyAndIdle(withPodAnnotation(scaledown.SafeToEvictAnnotation, "true"))
+				c.pdbs = []*policyv1.PodDisruptionBudget{pdb("default", 0)}
+				return c
+			}(),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "NotEnoughPdb",
+		},
+		{
+			name: "a PDB's disruptions are shared by the nodes of one pass",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("big", st.WithAllocatable(corev1.ResourceCPU, "16")), node("a"), node("b")},
+				pods:  []*corev1.Pod{pod("big-0", "9", "big"), pod("a-0", "500m", "a"), pod("b-0", "500m", "b")},
+				pdbs:  []*policyv1.PodDisruptionBudget{pdb("default", 1)},
+			},
+			wantDrain:   []string{"a"},
+			wantKept:    map[string]scaledown.Reason{"big": busyKept, "b": scaledown.ReasonBlockedByPod},
+			wantMessage: "allows 0 more disruptions",
+		},
+		{
+			name: "a node whose pods fit nowhere else stays",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("idle-0", "1500m", "idle")},
+			},
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonNoPlaceToMovePods},
+			wantMessage: "Insufficient cpu",
+		},
+		{
+			name: "pods below the priority cutoff need no place and never block",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("idle-0", "1500m", "idle", st.WithPriority(-100), withoutController)},
+			},
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name: "a node with only DaemonSet and mirror pods is empty",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", daemonSetPod), pod("static", "100m", "idle", mirrorPod, inNamespace("kube-system"))},
+			},
+			wantEmpty: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name: "a node does not take pods of another node removed in the same pass",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("a"), node("b")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("a-0", "1", "a"), pod("b-0", "1", "b")},
+			},
+			wantDrain:   []string{"a"},
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "b": scaledown.ReasonNoPlaceToMovePods},
+			wantMessage: "pod default/b-0 fits on no other node",
+		},
+		{
+			name: "the pods of nodes being deleted take their room first",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("going"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("going-0", "1", "going"), pod("idle-0", "500m", "idle")},
+			},
+			progress: scaledown.Progress{Deleting: map[string]bool{"going": true}, Draining: 1},
+			opts:     func(o *scaledown.Options) { o.MaxParallelDrains = 2 },
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "going": scaledown.ReasonCurrentlyBeingDeleted, "idle": scaledown.ReasonNoPlaceToMovePods},
+		},
+		{
+			name: "scale-down-disabled annotation keeps the node",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle", withAnnotation(scaledown.ScaleDownDisabledAnnotation, "true"))},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonScaleDownDisabledAnnotation},
+		},
+		{
+			name:     "a node of no node group stays",
+			cluster:  cluster{nodes: []*corev1.Node{node("busy"), node("control-plane")}, pods: []*corev1.Pod{pod("busy-0", "3", "busy")}, outside: []string{"control-plane"}},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "control-plane": scaledown.ReasonNotAutoscaled},
+		},
+		{
+			name: "a node that has not started yet stays",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("new", notReady, createdAt(st.Now.Add(-time.Minute)))},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "new": scaledown.ReasonNotStarted},
+		},
+		{
+			name: "an unready node is removed whatever its utilization",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("big", st.WithAllocatable(corev1.ResourceCPU, "16")), node("sick", notReady)},
+				pods:  []*corev1.Pod{pod("big-0", "9", "big"), pod("sick-0", "3", "sick")},
+			},
+			wantDrain: []string{"sick"},
+			wantKept:  map[string]scaledown.Reason{"big": busyKept},
+		},
+		{
+			name:     "a group at its minimum size keeps its nodes",
+			cluster:  busyAndIdle(),
+			group:    func(g *testGroup) { g.Min = 2 },
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonNodeGroupMinSizeReached},
+		},
+		{
+			name: "the minimum size counts the nodes removed in the same pass",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("a"), node("b"), node("c")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			group:     func(g *testGroup) { g.Min = 2 },
+			wantEmpty: []string{"a", "b"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept, "c": scaledown.ReasonNodeGroupMinSizeReached},
+		},
+		{
+			name:     "the minimum size counts the nodes being deleted",
+			cluster:  cluster{nodes: []*corev1.Node{node("busy"), node("going"), node("idle")}, pods: []*corev1.Pod{pod("busy-0", "3", "busy")}},
+			group:    func(g *testGroup) { g.Min = 2 },
+			progress: scaledown.Progress{Deleting: map[string]bool{"going": true}, Draining: 1},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "going": scaledown.ReasonCurrentlyBeingDeleted, "idle": scaledown.ReasonNodeGroupMinSizeReached},
+		},
+		{
+			name:        "a rollout in progress keeps the group's nodes",
+			cluster:     busyAndIdle(),
+			group:       func(g *testGroup) { g.blocked = "rollout in progress" },
+			wantKept:    map[string]scaledown.Reason{"busy": scaledown.ReasonNodeGroupScaleDownBlocked, "idle": scaledown.ReasonNodeGroupScaleDownBlocked},
+			wantMessage: "rollout in progress",
+		},
+		{
+			name:     "the cluster keeps its minimum cores",
+			cluster:  busyAndIdle(),
+			opts:     func(o *scaledown.Options) { o.Minimums.Cores = 5 },
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonMinimalResourceLimitExceeded},
+		},
+		{
+			name:     "the cluster keeps its minimum memory",
+			cluster:  busyAndIdle(),
+			opts:     func(o *scaledown.Options) { o.Minimums.MemoryBytes = 17 << 30 },
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonMinimalResourceLimitExceeded},
+		},
+		{
+			name:     "a group's utilization threshold overrides the default",
+			cluster:  busyAndIdle(),
+			group:    func(g *testGroup) { g.options.ScaleDownUtilizationThreshold = ptr.To(0.1) },
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": busyKept},
+		},
+		{
+			name:      "a higher group threshold makes a busier node a candidate, which still needs room",
+			cluster:   busyAndIdle(),
+			group:     func(g *testGroup) { g.options.ScaleDownUtilizationThreshold = ptr.To(0.9) },
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": scaledown.ReasonNoPlaceToMovePods},
+		},
+		{
+			name: "empty nodes go in bulk up to the limit",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("a"), node("b"), node("c")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			opts:      func(o *scaledown.Options) { o.MaxEmptyBulkDelete = 2 },
+			wantEmpty: []string{"a", "b"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept, "c": scaledown.ReasonParallelismLimitReached},
+		},
+		{
+			name: "non-empty nodes are drained one at a time",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("big", st.WithAllocatable(corev1.ResourceCPU, "16")), node("a"), node("b")},
+				pods:  []*corev1.Pod{pod("big-0", "9", "big"), pod("a-0", "500m", "a"), pod("b-0", "500m", "b")},
+			},
+			wantDrain: []string{"a"},
+			wantKept:  map[string]scaledown.Reason{"big": busyKept, "b": scaledown.ReasonParallelismLimitReached},
+		},
+		{
+			name:     "no drain starts while one is in progress",
+			cluster:  cluster{nodes: []*corev1.Node{node("busy"), node("going"), node("idle")}, pods: []*corev1.Pod{pod("busy-0", "3", "busy"), pod("idle-0", "100m", "idle")}},
+			progress: scaledown.Progress{Deleting: map[string]bool{"going": true}, Draining: 1},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "going": scaledown.ReasonCurrentlyBeingDeleted, "idle": scaledown.ReasonParallelismLimitReached},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			clk := clocktesting.NewFakeClock(st.Now)
+			planner, err := scaledown.NewPlanner(options(clk, optsOrNothing(tt.opts)))
+			g.Expect(err).NotTo(HaveOccurred())
+			snap, _ := tt.cluster.snapshot(tt.group)
+			before := len(snap.NodeInfos())
+
+			plan := planner.Plan(ctx, snap, tt.progress)
+
+			g.Expect(names(plan.Empty)).To(ConsistOf(orEmpty(tt.wantEmpty)), "empty nodes removed")
+			g.Expect(names(plan.Drain)).To(ConsistOf(orEmpty(tt.wantDrain)), "nodes drained")
+			g.Expect(reasons(plan.Kept)).To(Equal(tt.wantKept), "nodes kept")
+			g.Expect(snap.NodeInfos()).To(HaveLen(before), "the snapshot is left as it was")
+			if tt.wantMessage != "" {
+				g.Expect(keptMessages(plan.Kept)).To(ContainElement(ContainSubstring(tt.wantMessage)))
+			}
+		})
+	}
+}
+
+func optsOrNothing(change func(*scaledown.Options)) func(*scaledown.Options) {
+	if change == nil {
+		return func(*scaledown.Options) {}
+	}
+	return change
+}
+
+func orEmpty(names []string) []string {
+	if names == nil {
+		return []string{}
+	}
+	return names
+}
+
+func keptMessages(kept map[string]scaledown.Decision) []string {
+	var messages []string
+	for _, decision := range kept {
+		messages = append(messages, decision.Message)
+	}
+	return messages
+}

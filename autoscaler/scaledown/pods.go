@@ -1,0 +1,166 @@
+package scaledown
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+)
+
+// Annotations users set to steer scale-down, the upstream ones.
+const (
+	// SafeToEvictAnnotation "false" makes a pod block its node's removal;
+	// "true" lifts the no-controller, kube-system and local storage rules.
+	SafeToEvictAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// SafeToEvictLocalVolumesAnnotation lists, comma-separated, the local
+	// volumes of a pod that may be lost.
+	SafeToEvictLocalVolumesAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+	// ScaleDownDisabledAnnotation "true" on a node keeps it.
+	ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+)
+
+// podRole is how a pod is treated when its node goes.
+type podRole int
+
+const (
+	// podStays: DaemonSet and mirror pods belong to the node; they are
+	// neither moved nor evicted. Pods already terminating are gone too.
+	podStays podRole = iota
+	// podExpendable: below the priority cutoff; evicted, needs no place.
+	podExpendable
+	// podMovable: must pass the blocking rules and fit elsewhere.
+	podMovable
+)
+
+func roleOf(pod *corev1.Pod, priorityCutoff int32) podRole {
+	switch {
+	case isDaemonSetPod(pod) || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
+		return podStays
+	case pod.Spec.Priority != nil && *pod.Spec.Priority < priorityCutoff:
+		return podExpendable
+	default:
+		return podMovable
+	}
+}
+
+func isDaemonSetPod(pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.Kind == "DaemonSet"
+}
+
+func isMirrorPod(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+// blockingReason applies the rules that do not depend on other pods: it
+// returns why the pod must not be evicted, or "" when it may be.
+func blockingReason(pod *corev1.Pod, pdbs *pdbTracker) (BlockingReason, string) {
+	switch pod.Annotations[SafeToEvictAnnotation] {
+	case "false":
+		return BlockingNotSafeToEvictAnnotation, fmt.Sprintf("pod is annotated %s=false", SafeToEvictAnnotation)
+	case "true":
+		return "", ""
+	}
+	if metav1.GetControllerOf(pod) == nil {
+		return BlockingNotReplicated, "pod has no controller to recreate it"
+	}
+	if pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
+		return BlockingUnmovableKubeSystemPod, "kube-system pod has no PodDisruptionBudget"
+	}
+	if volumes := unsafeLocalVolumes(pod); len(volumes) > 0 {
+		return BlockingLocalStorageRequested, fmt.Sprintf("pod has local volumes %s not listed in %s", strings.Join(volumes, ", "), SafeToEvictLocalVolumesAnnotation)
+	}
+	return "", ""
+}
+
+// unsafeLocalVolumes are the pod's emptyDir (not in memory) and hostPath
+// volumes that the pod does not declare safe to lose.
+func unsafeLocalVolumes(pod *corev1.Pod) []string {
+	var allowed sets.Set[string]
+	if list := pod.Annotations[SafeToEvictLocalVolumesAnnotation]; list != "" {
+		allowed = sets.New(strings.Split(list, ",")...)
+	}
+	var unsafe []string
+	for i := range pod.Spec.Volumes {
+		volume := &pod.Spec.Volumes[i]
+		local := volume.HostPath != nil || (volume.EmptyDir != nil && volume.EmptyDir.Medium != corev1.StorageMediumMemory)
+		if local && !allowed.Has(volume.Name) {
+			unsafe = append(unsafe, volume.Name)
+		}
+	}
+	return unsafe
+}
+
+// pdbTracker counts the disruptions each PodDisruptionBudget still allows
+// as nodes are chosen for removal in one pass.
+type pdbTracker struct {
+	budgets []*budget
+}
+
+type budget struct {
+	pdb       *policyv1.PodDisruptionBudget
+	selector  labels.Selector
+	remaining int32
+}
+
+func newPDBTracker(logger klog.Logger, pdbs []*policyv1.PodDisruptionBudget) *pdbTracker {
+	t := &pdbTracker{}
+	for _, pdb := range pdbs {
+		// A nil selector matches no pod in policy/v1; an empty one every pod.
+		selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			logger.V(2).Info("Ignoring PodDisruptionBudget with an invalid selector", "pdb", klog.KObj(pdb), "err", err)
+			continue
+		}
+		t.budgets = append(t.budgets, &budget{pdb: pdb, selector: selector, remaining: pdb.Status.DisruptionsAllowed})
+	}
+	return t
+}
+
+func (t *pdbTracker) covers(pod *corev1.Pod) bool {
+	for _, b := range t.budgets {
+		if b.matches(pod) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *budget) matches(pod *corev1.Pod) bool {
+	return b.pdb.Namespace == pod.Namespace && b.selector.Matches(labels.Set(pod.Labels))
+}
+
+// check tells whether evicting all of pods together stays within every
+// budget; when not, it returns the first pod over budget and why.
+func (t *pdbTracker) check(pods []*corev1.Pod) (*corev1.Pod, string) {
+	for _, b := range t.budgets {
+		var disrupted int32
+		for _, pod := range pods {
+			if !b.matches(pod) {
+				continue
+			}
+			disrupted++
+			if disrupted > b.remaining {
+				return pod, fmt.Sprintf("PodDisruptionBudget %s/%s allows %d more disruptions", b.pdb.Namespace, b.pdb.Name, b.remaining)
+			}
+		}
+	}
+	return nil, ""
+}
+
+// consume takes the disruptions of pods from the budgets.
+func (t *pdbTracker) consume(pods []*corev1.Pod) {
+	for _, b := range t.budgets {
+		for _, pod := range pods {
+			if b.matches(pod) {
+				b.remaining--
+			}
+		}
+	}
+}

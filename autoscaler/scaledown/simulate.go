@@ -1,0 +1,166 @@
+package scaledown
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// unneededNode is a candidate that can go together with the ones before it.
+type unneededNode struct {
+	*candidate
+	// empty is true when no pod has to be evicted.
+	empty bool
+}
+
+// pass is the state of one simulation pass: what the removals accepted so
+// far leave of the group sizes, the cluster and the disruption budgets.
+type pass struct {
+	sizes  map[string]int
+	totals snapshot.Resources
+	pdbs   *pdbTracker
+}
+
+// simulate removes the candidates from a fork of snap one after the other,
+// moving their pods to the remaining nodes, and returns those that could
+// go; each is simulated as if the ones before it were gone. The nodes
+// being deleted are gone from the start and their pods moved first.
+func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*candidate, plan *Plan) []*unneededNode {
+	snap.Fork()
+	defer snap.Revert()
+	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets())}
+	for _, nodeInfo := range snap.NodeInfos() {
+		if !progress.Deleting[nodeInfo.Name()] {
+			state.totals.Add(snapshot.NewResources(nodeInfo.Node().Status.Capacity))
+		}
+	}
+	for _, group := range snap.NodeGroups() {
+		state.sizes[group.ID()] = group.TargetSize()
+	}
+	p.removeDeleting(ctx, snap, progress, state)
+
+	var unneeded []*unneededNode
+	for _, c := range candidates {
+		empty, kept := p.tryRemove(ctx, snap, c, state)
+		if kept != nil {
+			plan.Kept[c.nodeInfo.Name()] = *kept
+			continue
+		}
+		unneeded = append(unneeded, &unneededNode{candidate: c, empty: empty})
+	}
+	return unneeded
+}
+
+// removeDeleting takes the nodes being deleted out of snap and places
+// their pods elsewhere, as the scheduler will, so that no candidate counts
+// on room that those pods are about to take. Pods that fit nowhere are
+// left out: they will be pending whatever is decided here.
+func (p *Planner) removeDeleting(ctx context.Context, snap *snapshot.Snapshot, progress Progress, state *pass) {
+	if len(progress.Deleting) == 0 {
+		return
+	}
+	var displaced []*corev1.Pod
+	for _, nodeInfo := range snap.NodeInfos() {
+		if !progress.Deleting[nodeInfo.Name()] {
+			continue
+		}
+		if group := snap.NodeGroupOf(nodeInfo.Name()); group != nil {
+			state.sizes[group.ID()]--
+		}
+		for _, pod := range nodeInfo.Pods() {
+			if roleOf(pod.Pod, p.opts.PriorityCutoff) == podMovable {
+				displaced = append(displaced, withoutNodeName(pod.Pod))
+			}
+		}
+	}
+	for name := range progress.Deleting {
+		// Nodes already gone from the cluster are not in snap.
+		_ = snap.RemoveNode(name)
+	}
+	result := simulator.NewScheduler(ctx, snap).SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: readyNode})
+	if len(result.Unschedulable) > 0 {
+		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
+	}
+}
+
+// tryRemove checks whether c can go after the removals accepted so far
+// and, when it can, removes it from snap with its pods moved elsewhere.
+func (p *Planner) tryRemove(ctx context.Context, snap *snapshot.Snapshot, c *candidate, state *pass) (empty bool, kept *Decision) {
+	if kept := p.checkLimits(c, state); kept != nil {
+		return false, kept
+	}
+	var movable []*corev1.Pod
+	empty = true
+	for _, podInfo := range c.nodeInfo.Pods() {
+		pod := podInfo.Pod
+		switch roleOf(pod, p.opts.PriorityCutoff) {
+		case podStays:
+			continue
+		case podExpendable:
+			empty = false
+			continue
+		}
+		empty = false
+		if reason, message := blockingReason(pod, state.pdbs); reason != "" {
+			return false, blockedByPod(pod, reason, message)
+		}
+		movable = append(movable, withoutNodeName(pod))
+	}
+	if pod, message := state.pdbs.check(movable); pod != nil {
+		return false, blockedByPod(pod, BlockingNotEnoughPdb, message)
+	}
+
+	name := c.nodeInfo.Name()
+	snap.Fork()
+	// The candidate is in snap: it was listed from it.
+	_ = snap.RemoveNode(name)
+	if len(movable) > 0 {
+		result := simulator.NewScheduler(ctx, snap).SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: readyNode})
+		if len(result.Unschedulable) > 0 {
+			snap.Revert()
+			first := result.Unschedulable[0]
+			return false, &Decision{Reason: ReasonNoPlaceToMovePods, Message: fmt.Sprintf("pod %s/%s fits on no other node: %s", first.Pod.Namespace, first.Pod.Name, first.Message())}
+		}
+	}
+	snap.Commit()
+	state.pdbs.consume(movable)
+	state.sizes[c.group.ID()]--
+	state.totals.Sub(snapshot.NewResources(c.nodeInfo.Node().Status.Capacity))
+	return empty, nil
+}
+
+// checkLimits keeps the node when its removal would take its group below
+// the minimum size or the cluster below its minimum cores or memory.
+func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
+	if size, minSize := state.sizes[c.group.ID()], c.group.MinSize(); size-1 < minSize {
+		return &Decision{Reason: ReasonNodeGroupMinSizeReached, Message: fmt.Sprintf("node group %s would have %d nodes, its minimum is %d", c.group.ID(), size-1, minSize)}
+	}
+	capacity := snapshot.NewResources(c.nodeInfo.Node().Status.Capacity)
+	if minimum := p.opts.Minimums.Cores; minimum > 0 && state.totals.MilliCPU-capacity.MilliCPU < minimum*1000 {
+		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have fewer than the minimum %d cores", minimum)}
+	}
+	if minimum := p.opts.Minimums.MemoryBytes; minimum > 0 && state.totals.Memory-capacity.Memory < minimum {
+		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have less than the minimum %d bytes of memory", minimum)}
+	}
+	return nil
+}
+
+func blockedByPod(pod *corev1.Pod, reason BlockingReason, message string) *Decision {
+	return &Decision{Reason: ReasonBlockedByPod, Message: fmt.Sprintf("pod %s/%s: %s: %s", pod.Namespace, pod.Name, reason, message)}
+}
+
+// withoutNodeName returns a copy of pod that the simulator may place
+// anywhere: a pod bound to a node only fits that node.
+func withoutNodeName(pod *corev1.Pod) *corev1.Pod {
+	moved := *pod
+	moved.Spec.NodeName = ""
+	return &moved
+}
+
+// readyNode leaves unready nodes out as destinations.
+func readyNode(nodeInfo *snapshot.NodeInfo) bool { return isReady(nodeInfo.Node()) }
