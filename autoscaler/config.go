@@ -59,18 +59,23 @@ type Range struct {
 
 // ScaleDownConfig configures the removal of underutilized nodes.
 type ScaleDownConfig struct {
-	Enabled                 bool
-	DelayAfterAdd           time.Duration
-	DelayAfterDelete        time.Duration
-	DelayAfterFailure       time.Duration
-	UnneededTime            time.Duration
-	UnreadyTime             time.Duration
-	UtilizationThreshold    float64
-	MaxEmptyBulkDelete      int
-	MaxGracefulTermination  time.Duration
-	IgnoreDaemonSetsInUsage bool
-	MaxPodEvictionTime      time.Duration
-	MaxDrainParallelism     int
+	Enabled              bool
+	DelayAfterAdd        time.Duration
+	DelayAfterDelete     time.Duration
+	DelayAfterFailure    time.Duration
+	UnneededTime         time.Duration
+	UnreadyTime          time.Duration
+	UtilizationThreshold float64
+	// IgnoreDaemonSetsUtilization leaves DaemonSet pods out of utilization.
+	IgnoreDaemonSetsUtilization bool
+	// MaxEmptyBulkDelete caps the empty nodes removed at once.
+	MaxEmptyBulkDelete int
+	// MaxParallelDrains caps the non-empty nodes drained at once.
+	MaxParallelDrains int
+	// MaxGracefulTermination caps the grace period of evicted pods.
+	MaxGracefulTermination time.Duration
+	// MaxPodEvictionTime is how long refused evictions are retried.
+	MaxPodEvictionTime time.Duration
 }
 
 // BackoffConfig configures the backoff of groups that failed to scale up.
@@ -107,7 +112,7 @@ func DefaultConfig() Config {
 			MaxEmptyBulkDelete:     10,
 			MaxGracefulTermination: 10 * time.Minute,
 			MaxPodEvictionTime:     2 * time.Minute,
-			MaxDrainParallelism:    1,
+			MaxParallelDrains:      1,
 		},
 		Backoff: BackoffConfig{
 			Initial:    5 * time.Minute,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // Options are what an Engine needs; Metrics, GroupRecorder, Clock and
@@ -70,9 +71,10 @@ type Engine struct {
 	status Status
 
 	// Only the loop touches these.
-	state   *clusterstate.Registry
-	history history
-	steps   *steps
+	state    *clusterstate.Registry
+	history  history
+	actuator *scaledown.Actuator
+	steps    *steps
 }
 
 // New returns an Engine for one cluster.
@@ -201,7 +203,15 @@ func (e *Engine) configure(config Config) error {
 		e.state = clusterstate.NewRegistry(clusterstate.Options{})
 	}
 	e.state.SetOptions(clusterstateOptions(config))
-	steps, err := newSteps(e.opts, config, e.state, &e.history, e.clock)
+	if e.steps == nil || actuatorOptions(e.steps.config, e.clock) != actuatorOptions(config, e.clock) {
+		// Drains in progress are forgotten; the next loop removes their taints.
+		actuator, err := scaledown.NewActuator(e.opts.Clientset, e.opts.Recorder, actuatorOptions(config, e.clock))
+		if err != nil {
+			return fmt.Errorf("invalid scale-down configuration: %w", err)
+		}
+		e.actuator = actuator
+	}
+	steps, err := newSteps(e.opts, config, e.state, &e.history, e.actuator, e.clock)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type fakeGroup struct {
 	increases        []int
 	decreases        []int
 	deletedInstances []string
+	deletedNodes     []string
 	increaseErr      error
 }
 
@@ -50,9 +51,6 @@ func (g *fakeGroup) TargetSize() int                  { return g.target }
 func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
 func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{} }
 func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
-func (g *fakeGroup) DeleteNodes(context.Context, []*corev1.Node) error {
-	return errors.New("not expected in these tests")
-}
 
 func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
 	if g.template == nil {
@@ -74,6 +72,18 @@ func (g *fakeGroup) DeleteInstances(_ context.Context, instances []nodegroups.In
 	for _, instance := range instances {
 		g.deletedInstances = append(g.deletedInstances, instance.ID)
 		g.instances = slices.DeleteFunc(g.instances, func(i nodegroups.Instance) bool { return i.ID == instance.ID })
+		g.target--
+	}
+	return nil
+}
+
+func (g *fakeGroup) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
+	if g.target-len(nodes) < g.min {
+		return fmt.Errorf("size %d would go below the minimum %d", g.target-len(nodes), g.min)
+	}
+	for _, node := range nodes {
+		g.deletedNodes = append(g.deletedNodes, node.Name)
+		g.instances = slices.DeleteFunc(g.instances, func(i nodegroups.Instance) bool { return i.NodeName == node.Name })
 		g.target--
 	}
 	return nil
@@ -439,4 +449,40 @@ func (f *fixture) metric(t *testing.T, name, nodeGroup string) float64 {
 	}
 	t.Fatalf("metric %s for node group %q not found", name, nodeGroup)
 	return 0
+}
+
+func TestUnneededNodesAreRemovedAfterTheUnneededTime(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(3)
+	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
+
+	status := f.runOnce(t)
+	g.Expect(status.UnneededNodes).To(Equal(2), "all nodes are below half utilization, but only two can go above the min size")
+	g.Expect(group.deletedNodes).To(BeEmpty(), "not before the unneeded time")
+
+	f.clock.Step(10*time.Minute + time.Second)
+	status = f.runOnce(t)
+
+	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name, nodes[2].Name), "the empty nodes go, in bulk, down to the min size")
+	g.Expect(status.LastScaleDown).To(Equal(f.clock.Now()))
+	g.Expect(f.metric(t, "cluster_autoscaler_scaled_down_nodes_total", "")).To(Equal(2.0))
+	g.Expect(f.metric(t, "cluster_autoscaler_unneeded_nodes_count", "")).To(Equal(2.0))
+}
+
+func TestGroupsWaitingForNodesAreNotScaledDown(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	group.target++ // a third node is on its way
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+
+	f.runOnce(t)
+	f.clock.Step(11 * time.Minute)
+	status := f.runOnce(t)
+
+	g.Expect(group.deletedNodes).To(BeEmpty())
+	g.Expect(status.UnneededNodes).To(BeZero())
+	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(1))
 }

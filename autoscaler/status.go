@@ -22,6 +22,10 @@ type Status struct {
 	ReadyNodes int
 	NodeGroups []NodeGroupStatus
 
+	// UnneededNodes are the nodes that could be removed, now or once they
+	// have been unneeded long enough.
+	UnneededNodes int
+
 	// UnschedulablePods is the number of pods the scheduler could not place.
 	UnschedulablePods int
 	// NotTriggerScaleUpReasons count why pending pods did not trigger a

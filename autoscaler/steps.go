@@ -18,6 +18,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -34,18 +35,23 @@ const (
 
 // steps are the parts of a loop, built for one configuration.
 type steps struct {
-	opts    Options
-	config  Config
-	state   *clusterstate.Registry
-	history *history
-	clock   clock.PassiveClock
-	scaleUp *scaleup.ScaleUp
+	opts     Options
+	config   Config
+	state    *clusterstate.Registry
+	history  *history
+	clock    clock.PassiveClock
+	scaleUp  *scaleup.ScaleUp
+	planner  *scaledown.Planner
+	actuator *scaledown.Actuator
 }
 
 // history is what the engine remembers of its own actions across
 // configurations.
 type history struct {
-	lastScaleUp, lastScaleDown time.Time
+	lastScaleUp time.Time
+	// scaleDownProgress is the actuator's progress at the end of the last
+	// loop, to count what each loop removed.
+	scaleDownProgress scaledown.Progress
 }
 
 // loop is what the steps of one loop share.
@@ -61,12 +67,21 @@ type loop struct {
 	status    Status
 }
 
-func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, clk clock.PassiveClock) (*steps, error) {
+// newSteps builds the steps of a configuration. The planner starts afresh,
+// so a configuration change restarts the unneeded timers: it can only delay
+// a removal. The actuator is shared, so drains in progress go on.
+func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, actuator *scaledown.Actuator, clk clock.PassiveClock) (*steps, error) {
 	scaleUp, err := scaleup.New(scaleUpOptions(config, clk))
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
 	}
-	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk, scaleUp: scaleUp}, nil
+	planner, err := scaledown.NewPlanner(scaleDownOptions(config, clk))
+	if err != nil {
+		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
+	planner.RecordScaleUp(hist.lastScaleUp)
+	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
+		scaleUp: scaleUp, planner: planner, actuator: actuator}, nil
 }
 
 func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
@@ -81,8 +96,12 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	}
 	s.handleFailures(ctx, l)
 	s.checkHealth(l)
+	s.continueScaleDown(ctx, l)
 	if l.healthy {
 		_ = s.timed(ctx, "scaleUp", func() error { s.scaleUpPending(ctx, l); return nil })
+		if s.config.ScaleDown.Enabled {
+			_ = s.timed(ctx, "scaleDown", func() error { s.scaleDownUnneeded(ctx, l); return nil })
+		}
 	}
 	s.fillStatus(l)
 	return l.status
@@ -108,11 +127,42 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	if err != nil {
 		return err
 	}
-	input.NodeGroups = groups.Groups
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
+	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
 	l.snapshot = snapshot.New(input)
 	return nil
+}
+
+// withScaleDownBlocks keeps groups that are still growing or unhealthy out
+// of scale-down: their nodes are not settled enough to judge.
+func (s *steps) withScaleDownBlocks(groups []nodegroups.NodeGroup) []nodegroups.NodeGroup {
+	out := make([]nodegroups.NodeGroup, 0, len(groups))
+	for _, group := range groups {
+		state := s.state.Group(group.ID())
+		switch healthy, message := s.state.GroupHealthy(group.ID()); {
+		case !state.Converged():
+			group = scaleDownBlocked{NodeGroup: group, reason: fmt.Sprintf("waiting for %d requested node(s)", max(state.Upcoming, state.NotCreated))}
+		case !healthy:
+			group = scaleDownBlocked{NodeGroup: group, reason: "node group unhealthy: " + message}
+		}
+		out = append(out, group)
+	}
+	return out
+}
+
+// scaleDownBlocked is a group whose nodes the engine keeps for a reason of
+// its own, on top of the group's own reasons.
+type scaleDownBlocked struct {
+	nodegroups.NodeGroup
+	reason string
+}
+
+func (g scaleDownBlocked) ScaleDownBlockedReason() string {
+	if own := g.NodeGroup.ScaleDownBlockedReason(); own != "" {
+		return own
+	}
+	return g.reason
 }
 
 // readCluster lists what the snapshot needs. Objects come from the cache
@@ -254,6 +304,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	}
 	if scaled > 0 {
 		s.history.lastScaleUp = l.now
+		s.planner.RecordScaleUp(l.now)
 		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, scaled)
 		message := s.scaleUpMessage(plan.Increases)
 		for _, pod := range plan.Helped {
@@ -302,6 +353,29 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 	return reasons
 }
 
+// continueScaleDown drives the drains in progress and removes deletion
+// taints that no removal owns, e.g. left by a restart. It runs even while
+// the cluster is unhealthy, so that no node stays cordoned for nothing.
+func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
+	s.actuator.Advance(ctx)
+	if err := s.actuator.CleanUpTaints(ctx, l.nodes); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to remove leftover deletion taints")
+		s.opts.Metrics.recordError(s.opts.ClusterName, "scaleDownError")
+	}
+}
+
+// scaleDownUnneeded finds the nodes whose pods fit elsewhere and starts
+// removing those that have been unneeded long enough.
+func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
+	plan := s.planner.Plan(ctx, l.snapshot, s.actuator.Progress())
+	l.status.UnneededNodes = len(plan.Unneeded)
+	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
+	if len(plan.Empty)+len(plan.Drain) > 0 {
+		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
+		s.actuator.Start(ctx, plan)
+	}
+}
+
 // fillStatus completes the loop's status from the cluster state.
 func (s *steps) fillStatus(l *loop) {
 	status := &l.status
@@ -309,7 +383,11 @@ func (s *steps) fillStatus(l *loop) {
 	status.Nodes = len(l.nodes)
 	status.ReadyNodes = total.Ready
 	status.LastScaleUp = s.history.lastScaleUp
-	status.LastScaleDown = s.history.lastScaleDown
+	progress := s.actuator.Progress()
+	status.LastScaleDown = progress.LastDeletion
+	s.opts.Metrics.recordScaleDown(s.opts.ClusterName, "underutilized", progress.DeletedNodes-s.history.scaleDownProgress.DeletedNodes)
+	s.opts.Metrics.recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
+	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {
 		if scaleup.IsUnschedulable(pod) {
 			status.UnschedulablePods++
@@ -374,6 +452,31 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 	opts.Priorities = config.ExpanderPriorities
 	opts.BalanceSimilarNodeGroups = config.BalanceSimilarNodeGroups
 	opts.BalancingIgnoredLabels = config.BalancingIgnoredLabels
+	opts.Clock = clk
+	return opts
+}
+
+func scaleDownOptions(config Config, clk clock.PassiveClock) scaledown.Options {
+	opts := scaledown.DefaultOptions()
+	opts.UtilizationThreshold = config.ScaleDown.UtilizationThreshold
+	opts.UnneededTime = config.ScaleDown.UnneededTime
+	opts.UnreadyTime = config.ScaleDown.UnreadyTime
+	opts.DelayAfterAdd = config.ScaleDown.DelayAfterAdd
+	opts.DelayAfterDelete = config.ScaleDown.DelayAfterDelete
+	opts.DelayAfterFailure = config.ScaleDown.DelayAfterFailure
+	opts.PriorityCutoff = config.PodPriorityThreshold
+	opts.IgnoreDaemonSetsUtilization = config.ScaleDown.IgnoreDaemonSetsUtilization
+	opts.MaxEmptyBulkDelete = config.ScaleDown.MaxEmptyBulkDelete
+	opts.MaxParallelDrains = config.ScaleDown.MaxParallelDrains
+	opts.Minimums = scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory}
+	opts.Clock = clk
+	return opts
+}
+
+func actuatorOptions(config Config, clk clock.PassiveClock) scaledown.ActuatorOptions {
+	opts := scaledown.DefaultActuatorOptions()
+	opts.MaxPodEvictionTime = config.ScaleDown.MaxPodEvictionTime
+	opts.MaxGracefulTermination = config.ScaleDown.MaxGracefulTermination
 	opts.Clock = clk
 	return opts
 }

@@ -68,6 +68,7 @@ type Actuator struct {
 
 	drains                    map[string]*drain
 	lastDeletion, lastFailure time.Time
+	deletedNodes, evictedPods int
 }
 
 // drain is a node being drained.
@@ -99,7 +100,10 @@ func (a *Actuator) Progress() Progress {
 	for name := range a.drains {
 		deleting[name] = true
 	}
-	return Progress{Deleting: deleting, Draining: len(a.drains), LastDeletion: a.lastDeletion, LastFailure: a.lastFailure}
+	return Progress{
+		Deleting: deleting, Draining: len(a.drains), LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
+		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods,
+	}
 }
 
 // Start removes the empty nodes of plan and starts draining the others.
@@ -172,6 +176,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 			continue
 		}
 		a.lastDeletion = now
+		a.deletedNodes += len(nodes[id])
 		for _, node := range nodes[id] {
 			logger.Info("Removed empty node", "node", klog.KObj(node), "nodeGroup", id)
 		}

@@ -49,6 +49,7 @@ func (a *Actuator) step(ctx context.Context, d *drain) {
 			continue
 		}
 		if _, ok := d.evictedAt[pod.UID]; !ok {
+			a.evictedPods++
 			a.recorder.Event(pod, corev1.EventTypeNormal, EventReasonScaleDown, "deleting pod for node scale down")
 		}
 		d.evictedAt[pod.UID] = now
@@ -93,5 +94,6 @@ func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
 	}
 	delete(a.drains, d.node.Name)
 	a.lastDeletion = a.opts.Clock.Now()
+	a.deletedNodes++
 	klog.FromContext(ctx).Info("Removed drained node", "node", klog.KObj(d.node), "nodeGroup", d.group.ID())
 }

@@ -59,6 +59,9 @@ type Progress struct {
 	// LastDeletion and LastFailure are when a node was last deleted and
 	// when a removal last failed; zero when never.
 	LastDeletion, LastFailure time.Time
+	// DeletedNodes and EvictedPods count the nodes deleted and the pods
+	// evicted since the Actuator was created.
+	DeletedNodes, EvictedPods int
 }
 
 // Plan is the outcome of one planning pass.
