@@ -128,7 +128,7 @@ func TestEmptyNodesAreDeletedInBulk(t *testing.T) {
 	}
 	g.Expect(f.terminating(g)).To(BeEmpty(), "DaemonSet and mirror pods are not evicted")
 	g.Expect(f.events()).To(Equal([]string{eventMarked, eventMarked, eventMarked}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now, DeletedNodes: 3}))
 }
 
 func TestEmptyNodeThatGotAPodStays(t *testing.T) {
@@ -171,7 +171,7 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	expectTainted(g, f.node(g, "n"), true)
 	g.Expect(f.terminating(g)).To(ConsistOf("web-0", "web-1", "low"))
 	g.Expect(f.events()).To(Equal([]string{eventMarked, eventEvicting, eventEvicting, eventEvicting}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Draining: 1}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Draining: 1, EvictedPods: 3}))
 
 	f.clock.Step(10 * time.Second)
 	f.actuator.Advance(f.ctx)
@@ -182,7 +182,7 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	f.clock.Step(10 * time.Second)
 	f.actuator.Advance(f.ctx)
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now.Add(20 * time.Second)}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now.Add(20 * time.Second), DeletedNodes: 1, EvictedPods: 3}))
 }
 
 func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
@@ -219,7 +219,7 @@ func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
 			g.Expect(group.Deleted).To(BeEmpty())
 			expectTainted(g, f.node(g, "n"), false)
 			g.Expect(f.events()).To(ContainElement(HavePrefix(eventFailedPfx + "failed to drain the node within 2m0s: evicting pod default/web-1: Cannot evict pod")))
-			g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastFailure: st.Now.Add(2 * time.Minute)}))
+			g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastFailure: st.Now.Add(2 * time.Minute), EvictedPods: 1}))
 		})
 	}
 }

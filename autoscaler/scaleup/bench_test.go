@@ -1,0 +1,159 @@
+package scaleup_test
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+const (
+	benchGroups      = 20
+	podsPerNode      = 30
+	pendingShare     = 20 // one pod in 20 (5%) is pending
+	pendingOwners    = 50
+	runningPodCPU    = "500m"
+	runningPodMemory = "1Gi"
+)
+
+// syntheticCluster has nodes nodes in 20 node groups (three zones, two of
+// them tainted, two with a distinct label) full of 500m pods, and 5% of
+// 30 pods per node pending across 50 Deployments, some with node
+// selectors, tolerations, hostname anti-affinity or zone spread.
+func syntheticCluster(nodes int) snapshot.Input {
+	in := snapshot.Input{}
+	groups := make([]*st.NodeGroup, benchGroups)
+	for i := range groups {
+		zone := fmt.Sprintf("zone-%d", i%3)
+		opts := []st.NodeOption{st.WithNodeLabels(corev1.LabelTopologyZone, zone, "pool", fmt.Sprintf("pool-%d", i%5))}
+		if i < 2 {
+			opts = append(opts, st.WithTaint("dedicated", "batch", corev1.TaintEffectNoSchedule))
+		}
+		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes, Template: st.Node(fmt.Sprintf("md-%02d", i), "16", "64Gi", opts...)}
+		in.NodeGroups = append(in.NodeGroups, groups[i])
+	}
+	total := nodes * podsPerNode
+	running := total - total/pendingShare
+	for n := range nodes {
+		group := groups[n%benchGroups]
+		node := group.Template.DeepCopy()
+		node.Name = fmt.Sprintf("node-%05d", n)
+		node.Labels = map[string]string{}
+		for k, v := range group.Template.Labels {
+			node.Labels[k] = v
+		}
+		node.Labels[corev1.LabelHostname] = node.Name
+		group.Nodes = append(group.Nodes, node.Name)
+		group.Target++
+		in.Nodes = append(in.Nodes, node)
+	}
+	for p := range running {
+		node := in.Nodes[p%nodes]
+		in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("running-%06d", p), runningPodCPU, runningPodMemory,
+			st.OwnedBy(fmt.Sprintf("app-%d", p/50)), st.OnNode(node.Name), st.WithPodLabels("app", fmt.Sprintf("app-%d", p/50))))
+	}
+	for p := range total - running {
+		owner := p % pendingOwners
+		opts := []st.PodOption{st.OwnedBy(fmt.Sprintf("pending-%d", owner)), st.WithPodLabels("app", fmt.Sprintf("pending-%d", owner))}
+		switch owner % 10 {
+		case 1:
+			opts = append(opts, st.WithNodeSelector("pool", fmt.Sprintf("pool-%d", owner%5)))
+		case 2:
+			opts = append(opts, st.WithToleration("dedicated", "batch", corev1.TaintEffectNoSchedule))
+		case 3:
+			opts = append(opts, withRequiredAntiAffinity(corev1.LabelHostname, "app", fmt.Sprintf("pending-%d", owner)))
+		case 4:
+			opts = append(opts, withZoneSpread("app", fmt.Sprintf("pending-%d", owner)))
+		}
+		in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("pending-%06d", p), fmt.Sprintf("%dm", 1500+100*(owner%10)), "2Gi", opts...))
+	}
+	return in
+}
+
+func withRequiredAntiAffinity(topologyKey, key, value string) st.PodOption {
+	return func(pod *corev1.Pod) {
+		pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}, TopologyKey: topologyKey,
+			}},
+		}}
+	}
+}
+
+func withZoneSpread(key, value string) st.PodOption {
+	return func(pod *corev1.Pod) {
+		pod.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}},
+		}}
+	}
+}
+
+// BenchmarkScaleUp measures one scale-up decision from the listed objects:
+// building the snapshot and planning.
+func BenchmarkScaleUp(b *testing.B) {
+	for _, nodes := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
+			in := syntheticCluster(nodes)
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			s, err := scaleup.New(options(func(o *scaleup.Options) {
+				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
+				o.BalanceSimilarNodeGroups = true
+			}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			var plan *scaleup.Plan
+			cpuBefore := processCPUTime(b)
+			for b.Loop() {
+				plan = s.Plan(ctx, snapshot.New(in), scaleup.State{})
+			}
+			// CPU time, garbage collection included, tells the cost of a
+			// decision even when other processes share the machine.
+			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
+			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
+		})
+	}
+}
+
+func processCPUTime(b *testing.B) time.Duration {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+}
+
+// BenchmarkScaleUpPlan measures planning alone on a snapshot built once,
+// which planning leaves as it found it.
+func BenchmarkScaleUpPlan(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
+			snap := snapshot.New(syntheticCluster(nodes))
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			s, err := scaleup.New(options(func(o *scaleup.Options) {
+				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
+				o.BalanceSimilarNodeGroups = true
+			}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpuBefore := processCPUTime(b)
+			for b.Loop() {
+				s.Plan(ctx, snap, scaleup.State{})
+			}
+			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package scaleup
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// Options configure scale-up. Start from DefaultOptions.
+type Options struct {
+	// PriorityCutoff: pods with a lower priority never trigger a scale-up.
+	PriorityCutoff int32
+	// NewPodScaleUpDelay is how old an unschedulable pod must be to count.
+	NewPodScaleUpDelay time.Duration
+	// MaxNodesPerScaleUp caps the nodes one scale-up adds; 0 means no cap.
+	MaxNodesPerScaleUp int
+	// Limits bound the whole cluster.
+	Limits ResourceLimits
+	// Expanders choose among the options, in order, each passing its ties
+	// to the next: ExpanderRandom, ExpanderMostPods, ExpanderLeastWaste,
+	// ExpanderPriority. Ties left at the end go to the first group by ID.
+	Expanders []string
+	// Priorities configure ExpanderPriority: a node group gets the highest
+	// priority whose regular expressions (unanchored, as upstream) match its ID.
+	Priorities map[int32][]string
+	// BalanceSimilarNodeGroups spreads new nodes over similar node groups.
+	BalanceSimilarNodeGroups bool
+	// BalancingIgnoredLabels may differ between similar node groups, in
+	// addition to the hostname and zone labels.
+	BalancingIgnoredLabels []string
+	// Clock tells the age of pods.
+	Clock clock.PassiveClock
+	// Rand drives ExpanderRandom; nil seeds one from the clock.
+	Rand *rand.Rand
+}
+
+// Expander names.
+const (
+	ExpanderRandom     = "random"
+	ExpanderMostPods   = "most-pods"
+	ExpanderLeastWaste = "least-waste"
+	ExpanderPriority   = "priority"
+)
+
+// DefaultOptions are the upstream cluster-autoscaler defaults.
+func DefaultOptions() Options {
+	return Options{
+		PriorityCutoff:     -10,
+		MaxNodesPerScaleUp: 1000,
+		Expanders:          []string{ExpanderRandom},
+		Clock:              clock.RealClock{},
+	}
+}
+
+// ResourceLimits bound the totals of the cluster. Totals count every node,
+// control plane and nodes outside node groups included, and the nodes on
+// their way. A zero Max of nodes, cores or memory means no limit; a GPU
+// resource that is listed is always bounded.
+type ResourceLimits struct {
+	MaxNodesTotal int
+	Cores         Range
+	// MemoryBytes bounds memory in bytes.
+	MemoryBytes Range
+	// GPUs bound each GPU resource, e.g. nvidia.com/gpu.
+	GPUs map[corev1.ResourceName]Range
+}
+
+// Range bounds a total. Min is for scale-down.
+type Range struct {
+	Min, Max int64
+}
+
+func (o Options) validate() error {
+	if o.Clock == nil {
+		return fmt.Errorf("a clock is required")
+	}
+	if o.MaxNodesPerScaleUp < 0 {
+		return fmt.Errorf("maxNodesPerScaleUp must not be negative, got %d", o.MaxNodesPerScaleUp)
+	}
+	return nil
+}
+
+// compilePriorities turns the configured patterns into matchers.
+func compilePriorities(priorities map[int32][]string) ([]priorityPattern, error) {
+	var compiled []priorityPattern
+	for priority, patterns := range priorities {
+		for _, pattern := range patterns {
+			re, err := regexp.Compile(pattern)
+			if err != nil {
+				return nil, fmt.Errorf("priority %d: invalid node group pattern %q: %w", priority, pattern, err)
+			}
+			compiled = append(compiled, priorityPattern{priority: priority, re: re})
+		}
+	}
+	return compiled, nil
+}
+
+type priorityPattern struct {
+	priority int32
+	re       *regexp.Regexp
+}

@@ -1,0 +1,341 @@
+package scaleup_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// cluster is the state a test plans a scale-up on.
+type cluster struct {
+	nodes      []*corev1.Node
+	pods       []*corev1.Pod
+	groups     []*st.NodeGroup
+	daemonSets []*appsv1.DaemonSet
+}
+
+func (c cluster) snapshot() *snapshot.Snapshot {
+	groups := make([]nodegroups.NodeGroup, 0, len(c.groups))
+	for _, group := range c.groups {
+		groups = append(groups, group)
+	}
+	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, NodeGroups: groups, DaemonSets: c.daemonSets})
+}
+
+func options(mutate ...func(*scaleup.Options)) scaleup.Options {
+	opts := scaleup.DefaultOptions()
+	opts.Clock = clocktesting.NewFakePassiveClock(st.Now)
+	opts.Rand = rand.New(rand.NewPCG(1, 2))
+	opts.Expanders = []string{scaleup.ExpanderMostPods}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	return opts
+}
+
+func planFor(t *testing.T, opts scaleup.Options, c cluster, state scaleup.State) *scaleup.Plan {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	s, err := scaleup.New(opts)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	snap := c.snapshot()
+	before := len(snap.NodeInfos())
+	plan := s.Plan(ctx, snap, state)
+	NewWithT(t).Expect(snap.NodeInfos()).To(HaveLen(before), "planning must not change the snapshot")
+	return plan
+}
+
+func increases(plan *scaleup.Plan) map[string]int {
+	result := map[string]int{}
+	for _, increase := range plan.Increases {
+		result[increase.Group.ID()] = increase.Delta
+	}
+	return result
+}
+
+func names(pods []*corev1.Pod) []string {
+	result := []string{}
+	for _, pod := range pods {
+		result = append(result, pod.Name)
+	}
+	return result
+}
+
+// group returns a node group of 4-cpu, 8Gi nodes with its template.
+func group(name string, target, max int, opts ...st.NodeOption) *st.NodeGroup {
+	return &st.NodeGroup{Name: name, Max: max, Target: target, Template: st.Node(name+"-template", "4", "8Gi", opts...)}
+}
+
+// members adds n registered nodes to g, like its template.
+func members(g *st.NodeGroup, n int) []*corev1.Node {
+	var nodes []*corev1.Node
+	for i := range n {
+		node := g.Template.DeepCopy()
+		node.Name = fmt.Sprintf("%s-%d", g.Name, i)
+		node.Labels[corev1.LabelHostname] = node.Name
+		nodes = append(nodes, node)
+		g.Nodes = append(g.Nodes, node.Name)
+	}
+	return nodes
+}
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name          string
+		opts          scaleup.Options
+		cluster       func() cluster
+		state         scaleup.State
+		wantIncreases map[string]int
+		wantHelped    int
+		wantAbsorbed  int
+		// wantNoScaleUp is the message of the first pod nothing helps.
+		wantNoScaleUp      string
+		wantNoScaleUpCount int
+	}{
+		{
+			name: "binpacks pending pods on new nodes",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: st.Replicas("web", 5, "1500m", "1Gi")}
+			},
+			wantIncreases: map[string]int{"workers": 3},
+			wantHelped:    5,
+		},
+		{
+			name: "pods that fit an existing node need no scale-up",
+			opts: options(),
+			cluster: func() cluster {
+				workers := group("workers", 1, 10)
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: members(workers, 1), pods: st.Replicas("web", 2, "1", "1Gi")}
+			},
+			wantIncreases: map[string]int{},
+			wantAbsorbed:  2,
+		},
+		{
+			name: "nodes on their way absorb pods",
+			opts: options(),
+			cluster: func() cluster {
+				workers := group("workers", 3, 10)
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: members(workers, 1), pods: st.Replicas("web", 9, "1", "1Gi")}
+			},
+			// 1 registered and 2 upcoming 4-cpu nodes take 12 pods.
+			wantIncreases: map[string]int{},
+			wantAbsorbed:  9,
+		},
+		{
+			name: "upcoming nodes given by the caller",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 3, 10)}, pods: st.Replicas("web", 9, "1", "1Gi")}
+			},
+			state:         scaleup.State{Upcoming: map[string]int{"workers": 1}},
+			wantIncreases: map[string]int{"workers": 2},
+			wantHelped:    5,
+			wantAbsorbed:  4,
+		},
+		{
+			name: "DaemonSet pods take room on new nodes",
+			opts: options(),
+			cluster: func() cluster {
+				ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "logs", Namespace: "kube-system"}}
+				ds.Spec.Template.Spec.Containers = st.Pod("x", "1", "100Mi").Spec.Containers
+				// 8 pods of 1 cpu: 2 nodes of 4 cpu, but 3 when 1 cpu goes to the DaemonSet.
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: st.Replicas("web", 8, "1", "1Gi"), daemonSets: []*appsv1.DaemonSet{ds}}
+			},
+			wantIncreases: map[string]int{"workers": 3},
+			wantHelped:    8,
+		},
+		{
+			name: "max size caps the scale-up",
+			opts: options(),
+			cluster: func() cluster {
+				workers := group("workers", 2, 4)
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: members(workers, 2), pods: st.Replicas("web", 5, "3", "1Gi")}
+			},
+			// The 2 members take 2 pods; 3 need new nodes, 2 may be added.
+			wantIncreases:      map[string]int{"workers": 2},
+			wantHelped:         2,
+			wantAbsorbed:       2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max node group size reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "a group at max size helps nobody",
+			opts: options(),
+			cluster: func() cluster {
+				workers := group("workers", 1, 1)
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: members(workers, 1), pods: st.Replicas("web", 2, "3", "1Gi")}
+			},
+			wantIncreases:      map[string]int{},
+			wantAbsorbed:       1,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max node group size reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the cores limit counts every node: 64 cores max, 30 used, 8-core machines add at most 4",
+			opts: options(func(o *scaleup.Options) { o.Limits.Cores.Max = 64 }),
+			cluster: func() cluster {
+				workers := &st.NodeGroup{Name: "workers", Max: 100, Template: st.Node("t", "8", "32Gi")}
+				controlPlane := st.Node("control-plane", "6", "16Gi", st.WithTaint("node-role.kubernetes.io/control-plane", "", corev1.TaintEffectNoSchedule))
+				unmanaged := st.Node("unmanaged", "24", "64Gi", st.WithTaint("dedicated", "db", corev1.TaintEffectNoSchedule))
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: []*corev1.Node{controlPlane, unmanaged}, pods: st.Replicas("web", 10, "7", "1Gi")}
+			},
+			wantIncreases:      map[string]int{"workers": 4},
+			wantHelped:         4,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster cpu limit reached",
+			wantNoScaleUpCount: 6,
+		},
+		{
+			name: "the memory limit",
+			opts: options(func(o *scaleup.Options) { o.Limits.MemoryBytes.Max = 20 << 30 }),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: st.Replicas("web", 3, "3", "1Gi")}
+			},
+			wantIncreases:      map[string]int{"workers": 2},
+			wantHelped:         2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster memory limit reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the GPU limit",
+			opts: options(func(o *scaleup.Options) {
+				o.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{"nvidia.com/gpu": {Max: 2}}
+			}),
+			cluster: func() cluster {
+				gpus := group("gpus", 0, 10, st.WithAllocatable("nvidia.com/gpu", "1"))
+				return cluster{groups: []*st.NodeGroup{gpus}, pods: st.Replicas("train", 3, "1", "1Gi", st.WithRequest("nvidia.com/gpu", "1"))}
+			},
+			wantIncreases:      map[string]int{"gpus": 2},
+			wantHelped:         2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster nvidia.com/gpu limit reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the total node count limit",
+			opts: options(func(o *scaleup.Options) { o.Limits.MaxNodesTotal = 3 }),
+			cluster: func() cluster {
+				workers := group("workers", 2, 10)
+				return cluster{groups: []*st.NodeGroup{workers}, nodes: members(workers, 2), pods: st.Replicas("web", 4, "3", "1Gi")}
+			},
+			wantIncreases:      map[string]int{"workers": 1},
+			wantHelped:         1,
+			wantAbsorbed:       2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max total nodes in cluster reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the per scale-up node cap",
+			opts: options(func(o *scaleup.Options) { o.MaxNodesPerScaleUp = 2 }),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: st.Replicas("web", 3, "3", "1Gi")}
+			},
+			wantIncreases:      map[string]int{"workers": 2},
+			wantHelped:         2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max nodes per scale-up reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "pods below the priority cutoff are ignored",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: append(
+					st.Replicas("low", 2, "3", "1Gi", st.WithPriority(-11)),
+					st.Replicas("at-cutoff", 1, "3", "1Gi", st.WithPriority(-10))...)}
+			},
+			wantIncreases: map[string]int{"workers": 1},
+			wantHelped:    1,
+		},
+		{
+			name: "pods younger than the delay wait",
+			opts: options(func(o *scaleup.Options) { o.NewPodScaleUpDelay = 30 * time.Second }),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: append(
+					st.Replicas("new", 2, "3", "1Gi", st.CreatedAt(st.Now.Add(-10*time.Second))),
+					st.Replicas("old", 1, "3", "1Gi", st.CreatedAt(st.Now.Add(-time.Minute)))...)}
+			},
+			wantIncreases: map[string]int{"workers": 1},
+			wantHelped:    1,
+		},
+		{
+			name: "pods the scheduler has not given up on are ignored",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 10)}, pods: st.Replicas("web", 2, "1", "1Gi", func(pod *corev1.Pod) {
+					pod.Status.Conditions = nil
+				})}
+			},
+			wantIncreases: map[string]int{},
+		},
+		{
+			name: "each group says why it cannot help",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{
+					groups: []*st.NodeGroup{
+						group("gpu", 0, 10, st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule)),
+						group("small", 0, 10),
+						group("backoff", 0, 10),
+						{Name: "no-template", Max: 10},
+					},
+					pods: st.Replicas("big", 1, "6", "1Gi"),
+				}
+			},
+			state: scaleup.State{Skip: func(g nodegroups.NodeGroup) string {
+				if g.ID() == "backoff" {
+					return "in backoff"
+				}
+				return ""
+			}},
+			wantIncreases:      map[string]int{},
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 Insufficient cpu, 1 in backoff, 1 no template node: no capacity information, 1 node(s) had untolerated taint {dedicated: gpu}",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "a node selector picks the group",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{
+					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+					pods:   st.Replicas("web", 2, "3", "1Gi", st.WithNodeSelector("pool", "b")),
+				}
+			},
+			wantIncreases: map[string]int{"b": 2},
+			wantHelped:    2,
+		},
+		{
+			name: "thousands of replicas binpack as one group",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{groups: []*st.NodeGroup{group("workers", 0, 1000)}, pods: st.Replicas("web", 3000, "1", "1Gi")}
+			},
+			wantIncreases: map[string]int{"workers": 750},
+			wantHelped:    3000,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			plan := planFor(t, tt.opts, tt.cluster(), tt.state)
+			g.Expect(increases(plan)).To(Equal(tt.wantIncreases))
+			g.Expect(names(plan.Helped)).To(HaveLen(tt.wantHelped))
+			g.Expect(names(plan.Absorbed)).To(HaveLen(tt.wantAbsorbed))
+			g.Expect(plan.NoScaleUp).To(HaveLen(tt.wantNoScaleUpCount))
+			if tt.wantNoScaleUpCount > 0 {
+				g.Expect(plan.NoScaleUp[0].Message()).To(Equal(tt.wantNoScaleUp))
+			}
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package simulator
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// PodGroup is a set of pods that the scheduler cannot tell apart: same
+// controller and same scheduling-relevant spec. What is true of one on a
+// node is true of all, so 10,000 replicas cost about as much as one.
+type PodGroup struct {
+	Pods []*corev1.Pod
+	// info is parsed from Pods[0] and shared by all.
+	info *snapshot.PodInfo
+	// interPod is true when whether a pod fits depends on where other pods
+	// are beyond the node's own resources: pod affinity or topology spread.
+	// Placing pods can make such a group fit a node it did not fit before.
+	interPod bool
+}
+
+// NewPodGroup returns a group of one pod.
+func NewPodGroup(pod *corev1.Pod) *PodGroup {
+	info := snapshot.NewPodInfo(pod)
+	return &PodGroup{
+		Pods:     []*corev1.Pod{pod},
+		info:     info,
+		interPod: len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(pod),
+	}
+}
+
+// DependsOnOtherPods tells whether a member's fit on a node can change when
+// pods are placed elsewhere (pod affinity, topology spread).
+func (g *PodGroup) DependsOnOtherPods() bool { return g.interPod }
+
+// Subset returns a group of some of the pods of g, sharing its parsed form.
+func (g *PodGroup) Subset(pods []*corev1.Pod) *PodGroup {
+	subset := *g
+	subset.Pods = pods
+	return &subset
+}
+
+// Requests are the resources one pod of the group requests.
+func (g *PodGroup) Requests() snapshot.Resources { return g.info.Requests }
+
+// podInfo returns the parsed form of a member without parsing it again.
+func (g *PodGroup) podInfo(pod *corev1.Pod) *snapshot.PodInfo {
+	if pod == g.info.Pod {
+		return g.info
+	}
+	info := *g.info
+	info.Pod = pod
+	return &info
+}
+
+// GroupPods splits pods into equivalence groups, in the order their first
+// pods appear. Pods without a controller are groups of their own.
+func GroupPods(pods []*corev1.Pod) []*PodGroup {
+	var groups []*PodGroup
+	byOwner := map[types.UID][]*PodGroup{}
+	for _, pod := range pods {
+		owner := controllerUID(pod)
+		if owner == "" {
+			groups = append(groups, NewPodGroup(pod))
+			continue
+		}
+		found := false
+		for _, group := range byOwner[owner] {
+			if sameSchedulingSpec(group.Pods[0], pod) {
+				group.Pods = append(group.Pods, pod)
+				found = true
+				break
+			}
+		}
+		if !found {
+			group := NewPodGroup(pod)
+			byOwner[owner] = append(byOwner[owner], group)
+			groups = append(groups, group)
+		}
+	}
+	return groups
+}
+
+func controllerUID(pod *corev1.Pod) types.UID {
+	for i := range pod.OwnerReferences {
+		if ref := &pod.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
+			return ref.UID
+		}
+	}
+	return ""
+}
+
+// sameSchedulingSpec compares everything the simulator looks at. Labels
+// matter because a pod may match its own affinity or spread selectors.
+func sameSchedulingSpec(a, b *corev1.Pod) bool {
+	if a.Namespace != b.Namespace || a.Spec.NodeName != b.Spec.NodeName ||
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Spec.NodeSelector, b.Spec.NodeSelector) ||
+		len(a.Spec.Containers) != len(b.Spec.Containers) || len(a.Spec.InitContainers) != len(b.Spec.InitContainers) {
+		return false
+	}
+	semantic := equality.Semantic
+	if !semantic.DeepEqual(a.Spec.Affinity, b.Spec.Affinity) ||
+		!semantic.DeepEqual(a.Spec.Tolerations, b.Spec.Tolerations) ||
+		!semantic.DeepEqual(a.Spec.TopologySpreadConstraints, b.Spec.TopologySpreadConstraints) ||
+		!semantic.DeepEqual(a.Spec.Overhead, b.Spec.Overhead) ||
+		!semantic.DeepEqual(a.Spec.Resources, b.Spec.Resources) {
+		return false
+	}
+	for i := range a.Spec.Containers {
+		ca, cb := &a.Spec.Containers[i], &b.Spec.Containers[i]
+		if !semantic.DeepEqual(ca.Resources.Requests, cb.Resources.Requests) || !semantic.DeepEqual(ca.Ports, cb.Ports) {
+			return false
+		}
+	}
+	for i := range a.Spec.InitContainers {
+		ca, cb := &a.Spec.InitContainers[i], &b.Spec.InitContainers[i]
+		if !semantic.DeepEqual(ca.Resources.Requests, cb.Resources.Requests) || !semantic.DeepEqual(ca.Ports, cb.Ports) ||
+			!semantic.DeepEqual(ca.RestartPolicy, cb.RestartPolicy) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasHardSpreadConstraints(pod *corev1.Pod) bool {
+	for i := range pod.Spec.TopologySpreadConstraints {
+		if pod.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable == corev1.DoNotSchedule {
+			return true
+		}
+	}
+	return false
+}

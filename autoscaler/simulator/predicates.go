@@ -1,0 +1,466 @@
+package simulator
+
+import (
+	"maps"
+	"math"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// podState is what the predicates need about one pod group, parsed once.
+// The inter-pod part (counts per topology domain) is derived from the
+// snapshot, computed up front like kube-scheduler's PreFilter and kept up to
+// date as the Scheduler places pods and adds nodes.
+type podState struct {
+	info         *snapshot.PodInfo
+	nodeAffinity nodeaffinity.RequiredNodeAffinity
+	spread       []spreadConstraint
+
+	// affinityCounts counts, per topology domain, pods matching all of the
+	// group's required affinity terms; antiAffinityCounts pods matching any
+	// of its anti-affinity terms; existingAntiAffinityCounts existing pods
+	// whose anti-affinity terms match the group.
+	affinityCounts             map[topologyPair]int
+	antiAffinityCounts         map[topologyPair]int
+	existingAntiAffinityCounts map[topologyPair]int
+	// selfAffine is true when the group's pods match all their own
+	// affinity terms.
+	selfAffine bool
+	// matches remembers which terms pods of an identity match; it depends
+	// on nothing else and is shared by copies.
+	matches map[*snapshot.Identity]podMatch
+	// level is the Scheduler fork level that owns the state; a deeper
+	// level copies it before changing it.
+	level int
+}
+
+type topologyPair struct{ key, value string }
+
+type spreadConstraint struct {
+	maxSkew     int
+	minDomains  int
+	topologyKey string
+	selector    labels.Selector
+	// selfMatch is 1 when the group's pods match the selector themselves.
+	selfMatch         int
+	honorNodeAffinity bool
+	honorNodeTaints   bool
+	// counts are the matching pods per domain of eligible nodes; min is the
+	// smallest count, kept up to date.
+	counts map[string]int
+	min    int
+}
+
+func newPodState(info *snapshot.PodInfo, level int) *podState {
+	pod := info.Pod
+	state := &podState{
+		info: info, level: level, nodeAffinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+		matches: map[*snapshot.Identity]podMatch{},
+	}
+	for i := range pod.Spec.TopologySpreadConstraints {
+		constraint := &pod.Spec.TopologySpreadConstraints[i]
+		if constraint.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		selector := spreadSelector(pod, constraint)
+		spread := spreadConstraint{
+			maxSkew:           int(constraint.MaxSkew),
+			minDomains:        1,
+			topologyKey:       constraint.TopologyKey,
+			selector:          selector,
+			honorNodeAffinity: constraint.NodeAffinityPolicy == nil || *constraint.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor,
+			honorNodeTaints:   constraint.NodeTaintsPolicy != nil && *constraint.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor,
+		}
+		if constraint.MinDomains != nil {
+			spread.minDomains = int(*constraint.MinDomains)
+		}
+		if selector.Matches(labels.Set(pod.Labels)) {
+			spread.selfMatch = 1
+		}
+		state.spread = append(state.spread, spread)
+	}
+	return state
+}
+
+// spreadSelector adds the matchLabelKeys values of the pod to the selector,
+// as kube-scheduler does.
+func spreadSelector(pod *corev1.Pod, constraint *corev1.TopologySpreadConstraint) labels.Selector {
+	selector, err := metav1.LabelSelectorAsSelector(constraint.LabelSelector)
+	if err != nil {
+		return labels.Nothing()
+	}
+	for _, key := range constraint.MatchLabelKeys {
+		value, ok := pod.Labels[key]
+		if !ok {
+			continue
+		}
+		requirement, err := labels.NewRequirement(key, selection.Equals, []string{value})
+		if err != nil {
+			return labels.Nothing()
+		}
+		selector = selector.Add(*requirement)
+	}
+	return selector
+}
+
+// hasOwnTerms tells whether the group's own affinity terms or spread
+// constraints need counts, beyond other pods' anti-affinity.
+func (st *podState) hasOwnTerms() bool {
+	return len(st.info.RequiredAffinityTerms) > 0 || len(st.info.RequiredAntiAffinityTerms) > 0 || len(st.spread) > 0
+}
+
+// needsCounts tells whether the inter-pod predicates have work to do.
+func (st *podState) needsCounts(existingAntiAffinityPods int) bool {
+	return st.hasOwnTerms() || existingAntiAffinityPods > 0
+}
+
+// clone returns a copy owned by another fork level.
+func (st *podState) clone(level int) *podState {
+	copied := *st
+	copied.level = level
+	copied.affinityCounts = maps.Clone(st.affinityCounts)
+	copied.antiAffinityCounts = maps.Clone(st.antiAffinityCounts)
+	copied.existingAntiAffinityCounts = maps.Clone(st.existingAntiAffinityCounts)
+	copied.spread = slices.Clone(st.spread)
+	for i := range copied.spread {
+		copied.spread[i].counts = maps.Clone(st.spread[i].counts)
+	}
+	return &copied
+}
+
+// computeCounts derives the inter-pod counts of states from the whole
+// snapshot, in one pass over the pods for all of them.
+func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods []placedPod, states []*podState) {
+	var withOwnTerms []*podState
+	for _, st := range states {
+		st.affinityCounts = map[topologyPair]int{}
+		st.antiAffinityCounts = map[topologyPair]int{}
+		st.existingAntiAffinityCounts = map[topologyPair]int{}
+		for i := range st.spread {
+			st.spread[i].counts = map[string]int{}
+		}
+		if st.hasOwnTerms() {
+			withOwnTerms = append(withOwnTerms, st)
+		}
+	}
+	if len(withOwnTerms) > 0 {
+		eligible := make([]bool, len(withOwnTerms))
+		for _, nodeInfo := range snap.NodeInfos() {
+			node := nodeInfo.Node()
+			for i, st := range withOwnTerms {
+				eligible[i] = st.registerDomains(logger, node)
+			}
+			for _, pod := range nodeInfo.Pods() {
+				for i, st := range withOwnTerms {
+					st.addPod(snap, pod, node, eligible[i])
+				}
+			}
+		}
+	}
+	for _, st := range states {
+		for _, placed := range antiAffinityPods {
+			st.addExistingAntiAffinity(snap, placed.pod, placed.node)
+		}
+		st.updateSpreadMinimums()
+		st.selfAffine = matchesAllTerms(snap, st.info.RequiredAffinityTerms, st.info.Pod)
+	}
+}
+
+// addNode accounts for a node and the pods on it; the caller updates the
+// spread minimums.
+func (st *podState) addNode(logger klog.Logger, snap *snapshot.Snapshot, node *corev1.Node, pods []*snapshot.PodInfo) {
+	if !st.hasOwnTerms() {
+		return
+	}
+	eligible := st.registerDomains(logger, node)
+	for _, pod := range pods {
+		st.addPod(snap, pod, node, eligible)
+	}
+}
+
+// registerDomains adds the node's spread domains, with no pods yet, when the
+// node counts for spreading, and tells whether it does.
+func (st *podState) registerDomains(logger klog.Logger, node *corev1.Node) bool {
+	if len(st.spread) == 0 || !st.spreadEligible(logger, node) {
+		return false
+	}
+	for i := range st.spread {
+		if _, ok := st.spread[i].counts[node.Labels[st.spread[i].topologyKey]]; !ok {
+			st.spread[i].counts[node.Labels[st.spread[i].topologyKey]] = 0
+		}
+	}
+	return true
+}
+
+// addPod accounts for a pod placed on node, except for its own
+// anti-affinity terms (see addExistingAntiAffinity).
+func (st *podState) addPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node *corev1.Node, spreadEligible bool) {
+	if !st.hasOwnTerms() {
+		return
+	}
+	info := st.info
+	match := st.match(snap, pod)
+	if len(info.RequiredAffinityTerms) > 0 && match.allAffinityTerms {
+		for i := range info.RequiredAffinityTerms {
+			countDomain(st.affinityCounts, node, info.RequiredAffinityTerms[i].TopologyKey)
+		}
+	}
+	for i := range info.RequiredAntiAffinityTerms {
+		if match.antiAffinityTerms[i] {
+			countDomain(st.antiAffinityCounts, node, info.RequiredAntiAffinityTerms[i].TopologyKey)
+		}
+	}
+	if spreadEligible {
+		for i := range st.spread {
+			// Terminating pods do not count; looked at last, as reading the
+			// pod is what costs most here.
+			if match.spreadSelectors[i] && pod.Pod.DeletionTimestamp == nil {
+				st.spread[i].counts[node.Labels[st.spread[i].topologyKey]]++
+			}
+		}
+	}
+}
+
+// podMatch says which of a state's terms a pod matches.
+type podMatch struct {
+	allAffinityTerms  bool
+	antiAffinityTerms []bool
+	spreadSelectors   []bool
+}
+
+// match tells which terms of the state pod matches, remembered per
+// identity: replicas share the answer.
+func (st *podState) match(snap *snapshot.Snapshot, pod *snapshot.PodInfo) podMatch {
+	if m, ok := st.matches[pod.Identity]; ok {
+		return m
+	}
+	info := st.info
+	m := podMatch{
+		allAffinityTerms:  matchesAllTerms(snap, info.RequiredAffinityTerms, pod.Pod),
+		antiAffinityTerms: make([]bool, len(info.RequiredAntiAffinityTerms)),
+		spreadSelectors:   make([]bool, len(st.spread)),
+	}
+	for i := range info.RequiredAntiAffinityTerms {
+		m.antiAffinityTerms[i] = info.RequiredAntiAffinityTerms[i].Matches(pod.Pod, snap.NamespaceLabels(pod.Pod.Namespace))
+	}
+	if pod.Pod.Namespace == info.Pod.Namespace {
+		podLabels := labels.Set(pod.Pod.Labels)
+		for i := range st.spread {
+			m.spreadSelectors[i] = st.spread[i].selector.Matches(podLabels)
+		}
+	}
+	st.matches[pod.Identity] = m
+	return m
+}
+
+// addExistingAntiAffinity accounts for the anti-affinity terms of a pod
+// on node that keep the group away from its domains.
+func (st *podState) addExistingAntiAffinity(snap *snapshot.Snapshot, existing *snapshot.PodInfo, node *corev1.Node) {
+	if len(existing.RequiredAntiAffinityTerms) == 0 {
+		return
+	}
+	incoming := st.info.Pod
+	for i := range existing.RequiredAntiAffinityTerms {
+		term := &existing.RequiredAntiAffinityTerms[i]
+		if term.Matches(incoming, snap.NamespaceLabels(incoming.Namespace)) {
+			countDomain(st.existingAntiAffinityCounts, node, term.TopologyKey)
+		}
+	}
+}
+
+func countDomain(counts map[topologyPair]int, node *corev1.Node, key string) {
+	if value, ok := node.Labels[key]; ok {
+		counts[topologyPair{key: key, value: value}]++
+	}
+}
+
+func matchesAllTerms(snap *snapshot.Snapshot, terms []snapshot.AffinityTerm, pod *corev1.Pod) bool {
+	for i := range terms {
+		if !terms[i].Matches(pod, snap.NamespaceLabels(pod.Namespace)) {
+			return false
+		}
+	}
+	return true
+}
+
+// spreadEligible tells whether a node's domains count for topology spread:
+// it has every topology key and passes the inclusion policies.
+func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
+	for i := range st.spread {
+		constraint := &st.spread[i]
+		if _, ok := node.Labels[constraint.topologyKey]; !ok {
+			return false
+		}
+		if constraint.honorNodeAffinity {
+			if match, err := st.nodeAffinity.Match(node); err != nil || !match {
+				return false
+			}
+		}
+		if constraint.honorNodeTaints {
+			if _, untolerated := findUntoleratedTaint(logger, node, st.info.Pod); untolerated {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (st *podState) updateSpreadMinimums() {
+	for i := range st.spread {
+		constraint := &st.spread[i]
+		if len(constraint.counts) < constraint.minDomains {
+			constraint.min = 0
+			continue
+		}
+		constraint.min = math.MaxInt
+		for _, count := range constraint.counts {
+			constraint.min = min(constraint.min, count)
+		}
+	}
+}
+
+// check runs the predicates in kube-scheduler's filter order and appends
+// the reasons of the first that fails to reasons; nil when the pod fits.
+// lasting tells whether the failure stays as more pods are placed: only
+// topology spread and pod affinity can turn in the pod's favour.
+func (st *podState) check(logger klog.Logger, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
+	pod := st.info.Pod
+	node := nodeInfo.Node()
+	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
+		return append(reasons, ReasonUnschedulable), true
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+		return append(reasons, ReasonNodeName), true
+	}
+	if taint, untolerated := findUntoleratedTaint(logger, node, pod); untolerated {
+		return append(reasons, ReasonUntoleratedTaint(taint)), true
+	}
+	if match, err := st.nodeAffinity.Match(node); err != nil || !match {
+		return append(reasons, ReasonNodeAffinity), true
+	}
+	if hostPortsConflict(st.info.HostPorts, nodeInfo.HostPorts()) {
+		return append(reasons, ReasonHostPorts), true
+	}
+	if unfit := insufficientResources(st.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
+		return unfit, true
+	}
+	if reason := st.checkSpread(node); reason != "" {
+		return append(reasons, reason), false
+	}
+	if reason := st.checkInterPodAffinity(node); reason != "" {
+		return append(reasons, reason), reason != ReasonPodAffinity
+	}
+	return nil, false
+}
+
+func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
+	taint := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+	return corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &taint, false)
+}
+
+func findUntoleratedTaint(logger klog.Logger, node *corev1.Node, pod *corev1.Pod) (corev1.Taint, bool) {
+	if len(node.Spec.Taints) == 0 {
+		return corev1.Taint{}, false
+	}
+	return corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, schedulingTaint, false)
+}
+
+func schedulingTaint(taint *corev1.Taint) bool {
+	return taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute
+}
+
+func hostPortsConflict(wanted, used []snapshot.HostPort) bool {
+	for _, port := range wanted {
+		for _, other := range used {
+			if port.ConflictsWith(other) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// insufficientResources follows kube-scheduler's NodeResourcesFit: the pod
+// count always counts, a resource only when the pod requests it.
+func insufficientResources(request snapshot.Resources, nodeInfo *snapshot.NodeInfo, reasons []string) []string {
+	allocatable, requested := nodeInfo.Allocatable(), nodeInfo.Requested()
+	if requested.Pods+1 > allocatable.Pods {
+		reasons = append(reasons, ReasonTooManyPods)
+	}
+	if request.MilliCPU > 0 && request.MilliCPU > allocatable.MilliCPU-requested.MilliCPU {
+		reasons = append(reasons, ReasonInsufficient(corev1.ResourceCPU))
+	}
+	if request.Memory > 0 && request.Memory > allocatable.Memory-requested.Memory {
+		reasons = append(reasons, ReasonInsufficient(corev1.ResourceMemory))
+	}
+	if request.EphemeralStorage > 0 && request.EphemeralStorage > allocatable.EphemeralStorage-requested.EphemeralStorage {
+		reasons = append(reasons, ReasonInsufficient(corev1.ResourceEphemeralStorage))
+	}
+	scalarStart := len(reasons)
+	for name, quantity := range request.Scalar {
+		if quantity > 0 && quantity > allocatable.Scalar[name]-requested.Scalar[name] {
+			reasons = append(reasons, ReasonInsufficient(name))
+		}
+	}
+	slices.Sort(reasons[scalarStart:])
+	return reasons
+}
+
+func (st *podState) checkSpread(node *corev1.Node) string {
+	for i := range st.spread {
+		constraint := &st.spread[i]
+		value, ok := node.Labels[constraint.topologyKey]
+		if !ok {
+			return ReasonTopologySpreadNoLabel
+		}
+		if constraint.counts[value]+constraint.selfMatch-constraint.min > constraint.maxSkew {
+			return ReasonTopologySpread
+		}
+	}
+	return ""
+}
+
+func (st *podState) checkInterPodAffinity(node *corev1.Node) string {
+	if len(st.existingAntiAffinityCounts) > 0 {
+		for key, value := range node.Labels {
+			if st.existingAntiAffinityCounts[topologyPair{key: key, value: value}] > 0 {
+				return ReasonExistingAntiAffinity
+			}
+		}
+	}
+	info := st.info
+	if len(info.RequiredAffinityTerms) > 0 {
+		podsExist := true
+		for i := range info.RequiredAffinityTerms {
+			key := info.RequiredAffinityTerms[i].TopologyKey
+			value, ok := node.Labels[key]
+			if !ok {
+				return ReasonPodAffinity
+			}
+			if st.affinityCounts[topologyPair{key: key, value: value}] <= 0 {
+				podsExist = false
+			}
+		}
+		// The first pod of a set with affinity to itself may go anywhere,
+		// or no such set could ever start.
+		if !podsExist && (len(st.affinityCounts) > 0 || !st.selfAffine) {
+			return ReasonPodAffinity
+		}
+	}
+	for i := range info.RequiredAntiAffinityTerms {
+		key := info.RequiredAntiAffinityTerms[i].TopologyKey
+		if value, ok := node.Labels[key]; ok && st.antiAffinityCounts[topologyPair{key: key, value: value}] > 0 {
+			return ReasonPodAntiAffinity
+		}
+	}
+	return ""
+}

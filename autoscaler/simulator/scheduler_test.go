@@ -1,0 +1,274 @@
+package simulator_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+func placements(result simulator.ScheduleResult) map[string]string {
+	placed := map[string]string{}
+	for _, p := range result.Scheduled {
+		placed[p.Pod.Name] = p.NodeName
+	}
+	return placed
+}
+
+func TestSchedulePods(t *testing.T) {
+	zone := func(z string) st.NodeOption { return st.WithNodeLabels(zoneKey, z) }
+	tests := []struct {
+		name              string
+		nodes             []*corev1.Node
+		pods              []*corev1.Pod
+		filter            func(*snapshot.NodeInfo) bool
+		wantPlaced        map[string]string
+		wantUnschedulable []string
+		wantMessage       string
+	}{
+		{
+			name:       "first fit fills nodes in order",
+			nodes:      []*corev1.Node{st.Node("n1", "2", "4Gi"), st.Node("n2", "2", "4Gi")},
+			pods:       st.Replicas("web", 3, "1", "1Gi"),
+			wantPlaced: map[string]string{"web-0": "n1", "web-1": "n1", "web-2": "n2"},
+		},
+		{
+			name:              "what does not fit is reported with the reasons per node",
+			nodes:             []*corev1.Node{st.Node("n1", "2", "4Gi"), st.Node("n2", "2", "4Gi", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))},
+			pods:              st.Replicas("web", 3, "1", "1Gi"),
+			wantPlaced:        map[string]string{"web-0": "n1", "web-1": "n1"},
+			wantUnschedulable: []string{"web-2"},
+			wantMessage:       "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}.",
+		},
+		{
+			name:              "filtered nodes are left out",
+			nodes:             []*corev1.Node{st.Node("n1", "2", "4Gi"), st.Node("n2", "2", "4Gi")},
+			pods:              st.Replicas("web", 1, "1", "1Gi"),
+			filter:            func(n *snapshot.NodeInfo) bool { return n.Name() != "n1" },
+			wantPlaced:        map[string]string{"web-0": "n2"},
+			wantUnschedulable: nil,
+		},
+		{
+			name:  "anti-affinity between replicas takes effect as they are placed",
+			nodes: []*corev1.Node{st.Node("n1", "4", "8Gi"), st.Node("n2", "4", "8Gi")},
+			pods: st.Replicas("web", 3, "1", "1Gi", st.WithPodLabels("app", "web"),
+				requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "web"))),
+			wantPlaced:        map[string]string{"web-0": "n1", "web-1": "n2"},
+			wantUnschedulable: []string{"web-2"},
+			wantMessage:       "0/2 nodes are available: 2 node(s) didn't satisfy existing pods anti-affinity rules.",
+		},
+		{
+			name:  "topology spread takes effect as replicas are placed",
+			nodes: []*corev1.Node{st.Node("n1", "8", "8Gi", zone("a")), st.Node("n2", "8", "8Gi", zone("b"))},
+			pods: st.Replicas("web", 4, "1", "1Gi", st.WithPodLabels("app", "web"),
+				spreadConstraint(zoneKey, 1, "app", "web")),
+			wantPlaced: map[string]string{"web-0": "n1", "web-1": "n2", "web-2": "n1", "web-3": "n2"},
+		},
+		{
+			name:  "pod affinity is satisfied by a replica placed earlier",
+			nodes: []*corev1.Node{st.Node("n1", "1", "8Gi", zone("a")), st.Node("n2", "1", "8Gi", zone("b")), st.Node("n3", "1", "8Gi", zone("a"))},
+			pods: st.Replicas("web", 3, "1", "1Gi", st.WithPodLabels("app", "web"),
+				requiredPodAffinity(podAffinityTerm(zoneKey, "app", "web"))),
+			wantPlaced:        map[string]string{"web-0": "n1", "web-1": "n3"},
+			wantUnschedulable: []string{"web-2"},
+			wantMessage:       "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) didn't match pod affinity rules.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			snap := snapshot.New(snapshot.Input{Nodes: tt.nodes})
+			result := simulator.NewScheduler(ctx, snap).SchedulePods(tt.pods, simulator.ScheduleOptions{NodeFilter: tt.filter})
+			g.Expect(placements(result)).To(Equal(tt.wantPlaced))
+			var unschedulable []string
+			for _, u := range result.Unschedulable {
+				unschedulable = append(unschedulable, u.Pod.Name)
+				g.Expect(u.Message()).To(Equal(tt.wantMessage))
+			}
+			g.Expect(unschedulable).To(Equal(tt.wantUnschedulable))
+			for pod, node := range tt.wantPlaced {
+				g.Expect(podNamesOn(snap, node)).To(ContainElement(pod), "placed pods stay in the snapshot")
+			}
+		})
+	}
+}
+
+func podNamesOn(snap *snapshot.Snapshot, node string) []string {
+	var names []string
+	for _, pod := range snap.NodeInfo(node).Pods() {
+		names = append(names, pod.Pod.Name)
+	}
+	return names
+}
+
+func TestSchedulerSeesChangesMadeBehindItsBack(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	snap := snapshot.New(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", "4", "8Gi"), st.Node("n2", "4", "8Gi")}})
+	sched := simulator.NewScheduler(ctx, snap)
+	web := st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "web")))
+	g.Expect(sched.Check(web, "n1")).To(BeNil())
+
+	snap.Fork()
+	g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("web-0", "", "", st.WithPodLabels("app", "web"))), "n1")).To(Succeed())
+	g.Expect(sched.Check(web, "n1")).To(Equal([]string{simulator.ReasonPodAntiAffinity}))
+	snap.Revert()
+	g.Expect(sched.Check(web, "n1")).To(BeNil())
+}
+
+func TestGroupPods(t *testing.T) {
+	different := st.Pod("web-x", "2", "1Gi", st.OwnedBy("web"))
+	relabelled := st.Pod("web-y", "1", "1Gi", st.OwnedBy("web"), st.WithPodLabels("pod-template-hash", "new"))
+	tests := []struct {
+		name       string
+		pods       []*corev1.Pod
+		wantGroups [][]string
+	}{
+		{
+			name:       "replicas of one owner form one group",
+			pods:       st.Replicas("web", 3, "1", "1Gi"),
+			wantGroups: [][]string{{"web-0", "web-1", "web-2"}},
+		},
+		{
+			name:       "pods without a controller are alone",
+			pods:       []*corev1.Pod{st.Pod("a", "1", "1Gi"), st.Pod("b", "1", "1Gi")},
+			wantGroups: [][]string{{"a"}, {"b"}},
+		},
+		{
+			name:       "different requests or labels split an owner's pods",
+			pods:       append(st.Replicas("web", 2, "1", "1Gi"), different, relabelled),
+			wantGroups: [][]string{{"web-0", "web-1"}, {"web-x"}, {"web-y"}},
+		},
+		{
+			name:       "different owners with the same spec are apart",
+			pods:       append(st.Replicas("web", 1, "1", "1Gi"), st.Replicas("api", 1, "1", "1Gi")...),
+			wantGroups: [][]string{{"web-0"}, {"api-0"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var got [][]string
+			for _, group := range simulator.GroupPods(tt.pods) {
+				var names []string
+				for _, pod := range group.Pods {
+					names = append(names, pod.Name)
+				}
+				got = append(got, names)
+			}
+			g.Expect(got).To(Equal(tt.wantGroups))
+		})
+	}
+}
+
+func TestDaemonSetPods(t *testing.T) {
+	daemonSet := func(name string, mutate func(*corev1.PodSpec)) *appsv1.DaemonSet {
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+		ds.Spec.Template.Spec.Containers = st.Pod("x", "100m", "100Mi").Spec.Containers
+		if mutate != nil {
+			mutate(&ds.Spec.Template.Spec)
+		}
+		return ds
+	}
+	daemonSets := []*appsv1.DaemonSet{
+		daemonSet("everywhere", nil),
+		daemonSet("gpu-only", func(spec *corev1.PodSpec) { spec.NodeSelector = map[string]string{"gpu": "true"} }),
+		daemonSet("tolerates-gpu", func(spec *corev1.PodSpec) {
+			spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		}),
+	}
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want []string
+	}{
+		{name: "plain node", node: st.Node("n", "4", "8Gi"), want: []string{"everywhere-n", "tolerates-gpu-n"}},
+		{
+			name: "tainted gpu node",
+			node: st.Node("n", "4", "8Gi", st.WithNodeLabels("gpu", "true"), st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule)),
+			want: []string{"tolerates-gpu-n"},
+		},
+		{
+			name: "cordoned node still gets daemon pods",
+			node: st.Node("n", "4", "8Gi", st.Unschedulable(), st.WithTaint(corev1.TaintNodeUnschedulable, "", corev1.TaintEffectNoSchedule)),
+			want: []string{"everywhere-n", "tolerates-gpu-n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			var names []string
+			for _, pod := range simulator.DaemonSetPods(ctx, tt.node, daemonSets) {
+				names = append(names, pod.Name)
+			}
+			g.Expect(names).To(Equal(tt.want))
+			info := simulator.TemplateNodeInfo(ctx, tt.node, daemonSets)
+			g.Expect(info.Requested().MilliCPU).To(Equal(int64(100 * len(tt.want))))
+		})
+	}
+}
+
+func TestSetTemplates(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	member := st.Node("member", "4", "8Gi", st.WithNodeLabels("pool", "a"),
+		st.WithTaint(simulator.ToBeDeletedTaint, "", corev1.TaintEffectNoSchedule), st.WithTaint("dedicated", "x", corev1.TaintEffectNoSchedule))
+	ready := st.Node("ready", "4", "8Gi", st.WithNodeLabels("pool", "a"),
+		st.WithTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoExecute), st.WithTaint("dedicated", "x", corev1.TaintEffectNoSchedule))
+	withMembers := &st.NodeGroup{Name: "with-members", Max: 5, Target: 2, Nodes: []string{"member", "ready"}}
+	fromZero := &st.NodeGroup{Name: "from-zero", Max: 5, Template: st.Node("t", "16", "64Gi")}
+	noTemplate := &st.NodeGroup{Name: "no-template", Max: 5}
+	snap := snapshot.New(snapshot.Input{
+		Nodes:      []*corev1.Node{member, ready},
+		NodeGroups: []nodegroups.NodeGroup{withMembers, fromZero, noTemplate},
+	})
+
+	failed := simulator.SetTemplates(ctx, snap)
+
+	g.Expect(failed).To(HaveKey("no-template"))
+	g.Expect(failed).To(HaveLen(1))
+	fromMember := snap.Template("with-members").Node()
+	g.Expect(fromMember.Labels).To(HaveKeyWithValue("pool", "a"), "copied from a member")
+	g.Expect(fromMember.Labels[corev1.LabelHostname]).To(Equal(fromMember.Name))
+	g.Expect(fromMember.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}),
+		"the member being deleted is skipped and condition taints are dropped")
+	g.Expect(snap.Template("from-zero").Allocatable().MilliCPU).To(Equal(int64(16000)))
+	g.Expect(snap.Template("no-template")).To(BeNil())
+}
+
+func TestSchedulerForkRevertAndCommit(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	snap := snapshot.New(snapshot.Input{Nodes: []*corev1.Node{st.Node("n1", "4", "8Gi"), st.Node("n2", "4", "8Gi")}})
+	sched := simulator.NewScheduler(ctx, snap)
+	web := simulator.GroupPods(st.Replicas("web", 3, "1", "1Gi", st.WithPodLabels("app", "web"),
+		requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "web"))))[0]
+	sched.Prepare(web)
+
+	sched.Fork()
+	g.Expect(sched.PlaceOn(web, web.Pods[0], "n1")).To(BeNil())
+	g.Expect(sched.CheckGroup(web, "n1")).To(Equal([]string{simulator.ReasonExistingAntiAffinity}))
+	sched.Revert()
+	g.Expect(sched.CheckGroup(web, "n1")).To(BeNil(), "the placement is gone with the fork")
+	g.Expect(snap.NodeInfo("n1").Pods()).To(BeEmpty())
+
+	sched.Fork()
+	g.Expect(sched.PlaceOn(web, web.Pods[0], "n1")).To(BeNil())
+	sched.Commit()
+	sched.Fork()
+	g.Expect(sched.PlaceOn(web, web.Pods[1], "n2")).To(BeNil())
+	g.Expect(sched.CheckGroup(web, "n2")).NotTo(BeNil())
+	sched.Revert()
+	g.Expect(sched.CheckGroup(web, "n1")).To(Equal([]string{simulator.ReasonExistingAntiAffinity}), "the committed placement stays")
+	g.Expect(sched.CheckGroup(web, "n2")).To(BeNil(), "the reverted one does not")
+}

@@ -1,0 +1,111 @@
+package snapshot
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeInfo is a node with the pods placed on it and their sums. A NodeInfo
+// returned by a Snapshot is read-only: change it through the Snapshot, which
+// copies it on first write so that a fork never leaks into its parent.
+type NodeInfo struct {
+	node        *corev1.Node
+	allocatable Resources
+	pods        []*PodInfo
+	requested   Resources
+	hostPorts   []HostPort
+	// podsWithRequiredAntiAffinity is kept apart because every incoming pod
+	// must be checked against them, on every node.
+	podsWithRequiredAntiAffinity []*PodInfo
+}
+
+// NewNodeInfo returns node with pods placed on it.
+func NewNodeInfo(node *corev1.Node, pods ...*PodInfo) *NodeInfo {
+	info := &NodeInfo{node: node, allocatable: NewResources(node.Status.Allocatable)}
+	for _, pod := range pods {
+		info.addPod(pod)
+	}
+	return info
+}
+
+// Node is the node; never nil.
+func (n *NodeInfo) Node() *corev1.Node { return n.node }
+
+// Name is the node's name.
+func (n *NodeInfo) Name() string { return n.node.Name }
+
+// Pods are the pods placed on the node. Do not modify the slice.
+func (n *NodeInfo) Pods() []*PodInfo { return n.pods }
+
+// Allocatable is what the node offers to pods, including the pod count.
+func (n *NodeInfo) Allocatable() Resources { return n.allocatable }
+
+// Requested is the sum of the requests of the pods on the node; Pods is
+// their number.
+func (n *NodeInfo) Requested() Resources { return n.requested }
+
+// HostPorts are the host ports bound by the pods on the node.
+func (n *NodeInfo) HostPorts() []HostPort { return n.hostPorts }
+
+// PodsWithRequiredAntiAffinity are the pods on the node that have required
+// pod anti-affinity terms.
+func (n *NodeInfo) PodsWithRequiredAntiAffinity() []*PodInfo { return n.podsWithRequiredAntiAffinity }
+
+// CopyAs returns a copy of the node under another name (and hostname label)
+// with the same pods; it is how template nodes become new nodes.
+func (n *NodeInfo) CopyAs(name string) *NodeInfo {
+	node := *n.node
+	node.Name = name
+	node.Labels = make(map[string]string, len(n.node.Labels))
+	for key, value := range n.node.Labels {
+		node.Labels[key] = value
+	}
+	node.Labels[corev1.LabelHostname] = name
+	copied := n.clone()
+	copied.node = &node
+	return copied
+}
+
+func (n *NodeInfo) clone() *NodeInfo {
+	return &NodeInfo{
+		node:                         n.node,
+		allocatable:                  n.allocatable,
+		pods:                         slices.Clone(n.pods),
+		requested:                    n.requested.Clone(),
+		hostPorts:                    slices.Clone(n.hostPorts),
+		podsWithRequiredAntiAffinity: slices.Clone(n.podsWithRequiredAntiAffinity),
+	}
+}
+
+func (n *NodeInfo) addPod(pod *PodInfo) {
+	n.pods = append(n.pods, pod)
+	n.requested.Add(pod.Requests)
+	n.hostPorts = append(n.hostPorts, pod.HostPorts...)
+	if len(pod.RequiredAntiAffinityTerms) > 0 {
+		n.podsWithRequiredAntiAffinity = append(n.podsWithRequiredAntiAffinity, pod)
+	}
+}
+
+// removePod removes the pod with the given namespace and name and tells
+// whether it was there.
+func (n *NodeInfo) removePod(namespace, name string) bool {
+	i := slices.IndexFunc(n.pods, func(p *PodInfo) bool {
+		return p.Pod.Name == name && p.Pod.Namespace == namespace
+	})
+	if i < 0 {
+		return false
+	}
+	pod := n.pods[i]
+	n.pods = slices.Delete(n.pods, i, i+1)
+	n.requested.Sub(pod.Requests)
+	for _, port := range pod.HostPorts {
+		if j := slices.Index(n.hostPorts, port); j >= 0 {
+			n.hostPorts = slices.Delete(n.hostPorts, j, j+1)
+		}
+	}
+	if j := slices.Index(n.podsWithRequiredAntiAffinity, pod); j >= 0 {
+		n.podsWithRequiredAntiAffinity = slices.Delete(n.podsWithRequiredAntiAffinity, j, j+1)
+	}
+	return true
+}

@@ -1,0 +1,175 @@
+package snapshot
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// PodInfo is a pod with what the simulator needs from it parsed once:
+// requests, required inter-pod affinity terms and host ports.
+// It is immutable once built.
+type PodInfo struct {
+	Pod *corev1.Pod
+	// Identity is shared by pods with the same namespace and labels (as far
+	// as the snapshot could tell cheaply), so that what a selector decides
+	// for one it decides for all.
+	Identity *Identity
+	Requests Resources
+	// RequiredAffinityTerms and RequiredAntiAffinityTerms are the pod's
+	// requiredDuringSchedulingIgnoredDuringExecution terms.
+	RequiredAffinityTerms     []AffinityTerm
+	RequiredAntiAffinityTerms []AffinityTerm
+	HostPorts                 []HostPort
+}
+
+// NewPodInfo parses pod. A term whose selector cannot be parsed matches
+// no pod, the way kube-scheduler treats it.
+func NewPodInfo(pod *corev1.Pod) *PodInfo {
+	return newPodInfo(pod, newIdentity(pod), nil)
+}
+
+// newPodInfo parses pod, reusing a resource list for the requests.
+func newPodInfo(pod *corev1.Pod, identity *Identity, reuse corev1.ResourceList) *PodInfo {
+	info := &PodInfo{
+		Pod:       pod,
+		Identity:  identity,
+		Requests:  podRequests(pod, reuse),
+		HostPorts: podHostPorts(pod),
+	}
+	if affinity := pod.Spec.Affinity; affinity != nil {
+		if affinity.PodAffinity != nil {
+			info.RequiredAffinityTerms = newAffinityTerms(pod, affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+		if affinity.PodAntiAffinity != nil {
+			info.RequiredAntiAffinityTerms = newAffinityTerms(pod, affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
+	return info
+}
+
+// Identity stands for the namespace and labels of pods; compare pointers.
+type Identity struct {
+	Namespace string
+	Labels    map[string]string
+}
+
+func newIdentity(pod *corev1.Pod) *Identity {
+	return &Identity{Namespace: pod.Namespace, Labels: pod.Labels}
+}
+
+// identities interns the identities of the pods of each controller.
+type identities map[types.UID][]*Identity
+
+// intern returns the identity of an earlier pod of the same controller
+// with the same namespace and labels, or a new one.
+func (ids identities) intern(pod *corev1.Pod) *Identity {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if owner == nil {
+		return newIdentity(pod)
+	}
+	for _, known := range ids[owner.UID] {
+		if known.Namespace == pod.Namespace && maps.Equal(known.Labels, pod.Labels) {
+			return known
+		}
+	}
+	identity := newIdentity(pod)
+	ids[owner.UID] = append(ids[owner.UID], identity)
+	return identity
+}
+
+// AffinityTerm is a parsed corev1.PodAffinityTerm.
+type AffinityTerm struct {
+	Selector labels.Selector
+	// Namespaces are the namespaces listed by the term, or the pod's own
+	// namespace when the term lists none and has no namespace selector.
+	Namespaces        sets.Set[string]
+	NamespaceSelector labels.Selector
+	TopologyKey       string
+}
+
+// Matches tells whether pod, in a namespace with the given labels, is
+// selected by the term.
+func (t *AffinityTerm) Matches(pod *corev1.Pod, namespaceLabels labels.Set) bool {
+	if t.Namespaces.Has(pod.Namespace) || t.NamespaceSelector.Matches(namespaceLabels) {
+		return t.Selector.Matches(labels.Set(pod.Labels))
+	}
+	return false
+}
+
+func newAffinityTerms(pod *corev1.Pod, terms []corev1.PodAffinityTerm) []AffinityTerm {
+	if len(terms) == 0 {
+		return nil
+	}
+	parsed := make([]AffinityTerm, 0, len(terms))
+	for i := range terms {
+		term := &terms[i]
+		selector, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil {
+			selector = labels.Nothing()
+		}
+		namespaceSelector, err := metav1.LabelSelectorAsSelector(term.NamespaceSelector)
+		if err != nil {
+			namespaceSelector = labels.Nothing()
+		}
+		namespaces := sets.New(term.Namespaces...)
+		if len(term.Namespaces) == 0 && term.NamespaceSelector == nil {
+			namespaces.Insert(pod.Namespace)
+		}
+		parsed = append(parsed, AffinityTerm{
+			Selector:          selector,
+			Namespaces:        namespaces,
+			NamespaceSelector: namespaceSelector,
+			TopologyKey:       term.TopologyKey,
+		})
+	}
+	return parsed
+}
+
+// HostPort is a port a pod binds on its node.
+type HostPort struct {
+	IP       string
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+// wildcardIP binds every address of the node.
+const wildcardIP = "0.0.0.0"
+
+// ConflictsWith tells whether two host ports cannot be bound on one node.
+func (p HostPort) ConflictsWith(other HostPort) bool {
+	return p.Port == other.Port && p.Protocol == other.Protocol &&
+		(p.IP == other.IP || p.IP == wildcardIP || other.IP == wildcardIP)
+}
+
+func podHostPorts(pod *corev1.Pod) []HostPort {
+	var ports []HostPort
+	add := func(containers []corev1.Container, sidecarsOnly bool) {
+		for i := range containers {
+			container := &containers[i]
+			if sidecarsOnly && (container.RestartPolicy == nil || *container.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, port := range container.Ports {
+				if port.HostPort <= 0 {
+					continue
+				}
+				hostPort := HostPort{IP: port.HostIP, Protocol: port.Protocol, Port: port.HostPort}
+				if hostPort.IP == "" {
+					hostPort.IP = wildcardIP
+				}
+				if hostPort.Protocol == "" {
+					hostPort.Protocol = corev1.ProtocolTCP
+				}
+				ports = append(ports, hostPort)
+			}
+		}
+	}
+	add(pod.Spec.InitContainers, true)
+	add(pod.Spec.Containers, false)
+	return ports
+}

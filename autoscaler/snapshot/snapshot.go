@@ -1,0 +1,369 @@
+// Package snapshot holds the state of one cluster that the engine simulates
+// on: nodes with the pods on them, pending pods, node groups with their
+// template nodes, DaemonSets and PodDisruptionBudgets.
+//
+// Simulations change a Snapshot inside a fork and throw the changes away:
+//
+//	snap.Fork()
+//	defer snap.Revert()
+//	_ = snap.RemoveNode(candidate)
+//	// ... place the candidate's pods elsewhere with the simulator ...
+//
+// Forks are layers: Fork is O(1), a node is copied the first time a fork
+// changes it, and Revert drops the layer. Forks nest; Commit folds the top
+// layer into the one below. Nothing in this package knows Cluster API.
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+)
+
+// Input is what a Snapshot is built from, as read from the cluster.
+type Input struct {
+	Nodes []*corev1.Node
+	// Pods are the pods of the cluster. A pod with spec.nodeName is placed
+	// on that node (dropped when the node is not in Nodes); one without is
+	// pending. Pods that have finished are ignored.
+	Pods                 []*corev1.Pod
+	DaemonSets           []*appsv1.DaemonSet
+	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
+	// Namespaces give the labels that affinity terms' namespace selectors
+	// match; they may be left out when no pod uses namespace selectors.
+	Namespaces []*corev1.Namespace
+	// NodeGroups are the autoscaled node groups; nodes are mapped to them
+	// through their instances' node names.
+	NodeGroups []nodegroups.NodeGroup
+}
+
+// Snapshot is the simulated state of one cluster. It is not safe for
+// concurrent use.
+type Snapshot struct {
+	// layers[0] is the state read from the cluster; each fork adds one.
+	layers []*layer
+	// version identifies the content: every change takes a new value from
+	// versions, Revert returns to the value at Fork.
+	version, versions uint64
+
+	pending         []*corev1.Pod
+	daemonSets      []*appsv1.DaemonSet
+	pdbs            []*policyv1.PodDisruptionBudget
+	namespaceLabels map[string]labels.Set
+
+	groups      []nodegroups.NodeGroup
+	groupByNode map[string]nodegroups.NodeGroup
+	groupNodes  map[string][]string
+	templates   map[string]*NodeInfo
+}
+
+// New builds a Snapshot. Node group templates are added with SetTemplate.
+func New(in Input) *Snapshot {
+	base := newLayer()
+	s := &Snapshot{
+		layers:          []*layer{base},
+		daemonSets:      in.DaemonSets,
+		pdbs:            in.PodDisruptionBudgets,
+		namespaceLabels: make(map[string]labels.Set, len(in.Namespaces)),
+		groups:          in.NodeGroups,
+		groupByNode:     map[string]nodegroups.NodeGroup{},
+		groupNodes:      map[string][]string{},
+		templates:       map[string]*NodeInfo{},
+	}
+	for _, node := range in.Nodes {
+		if _, exists := base.nodes[node.Name]; exists {
+			continue
+		}
+		base.nodes[node.Name] = NewNodeInfo(node)
+		base.added = append(base.added, node.Name)
+	}
+	ids := identities{}
+	reuse := corev1.ResourceList{}
+	for _, pod := range in.Pods {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if pod.Spec.NodeName == "" {
+			s.pending = append(s.pending, pod)
+			continue
+		}
+		if node, ok := base.nodes[pod.Spec.NodeName]; ok {
+			node.addPod(newPodInfo(pod, ids.intern(pod), reuse))
+		}
+	}
+	for _, namespace := range in.Namespaces {
+		s.namespaceLabels[namespace.Name] = labels.Set(namespace.Labels)
+	}
+	for _, group := range in.NodeGroups {
+		for _, instance := range group.Instances() {
+			if _, ok := base.nodes[instance.NodeName]; ok {
+				s.groupByNode[instance.NodeName] = group
+				s.groupNodes[group.ID()] = append(s.groupNodes[group.ID()], instance.NodeName)
+			}
+		}
+	}
+	return s
+}
+
+// Fork starts a layer of changes that Revert drops or Commit keeps.
+func (s *Snapshot) Fork() {
+	l := newLayer()
+	l.forkVersion = s.version
+	s.layers = append(s.layers, l)
+}
+
+// Revert drops the changes made since the last Fork. It does nothing when
+// there is no fork.
+func (s *Snapshot) Revert() {
+	if len(s.layers) == 1 {
+		return
+	}
+	s.version = s.top().forkVersion
+	s.layers = s.layers[:len(s.layers)-1]
+}
+
+// Commit keeps the changes made since the last Fork in the layer below, so
+// that the next Revert drops them together with that layer's. It does
+// nothing when there is no fork.
+func (s *Snapshot) Commit() {
+	if len(s.layers) == 1 {
+		return
+	}
+	top := s.layers[len(s.layers)-1]
+	s.layers = s.layers[:len(s.layers)-1]
+	below := s.layers[len(s.layers)-1]
+	isBase := len(s.layers) == 1
+	for name := range top.deleted {
+		if i := slices.Index(below.added, name); i >= 0 {
+			below.added = slices.Delete(below.added, i, i+1)
+		} else if !isBase {
+			below.deleted[name] = true
+		}
+		delete(below.nodes, name)
+	}
+	for name, info := range top.nodes {
+		below.nodes[name] = info
+	}
+	for _, name := range top.added {
+		if below.deleted[name] {
+			delete(below.deleted, name)
+		} else {
+			below.added = append(below.added, name)
+		}
+	}
+	below.invalidate()
+}
+
+// Version identifies the nodes and pods of the snapshot: it changes with
+// every change and is never reused, except that Revert returns to the
+// version the snapshot had at Fork. Derived state that records the version
+// it was computed at can tell whether it is still valid.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+func (s *Snapshot) changed() {
+	s.versions++
+	s.version = s.versions
+}
+
+// NodeInfos are the nodes in a stable order: the input order, then added
+// nodes in the order they were added. Do not modify the slice.
+func (s *Snapshot) NodeInfos() []*NodeInfo { return s.list(len(s.layers) - 1) }
+
+// NodeInfo returns the node with the given name, or nil.
+func (s *Snapshot) NodeInfo(name string) *NodeInfo {
+	info, _ := s.find(name, len(s.layers)-1)
+	return info
+}
+
+// AddNode adds a node with the pods already on it; the snapshot takes
+// ownership of info.
+func (s *Snapshot) AddNode(info *NodeInfo) error {
+	if s.NodeInfo(info.Name()) != nil {
+		return fmt.Errorf("node %s is already in the snapshot", info.Name())
+	}
+	top := s.top()
+	top.nodes[info.Name()] = info
+	if top.deleted[info.Name()] {
+		delete(top.deleted, info.Name())
+		top.invalidate()
+	} else {
+		top.added = append(top.added, info.Name())
+		if top.list != nil {
+			top.index[info.Name()] = len(top.list)
+			top.list = append(top.list, info)
+		}
+	}
+	s.changed()
+	return nil
+}
+
+// RemoveNode removes a node and the pods on it.
+func (s *Snapshot) RemoveNode(name string) error {
+	if s.NodeInfo(name) == nil {
+		return fmt.Errorf("node %s is not in the snapshot", name)
+	}
+	top := s.top()
+	delete(top.nodes, name)
+	if i := slices.Index(top.added, name); i >= 0 {
+		top.added = slices.Delete(top.added, i, i+1)
+	} else if len(s.layers) > 1 {
+		top.deleted[name] = true
+	}
+	if top.list != nil {
+		// Patching is cheaper than rebuilding the list and its index.
+		i := top.index[name]
+		top.list = slices.Delete(top.list, i, i+1)
+		delete(top.index, name)
+		for j := i; j < len(top.list); j++ {
+			top.index[top.list[j].Name()] = j
+		}
+	}
+	s.changed()
+	return nil
+}
+
+// AddPod places a pod on a node.
+func (s *Snapshot) AddPod(pod *PodInfo, nodeName string) error {
+	info := s.writable(nodeName)
+	if info == nil {
+		return fmt.Errorf("cannot place pod %s/%s: node %s is not in the snapshot", pod.Pod.Namespace, pod.Pod.Name, nodeName)
+	}
+	info.addPod(pod)
+	s.changed()
+	return nil
+}
+
+// RemovePod removes a pod from a node.
+func (s *Snapshot) RemovePod(namespace, name, nodeName string) error {
+	info := s.NodeInfo(nodeName)
+	if info == nil {
+		return fmt.Errorf("cannot remove pod %s/%s: node %s is not in the snapshot", namespace, name, nodeName)
+	}
+	if !slices.ContainsFunc(info.pods, func(p *PodInfo) bool { return p.Pod.Name == name && p.Pod.Namespace == namespace }) {
+		return fmt.Errorf("pod %s/%s is not on node %s", namespace, name, nodeName)
+	}
+	s.writable(nodeName).removePod(namespace, name)
+	s.changed()
+	return nil
+}
+
+// PendingPods are the pods of the input that had no node. Placing them in
+// a simulation does not change this list.
+func (s *Snapshot) PendingPods() []*corev1.Pod { return s.pending }
+
+// DaemonSets of the cluster.
+func (s *Snapshot) DaemonSets() []*appsv1.DaemonSet { return s.daemonSets }
+
+// PodDisruptionBudgets of the cluster.
+func (s *Snapshot) PodDisruptionBudgets() []*policyv1.PodDisruptionBudget { return s.pdbs }
+
+// NamespaceLabels returns the labels of a namespace, nil when unknown.
+func (s *Snapshot) NamespaceLabels(namespace string) labels.Set { return s.namespaceLabels[namespace] }
+
+// NodeGroups are the autoscaled node groups.
+func (s *Snapshot) NodeGroups() []nodegroups.NodeGroup { return s.groups }
+
+// NodeGroupOf returns the node group of a node of the input, or nil when
+// the node is not autoscaled (control plane, unmanaged nodes).
+func (s *Snapshot) NodeGroupOf(nodeName string) nodegroups.NodeGroup { return s.groupByNode[nodeName] }
+
+// RegisteredNodes are the names of the input's nodes that belong to a group.
+func (s *Snapshot) RegisteredNodes(groupID string) []string { return s.groupNodes[groupID] }
+
+// SetTemplate records the node a new member of the group would become,
+// with the DaemonSet pods that would run on it.
+func (s *Snapshot) SetTemplate(groupID string, template *NodeInfo) {
+	s.templates[groupID] = template
+}
+
+// Template returns the template of a group, or nil when it has none.
+func (s *Snapshot) Template(groupID string) *NodeInfo { return s.templates[groupID] }
+
+// layer is one level of changes. nodes holds the node infos this layer
+// added or changed (copied on write); deleted the names it removed that a
+// lower layer has; added the names it introduced, in order.
+type layer struct {
+	nodes   map[string]*NodeInfo
+	deleted map[string]bool
+	added   []string
+	// list caches the visible nodes and index their positions, so that a
+	// copy on write can patch the list in place.
+	list  []*NodeInfo
+	index map[string]int
+	// forkVersion is the snapshot's version when the layer was forked.
+	forkVersion uint64
+}
+
+func newLayer() *layer {
+	return &layer{nodes: map[string]*NodeInfo{}, deleted: map[string]bool{}}
+}
+
+func (l *layer) invalidate() {
+	l.list, l.index = nil, nil
+}
+
+func (s *Snapshot) top() *layer { return s.layers[len(s.layers)-1] }
+
+// find looks a node up from layer i down and returns the layer that owns it.
+func (s *Snapshot) find(name string, i int) (*NodeInfo, int) {
+	for ; i >= 0; i-- {
+		l := s.layers[i]
+		if info, ok := l.nodes[name]; ok {
+			return info, i
+		}
+		if l.deleted[name] {
+			return nil, -1
+		}
+	}
+	return nil, -1
+}
+
+// writable returns the top layer's own copy of a node, copying it first.
+func (s *Snapshot) writable(name string) *NodeInfo {
+	info, owner := s.find(name, len(s.layers)-1)
+	if info == nil || owner == len(s.layers)-1 {
+		return info
+	}
+	top := s.top()
+	info = info.clone()
+	top.nodes[name] = info
+	if top.list != nil {
+		top.list[top.index[name]] = info
+	}
+	return info
+}
+
+func (s *Snapshot) list(i int) []*NodeInfo {
+	l := s.layers[i]
+	if l.list != nil {
+		return l.list
+	}
+	var parent []*NodeInfo
+	if i > 0 {
+		parent = s.list(i - 1)
+	}
+	l.list = make([]*NodeInfo, 0, len(parent)+len(l.added))
+	l.index = make(map[string]int, cap(l.list))
+	for _, info := range parent {
+		name := info.Name()
+		if l.deleted[name] {
+			continue
+		}
+		if own, ok := l.nodes[name]; ok {
+			info = own
+		}
+		l.index[name] = len(l.list)
+		l.list = append(l.list, info)
+	}
+	for _, name := range l.added {
+		l.index[name] = len(l.list)
+		l.list = append(l.list, l.nodes[name])
+	}
+	return l.list
+}

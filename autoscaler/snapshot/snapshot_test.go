@@ -1,0 +1,213 @@
+package snapshot_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+func newSnapshot() *snapshot.Snapshot {
+	return snapshot.New(snapshot.Input{
+		Nodes: []*corev1.Node{st.Node("a", "4", "8Gi"), st.Node("b", "4", "8Gi")},
+		Pods: []*corev1.Pod{
+			st.Pod("on-a", "1", "1Gi", st.OnNode("a")),
+			st.Pod("pending", "1", "1Gi"),
+		},
+	})
+}
+
+func nodeNames(snap *snapshot.Snapshot) []string {
+	var names []string
+	for _, info := range snap.NodeInfos() {
+		names = append(names, info.Name())
+	}
+	return names
+}
+
+func podNames(info *snapshot.NodeInfo) []string {
+	names := []string{}
+	for _, pod := range info.Pods() {
+		names = append(names, pod.Pod.Name)
+	}
+	return names
+}
+
+func TestNewPlacesBoundPodsAndKeepsPendingOnes(t *testing.T) {
+	g := NewWithT(t)
+	snap := newSnapshot()
+	g.Expect(nodeNames(snap)).To(Equal([]string{"a", "b"}))
+	g.Expect(podNames(snap.NodeInfo("a"))).To(Equal([]string{"on-a"}))
+	g.Expect(snap.NodeInfo("a").Requested().MilliCPU).To(Equal(int64(1000)))
+	g.Expect(snap.PendingPods()).To(HaveLen(1))
+}
+
+func TestForkRevertAndCommit(t *testing.T) {
+	tests := []struct {
+		name      string
+		change    func(g *WithT, snap *snapshot.Snapshot)
+		commit    bool
+		wantNodes []string
+		wantOnA   []string
+	}{
+		{
+			name: "revert drops an added node and pod",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.AddNode(snapshot.NewNodeInfo(st.Node("c", "4", "8Gi")))).To(Succeed())
+				g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("p", "1", "1Gi")), "a")).To(Succeed())
+			},
+			wantNodes: []string{"a", "b"},
+			wantOnA:   []string{"on-a"},
+		},
+		{
+			name: "commit keeps an added node and pod",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.AddNode(snapshot.NewNodeInfo(st.Node("c", "4", "8Gi")))).To(Succeed())
+				g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("p", "1", "1Gi")), "a")).To(Succeed())
+			},
+			commit:    true,
+			wantNodes: []string{"a", "b", "c"},
+			wantOnA:   []string{"on-a", "p"},
+		},
+		{
+			name: "revert restores a removed node with its pods",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.RemoveNode("a")).To(Succeed())
+				g.Expect(snap.NodeInfo("a")).To(BeNil())
+			},
+			wantNodes: []string{"a", "b"},
+			wantOnA:   []string{"on-a"},
+		},
+		{
+			name: "revert restores a removed pod",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.RemovePod("default", "on-a", "a")).To(Succeed())
+				g.Expect(snap.NodeInfo("a").Requested().MilliCPU).To(BeZero())
+			},
+			wantNodes: []string{"a", "b"},
+			wantOnA:   []string{"on-a"},
+		},
+		{
+			name: "commit removes a node",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.RemoveNode("b")).To(Succeed())
+			},
+			commit:    true,
+			wantNodes: []string{"a"},
+			wantOnA:   []string{"on-a"},
+		},
+		{
+			name: "removing a node from a listed fork keeps the others in order",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.AddNode(snapshot.NewNodeInfo(st.Node("c", "4", "8Gi")))).To(Succeed())
+				g.Expect(nodeNames(snap)).To(Equal([]string{"a", "b", "c"}))
+				g.Expect(snap.RemoveNode("a")).To(Succeed())
+				g.Expect(nodeNames(snap)).To(Equal([]string{"b", "c"}))
+				g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("p", "1", "1Gi")), "c")).To(Succeed())
+				g.Expect(snap.NodeInfos()[1].Pods()).To(HaveLen(1))
+			},
+			commit:    true,
+			wantNodes: []string{"b", "c"},
+		},
+		{
+			name: "a node removed and added again in a fork keeps its place",
+			change: func(g *WithT, snap *snapshot.Snapshot) {
+				g.Expect(snap.RemoveNode("a")).To(Succeed())
+				g.Expect(snap.AddNode(snapshot.NewNodeInfo(st.Node("a", "4", "8Gi")))).To(Succeed())
+			},
+			commit:    true,
+			wantNodes: []string{"a", "b"},
+			wantOnA:   []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			snap := newSnapshot()
+			// An outer fork, so that Commit folds into a fork and Revert of
+			// the outer one restores the input.
+			snap.Fork()
+			g.Expect(nodeNames(snap)).To(Equal([]string{"a", "b"}))
+			snap.Fork()
+			tt.change(g, snap)
+			if tt.commit {
+				snap.Commit()
+			} else {
+				snap.Revert()
+			}
+			g.Expect(nodeNames(snap)).To(Equal(tt.wantNodes))
+			if tt.wantOnA != nil {
+				g.Expect(podNames(snap.NodeInfo("a"))).To(Equal(tt.wantOnA))
+			}
+			snap.Revert()
+			g.Expect(nodeNames(snap)).To(Equal([]string{"a", "b"}))
+			g.Expect(podNames(snap.NodeInfo("a"))).To(Equal([]string{"on-a"}))
+		})
+	}
+}
+
+func TestForkNeverChangesTheParentsNodeInfo(t *testing.T) {
+	g := NewWithT(t)
+	snap := newSnapshot()
+	before := snap.NodeInfo("a")
+	snap.Fork()
+	g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("p", "2", "1Gi")), "a")).To(Succeed())
+	g.Expect(snap.NodeInfo("a").Requested().MilliCPU).To(Equal(int64(3000)))
+	g.Expect(snap.NodeInfos()[0].Requested().MilliCPU).To(Equal(int64(3000)))
+	g.Expect(before.Requested().MilliCPU).To(Equal(int64(1000)), "the parent's copy must stay untouched")
+	snap.Revert()
+	g.Expect(snap.NodeInfo("a").Requested().MilliCPU).To(Equal(int64(1000)))
+}
+
+func TestErrors(t *testing.T) {
+	g := NewWithT(t)
+	snap := newSnapshot()
+	g.Expect(snap.AddNode(snapshot.NewNodeInfo(st.Node("a", "1", "1Gi")))).To(MatchError(ContainSubstring("already")))
+	g.Expect(snap.RemoveNode("x")).To(MatchError(ContainSubstring("not in the snapshot")))
+	g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("p", "1", "1Gi")), "x")).To(MatchError(ContainSubstring("not in the snapshot")))
+	g.Expect(snap.RemovePod("default", "nope", "a")).To(MatchError(ContainSubstring("not on node a")))
+}
+
+func TestPodRequests(t *testing.T) {
+	restartAlways := corev1.ContainerRestartPolicyAlways
+	tests := []struct {
+		name    string
+		pod     func() *corev1.Pod
+		wantCPU int64
+	}{
+		{name: "containers add up", pod: func() *corev1.Pod {
+			pod := st.Pod("p", "1", "")
+			pod.Spec.Containers = append(pod.Spec.Containers, pod.Spec.Containers[0])
+			return pod
+		}, wantCPU: 2000},
+		{name: "a larger init container wins", pod: func() *corev1.Pod {
+			pod := st.Pod("p", "1", "")
+			init := st.Pod("i", "3", "").Spec.Containers[0]
+			pod.Spec.InitContainers = []corev1.Container{init}
+			return pod
+		}, wantCPU: 3000},
+		{name: "a sidecar adds to the containers", pod: func() *corev1.Pod {
+			pod := st.Pod("p", "1", "")
+			sidecar := st.Pod("s", "500m", "").Spec.Containers[0]
+			sidecar.RestartPolicy = &restartAlways
+			pod.Spec.InitContainers = []corev1.Container{sidecar}
+			return pod
+		}, wantCPU: 1500},
+		{name: "overhead is added", pod: func() *corev1.Pod {
+			pod := st.Pod("p", "1", "")
+			pod.Spec.Overhead = st.Pod("o", "250m", "").Spec.Containers[0].Resources.Requests
+			return pod
+		}, wantCPU: 1250},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			requests := snapshot.PodRequests(tt.pod())
+			g.Expect(requests.MilliCPU).To(Equal(tt.wantCPU))
+			g.Expect(requests.Pods).To(Equal(int64(1)))
+		})
+	}
+}
