@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -19,13 +20,18 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
 )
 
 var scheme = runtime.NewScheme()
@@ -45,6 +51,11 @@ type options struct {
 	leaderElectionNamespace string
 	gracefulShutdownTimeout time.Duration
 	watchNamespace          string
+	concurrency             int
+	clusterCacheConcurrency int
+	workloadClientQPS       float32
+	workloadClientBurst     int
+	workloadCleanupTimeout  time.Duration
 	logging                 *logsv1.LoggingConfiguration
 }
 
@@ -63,6 +74,16 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"How long running loops get to finish on shutdown.")
 	fs.StringVar(&o.watchNamespace, "namespace", "",
 		"Only serve ClusterAutoscalers in this namespace; all namespaces when empty.")
+	fs.IntVar(&o.concurrency, "clusterautoscaler-concurrency", 10,
+		"How many ClusterAutoscalers are reconciled at once (each engine runs on its own regardless).")
+	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", 100,
+		"How many Clusters the workload cluster connection cache reconciles at once.")
+	fs.Float32Var(&o.workloadClientQPS, "workload-client-qps", 20,
+		"Queries per second to the API server of each workload cluster.")
+	fs.IntVar(&o.workloadClientBurst, "workload-client-burst", 30,
+		"Burst of queries to the API server of each workload cluster.")
+	fs.DurationVar(&o.workloadCleanupTimeout, "workload-cleanup-timeout", controller.DefaultWorkloadCleanupTimeout,
+		"How long deleting a ClusterAutoscaler waits for an unreachable workload cluster to remove scale-down taints before leaving them.")
 	logsv1.AddFlags(o.logging, fs)
 }
 
@@ -90,6 +111,7 @@ func main() {
 
 func run(opts *options) error {
 	log := klog.Background()
+	ctx := ctrl.SetupSignalHandler()
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -107,8 +129,43 @@ func run(opts *options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
+	if err := setupControllers(ctx, mgr, opts); err != nil {
+		return err
+	}
+
 	log.Info("Starting manager", "leaderElection", opts.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
+}
+
+// setupControllers wires the workload cluster connections and the
+// ClusterAutoscaler controller into the manager.
+func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) error {
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		// The manager's client reads Secrets live (see managerOptions): only
+		// kubeconfig Secrets are read.
+		SecretClient: mgr.GetClient(),
+		Cache:        controller.WorkloadCacheOptions(),
+		Client: clustercache.ClientOptions{
+			QPS:       opts.workloadClientQPS,
+			Burst:     opts.workloadClientBurst,
+			UserAgent: "capi-autoscaler",
+		},
+	}, crcontroller.Options{MaxConcurrentReconciles: opts.clusterCacheConcurrency})
+	if err != nil {
+		return fmt.Errorf("setting up the workload cluster cache: %w", err)
+	}
+
+	reconciler := &controller.ClusterAutoscalerReconciler{
+		Client:                 mgr.GetClient(),
+		ClusterCache:           clusterCache,
+		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
+		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
+		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
+	}
+	if err := reconciler.SetupWithManager(ctx, mgr, crcontroller.Options{MaxConcurrentReconciles: opts.concurrency}); err != nil {
+		return fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
+	}
+	return nil
 }
 
 func managerOptions(opts *options) ctrl.Options {
@@ -125,7 +182,12 @@ func managerOptions(opts *options) ctrl.Options {
 	if opts.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
 	}
-	// Secrets are read only for workload cluster kubeconfigs; do not cache them all.
-	mgrOpts.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}
+	// Secrets are read only for workload cluster kubeconfigs; do not cache
+	// them all. Infrastructure machine templates of any provider are read as
+	// unstructured objects: cache them like the Cluster API objects.
+	mgrOpts.Client.Cache = &client.CacheOptions{
+		DisableFor:   []client.Object{&corev1.Secret{}},
+		Unstructured: true,
+	}
 	return mgrOpts
 }

@@ -1,0 +1,300 @@
+// Package controller runs the ClusterAutoscaler reconciler: one autoscaling
+// engine per ClusterAutoscaler, for the workload cluster it names, with the
+// engine's findings written back to the ClusterAutoscaler status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+const (
+	// CleanupFinalizer keeps a ClusterAutoscaler until its engine is
+	// stopped and what it left on the cluster is removed.
+	CleanupFinalizer = "autoscaling.cluster.x-k8s.io/cleanup"
+
+	// controllerName names the controller, its logs and its events.
+	controllerName = "clusterautoscaler"
+	// clusterNameField indexes ClusterAutoscalers by spec.clusterName.
+	clusterNameField = "spec.clusterName"
+	// unschedulablePodsWatch names the watch of a workload cluster's pods.
+	unschedulablePodsWatch = "clusterautoscaler-unschedulable-pods"
+
+	// DefaultWorkloadCleanupTimeout is how long the deletion of a
+	// ClusterAutoscaler waits for an unreachable workload cluster.
+	DefaultWorkloadCleanupTimeout = 5 * time.Minute
+)
+
+// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ClusterAutoscalerReconciler runs one engine per ClusterAutoscaler.
+type ClusterAutoscalerReconciler struct {
+	// Client reads and writes the management cluster, through the
+	// manager's cache.
+	Client client.Client
+	// ClusterCache connects to workload clusters.
+	ClusterCache clustercache.ClusterCache
+	// Recorder records events in the management cluster.
+	Recorder events.EventRecorder
+	// Metrics, shared by all engines; nil records none.
+	Metrics *autoscaler.Metrics
+	// Clock drives the engines and the cleanup timeout; the real clock when nil.
+	Clock clock.WithTicker
+	// WorkloadCleanupTimeout is how long deleting a ClusterAutoscaler
+	// retries removing its taints from an unreachable workload cluster
+	// before giving up; DefaultWorkloadCleanupTimeout when zero.
+	WorkloadCleanupTimeout time.Duration
+
+	// ctx is the manager's lifetime; engines run under it.
+	ctx context.Context
+	// controller adds the watches of workload clusters.
+	controller controller.Controller
+	// statusEvents carries the engines' "a loop finished" to the controller.
+	statusEvents chan event.GenericEvent
+	engines      engineRegistry
+}
+
+// SetupWithManager registers the reconciler with the manager. Engines run
+// under ctx and are stopped when the manager stops.
+func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.ClusterCache == nil || r.Recorder == nil {
+		return errors.New("client, cluster cache and recorder are required")
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.WorkloadCleanupTimeout == 0 {
+		r.WorkloadCleanupTimeout = DefaultWorkloadCleanupTimeout
+	}
+	r.ctx = ctx
+	r.statusEvents = make(chan event.GenericEvent)
+
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, func(obj client.Object) []string {
+		return []string{obj.(*autoscalingv1alpha1.ClusterAutoscaler).Spec.ClusterName}
+	}); err != nil {
+		return fmt.Errorf("indexing ClusterAutoscalers by %s: %w", clusterNameField, err)
+	}
+
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&autoscalingv1alpha1.ClusterAutoscaler{}).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClusterAutoscalers)).
+		// Connecting to and losing a workload cluster.
+		WatchesRawSource(r.ClusterCache.GetClusterSource(controllerName, r.clusterToClusterAutoscalers)).
+		// A loop of an engine finished.
+		WatchesRawSource(source.Channel(r.statusEvents, &handler.EnqueueRequestForObject{})).
+		WithOptions(options).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("creating the %s controller: %w", controllerName, err)
+	}
+	r.controller = c
+
+	// Stop the engines with the manager, within its graceful shutdown.
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.stopAllEngines()
+		return nil
+	}))
+}
+
+// Reconcile keeps one engine running per ClusterAutoscaler while its
+// Cluster exists and is not paused, and writes the engine's status.
+func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ca); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted without the finalizer (e.g. removed by hand).
+			r.stopEngine(ctx, req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KRef(ca.Namespace, ca.Spec.ClusterName))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	patchHelper, err := patch.NewHelper(ca, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := patchHelper.Patch(ctx, ca, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if !ca.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, ca)
+	}
+	// Add the finalizer first, so that nothing runs that deletion would
+	// not clean up.
+	if controllerutil.AddFinalizer(ca, CleanupFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.reconcileNormal(ctx, ca)
+}
+
+func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) error {
+	key := client.ObjectKeyFromObject(ca)
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		r.stopEngine(ctx, key)
+		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s does not exist", clusterKey(ca)))
+		return nil
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		r.stopEngine(ctx, key)
+		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
+		return nil
+	}
+	if annotations.IsPaused(cluster, ca) {
+		if r.stopEngine(ctx, key) {
+			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, autoscaleAction, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
+		}
+		setNotRunning(ca, autoscalingv1alpha1.ClusterPausedReason, fmt.Sprintf(
+			"Nothing is scaled while Cluster %s has spec.paused or the ClusterAutoscaler has the %s annotation", clusterKey(ca), clusterv1.PausedAnnotation))
+		return nil
+	}
+
+	config, err := configFromSpec(ca.Spec)
+	if err != nil {
+		// The running engine, if any, keeps its configuration.
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
+		return nil
+	}
+
+	running, err := r.ensureEngine(ctx, ca, config)
+	if err != nil {
+		return err
+	}
+	if running == nil {
+		// Not connected yet: the ClusterCache's source reconciles again on connect.
+		return nil
+	}
+	if running.generation != ca.Generation {
+		if err := running.engine.UpdateConfig(config); err != nil {
+			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
+			return nil
+		}
+		running.verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
+		running.generation = ca.Generation
+		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", ca.Generation)
+	}
+	ca.Status.ObservedGeneration = running.generation
+	if status := running.engine.Status(); !status.Time.IsZero() {
+		setStatusFromLoop(ca, status)
+	}
+	return nil
+}
+
+// ensureEngine returns the engine of the ClusterAutoscaler, starting it when
+// the workload cluster is connected. It returns nil, with the Ready
+// condition saying why, while there is no engine and no connection.
+func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, config autoscaler.Config) (*runningEngine, error) {
+	key := client.ObjectKeyFromObject(ca)
+	running := r.engines.get(key)
+	restConfig, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca))
+	if err != nil {
+		if running != nil {
+			// The engine keeps running: its loops report the lost
+			// connection and it carries on when the cluster is back.
+			return running, nil
+		}
+		setNotRunning(ca, autoscalingv1alpha1.WorkloadClusterUnreachableReason, "The workload cluster cannot be reached: "+err.Error())
+		return nil, nil
+	}
+	if running != nil && running.restConfig != restConfig {
+		// The ClusterCache connected anew (e.g. with a rotated
+		// kubeconfig); start again so that events use the new connection.
+		r.stopEngine(ctx, key)
+		running = nil
+	}
+	// Watches end with a connection; adding one again is a no-op.
+	if err := r.watchUnschedulablePods(ctx, clusterKey(ca)); err != nil {
+		return nil, err
+	}
+	if running == nil {
+		if err := r.startEngine(ctx, ca, restConfig, config); err != nil {
+			return nil, err
+		}
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "AutoscalingStarted", autoscaleAction, "Started autoscaling Cluster %s", clusterKey(ca))
+		running = r.engines.get(key)
+	}
+	return running, nil
+}
+
+// watchUnschedulablePods triggers the engines of a Cluster when one of its
+// pods becomes unschedulable, so that scale-ups need not wait for the next scan.
+func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context, cluster client.ObjectKey) error {
+	return r.ClusterCache.Watch(ctx, cluster, clustercache.NewWatcher(clustercache.TypedWatcherOptions[*corev1.Pod, ctrl.Request]{
+		Name:    unschedulablePodsWatch,
+		Watcher: r.controller,
+		Kind:    &corev1.Pod{},
+		EventHandler: handler.TypedFuncs[*corev1.Pod, ctrl.Request]{
+			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				if isUnschedulable(e.Object) {
+					r.triggerEngines(cluster)
+				}
+			},
+			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				if isUnschedulable(e.ObjectNew) && !isUnschedulable(e.ObjectOld) {
+					r.triggerEngines(cluster)
+				}
+			},
+		},
+	}))
+}
+
+// clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that name it.
+func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Context, cluster client.Object) []ctrl.Request {
+	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(cluster.GetNamespace()), client.MatchingFields{clusterNameField: cluster.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KObj(cluster))
+		return nil
+	}
+	requests := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return requests
+}

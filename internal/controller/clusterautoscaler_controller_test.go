@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+)
+
+const (
+	// unreachableServer refuses connections: nothing listens on port 1.
+	unreachableServer = "https://127.0.0.1:1"
+	// waitTimeout bounds every wait for the controller.
+	waitTimeout = 30 * time.Second
+	// keptTaint is a taint that is not the autoscaler's.
+	keptTaint = "example.com/dedicated"
+)
+
+var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
+	var (
+		// reachable is a self-hosted workload cluster: its kubeconfig
+		// points at the envtest API server.
+		reachable *testenv.Fixture
+		// unreachable has a kubeconfig pointing at a closed port.
+		unreachable   *testenv.Fixture
+		reachableCA   types.NamespacedName
+		unreachableCA types.NamespacedName
+		deployment    *clusterv1.MachineDeployment
+		machineSet    *clusterv1.MachineSet
+		machines      []*clusterv1.Machine
+		nodes         []*corev1.Node
+	)
+
+	BeforeAll(func() {
+		reachable = newWorkloadCluster(env.Config.Host)
+		deployment = reachable.MachineDeployment("md-0", 2, map[string]string{
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+		})
+		reachable.Create(ctx, deployment)
+		machineSet = reachable.MachineSet("md-0-a", 2, nil, deployment)
+		reachable.Create(ctx, machineSet)
+		for _, name := range []string{"machine-0", "machine-1"} {
+			providerID := "test:///" + reachable.Namespace + "/" + name
+			machine := reachable.Machine(name, machineSet)
+			machine.Spec.ProviderID = providerID
+			node := reachable.Node(name, providerID)
+			reachable.Create(ctx, machine, node)
+			machines = append(machines, machine)
+			nodes = append(nodes, node)
+		}
+		reachableCA = createClusterAutoscaler(reachable)
+
+		unreachable = newWorkloadCluster(unreachableServer)
+		unreachableCA = createClusterAutoscaler(unreachable)
+	})
+
+	It("runs one engine per ClusterAutoscaler and reports an unreachable workload cluster on its own", func() {
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, reachableCA)
+			g.Expect(ca.Finalizers).To(ContainElement(CleanupFinalizer))
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+			g.Expect(ca.Status.ObservedGeneration).To(Equal(ca.Generation))
+			g.Expect(ca.Status.LastLoopTime).NotTo(BeNil())
+			g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
+			g.Expect(ca.Status.NodeGroups).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"ID":         Equal("MachineDeployment/" + reachable.Namespace + "/md-0"),
+				"MinSize":    BeEquivalentTo(1),
+				"MaxSize":    BeEquivalentTo(5),
+				"TargetSize": BeEquivalentTo(2),
+			})))
+			g.Expect(ca.Status.Nodes).To(BeNumerically(">=", 2))
+		}, waitTimeout).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, unreachableCA)
+			g.Expect(ca.Finalizers).To(ContainElement(CleanupFinalizer))
+			ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)
+			g.Expect(ready).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+			g.Expect(ready.Message).To(ContainSubstring("cannot be reached"))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(unreachableCA)).To(BeNil())
+
+		By("looping again on the reachable cluster while the other stays unreachable")
+		expectAnotherLoop(reachableCA)
+		ca := getClusterAutoscaler(Default, unreachableCA)
+		Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+	})
+
+	It("applies a new configuration to the running engine", func() {
+		engine := reconciler.engines.get(reachableCA)
+		Expect(engine).NotTo(BeNil())
+
+		ca := getClusterAutoscaler(Default, reachableCA)
+		original := ca.DeepCopy()
+		// From now on only triggers run loops.
+		ca.Spec.ScanInterval = &metav1.Duration{Duration: time.Hour}
+		ca.Spec.LogVerbosity = ptr.To[int32](4)
+		Expect(k8sClient.Patch(ctx, ca, client.MergeFrom(original))).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			updated := getClusterAutoscaler(g, reachableCA)
+			g.Expect(updated.Status.ObservedGeneration).To(Equal(ca.Generation))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(reachableCA)).To(BeIdenticalTo(engine))
+		Expect(engine.verbosity.Load()).To(BeEquivalentTo(4))
+		// The loop that was scheduled with the former interval.
+		expectAnotherLoop(reachableCA)
+	})
+
+	It("runs a loop as soon as a pod becomes unschedulable", func() {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: reachable.Namespace, Name: "pending"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name:      "app",
+				Image:     "registry.example.com/app:v1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+			}}},
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		pod.Status.Conditions = []corev1.PodCondition{{
+			Type:   corev1.PodScheduled,
+			Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable,
+		}}
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+
+		// The scan interval is an hour: only the trigger explains a loop.
+		Eventually(func(g Gomega) {
+			g.Expect(getClusterAutoscaler(g, reachableCA).Status.UnschedulablePods).To(BeEquivalentTo(1))
+		}, waitTimeout).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+	})
+
+	It("stops the engine while the Cluster is paused and resumes it afterwards", func() {
+		setPaused(reachable.Cluster, true)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, reachableCA)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterPausedReason))
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterPausedReason))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(reachableCA)).To(BeNil())
+
+		setPaused(reachable.Cluster, false)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, reachableCA)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(reachableCA)).NotTo(BeNil())
+	})
+
+	It("removes its taints and delete-machine annotations when deleted, and leaves replicas alone", func() {
+		By("leaving marks as an interrupted scale-down would")
+		taintNode(nodes[0], simulator.ToBeDeletedTaint, simulator.DeletionCandidateTaint, keptTaint)
+		taintNode(nodes[1], simulator.DeletionCandidateTaint)
+		markForDeletion(machines[0])
+		// A standalone MachineSet whose scale-down is under way: it wants
+		// one Machine and has two, the marked one is going.
+		shrinking := reachable.MachineSet("shrinking", 1, nil, nil)
+		reachable.Create(ctx, shrinking)
+		going := reachable.Machine("going", shrinking)
+		staying := reachable.Machine("staying", shrinking)
+		reachable.Create(ctx, going, staying)
+		markForDeletion(going)
+
+		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: reachableCA.Namespace, Name: reachableCA.Name}})).To(Succeed())
+		expectGone(reachableCA)
+		Expect(reconciler.engines.get(reachableCA)).To(BeNil())
+
+		autoscalerTaint := HaveField("Key", BeElementOf(simulator.ToBeDeletedTaint, simulator.DeletionCandidateTaint))
+		Expect(get(nodes[0]).Spec.Taints).To(And(ContainElement(HaveField("Key", keptTaint)), Not(ContainElement(autoscalerTaint))))
+		Expect(get(nodes[1]).Spec.Taints).NotTo(ContainElement(autoscalerTaint))
+		Expect(get(machines[0]).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(deployment).Spec.Replicas).To(Equal(deployment.Spec.Replicas))
+		Expect(get(machineSet).Spec.Replicas).To(Equal(machineSet.Spec.Replicas))
+	})
+
+	It("does not block its deletion for long on an unreachable workload cluster", func() {
+		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: unreachableCA.Namespace, Name: unreachableCA.Name}})).To(Succeed())
+		expectGone(unreachableCA)
+
+		warnings := &eventsv1.EventList{}
+		Expect(k8sClient.List(ctx, warnings, client.InNamespace(unreachableCA.Namespace))).To(Succeed())
+		Expect(warnings.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+			"Type":   Equal(corev1.EventTypeWarning),
+			"Reason": Equal(autoscalingv1alpha1.WorkloadClusterUnreachableReason),
+		})))
+	})
+
+	It("stops the engine when the Cluster goes away", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		key := createClusterAutoscaler(fixture)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, key)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+		}, waitTimeout).Should(Succeed())
+
+		Expect(k8sClient.Delete(ctx, fixture.Cluster)).To(Succeed())
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, key)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterNotFoundReason))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(key)).To(BeNil())
+
+		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
+		expectGone(key)
+	})
+})
+
+// newWorkloadCluster creates a Cluster whose kubeconfig Secret points at
+// server with the envtest credentials, and whose infrastructure is
+// provisioned, so that the ClusterCache connects to it.
+func newWorkloadCluster(server string) *testenv.Fixture {
+	GinkgoHelper()
+	fixture := testenv.NewFixture(ctx, k8sClient)
+	config := rest.CopyConfig(env.Config)
+	config.Host = server
+	Expect(k8sClient.Create(ctx, kubeconfig.GenerateSecret(fixture.Cluster, kubeconfig.FromEnvTestConfig(config, fixture.Cluster)))).To(Succeed())
+	fixture.Cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	Expect(k8sClient.Status().Update(ctx, fixture.Cluster)).To(Succeed())
+	return fixture
+}
+
+// createClusterAutoscaler creates a ClusterAutoscaler for the fixture's
+// Cluster that loops every second.
+func createClusterAutoscaler(fixture *testenv.Fixture) types.NamespacedName {
+	GinkgoHelper()
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "autoscaler"},
+		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+			ClusterName:  fixture.Cluster.Name,
+			ScanInterval: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+	return client.ObjectKeyFromObject(ca)
+}
+
+func getClusterAutoscaler(g Gomega, key types.NamespacedName) *autoscalingv1alpha1.ClusterAutoscaler {
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+	g.ExpectWithOffset(1, k8sClient.Get(ctx, key, ca)).To(Succeed())
+	return ca
+}
+
+// get reads obj afresh.
+func get[T client.Object](obj T) T {
+	GinkgoHelper()
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return obj
+}
+
+// expectAnotherLoop waits for a loop that ends after this call.
+func expectAnotherLoop(key types.NamespacedName) {
+	GinkgoHelper()
+	before := getClusterAutoscaler(Default, key).Status.LastLoopTime
+	Expect(before).NotTo(BeNil())
+	Eventually(func(g Gomega) {
+		after := getClusterAutoscaler(g, key).Status.LastLoopTime
+		g.Expect(after.After(before.Time)).To(BeTrue(), "last loop time %s is not after %s", after, before)
+	}, waitTimeout).Should(Succeed())
+}
+
+func expectGone(key types.NamespacedName) {
+	GinkgoHelper()
+	Eventually(func() error {
+		return k8sClient.Get(ctx, key, &autoscalingv1alpha1.ClusterAutoscaler{})
+	}, waitTimeout).Should(Satisfy(apierrors.IsNotFound))
+}
+
+func haveStatusAndReason(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return PointTo(MatchFields(IgnoreExtras, Fields{"Status": Equal(status), "Reason": Equal(reason)}))
+}
+
+func setPaused(cluster *clusterv1.Cluster, paused bool) {
+	GinkgoHelper()
+	original := get(cluster).DeepCopy()
+	cluster.Spec.Paused = ptr.To(paused)
+	Expect(k8sClient.Patch(ctx, cluster, client.MergeFrom(original))).To(Succeed())
+}
+
+func taintNode(node *corev1.Node, keys ...string) {
+	GinkgoHelper()
+	original := get(node).DeepCopy()
+	for _, key := range keys {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	}
+	Expect(k8sClient.Patch(ctx, node, client.MergeFrom(original))).To(Succeed())
+}
+
+func markForDeletion(machine *clusterv1.Machine) {
+	GinkgoHelper()
+	original := get(machine).DeepCopy()
+	if machine.Annotations == nil {
+		machine.Annotations = map[string]string{}
+	}
+	machine.Annotations[clusterv1.DeleteMachineAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	Expect(k8sClient.Patch(ctx, machine, client.MergeFrom(original))).To(Succeed())
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+// bytesPerGiB converts the GiB of spec.resourceLimits.memory to bytes.
+const bytesPerGiB = 1 << 30
+
+// configFromSpec is the engine configuration a ClusterAutoscaler asks for:
+// the engine defaults, overridden by every field that is set. The CRD schema
+// defaults and validates the spec, so an error here means the object was
+// written around the schema (e.g. with validation off).
+func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config, error) {
+	config := autoscaler.DefaultConfig()
+
+	config.PodPriorityThreshold = ptr.Deref(spec.PodPriorityThreshold, config.PodPriorityThreshold)
+	config.MaxNodesPerScaleUp = int(ptr.Deref(spec.MaxNodesPerScaleUp, int32(config.MaxNodesPerScaleUp)))
+	config.MaxNodeProvisionTime = duration(spec.MaxNodeProvisionTime, config.MaxNodeProvisionTime)
+	config.NewPodScaleUpDelay = duration(spec.NewPodScaleUpDelay, config.NewPodScaleUpDelay)
+	config.ScanInterval = duration(spec.ScanInterval, config.ScanInterval)
+	config.BalanceSimilarNodeGroups = ptr.Deref(spec.BalanceSimilarNodeGroups, config.BalanceSimilarNodeGroups)
+	config.BalancingIgnoredLabels = spec.BalancingIgnoredLabels
+
+	if len(spec.Expanders) > 0 {
+		config.Expanders = make([]string, 0, len(spec.Expanders))
+		for _, expander := range spec.Expanders {
+			config.Expanders = append(config.Expanders, string(expander))
+		}
+	}
+	if len(spec.ExpanderPriorities) > 0 {
+		config.ExpanderPriorities = map[int32][]string{}
+		for _, priority := range spec.ExpanderPriorities {
+			config.ExpanderPriorities[priority.Priority] = append(config.ExpanderPriorities[priority.Priority], priority.NodeGroupIDPatterns...)
+		}
+	}
+
+	if limits := spec.ResourceLimits; limits != nil {
+		config.Limits.MaxNodesTotal = int(ptr.Deref(limits.MaxNodesTotal, 0))
+		if cores := limits.Cores; cores != nil {
+			config.Limits.MinCores = int64(ptr.Deref(cores.Min, 0))
+			config.Limits.MaxCores = int64(ptr.Deref(cores.Max, 0))
+		}
+		if memory := limits.Memory; memory != nil {
+			config.Limits.MinMemory = int64(ptr.Deref(memory.Min, 0)) * bytesPerGiB
+			config.Limits.MaxMemory = int64(ptr.Deref(memory.Max, 0)) * bytesPerGiB
+		}
+		if len(limits.GPUs) > 0 {
+			config.Limits.GPUs = map[corev1.ResourceName]autoscaler.Range{}
+			for _, gpu := range limits.GPUs {
+				config.Limits.GPUs[corev1.ResourceName(gpu.Type)] = autoscaler.Range{Min: int64(gpu.Min), Max: int64(gpu.Max)}
+			}
+		}
+	}
+
+	if scaleDown := spec.ScaleDown; scaleDown != nil {
+		sd := &config.ScaleDown
+		sd.Enabled = ptr.Deref(scaleDown.Enabled, sd.Enabled)
+		sd.DelayAfterAdd = duration(scaleDown.DelayAfterAdd, sd.DelayAfterAdd)
+		sd.DelayAfterDelete = duration(scaleDown.DelayAfterDelete, sd.DelayAfterDelete)
+		sd.DelayAfterFailure = duration(scaleDown.DelayAfterFailure, sd.DelayAfterFailure)
+		sd.UnneededTime = duration(scaleDown.UnneededTime, sd.UnneededTime)
+		sd.UnreadyTime = duration(scaleDown.UnreadyTime, sd.UnreadyTime)
+		sd.MaxEmptyBulkDelete = int(ptr.Deref(scaleDown.MaxEmptyBulkDelete, int32(sd.MaxEmptyBulkDelete)))
+		if seconds := scaleDown.MaxGracefulTerminationSeconds; seconds != nil {
+			sd.MaxGracefulTermination = time.Duration(*seconds) * time.Second
+		}
+		if threshold := scaleDown.UtilizationThreshold; threshold != nil {
+			value, err := strconv.ParseFloat(*threshold, 64)
+			if err != nil {
+				return config, fmt.Errorf("spec.scaleDown.utilizationThreshold %q is not a decimal number: %w", *threshold, err)
+			}
+			sd.UtilizationThreshold = value
+		}
+	}
+
+	if backoff := spec.Backoff; backoff != nil {
+		config.Backoff.Initial = duration(backoff.Initial, config.Backoff.Initial)
+		config.Backoff.Max = duration(backoff.Max, config.Backoff.Max)
+		config.Backoff.ResetAfter = duration(backoff.ResetAfter, config.Backoff.ResetAfter)
+	}
+
+	if health := spec.ClusterHealth; health != nil {
+		config.Health.OkTotalUnreadyCount = int(ptr.Deref(health.OkTotalUnreadyCount, int32(config.Health.OkTotalUnreadyCount)))
+		if percentage := health.MaxTotalUnreadyPercentage; percentage != nil {
+			config.Health.MaxTotalUnreadyPercentage = float64(*percentage)
+		}
+	}
+	return config, nil
+}
+
+// duration is d, or fallback when d is unset.
+func duration(d *metav1.Duration, fallback time.Duration) time.Duration {
+	if d == nil {
+		return fallback
+	}
+	return d.Duration
+}

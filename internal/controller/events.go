@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+// Event actions of the events.k8s.io API, which asks what was done.
+const (
+	// autoscaleAction is the action of events about node groups.
+	autoscaleAction = "Autoscale"
+	// cleanupAction is the action of events about deleting a ClusterAutoscaler.
+	cleanupAction = "Cleanup"
+)
+
+// nodeGroupEventRecorder records the engine's node group events on the
+// MachineDeployment or MachineSet behind the group, in the management
+// cluster, where `kubectl describe` shows them.
+type nodeGroupEventRecorder struct {
+	// ctx is the engine's; the reads come from the manager's cache.
+	ctx      context.Context
+	client   client.Reader
+	recorder events.EventRecorder
+}
+
+var _ autoscaler.NodeGroupEventRecorder = &nodeGroupEventRecorder{}
+
+// Event records an event on the resource whose node group ID
+// (Kind/namespace/name) is groupID. Events of unknown or vanished resources
+// are logged instead.
+func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message string) {
+	obj := nodeGroupObject(groupID)
+	if obj == nil {
+		ctrl.LoggerFrom(r.ctx).Info("Not recording an event on an unknown kind of node group", "nodeGroup", groupID, "reason", reason, "message", message)
+		return
+	}
+	// The UID lets `kubectl describe` find the event.
+	if err := r.client.Get(r.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		ctrl.LoggerFrom(r.ctx).V(2).Info("Not recording an event on a node group that cannot be read", "nodeGroup", groupID, "reason", reason, "message", message, "err", err.Error())
+		return
+	}
+	r.recorder.Eventf(obj, nil, eventType, reason, autoscaleAction, "%s", message)
+}
+
+// nodeGroupObject is an empty object of the kind, namespace and name of a
+// node group ID, or nil when the ID names no MachineDeployment or MachineSet.
+func nodeGroupObject(groupID string) client.Object {
+	kind, rest, _ := strings.Cut(groupID, "/")
+	namespace, name, ok := strings.Cut(rest, "/")
+	if !ok || namespace == "" || name == "" {
+		return nil
+	}
+	var obj client.Object
+	switch kind {
+	case "MachineDeployment":
+		obj = &clusterv1.MachineDeployment{}
+	case "MachineSet":
+		obj = &clusterv1.MachineSet{}
+	default:
+		return nil
+	}
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj
+}

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+const (
+	// maxNotTriggerScaleUpReasons is how many reasons the status keeps.
+	maxNotTriggerScaleUpReasons = 10
+	// maxNodeGroupRows is the most node group rows the CRD accepts.
+	maxNodeGroupRows = 1000
+	// maxReasonLength is the longest backoff reason, problem or pod reason
+	// the CRD accepts.
+	maxReasonLength = 1024
+	// maxConditionMessageLength is the longest condition message the API accepts.
+	maxConditionMessageLength = 32 * 1024
+)
+
+// ownedConditions are the conditions this controller writes; on a conflict
+// the patch helper keeps its values.
+var ownedConditions = []string{
+	autoscalingv1alpha1.ReadyCondition,
+	autoscalingv1alpha1.ScalingActiveCondition,
+	autoscalingv1alpha1.ClusterHealthyCondition,
+}
+
+// setStatusFromLoop writes what the engine's last loop saw and did into the
+// ClusterAutoscaler status. Times are truncated to seconds, as the API stores
+// them, so that an unchanged status causes no patch.
+func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autoscaler.Status) {
+	if status.Err != nil {
+		reason := autoscalingv1alpha1.LoopFailedReason
+		message := "The autoscaling loop failed: " + status.Err.Error()
+		if errors.Is(status.Err, clustercache.ErrClusterNotConnected) {
+			reason = autoscalingv1alpha1.WorkloadClusterUnreachableReason
+			message = "The workload cluster cannot be reached: " + status.Err.Error()
+		}
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, message)
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, reason, "Nothing is scaled until the loop succeeds")
+		ca.Status.LastLoopTime = statusTime(status.Time)
+		return
+	}
+
+	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
+
+	autoscaled := 0
+	rows := make([]autoscalingv1alpha1.NodeGroupStatus, 0, len(status.NodeGroups))
+	for _, group := range status.NodeGroups {
+		if group.Problem == "" {
+			autoscaled++
+		}
+		if len(rows) < maxNodeGroupRows {
+			rows = append(rows, nodeGroupRow(group))
+		}
+	}
+
+	switch {
+	case status.ScalingActive:
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
+	case autoscaled == 0:
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.NoNodeGroupsReason, status.ScalingMessage)
+	default:
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason, status.ScalingMessage)
+	}
+	if status.ClusterHealthy {
+		setCondition(ca, autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason, status.HealthMessage)
+	} else {
+		setCondition(ca, autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason, status.HealthMessage)
+	}
+
+	ca.Status.NodeGroupCount = int32(autoscaled)
+	ca.Status.NodeGroups = rows
+	ca.Status.Nodes = int32(status.Nodes)
+	ca.Status.ReadyNodes = int32(status.ReadyNodes)
+	ca.Status.UnschedulablePods = int32(status.UnschedulablePods)
+	ca.Status.NotTriggerScaleUpReasons = nil
+	for _, reason := range status.NotTriggerScaleUpReasons {
+		if len(ca.Status.NotTriggerScaleUpReasons) == maxNotTriggerScaleUpReasons {
+			break
+		}
+		ca.Status.NotTriggerScaleUpReasons = append(ca.Status.NotTriggerScaleUpReasons,
+			autoscalingv1alpha1.PodReasonCount{Reason: truncate(reason.Reason, maxReasonLength), Pods: int32(reason.Pods)})
+	}
+	ca.Status.LastScaleUpTime = statusTime(status.LastScaleUp)
+	ca.Status.LastScaleDownTime = statusTime(status.LastScaleDown)
+	ca.Status.LastLoopTime = statusTime(status.Time)
+}
+
+func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGroupStatus {
+	return autoscalingv1alpha1.NodeGroupStatus{
+		ID:            group.ID,
+		MinSize:       int32(group.MinSize),
+		MaxSize:       int32(group.MaxSize),
+		TargetSize:    int32(group.TargetSize),
+		Registered:    int32(group.Registered),
+		Ready:         int32(group.Ready),
+		Upcoming:      int32(group.Upcoming),
+		BackoffUntil:  statusTime(group.BackoffUntil),
+		BackoffReason: truncate(group.BackoffReason, maxReasonLength),
+		Problem:       truncate(group.Problem, maxReasonLength),
+	}
+}
+
+// setNotRunning reports that no engine runs for the ClusterAutoscaler, and why.
+func setNotRunning(ca *autoscalingv1alpha1.ClusterAutoscaler, reason, message string) {
+	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, message)
+	setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, reason, message)
+	setCondition(ca, autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionUnknown, reason, message)
+}
+
+func setCondition(ca *autoscalingv1alpha1.ClusterAutoscaler, conditionType string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(ca, metav1.Condition{
+		Type:    conditionType,
+		Status:  status,
+		Reason:  reason,
+		Message: truncate(message, maxConditionMessageLength),
+	})
+}
+
+// statusTime is t as the API stores it (seconds), or nil when t is zero.
+func statusTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t.Truncate(time.Second)}
+}
+
+func truncate(s string, maxLength int) string {
+	if len(s) <= maxLength {
+		return s
+	}
+	const ellipsis = "..."
+	// Cutting may split a multi-byte character: drop its remains.
+	return strings.ToValidUTF8(s[:maxLength-len(ellipsis)], "") + ellipsis
+}

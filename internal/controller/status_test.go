@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+func TestSetStatusFromLoop(t *testing.T) {
+	loopTime := time.Date(2026, 3, 1, 10, 0, 0, 500, time.UTC)
+	tests := []struct {
+		name   string
+		status autoscaler.Status
+		expect func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler)
+	}{
+		{
+			name: "a healthy loop",
+			status: autoscaler.Status{
+				Time: loopTime, ClusterHealthy: true, ScalingActive: true, Nodes: 3, ReadyNodes: 2, UnschedulablePods: 4,
+				NodeGroups: []autoscaler.NodeGroupStatus{
+					{ID: "MachineDeployment/ns/md-0", MinSize: 1, MaxSize: 5, TargetSize: 3, Registered: 2, Ready: 2, Upcoming: 1, BackoffUntil: loopTime.Add(time.Minute), BackoffReason: "ScaleUpTimedOut"},
+					{ID: "MachineDeployment/ns/md-1", Problem: "min-size is not a number"},
+				},
+				LastScaleUp: loopTime.Add(-time.Hour),
+			},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason))
+				g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
+				g.Expect(ca.Status.NodeGroups).To(HaveLen(2))
+				g.Expect(ca.Status.NodeGroups[0]).To(MatchFields(IgnoreExtras, Fields{
+					"TargetSize": BeEquivalentTo(3), "Upcoming": BeEquivalentTo(1), "BackoffReason": Equal("ScaleUpTimedOut"),
+					"BackoffUntil": PointTo(HaveField("Time", Equal(loopTime.Add(time.Minute).Truncate(time.Second)))),
+				}))
+				g.Expect(ca.Status.NodeGroups[1].Problem).To(Equal("min-size is not a number"))
+				g.Expect(ca.Status.Nodes).To(BeEquivalentTo(3))
+				g.Expect(ca.Status.ReadyNodes).To(BeEquivalentTo(2))
+				g.Expect(ca.Status.UnschedulablePods).To(BeEquivalentTo(4))
+				g.Expect(ca.Status.LastLoopTime.Time).To(Equal(loopTime.Truncate(time.Second)))
+				g.Expect(ca.Status.LastScaleUpTime.Time).To(Equal(loopTime.Add(-time.Hour).Truncate(time.Second)))
+				g.Expect(ca.Status.LastScaleDownTime).To(BeNil())
+			},
+		},
+		{
+			name:   "an unhealthy cluster",
+			status: autoscaler.Status{Time: loopTime, HealthMessage: "5 of 6 nodes are unready", ScalingMessage: "Cluster is unhealthy", NodeGroups: []autoscaler.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0"}}},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason))
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(Equal("5 of 6 nodes are unready"))
+			},
+		},
+		{
+			name:   "no node groups",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingMessage: "No MachineDeployment has the annotations"},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.NoNodeGroupsReason))
+			},
+		},
+		{
+			name:   "an unreachable workload cluster",
+			status: autoscaler.Status{Time: loopTime, Err: fmt.Errorf("listing nodes: %w", clustercache.ErrClusterNotConnected)},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.ReadyCondition)).To(ContainSubstring("connection to the workload cluster is down"))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+			},
+		},
+		{
+			name:   "a failed loop",
+			status: autoscaler.Status{Time: loopTime, Err: fmt.Errorf("listing node groups: forbidden")},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason))
+			},
+		},
+		{
+			name: "at most ten reasons, each within the schema's length",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true, NotTriggerScaleUpReasons: func() []autoscaler.ReasonCount {
+				reasons := make([]autoscaler.ReasonCount, 12)
+				for i := range reasons {
+					reasons[i] = autoscaler.ReasonCount{Reason: strings.Repeat("x", 2000), Pods: 12 - i}
+				}
+				return reasons
+			}()},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(ca.Status.NotTriggerScaleUpReasons).To(HaveLen(10))
+				g.Expect(ca.Status.NotTriggerScaleUpReasons[0].Pods).To(BeEquivalentTo(12))
+				g.Expect(len(ca.Status.NotTriggerScaleUpReasons[0].Reason)).To(Equal(maxReasonLength))
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+			setStatusFromLoop(ca, tt.status)
+			tt.expect(g, ca)
+		})
+	}
+}

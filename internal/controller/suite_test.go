@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+)
+
+// testCleanupTimeout is how long deletion waits for an unreachable
+// workload cluster in these tests.
+const testCleanupTimeout = 3 * time.Second
+
+var (
+	ctx        context.Context
+	env        *testenv.Environment
+	k8sClient  client.Client
+	reconciler *ClusterAutoscalerReconciler
+)
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "ClusterAutoscaler controller")
+}
+
+var _ = BeforeSuite(func() {
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithCancel(ctrl.LoggerInto(context.Background(), GinkgoLogr))
+	ctrl.SetLogger(GinkgoLogr)
+
+	var err error
+	env, err = testenv.Start(testenv.Options{
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testenv.InfrastructureMachineTemplateCRD()},
+		AddToScheme: []func(*runtime.Scheme) error{autoscalingv1alpha1.AddToScheme},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+
+	// The manager is set up as main.go sets it up.
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Client: client.Options{Cache: &client.CacheOptions{
+			DisableFor:   []client.Object{&corev1.Secret{}},
+			Unstructured: true,
+		}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: mgr.GetClient(),
+		Cache:        WorkloadCacheOptions(),
+		Client:       clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
+	}, controller.Options{MaxConcurrentReconciles: 10})
+	Expect(err).NotTo(HaveOccurred())
+
+	reconciler = &ClusterAutoscalerReconciler{
+		Client:                 mgr.GetClient(),
+		ClusterCache:           clusterCache,
+		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
+		WorkloadCleanupTimeout: testCleanupTimeout,
+	}
+	Expect(reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
+
+	stopped := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(stopped)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(stopped, time.Minute).Should(BeClosed())
+		// The workload cluster caches outlive the manager; their watches
+		// would hold up the API server's shutdown.
+		clusterCache.(interface{ Shutdown() }).Shutdown()
+		Expect(env.Stop()).To(Succeed())
+	})
+})
