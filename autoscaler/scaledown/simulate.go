@@ -30,9 +30,14 @@ type pass struct {
 // moving their pods to the remaining nodes, and returns those that could
 // go; each is simulated as if the ones before it were gone. The nodes
 // being deleted are gone from the start and their pods moved first.
+//
+// One scheduler serves the whole pass, each candidate in a fork of its own
+// that is committed when the candidate can go: what it derived from the
+// cluster is kept up to date rather than derived again per candidate.
 func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*candidate, plan *Plan) []*unneededNode {
-	snap.Fork()
-	defer snap.Revert()
+	sched := simulator.NewScheduler(ctx, snap)
+	sched.Fork()
+	defer sched.Revert()
 	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets())}
 	for _, nodeInfo := range snap.NodeInfos() {
 		if !progress.Deleting[nodeInfo.Name()] {
@@ -42,11 +47,11 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	for _, group := range snap.NodeGroups() {
 		state.sizes[group.ID()] = group.TargetSize()
 	}
-	p.removeDeleting(ctx, snap, progress, state)
+	p.removeDeleting(ctx, sched, progress, state)
 
 	var unneeded []*unneededNode
 	for _, c := range candidates {
-		empty, kept := p.tryRemove(ctx, snap, c, state)
+		empty, kept := p.tryRemove(sched, c, state)
 		if kept != nil {
 			plan.Kept[c.nodeInfo.Name()] = *kept
 			continue
@@ -56,14 +61,15 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	return unneeded
 }
 
-// removeDeleting takes the nodes being deleted out of snap and places
-// their pods elsewhere, as the scheduler will, so that no candidate counts
-// on room that those pods are about to take. Pods that fit nowhere are
-// left out: they will be pending whatever is decided here.
-func (p *Planner) removeDeleting(ctx context.Context, snap *snapshot.Snapshot, progress Progress, state *pass) {
+// removeDeleting takes the nodes being deleted out of the snapshot and
+// places their pods elsewhere, as the scheduler will, so that no candidate
+// counts on room that those pods are about to take. Pods that fit nowhere
+// are left out: they will be pending whatever is decided here.
+func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler, progress Progress, state *pass) {
 	if len(progress.Deleting) == 0 {
 		return
 	}
+	snap := sched.Snapshot()
 	var displaced []*corev1.Pod
 	for _, nodeInfo := range snap.NodeInfos() {
 		if !progress.Deleting[nodeInfo.Name()] {
@@ -79,18 +85,19 @@ func (p *Planner) removeDeleting(ctx context.Context, snap *snapshot.Snapshot, p
 		}
 	}
 	for name := range progress.Deleting {
-		// Nodes already gone from the cluster are not in snap.
-		_ = snap.RemoveNode(name)
+		// Nodes already gone from the cluster are not in the snapshot.
+		_ = sched.RemoveNode(name)
 	}
-	result := simulator.NewScheduler(ctx, snap).SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: readyNode})
+	result := sched.SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: readyNode})
 	if len(result.Unschedulable) > 0 {
 		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
 	}
 }
 
 // tryRemove checks whether c can go after the removals accepted so far
-// and, when it can, removes it from snap with its pods moved elsewhere.
-func (p *Planner) tryRemove(ctx context.Context, snap *snapshot.Snapshot, c *candidate, state *pass) (empty bool, kept *Decision) {
+// and, when it can, removes it from the snapshot with its pods moved
+// elsewhere.
+func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pass) (empty bool, kept *Decision) {
 	if kept := p.checkLimits(c, state); kept != nil {
 		return false, kept
 	}
@@ -115,19 +122,18 @@ func (p *Planner) tryRemove(ctx context.Context, snap *snapshot.Snapshot, c *can
 		return false, blockedByPod(pod, BlockingNotEnoughPdb, message)
 	}
 
-	name := c.nodeInfo.Name()
-	snap.Fork()
-	// The candidate is in snap: it was listed from it.
-	_ = snap.RemoveNode(name)
+	sched.Fork()
+	// The candidate is in the snapshot: it was listed from it.
+	_ = sched.RemoveNode(c.nodeInfo.Name())
 	if len(movable) > 0 {
-		result := simulator.NewScheduler(ctx, snap).SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: readyNode})
+		result := sched.SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: readyNode})
 		if len(result.Unschedulable) > 0 {
-			snap.Revert()
+			sched.Revert()
 			first := result.Unschedulable[0]
 			return false, &Decision{Reason: ReasonNoPlaceToMovePods, Message: fmt.Sprintf("pod %s/%s fits on no other node: %s", first.Pod.Namespace, first.Pod.Name, first.Message())}
 		}
 	}
-	snap.Commit()
+	sched.Commit()
 	state.pdbs.consume(movable)
 	state.sizes[c.group.ID()]--
 	state.totals.Sub(snapshot.NewResources(c.nodeInfo.Node().Status.Capacity))

@@ -2,10 +2,12 @@ package simulator
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -112,14 +114,29 @@ func sameSchedulingSpec(a, b *corev1.Pod) bool {
 	}
 	for i := range a.Spec.Containers {
 		ca, cb := &a.Spec.Containers[i], &b.Spec.Containers[i]
-		if !semantic.DeepEqual(ca.Resources.Requests, cb.Resources.Requests) || !semantic.DeepEqual(ca.Ports, cb.Ports) {
+		if !sameRequests(ca.Resources.Requests, cb.Resources.Requests) || !slices.Equal(ca.Ports, cb.Ports) {
 			return false
 		}
 	}
 	for i := range a.Spec.InitContainers {
 		ca, cb := &a.Spec.InitContainers[i], &b.Spec.InitContainers[i]
-		if !semantic.DeepEqual(ca.Resources.Requests, cb.Resources.Requests) || !semantic.DeepEqual(ca.Ports, cb.Ports) ||
-			!semantic.DeepEqual(ca.RestartPolicy, cb.RestartPolicy) {
+		if !sameRequests(ca.Resources.Requests, cb.Resources.Requests) || !slices.Equal(ca.Ports, cb.Ports) ||
+			!ptr.Equal(ca.RestartPolicy, cb.RestartPolicy) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRequests is equality.Semantic.DeepEqual for resource lists, without
+// reflection: it runs for every container of every pod grouped.
+func sameRequests(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, quantity := range a {
+		other, ok := b[name]
+		if !ok || quantity.Cmp(other) != 0 {
 			return false
 		}
 	}

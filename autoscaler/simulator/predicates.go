@@ -39,8 +39,9 @@ type podState struct {
 	// on nothing else and is shared by copies.
 	matches map[*snapshot.Identity]podMatch
 	// level is the Scheduler fork level that owns the state; a deeper
-	// level copies it before changing it.
-	level int
+	// level copies it before changing it. synced is how many of the
+	// Scheduler's changes the counts reflect.
+	level, synced int
 }
 
 type topologyPair struct{ key, value string }
@@ -55,9 +56,10 @@ type spreadConstraint struct {
 	honorNodeAffinity bool
 	honorNodeTaints   bool
 	// counts are the matching pods per domain of eligible nodes; min is the
-	// smallest count, kept up to date.
-	counts map[string]int
-	min    int
+	// smallest count, kept up to date. nodes counts the eligible nodes per
+	// domain, so that a domain goes when its last node does.
+	counts, nodes map[string]int
+	min           int
 }
 
 func newPodState(info *snapshot.PodInfo, level int) *podState {
@@ -133,6 +135,7 @@ func (st *podState) clone(level int) *podState {
 	copied.spread = slices.Clone(st.spread)
 	for i := range copied.spread {
 		copied.spread[i].counts = maps.Clone(st.spread[i].counts)
+		copied.spread[i].nodes = maps.Clone(st.spread[i].nodes)
 	}
 	return &copied
 }
@@ -146,7 +149,7 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 		st.antiAffinityCounts = map[topologyPair]int{}
 		st.existingAntiAffinityCounts = map[topologyPair]int{}
 		for i := range st.spread {
-			st.spread[i].counts = map[string]int{}
+			st.spread[i].counts, st.spread[i].nodes = map[string]int{}, map[string]int{}
 		}
 		if st.hasOwnTerms() {
 			withOwnTerms = append(withOwnTerms, st)
@@ -154,21 +157,33 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 	}
 	if len(withOwnTerms) > 0 {
 		eligible := make([]bool, len(withOwnTerms))
+		// The states whose terms the pods of an identity match, found once
+		// per identity: most pods matter to none of the states.
+		counting := map[*snapshot.Identity][]int{}
 		for _, nodeInfo := range snap.NodeInfos() {
 			node := nodeInfo.Node()
 			for i, st := range withOwnTerms {
 				eligible[i] = st.registerDomains(logger, node)
 			}
 			for _, pod := range nodeInfo.Pods() {
-				for i, st := range withOwnTerms {
-					st.addPod(snap, pod, node, eligible[i])
+				states, known := counting[pod.Identity]
+				if !known {
+					for i, st := range withOwnTerms {
+						if st.match(snap, pod).any() {
+							states = append(states, i)
+						}
+					}
+					counting[pod.Identity] = states
+				}
+				for _, i := range states {
+					withOwnTerms[i].countPod(snap, pod, node, eligible[i], 1)
 				}
 			}
 		}
 	}
 	for _, st := range states {
 		for _, placed := range antiAffinityPods {
-			st.addExistingAntiAffinity(snap, placed.pod, placed.node)
+			st.countExistingAntiAffinity(snap, placed.pod, placed.node, 1)
 		}
 		st.updateSpreadMinimums()
 		st.selfAffine = matchesAllTerms(snap, st.info.RequiredAffinityTerms, st.info.Pod)
@@ -183,7 +198,29 @@ func (st *podState) addNode(logger klog.Logger, snap *snapshot.Snapshot, node *c
 	}
 	eligible := st.registerDomains(logger, node)
 	for _, pod := range pods {
-		st.addPod(snap, pod, node, eligible)
+		st.countPod(snap, pod, node, eligible, 1)
+	}
+}
+
+// removeNode undoes addNode; the caller updates the spread minimums.
+func (st *podState) removeNode(logger klog.Logger, snap *snapshot.Snapshot, node *corev1.Node, pods []*snapshot.PodInfo) {
+	if !st.hasOwnTerms() {
+		return
+	}
+	eligible := len(st.spread) > 0 && st.spreadEligible(logger, node)
+	for _, pod := range pods {
+		st.countPod(snap, pod, node, eligible, -1)
+	}
+	if !eligible {
+		return
+	}
+	for i := range st.spread {
+		constraint := &st.spread[i]
+		domain := node.Labels[constraint.topologyKey]
+		if constraint.nodes[domain]--; constraint.nodes[domain] == 0 {
+			delete(constraint.nodes, domain)
+			delete(constraint.counts, domain)
+		}
 	}
 }
 
@@ -194,29 +231,32 @@ func (st *podState) registerDomains(logger klog.Logger, node *corev1.Node) bool 
 		return false
 	}
 	for i := range st.spread {
-		if _, ok := st.spread[i].counts[node.Labels[st.spread[i].topologyKey]]; !ok {
-			st.spread[i].counts[node.Labels[st.spread[i].topologyKey]] = 0
+		domain := node.Labels[st.spread[i].topologyKey]
+		if _, ok := st.spread[i].counts[domain]; !ok {
+			st.spread[i].counts[domain] = 0
 		}
+		st.spread[i].nodes[domain]++
 	}
 	return true
 }
 
-// addPod accounts for a pod placed on node, except for its own
-// anti-affinity terms (see addExistingAntiAffinity).
-func (st *podState) addPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node *corev1.Node, spreadEligible bool) {
+// countPod accounts for a pod placed on node (delta 1) or taken away
+// (delta -1), except for its own anti-affinity terms (see
+// countExistingAntiAffinity).
+func (st *podState) countPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node *corev1.Node, spreadEligible bool, delta int) {
 	if !st.hasOwnTerms() {
 		return
 	}
 	info := st.info
 	match := st.match(snap, pod)
-	if len(info.RequiredAffinityTerms) > 0 && match.allAffinityTerms {
+	if match.allAffinityTerms {
 		for i := range info.RequiredAffinityTerms {
-			countDomain(st.affinityCounts, node, info.RequiredAffinityTerms[i].TopologyKey)
+			countDomain(st.affinityCounts, node, info.RequiredAffinityTerms[i].TopologyKey, delta)
 		}
 	}
 	for i := range info.RequiredAntiAffinityTerms {
 		if match.antiAffinityTerms[i] {
-			countDomain(st.antiAffinityCounts, node, info.RequiredAntiAffinityTerms[i].TopologyKey)
+			countDomain(st.antiAffinityCounts, node, info.RequiredAntiAffinityTerms[i].TopologyKey, delta)
 		}
 	}
 	if spreadEligible {
@@ -224,7 +264,7 @@ func (st *podState) addPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node 
 			// Terminating pods do not count; looked at last, as reading the
 			// pod is what costs most here.
 			if match.spreadSelectors[i] && pod.Pod.DeletionTimestamp == nil {
-				st.spread[i].counts[node.Labels[st.spread[i].topologyKey]]++
+				st.spread[i].counts[node.Labels[st.spread[i].topologyKey]] += delta
 			}
 		}
 	}
@@ -232,9 +272,16 @@ func (st *podState) addPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node 
 
 // podMatch says which of a state's terms a pod matches.
 type podMatch struct {
+	// allAffinityTerms is true when there are affinity terms and the pod
+	// matches them all.
 	allAffinityTerms  bool
 	antiAffinityTerms []bool
 	spreadSelectors   []bool
+}
+
+// any tells whether the pod counts for any of the state's terms.
+func (m podMatch) any() bool {
+	return m.allAffinityTerms || slices.Contains(m.antiAffinityTerms, true) || slices.Contains(m.spreadSelectors, true)
 }
 
 // match tells which terms of the state pod matches, remembered per
@@ -245,7 +292,7 @@ func (st *podState) match(snap *snapshot.Snapshot, pod *snapshot.PodInfo) podMat
 	}
 	info := st.info
 	m := podMatch{
-		allAffinityTerms:  matchesAllTerms(snap, info.RequiredAffinityTerms, pod.Pod),
+		allAffinityTerms:  len(info.RequiredAffinityTerms) > 0 && matchesAllTerms(snap, info.RequiredAffinityTerms, pod.Pod),
 		antiAffinityTerms: make([]bool, len(info.RequiredAntiAffinityTerms)),
 		spreadSelectors:   make([]bool, len(st.spread)),
 	}
@@ -262,9 +309,10 @@ func (st *podState) match(snap *snapshot.Snapshot, pod *snapshot.PodInfo) podMat
 	return m
 }
 
-// addExistingAntiAffinity accounts for the anti-affinity terms of a pod
-// on node that keep the group away from its domains.
-func (st *podState) addExistingAntiAffinity(snap *snapshot.Snapshot, existing *snapshot.PodInfo, node *corev1.Node) {
+// countExistingAntiAffinity accounts for the anti-affinity terms of a pod
+// on node that keep the group away from its domains (delta 1), or for the
+// pod being taken away (delta -1).
+func (st *podState) countExistingAntiAffinity(snap *snapshot.Snapshot, existing *snapshot.PodInfo, node *corev1.Node, delta int) {
 	if len(existing.RequiredAntiAffinityTerms) == 0 {
 		return
 	}
@@ -272,14 +320,22 @@ func (st *podState) addExistingAntiAffinity(snap *snapshot.Snapshot, existing *s
 	for i := range existing.RequiredAntiAffinityTerms {
 		term := &existing.RequiredAntiAffinityTerms[i]
 		if term.Matches(incoming, snap.NamespaceLabels(incoming.Namespace)) {
-			countDomain(st.existingAntiAffinityCounts, node, term.TopologyKey)
+			countDomain(st.existingAntiAffinityCounts, node, term.TopologyKey, delta)
 		}
 	}
 }
 
-func countDomain(counts map[topologyPair]int, node *corev1.Node, key string) {
-	if value, ok := node.Labels[key]; ok {
-		counts[topologyPair{key: key, value: value}]++
+// countDomain changes the count of the node's domain for key. A domain
+// whose count falls to zero goes, as if never counted: whether any domain
+// is counted matters (see checkInterPodAffinity).
+func countDomain(counts map[topologyPair]int, node *corev1.Node, key string, delta int) {
+	value, ok := node.Labels[key]
+	if !ok {
+		return
+	}
+	pair := topologyPair{key: key, value: value}
+	if counts[pair] += delta; counts[pair] == 0 {
+		delete(counts, pair)
 	}
 }
 
@@ -404,6 +460,9 @@ func insufficientResources(request snapshot.Resources, nodeInfo *snapshot.NodeIn
 	}
 	if request.EphemeralStorage > 0 && request.EphemeralStorage > allocatable.EphemeralStorage-requested.EphemeralStorage {
 		reasons = append(reasons, ReasonInsufficient(corev1.ResourceEphemeralStorage))
+	}
+	if len(request.Scalar) == 0 {
+		return reasons
 	}
 	scalarStart := len(reasons)
 	for name, quantity := range request.Scalar {

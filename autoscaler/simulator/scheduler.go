@@ -8,10 +8,10 @@
 // Both directions use it: scale-up places pending pods on template nodes,
 // scale-down places the pods of candidate nodes on the remaining ones:
 //
-//	snap.Fork()
-//	defer snap.Revert()
-//	_ = snap.RemoveNode(candidate.Name())
 //	sched := simulator.NewScheduler(ctx, snap)
+//	sched.Fork()
+//	defer sched.Revert()
+//	_ = sched.RemoveNode(candidate.Name())
 //	result := sched.SchedulePods(podsOf(candidate), simulator.ScheduleOptions{NodeFilter: notBeingRemoved})
 //	// len(result.Unschedulable) == 0: the candidate can go.
 package simulator
@@ -19,6 +19,7 @@ package simulator
 import (
 	"context"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -32,24 +33,42 @@ const ReasonNodeNotFound = "node(s) not found in the snapshot"
 // Scheduler places pods on the nodes of one snapshot. It caches what it
 // derives from the snapshot per pod group, like kube-scheduler's PreFilter
 // state, and keeps the cache up to date through its own changes (PlaceOn,
-// AddNode, SchedulePods). Its Fork and Revert fork the snapshot and the
-// cache together, so that simulations in a row share what was computed
-// before the fork. Any other change to the snapshot makes it recompute. It
-// is not safe for concurrent use.
+// AddNode, RemoveNode, SchedulePods). Its Fork and Revert fork the snapshot
+// and the cache together, so that simulations in a row share what was
+// computed before the fork. Any other change to the snapshot makes it
+// recompute. It is not safe for concurrent use.
 type Scheduler struct {
 	snap   *snapshot.Snapshot
 	logger klog.Logger
-	// version is the snapshot version that antiAffinityPods reflects.
+	// version is the snapshot version that antiAffinityPods and changes
+	// reflect.
 	version          uint64
 	antiAffinityPods []placedPod
 	// states are keyed by the parsed pod shared by a group and its subsets;
-	// tracked are those whose counts are up to date with the snapshot, kept
-	// so through the scheduler's own changes; withOwnTerms are the tracked
-	// ones that every placement may change, the others only care about pods
-	// with anti-affinity.
-	states, tracked, withOwnTerms map[*snapshot.PodInfo]*podState
+	// tracked are those whose counts follow the snapshot through the
+	// scheduler's own changes. A tracked state catches up with changes when
+	// it is used: a group done with costs nothing when others are placed.
+	states, tracked map[*snapshot.PodInfo]*podState
+	changes         []change
+	// lastAntiAffinity is the number of changes up to the last one with
+	// anti-affinity, the only ones that matter to groups without terms.
+	lastAntiAffinity int
+	// resyncs counts the times the cache was recomputed.
+	resyncs int
 	// forks saves the cache at each Fork; len(forks) is the fork level.
 	forks []savedCache
+}
+
+// change is one of the scheduler's own changes to the snapshot: a pod
+// placed on node, or node added or removed with the pods on it.
+type change struct {
+	node    *corev1.Node
+	pod     *snapshot.PodInfo
+	pods    []*snapshot.PodInfo
+	removed bool
+	// antiAffinity tells whether the change involves pods with required
+	// anti-affinity, which matter to every group.
+	antiAffinity bool
 }
 
 // placedPod is a pod with required anti-affinity and the node it is on.
@@ -58,11 +77,15 @@ type placedPod struct {
 	node *corev1.Node
 }
 
+// savedCache is the cache at a Fork. Changes made after the fork are
+// appended beyond the saved slice's length, so it stays what it was.
 type savedCache struct {
 	version          uint64
 	antiAffinityPods []placedPod
 	states, tracked  map[*snapshot.PodInfo]*podState
-	withOwnTerms     map[*snapshot.PodInfo]*podState
+	changes          []change
+	lastAntiAffinity int
+	resyncs          int
 }
 
 // NewScheduler returns a Scheduler working on snap.
@@ -84,7 +107,8 @@ func (s *Scheduler) Fork() {
 	s.snap.Fork()
 	s.forks = append(s.forks, savedCache{
 		version: s.version, antiAffinityPods: s.antiAffinityPods,
-		states: maps.Clone(s.states), tracked: maps.Clone(s.tracked), withOwnTerms: maps.Clone(s.withOwnTerms),
+		states: maps.Clone(s.states), tracked: maps.Clone(s.tracked),
+		changes: s.changes, lastAntiAffinity: s.lastAntiAffinity, resyncs: s.resyncs,
 	})
 }
 
@@ -98,7 +122,15 @@ func (s *Scheduler) Revert() {
 	saved := s.forks[len(s.forks)-1]
 	s.forks = s.forks[:len(s.forks)-1]
 	s.version, s.antiAffinityPods = saved.version, saved.antiAffinityPods
-	s.states, s.tracked, s.withOwnTerms = saved.states, saved.tracked, saved.withOwnTerms
+	s.states, s.tracked = saved.states, saved.tracked
+	if s.resyncs == saved.resyncs {
+		// The saved changes, in the array the fork may have grown: the
+		// next fork appends without growing it again.
+		s.changes = s.changes[:len(saved.changes)]
+	} else {
+		s.changes = saved.changes
+	}
+	s.lastAntiAffinity, s.resyncs = saved.lastAntiAffinity, saved.resyncs
 }
 
 // Commit keeps the changes to the snapshot and the cache since Fork in the
@@ -132,7 +164,9 @@ func (s *Scheduler) Prepare(groups ...*PodGroup) {
 
 // Check tells why pod does not fit the named node; nil when it fits.
 func (s *Scheduler) Check(pod *corev1.Pod, nodeName string) []string {
-	return s.CheckGroup(NewPodGroup(pod), nodeName)
+	group := NewPodGroup(pod)
+	defer s.forget([]*PodGroup{group})
+	return s.CheckGroup(group, nodeName)
 }
 
 // CheckGroup tells why the pods of group do not fit the named node; nil
@@ -166,14 +200,27 @@ func (s *Scheduler) AddNode(nodeInfo *snapshot.NodeInfo) error {
 	for _, pod := range nodeInfo.PodsWithRequiredAntiAffinity() {
 		s.antiAffinityPods = append(s.antiAffinityPods, placedPod{pod: pod, node: node})
 	}
-	s.updateTracked(len(nodeInfo.PodsWithRequiredAntiAffinity()) > 0, func(st *podState) {
-		st.addNode(s.logger, s.snap, node, nodeInfo.Pods())
-		for _, pod := range nodeInfo.PodsWithRequiredAntiAffinity() {
-			st.addExistingAntiAffinity(s.snap, pod, node)
-		}
-		st.updateSpreadMinimums()
-	})
-	s.version = s.snap.Version()
+	s.record(change{node: node, pods: nodeInfo.Pods(), antiAffinity: len(nodeInfo.PodsWithRequiredAntiAffinity()) > 0})
+	return nil
+}
+
+// RemoveNode removes a node, with the pods on it, from the snapshot. The
+// cache is updated rather than recomputed, so that removing one node costs
+// what is on that node, not what is in the cluster.
+func (s *Scheduler) RemoveNode(name string) error {
+	s.sync()
+	nodeInfo := s.snap.NodeInfo(name)
+	if err := s.snap.RemoveNode(name); err != nil {
+		return err
+	}
+	antiAffinity := len(nodeInfo.PodsWithRequiredAntiAffinity()) > 0
+	if antiAffinity {
+		// A copy: a saved fork may share the slice.
+		s.antiAffinityPods = slices.DeleteFunc(slices.Clone(s.antiAffinityPods), func(placed placedPod) bool {
+			return placed.node.Name == name
+		})
+	}
+	s.record(change{node: nodeInfo.Node(), pods: nodeInfo.Pods(), removed: true, antiAffinity: antiAffinity})
 	return nil
 }
 
@@ -199,7 +246,9 @@ type ScheduleResult struct {
 // SchedulePods places each pod on the first node, in snapshot order, that
 // it fits, and keeps it there.
 func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) ScheduleResult {
-	return s.ScheduleGroups(GroupPods(pods), opts)
+	groups := GroupPods(pods)
+	defer s.forget(groups)
+	return s.ScheduleGroups(groups, opts)
 }
 
 // ScheduleGroups is SchedulePods for pods already grouped.
@@ -209,6 +258,8 @@ func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) Sched
 // affinity was what failed: siblings skip the nodes known not to fit
 // instead of trying every node again.
 func (s *Scheduler) ScheduleGroups(groups []*PodGroup, opts ScheduleOptions) ScheduleResult {
+	// One pass over the snapshot for all the groups, not one per group.
+	s.Prepare(groups...)
 	var result ScheduleResult
 	buffer := make([]string, 0, 8)
 	for _, group := range groups {
@@ -295,7 +346,42 @@ func (s *Scheduler) state(group *PodGroup) *podState {
 	if st := s.staleState(group); st != nil {
 		s.computeCounts([]*podState{st})
 	}
+	if st, ok := s.tracked[group.info]; ok && st.synced < len(s.changes) {
+		s.catchUp(st)
+	}
 	return s.states[group.info]
+}
+
+// catchUp applies to a tracked state the changes it has not seen, as
+// kube-scheduler's PreFilter extensions would have one by one.
+func (s *Scheduler) catchUp(st *podState) {
+	if !st.hasOwnTerms() && s.lastAntiAffinity <= st.synced {
+		return
+	}
+	if st.level != len(s.forks) {
+		st = st.clone(len(s.forks))
+		s.states[st.info], s.tracked[st.info] = st, st
+	}
+	for _, c := range s.changes[st.synced:] {
+		switch {
+		case c.pod != nil:
+			eligible := len(st.spread) > 0 && st.spreadEligible(s.logger, c.node)
+			st.countPod(s.snap, c.pod, c.node, eligible, 1)
+			st.countExistingAntiAffinity(s.snap, c.pod, c.node, 1)
+		case c.removed:
+			st.removeNode(s.logger, s.snap, c.node, c.pods)
+			for _, pod := range c.pods {
+				st.countExistingAntiAffinity(s.snap, pod, c.node, -1)
+			}
+		default:
+			st.addNode(s.logger, s.snap, c.node, c.pods)
+			for _, pod := range c.pods {
+				st.countExistingAntiAffinity(s.snap, pod, c.node, 1)
+			}
+		}
+	}
+	st.updateSpreadMinimums()
+	st.synced = len(s.changes)
 }
 
 // staleState returns the group's state, owned by the current fork level,
@@ -322,51 +408,41 @@ func (s *Scheduler) computeCounts(states []*podState) {
 	}
 	computeCounts(s.logger, s.snap, s.antiAffinityPods, states)
 	for _, st := range states {
+		st.synced = len(s.changes)
 		s.tracked[st.info] = st
-		if st.hasOwnTerms() {
-			s.withOwnTerms[st.info] = st
-		}
 	}
 }
 
-// updateTracked calls update with the tracked states that a new pod with
-// anti-affinity or not may change, owned by the current fork level so that
-// they can be changed.
-func (s *Scheduler) updateTracked(antiAffinity bool, update func(*podState)) {
-	states := s.withOwnTerms
-	if antiAffinity {
-		states = s.tracked
-	}
-	for info, st := range states {
-		if st.level != len(s.forks) {
-			st = st.clone(len(s.forks))
-			s.states[info], s.tracked[info] = st, st
-			if st.hasOwnTerms() {
-				s.withOwnTerms[info] = st
-			}
-		}
-		update(st)
-	}
-}
-
-// place adds a pod to the snapshot and updates the states that were up to
-// date, as kube-scheduler's PreFilter extensions do.
+// place adds a pod to the snapshot.
 func (s *Scheduler) place(pod *snapshot.PodInfo, node *corev1.Node) {
 	s.sync()
 	// The node exists: the caller found it in this snapshot.
 	_ = s.snap.AddPod(pod, node.Name)
-	if len(pod.RequiredAntiAffinityTerms) > 0 {
+	antiAffinity := len(pod.RequiredAntiAffinityTerms) > 0
+	if antiAffinity {
 		s.antiAffinityPods = append(s.antiAffinityPods, placedPod{pod: pod, node: node})
 	}
-	s.updateTracked(len(pod.RequiredAntiAffinityTerms) > 0, func(st *podState) {
-		eligible := len(st.spread) > 0 && st.spreadEligible(s.logger, node)
-		st.addPod(s.snap, pod, node, eligible)
-		st.addExistingAntiAffinity(s.snap, pod, node)
-		if eligible {
-			st.updateSpreadMinimums()
-		}
-	})
+	s.record(change{node: node, pod: pod, antiAffinity: antiAffinity})
+}
+
+// record notes a change the scheduler made to the snapshot, for the
+// tracked states to catch up with.
+func (s *Scheduler) record(c change) {
+	s.changes = append(s.changes, c)
+	if c.antiAffinity {
+		s.lastAntiAffinity = len(s.changes)
+	}
 	s.version = s.snap.Version()
+}
+
+// forget drops the states of groups that only the scheduler knew, so that
+// a scheduler used for many simulations does not keep, nor update, the
+// states of every group it ever saw.
+func (s *Scheduler) forget(groups []*PodGroup) {
+	for _, group := range groups {
+		delete(s.states, group.info)
+		delete(s.tracked, group.info)
+	}
 }
 
 // sync recomputes the cache when the snapshot changed behind its back.
@@ -378,7 +454,8 @@ func (s *Scheduler) sync() {
 
 func (s *Scheduler) resync() {
 	// New ones: a saved fork may share the old ones.
-	s.tracked, s.withOwnTerms = map[*snapshot.PodInfo]*podState{}, map[*snapshot.PodInfo]*podState{}
+	s.tracked, s.changes, s.lastAntiAffinity = map[*snapshot.PodInfo]*podState{}, nil, 0
+	s.resyncs++
 	s.antiAffinityPods = nil
 	for _, nodeInfo := range s.snap.NodeInfos() {
 		for _, pod := range nodeInfo.PodsWithRequiredAntiAffinity() {

@@ -1,6 +1,7 @@
 package simulator_test
 
 import (
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -271,4 +272,102 @@ func TestSchedulerForkRevertAndCommit(t *testing.T) {
 	sched.Revert()
 	g.Expect(sched.CheckGroup(web, "n1")).To(Equal([]string{simulator.ReasonExistingAntiAffinity}), "the committed placement stays")
 	g.Expect(sched.CheckGroup(web, "n2")).To(BeNil(), "the reverted one does not")
+}
+
+func TestSchedulerRemoveNodeIsLikeRebuilding(t *testing.T) {
+	zone := func(z string) st.NodeOption { return st.WithNodeLabels(zoneKey, z) }
+	nodes := func() []*corev1.Node {
+		return []*corev1.Node{
+			st.Node("a1", "8", "16Gi", zone("a")), st.Node("a2", "8", "16Gi", zone("a")),
+			st.Node("b1", "8", "16Gi", zone("b")), st.Node("c1", "8", "16Gi", zone("c")),
+		}
+	}
+	web := func(name, node string, opts ...st.PodOption) *corev1.Pod {
+		return st.Pod(name, "1", "1Gi", append([]st.PodOption{st.OwnedBy("web"), st.WithPodLabels("app", "web"), st.OnNode(node)}, opts...)...)
+	}
+	loner := requiredPodAntiAffinity(podAffinityTerm(zoneKey, "app", "web"))
+	// Groups whose state depends on where web pods are: spread over zones,
+	// anti-affinity to them, affinity to them (being web pods too, they may
+	// start anywhere when there are none), kept away by a web pod's
+	// anti-affinity, and neither.
+	groups := func() []*simulator.PodGroup {
+		return simulator.GroupPods(slices.Concat(
+			st.Replicas("spread", 2, "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")),
+			st.Replicas("anti", 2, "1", "1Gi", st.WithPodLabels("app", "anti"), requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "web"))),
+			st.Replicas("near", 2, "1", "1Gi", st.WithPodLabels("app", "web"), requiredPodAffinity(podAffinityTerm(zoneKey, "app", "web"))),
+			st.Replicas("plain", 2, "1", "1Gi", st.WithPodLabels("app", "web")),
+		))
+	}
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		// change is what the scheduler does before removing the node.
+		change func(g *WithT, sched *simulator.Scheduler, groups []*simulator.PodGroup)
+		remove string
+	}{
+		{
+			name:   "a node with matching pods in a zone that keeps other nodes",
+			pods:   []*corev1.Pod{web("w1", "a1"), web("w2", "a2"), web("w3", "b1")},
+			remove: "a1",
+		},
+		{
+			name:   "the last node of a zone, whose domain goes",
+			pods:   []*corev1.Pod{web("w1", "a1"), web("w2", "b1")},
+			remove: "c1",
+		},
+		{
+			name:   "the node of the only pods that affinity can join",
+			pods:   []*corev1.Pod{web("w1", "b1"), web("w2", "b1")},
+			remove: "b1",
+		},
+		{
+			name:   "a node whose pod keeps others away with its anti-affinity",
+			pods:   []*corev1.Pod{web("w1", "a1", loner), web("w2", "b1")},
+			remove: "a1",
+		},
+		{
+			name: "a node that the scheduler added, with pods it placed",
+			pods: []*corev1.Pod{web("w1", "a1")},
+			change: func(g *WithT, sched *simulator.Scheduler, groups []*simulator.PodGroup) {
+				g.Expect(sched.AddNode(snapshot.NewNodeInfo(st.Node("c2", "8", "16Gi", zone("c")),
+					snapshot.NewPodInfo(web("w2", "c2", loner))))).To(Succeed())
+				g.Expect(sched.PlaceOn(groups[0], groups[0].Pods[0], "b1")).To(BeNil())
+				g.Expect(sched.PlaceOn(groups[2], groups[2].Pods[0], "a1")).To(BeNil())
+			},
+			remove: "c2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			snap := snapshot.New(snapshot.Input{Nodes: nodes(), Pods: tt.pods})
+			groups := groups()
+			sched := simulator.NewScheduler(ctx, snap)
+			sched.Prepare(groups...)
+			if tt.change != nil {
+				tt.change(g, sched, groups)
+			}
+			before := verdicts(sched, groups)
+
+			sched.Fork()
+			g.Expect(sched.RemoveNode(tt.remove)).To(Succeed())
+			g.Expect(snap.NodeInfo(tt.remove)).To(BeNil())
+			g.Expect(verdicts(sched, groups)).To(Equal(verdicts(simulator.NewScheduler(ctx, snap), groups)))
+			sched.Revert()
+			g.Expect(verdicts(sched, groups)).To(Equal(before))
+			g.Expect(verdicts(sched, groups)).To(Equal(verdicts(simulator.NewScheduler(ctx, snap), groups)))
+		})
+	}
+}
+
+// verdicts are the reasons each group does not fit each node.
+func verdicts(sched *simulator.Scheduler, groups []*simulator.PodGroup) map[string][]string {
+	result := map[string][]string{}
+	for _, group := range groups {
+		for _, nodeInfo := range sched.Snapshot().NodeInfos() {
+			result[group.Pods[0].OwnerReferences[0].Name+" on "+nodeInfo.Name()] = sched.CheckGroup(group, nodeInfo.Name())
+		}
+	}
+	return result
 }

@@ -18,6 +18,9 @@ type NodeInfo struct {
 	// podsWithRequiredAntiAffinity is kept apart because every incoming pod
 	// must be checked against them, on every node.
 	podsWithRequiredAntiAffinity []*PodInfo
+	// order places the node in the snapshot's lists, which are sorted by
+	// it: the snapshot sets it when the node is added.
+	order uint64
 }
 
 // NewNodeInfo returns node with pods placed on it.
@@ -75,6 +78,7 @@ func (n *NodeInfo) clone() *NodeInfo {
 		requested:                    n.requested.Clone(),
 		hostPorts:                    slices.Clone(n.hostPorts),
 		podsWithRequiredAntiAffinity: slices.Clone(n.podsWithRequiredAntiAffinity),
+		order:                        n.order,
 	}
 }
 

@@ -15,6 +15,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -51,6 +52,8 @@ type Snapshot struct {
 	// version identifies the content: every change takes a new value from
 	// versions, Revert returns to the value at Fork.
 	version, versions uint64
+	// orders is the last order given to a node (see NodeInfo.order).
+	orders uint64
 
 	pending         []*corev1.Pod
 	daemonSets      []*appsv1.DaemonSet
@@ -80,7 +83,9 @@ func New(in Input) *Snapshot {
 		if _, exists := base.nodes[node.Name]; exists {
 			continue
 		}
-		base.nodes[node.Name] = NewNodeInfo(node)
+		info := NewNodeInfo(node)
+		info.order = s.nextOrder()
+		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
 	}
 	ids := identities{}
@@ -137,8 +142,15 @@ func (s *Snapshot) Commit() {
 	}
 	top := s.layers[len(s.layers)-1]
 	s.layers = s.layers[:len(s.layers)-1]
+	if top.unchanged() {
+		return
+	}
 	below := s.layers[len(s.layers)-1]
 	isBase := len(s.layers) == 1
+	// The top layer's list is the list of the merged layer, unless a node
+	// that the top layer added takes back the place of one the layer below
+	// removed.
+	keepList := top.list != nil
 	for name := range top.deleted {
 		if i := slices.Index(below.added, name); i >= 0 {
 			below.added = slices.Delete(below.added, i, i+1)
@@ -153,11 +165,17 @@ func (s *Snapshot) Commit() {
 	for _, name := range top.added {
 		if below.deleted[name] {
 			delete(below.deleted, name)
+			hidden, _ := s.find(name, len(s.layers)-2)
+			below.nodes[name].order = hidden.order
+			keepList = false
 		} else {
 			below.added = append(below.added, name)
 		}
 	}
-	below.invalidate()
+	below.list = nil
+	if keepList {
+		below.list = top.list
+	}
 }
 
 // Version identifies the nodes and pods of the snapshot: it changes with
@@ -190,12 +208,17 @@ func (s *Snapshot) AddNode(info *NodeInfo) error {
 	top := s.top()
 	top.nodes[info.Name()] = info
 	if top.deleted[info.Name()] {
+		// Back in the place of the node this layer removed.
 		delete(top.deleted, info.Name())
-		top.invalidate()
+		hidden, _ := s.find(info.Name(), len(s.layers)-2)
+		info.order = hidden.order
+		if top.list != nil {
+			top.list = slices.Insert(top.list, position(top.list, info.order), info)
+		}
 	} else {
+		info.order = s.nextOrder()
 		top.added = append(top.added, info.Name())
 		if top.list != nil {
-			top.index[info.Name()] = len(top.list)
 			top.list = append(top.list, info)
 		}
 	}
@@ -205,7 +228,8 @@ func (s *Snapshot) AddNode(info *NodeInfo) error {
 
 // RemoveNode removes a node and the pods on it.
 func (s *Snapshot) RemoveNode(name string) error {
-	if s.NodeInfo(name) == nil {
+	info := s.NodeInfo(name)
+	if info == nil {
 		return fmt.Errorf("node %s is not in the snapshot", name)
 	}
 	top := s.top()
@@ -216,13 +240,8 @@ func (s *Snapshot) RemoveNode(name string) error {
 		top.deleted[name] = true
 	}
 	if top.list != nil {
-		// Patching is cheaper than rebuilding the list and its index.
-		i := top.index[name]
+		i := position(top.list, info.order)
 		top.list = slices.Delete(top.list, i, i+1)
-		delete(top.index, name)
-		for j := i; j < len(top.list); j++ {
-			top.index[top.list[j].Name()] = j
-		}
 	}
 	s.changed()
 	return nil
@@ -292,10 +311,9 @@ type layer struct {
 	nodes   map[string]*NodeInfo
 	deleted map[string]bool
 	added   []string
-	// list caches the visible nodes and index their positions, so that a
-	// copy on write can patch the list in place.
-	list  []*NodeInfo
-	index map[string]int
+	// list caches the visible nodes once the layer has changes; changes
+	// patch it rather than rebuild it, which would cost every fork O(nodes).
+	list []*NodeInfo
 	// forkVersion is the snapshot's version when the layer was forked.
 	forkVersion uint64
 }
@@ -304,8 +322,9 @@ func newLayer() *layer {
 	return &layer{nodes: map[string]*NodeInfo{}, deleted: map[string]bool{}}
 }
 
-func (l *layer) invalidate() {
-	l.list, l.index = nil, nil
+// unchanged tells whether the layer shows exactly the nodes of the one below.
+func (l *layer) unchanged() bool {
+	return len(l.nodes) == 0 && len(l.deleted) == 0 && len(l.added) == 0
 }
 
 func (s *Snapshot) top() *layer { return s.layers[len(s.layers)-1] }
@@ -334,11 +353,13 @@ func (s *Snapshot) writable(name string) *NodeInfo {
 	info = info.clone()
 	top.nodes[name] = info
 	if top.list != nil {
-		top.list[top.index[name]] = info
+		top.list[position(top.list, info.order)] = info
 	}
 	return info
 }
 
+// list returns the visible nodes of layer i. A layer without changes shows
+// the list of the one below; the others build their own from it once.
 func (s *Snapshot) list(i int) []*NodeInfo {
 	l := s.layers[i]
 	if l.list != nil {
@@ -347,23 +368,51 @@ func (s *Snapshot) list(i int) []*NodeInfo {
 	var parent []*NodeInfo
 	if i > 0 {
 		parent = s.list(i - 1)
-	}
-	l.list = make([]*NodeInfo, 0, len(parent)+len(l.added))
-	l.index = make(map[string]int, cap(l.list))
-	for _, info := range parent {
-		name := info.Name()
-		if l.deleted[name] {
-			continue
+		if l.unchanged() {
+			// Not cached: the layer's first change must not patch the
+			// parent's list.
+			return parent
 		}
-		if own, ok := l.nodes[name]; ok {
-			info = own
-		}
-		l.index[name] = len(l.list)
-		l.list = append(l.list, info)
 	}
+	list := make([]*NodeInfo, len(parent), len(parent)+len(l.added))
+	copy(list, parent)
+	var removed []int
+	for name := range l.deleted {
+		hidden, _ := s.find(name, i-1)
+		removed = append(removed, position(list, hidden.order))
+	}
+	for name, info := range l.nodes {
+		if !l.deleted[name] && i > 0 && s.hasNode(name, i-1) {
+			list[position(list, info.order)] = info
+		}
+	}
+	for _, j := range removed {
+		list[j] = nil
+	}
+	list = slices.DeleteFunc(list, func(info *NodeInfo) bool { return info == nil })
 	for _, name := range l.added {
-		l.index[name] = len(l.list)
-		l.list = append(l.list, l.nodes[name])
+		list = append(list, l.nodes[name])
 	}
-	return l.list
+	l.list = list
+	return list
+}
+
+// hasNode tells whether layer i shows the named node.
+func (s *Snapshot) hasNode(name string, i int) bool {
+	info, _ := s.find(name, i)
+	return info != nil
+}
+
+func (s *Snapshot) nextOrder() uint64 {
+	s.orders++
+	return s.orders
+}
+
+// position returns the index of the node with the given order in a list,
+// which is sorted by order.
+func position(list []*NodeInfo, order uint64) int {
+	i, _ := slices.BinarySearchFunc(list, order, func(info *NodeInfo, order uint64) int {
+		return cmp.Compare(info.order, order)
+	})
+	return i
 }

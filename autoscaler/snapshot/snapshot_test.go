@@ -5,6 +5,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -208,6 +210,47 @@ func TestPodRequests(t *testing.T) {
 			requests := snapshot.PodRequests(tt.pod())
 			g.Expect(requests.MilliCPU).To(Equal(tt.wantCPU))
 			g.Expect(requests.Pods).To(Equal(int64(1)))
+		})
+	}
+}
+
+func TestPodRequestsAgreeWithComponentHelpers(t *testing.T) {
+	container := func(kv ...string) corev1.Container {
+		requests := corev1.ResourceList{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			requests[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return corev1.Container{Resources: corev1.ResourceRequirements{Requests: requests}}
+	}
+	tests := []struct {
+		name string
+		spec corev1.PodSpec
+	}{
+		{name: "no requests", spec: corev1.PodSpec{Containers: []corev1.Container{{}}}},
+		{name: "cpu, memory and ephemeral storage", spec: corev1.PodSpec{Containers: []corev1.Container{
+			container("cpu", "250m", "memory", "1Gi", "ephemeral-storage", "2Gi"), container("cpu", "1", "memory", "100Mi"),
+		}}},
+		{name: "fractions of a millicore are added before rounding", spec: corev1.PodSpec{Containers: []corev1.Container{
+			container("cpu", "0.0005", "memory", "0.5"), container("cpu", "0.0005", "memory", "0.5"),
+		}}},
+		{name: "extended resources", spec: corev1.PodSpec{Containers: []corev1.Container{
+			container("cpu", "1", "nvidia.com/gpu", "1"), container("nvidia.com/gpu", "2"),
+		}}},
+		{name: "init containers", spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{container("cpu", "2")}, Containers: []corev1.Container{container("cpu", "1")},
+		}},
+		{name: "pod-level requests", spec: corev1.PodSpec{
+			Resources:  &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}},
+			Containers: []corev1.Container{container("cpu", "1")},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			pod := &corev1.Pod{Spec: tt.spec}
+			want := snapshot.NewResources(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+			want.Pods = 1
+			g.Expect(snapshot.PodRequests(pod)).To(Equal(want))
 		})
 	}
 }
