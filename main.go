@@ -88,6 +88,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 }
 
 func main() {
+	// os.Exit skips deferred calls: exit only after runMain has returned
+	// and its deferred flush of the logs has run.
+	os.Exit(runMain())
+}
+
+// runMain parses the flags, sets up logging and runs the manager. It
+// returns the exit code of the process.
+func runMain() int {
 	opts := &options{logging: logsv1.NewLoggingConfiguration()}
 	fs := pflag.CommandLine
 	opts.addFlags(fs)
@@ -97,16 +105,16 @@ func main() {
 
 	if err := logsv1.ValidateAndApply(opts.logging, nil); err != nil {
 		fmt.Fprintf(os.Stderr, "Invalid logging flags: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	ctrl.SetLogger(klog.Background())
 	defer logs.FlushLogs()
 
 	if err := run(opts); err != nil {
 		klog.Background().Error(err, "Manager stopped with an error")
-		logs.FlushLogs()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func run(opts *options) error {

@@ -377,7 +377,7 @@ func TestUnhealthyGroupIsSkippedOnItsOwn(t *testing.T) {
 	for _, node := range sickNodes[:4] {
 		unready(node)
 	}
-	nodes := append(sickNodes, fine.addNodes(10, st.Unschedulable())...)
+	nodes := slices.Concat(sickNodes, fine.addNodes(10, st.Unschedulable()))
 	f := newFixture(t, []*fakeGroup{sick, fine}, objects(nodes, st.Replicas("web", 2, "3", "1Gi")...)...)
 
 	status := f.runOnce(t)

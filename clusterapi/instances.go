@@ -103,6 +103,9 @@ func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Insta
 // provisioningFailure returns why Cluster API gave up provisioning the
 // Machine, or nil while it may still succeed.
 func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
+	// Providers that still implement the v1beta1 contract report terminal
+	// failures in the deprecated failure fields.
+	//nolint:staticcheck // SA1019: read on purpose, to detect failed Machines of providers that still set them.
 	if deprecated := machine.Status.Deprecated; deprecated != nil && deprecated.V1Beta1 != nil {
 		if reason, message := deprecated.V1Beta1.FailureReason, deprecated.V1Beta1.FailureMessage; reason != nil || message != nil {
 			failure := &nodegroups.InstanceError{Reason: "MachineFailed"}
@@ -121,7 +124,7 @@ func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
 			return &nodegroups.InstanceError{Reason: condition.Reason, Message: fmt.Sprintf("%s: %s", conditionType, condition.Message)}
 		}
 	}
-	if machine.Status.Phase == string(clusterv1.MachinePhaseFailed) {
+	if machine.Status.Phase == string(clusterv1.MachinePhaseFailed) { //nolint:staticcheck // SA1019: read on purpose, to detect failed Machines of providers that still set the v1beta1 Failed phase.
 		return &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}
 	}
 	return nil

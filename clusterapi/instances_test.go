@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	capierrors "sigs.k8s.io/cluster-api/api/deprecated/errors"
+	capierrors "sigs.k8s.io/cluster-api/api/deprecated/errors" //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
@@ -30,8 +30,12 @@ func TestNormalizeProviderID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.a+" "+tt.b, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(normalizeProviderID(tt.a) == normalizeProviderID(tt.b)).To(Equal(tt.equal),
-				"%q normalises to %q, %q to %q", tt.a, normalizeProviderID(tt.a), tt.b, normalizeProviderID(tt.b))
+			a, b := normalizeProviderID(tt.a), normalizeProviderID(tt.b)
+			if tt.equal {
+				g.Expect(a).To(Equal(b), "%q and %q normalise to the same ID", tt.a, tt.b)
+			} else {
+				g.Expect(a).NotTo(Equal(b), "%q and %q normalise to different IDs", tt.a, tt.b)
+			}
 		})
 	}
 }
@@ -122,13 +126,14 @@ func TestInstanceFor(t *testing.T) {
 			name: "deleting",
 			machine: machine(func(m *clusterv1.Machine) {
 				m.DeletionTimestamp = ptr.To(created)
-				m.Status.Phase = string(clusterv1.MachinePhaseFailed)
+				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
 			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceDeleting, CreatedAt: created.Time},
 		},
 		{
 			name: "failed, v1beta1 failure reason",
 			machine: machine(func(m *clusterv1.Machine) {
+				//nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 				m.Status.Deprecated = &clusterv1.MachineDeprecatedStatus{V1Beta1: &clusterv1.MachineV1Beta1DeprecatedStatus{
 					FailureReason:  ptr.To(capierrors.CreateMachineError),
 					FailureMessage: ptr.To("quota exceeded"),
@@ -148,7 +153,7 @@ func TestInstanceFor(t *testing.T) {
 		{
 			name: "failed, phase",
 			machine: machine(func(m *clusterv1.Machine) {
-				m.Status.Phase = string(clusterv1.MachinePhaseFailed)
+				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
 			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time,
 				Error: &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}},

@@ -14,7 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	deprecatederrors "sigs.k8s.io/cluster-api/api/deprecated/errors"
+	deprecatederrors "sigs.k8s.io/cluster-api/api/deprecated/errors" //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -254,6 +254,7 @@ var _ = Describe("Provider", func() {
 
 			failed := f.Machine("failed", ms)
 			failed.Spec.ProviderID = "test:///zone-a/failed"
+			//nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			failed.Status.Deprecated = &clusterv1.MachineDeprecatedStatus{V1Beta1: &clusterv1.MachineV1Beta1DeprecatedStatus{
 				FailureReason:  ptr.To(deprecatederrors.CreateMachineError),
 				FailureMessage: ptr.To("out of capacity in zone-a"),
@@ -475,7 +476,7 @@ var _ = Describe("Provider", func() {
 			member(ms, "a", true)
 			member(ms, "b", true)
 			failed := f.Machine("failed", ms)
-			failed.Status.Phase = string(clusterv1.MachinePhaseFailed)
+			failed.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the removal of v1beta1 failed Machines.
 			f.Create(ctx, failed)
 			group := groupIn(discover(), "MachineSet", "ms-0")
 

@@ -482,7 +482,3 @@ type ClusterAutoscalerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ClusterAutoscaler `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ClusterAutoscaler{}, &ClusterAutoscalerList{})
-}

@@ -4,8 +4,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -13,8 +14,16 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "autoscaling.cluster.x-k8s.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the API types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the API types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes adds the API types to a scheme, with the meta types of
+// GroupVersion (e.g. ListOptions) that clients use with them.
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(GroupVersion, &ClusterAutoscaler{}, &ClusterAutoscalerList{})
+	metav1.AddToGroupVersion(scheme, GroupVersion)
+	return nil
+}

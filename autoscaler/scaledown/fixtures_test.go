@@ -49,7 +49,7 @@ type cluster struct {
 	outside []string
 }
 
-func (c cluster) snapshot(configure func(*testGroup)) (*snapshot.Snapshot, *testGroup) {
+func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
 	var members []*corev1.Node
 	for _, node := range c.nodes {
 		if !contains(c.outside, node.Name) {
@@ -60,7 +60,7 @@ func (c cluster) snapshot(configure func(*testGroup)) (*snapshot.Snapshot, *test
 	if configure != nil {
 		configure(group)
 	}
-	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, PodDisruptionBudgets: c.pdbs, NodeGroups: []nodegroups.NodeGroup{group}}), group
+	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, PodDisruptionBudgets: c.pdbs, NodeGroups: []nodegroups.NodeGroup{group}})
 }
 
 func contains(names []string, name string) bool {
@@ -123,8 +123,9 @@ func emptyDir(name string, medium corev1.StorageMedium) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}}
 }
 
-func hostPath(name string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/" + name}}}
+// logsHostPath returns a hostPath volume called logs.
+func logsHostPath() corev1.Volume {
+	return corev1.Volume{Name: "logs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/logs"}}}
 }
 
 func daemonSetPod(p *corev1.Pod) {

@@ -87,7 +87,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		},
 		{
 			name:        "a hostPath volume blocks",
-			cluster:     busyAndIdle(withVolume(hostPath("logs"))),
+			cluster:     busyAndIdle(withVolume(logsHostPath())),
 			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
 			wantMessage: "LocalStorageRequested",
 		},
@@ -99,19 +99,19 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		},
 		{
 			name:      "local volumes listed in safe-to-evict-local-volumes do not block",
-			cluster:   busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch,logs")),
+			cluster:   busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(logsHostPath()), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch,logs")),
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
 		{
 			name:        "a local volume missing from safe-to-evict-local-volumes blocks",
-			cluster:     busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch")),
+			cluster:     busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(logsHostPath()), withPodAnnotation(scaledown.SafeToEvictLocalVolumesAnnotation, "scratch")),
 			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
 			wantMessage: "local volumes logs",
 		},
 		{
 			name:      "safe-to-evict=true lifts the local storage rule",
-			cluster:   busyAndIdle(withVolume(hostPath("logs")), withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
+			cluster:   busyAndIdle(withVolume(logsHostPath()), withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
@@ -301,7 +301,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			clk := clocktesting.NewFakeClock(st.Now)
 			planner, err := scaledown.NewPlanner(options(clk, optsOrNothing(tt.opts)))
 			g.Expect(err).NotTo(HaveOccurred())
-			snap, _ := tt.cluster.snapshot(tt.group)
+			snap := tt.cluster.snapshot(tt.group)
 			before := len(snap.NodeInfos())
 
 			plan := planner.Plan(ctx, snap, tt.progress)

@@ -26,7 +26,7 @@ func TestUnneededNodesAreRemovedAfterTheirTime(t *testing.T) {
 	needed.pods = append(needed.pods, pod("idle-1", "2", "idle"))
 
 	plan := func(c cluster) *scaledown.Plan {
-		snap, _ := c.snapshot(nil)
+		snap := c.snapshot(nil)
 		return planner.Plan(ctx, snap, scaledown.Progress{})
 	}
 	expectWaiting := func(p *scaledown.Plan, since time.Time) {
@@ -84,7 +84,7 @@ func TestRemovableAfterUsesTheRightTime(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			c := cluster{nodes: []*corev1.Node{node("busy"), tt.idle}, pods: []*corev1.Pod{pod("busy-0", "3", "busy")}}
 			plan := func() *scaledown.Plan {
-				snap, _ := c.snapshot(tt.group)
+				snap := c.snapshot(tt.group)
 				return planner.Plan(ctx, snap, scaledown.Progress{})
 			}
 
@@ -124,7 +124,7 @@ func TestDelaysPauseRemovals(t *testing.T) {
 			if tt.scaleUp > 0 {
 				planner.RecordScaleUp(st.Now.Add(-tt.scaleUp))
 			}
-			snap, _ := busyAndIdle().snapshot(nil)
+			snap := busyAndIdle().snapshot(nil)
 
 			plan := planner.Plan(ctx, snap, tt.progress)
 
@@ -168,7 +168,7 @@ func TestNodeUtilization(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			snap, _ := cluster{nodes: []*corev1.Node{tt.node}, pods: tt.pods}.snapshot(nil)
+			snap := cluster{nodes: []*corev1.Node{tt.node}, pods: tt.pods}.snapshot(nil)
 			opts := options(clocktesting.NewFakeClock(st.Now), optsOrNothing(tt.opts))
 
 			u := scaledown.NodeUtilization(snap.NodeInfos()[0], opts)

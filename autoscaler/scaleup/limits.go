@@ -32,14 +32,6 @@ func totalsOf(nodeInfos []*snapshot.NodeInfo) clusterTotals {
 	return totals
 }
 
-func (t *clusterTotals) add(template *snapshot.NodeInfo, nodes int) {
-	capacity := snapshot.NewResources(template.Node().Status.Capacity)
-	for range nodes {
-		t.nodes++
-		t.capacity.Add(capacity)
-	}
-}
-
 // nodesAllowed is how many nodes like template the limits still allow,
 // and the limit that binds.
 func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.NodeInfo) (int, string) {

@@ -44,14 +44,16 @@ func requiredPodAntiAffinity(term corev1.PodAffinityTerm) st.PodOption {
 	return withAffinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}})
 }
 
-func spreadConstraint(topologyKey string, maxSkew int32, kv ...string) st.PodOption {
+// zoneSpreadConstraint spreads the pods labelled kv over zones, with a
+// skew of at most one.
+func zoneSpreadConstraint(kv ...string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		selector := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
 			selector[kv[i]] = kv[i+1]
 		}
 		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-			MaxSkew: maxSkew, TopologyKey: topologyKey, WhenUnsatisfiable: corev1.DoNotSchedule,
+			MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: corev1.DoNotSchedule,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
 		})
 	}
@@ -236,14 +238,14 @@ func TestPredicates(t *testing.T) {
 			name:  "topology spread would exceed the skew",
 			nodes: []*corev1.Node{st.Node("n1", "2", "4Gi", zoneA), st.Node("n2", "2", "4Gi", zoneB)},
 			pods:  []*corev1.Pod{st.Pod("web-0", "", "", st.OnNode("n1"), st.WithPodLabels("app", "web"))},
-			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")), node: "n1",
+			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")), node: "n1",
 			wantReasons: []string{"node(s) didn't match pod topology spread constraints"},
 		},
 		{
 			name:  "topology spread within the skew",
 			nodes: []*corev1.Node{st.Node("n1", "2", "4Gi", zoneA), st.Node("n2", "2", "4Gi", zoneB)},
 			pods:  []*corev1.Pod{st.Pod("web-0", "", "", st.OnNode("n1"), st.WithPodLabels("app", "web"))},
-			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")), node: "n2",
+			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")), node: "n2",
 		},
 		{
 			name:  "topology spread counts only the pods its selector matches",
@@ -252,28 +254,28 @@ func TestPredicates(t *testing.T) {
 				st.Pod("other", "", "", st.OnNode("n1"), st.WithPodLabels("app", "other")),
 				st.Pod("web-0", "", "", st.OnNode("n2"), st.WithPodLabels("app", "web")),
 			},
-			pod:         st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")),
+			pod:         st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")),
 			node:        "n2",
 			wantReasons: []string{"node(s) didn't match pod topology spread constraints"},
 		},
 		{
 			name:  "topology spread on a node without the topology label",
 			nodes: []*corev1.Node{st.Node("n1", "2", "4Gi", zoneA), st.Node("n2", "2", "4Gi")},
-			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")), node: "n2",
+			pod:   st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")), node: "n2",
 			wantReasons: []string{"node(s) didn't match pod topology spread constraints (missing required label)"},
 		},
 		{
 			name:  "topology spread ignores domains the pod cannot use",
 			nodes: []*corev1.Node{st.Node("n1", "2", "4Gi", zoneA), st.Node("n2", "2", "4Gi", zoneB)},
 			pods:  []*corev1.Pod{st.Pod("web-0", "", "", st.OnNode("n1"), st.WithPodLabels("app", "web"))},
-			pod: st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web"),
+			pod: st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web"),
 				st.WithNodeSelector(zoneKey, "a")), node: "n1",
 		},
 		{
 			name:  "topology spread with minDomains counts missing domains as empty",
 			nodes: []*corev1.Node{st.Node("n1", "2", "4Gi", zoneA)},
 			pods:  []*corev1.Pod{st.Pod("web-0", "", "", st.OnNode("n1"), st.WithPodLabels("app", "web"))},
-			pod: st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web"),
+			pod: st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web"),
 				func(pod *corev1.Pod) { pod.Spec.TopologySpreadConstraints[0].MinDomains = ptr.To[int32](2) }), node: "n1",
 			wantReasons: []string{"node(s) didn't match pod topology spread constraints"},
 		},

@@ -70,7 +70,7 @@ func TestSchedulePods(t *testing.T) {
 			name:  "topology spread takes effect as replicas are placed",
 			nodes: []*corev1.Node{st.Node("n1", "8", "8Gi", zone("a")), st.Node("n2", "8", "8Gi", zone("b"))},
 			pods: st.Replicas("web", 4, "1", "1Gi", st.WithPodLabels("app", "web"),
-				spreadConstraint(zoneKey, 1, "app", "web")),
+				zoneSpreadConstraint("app", "web")),
 			wantPlaced: map[string]string{"web-0": "n1", "web-1": "n2", "web-2": "n1", "web-3": "n2"},
 		},
 		{
@@ -292,7 +292,7 @@ func TestSchedulerRemoveNodeIsLikeRebuilding(t *testing.T) {
 	// anti-affinity, and neither.
 	groups := func() []*simulator.PodGroup {
 		return simulator.GroupPods(slices.Concat(
-			st.Replicas("spread", 2, "1", "1Gi", st.WithPodLabels("app", "web"), spreadConstraint(zoneKey, 1, "app", "web")),
+			st.Replicas("spread", 2, "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")),
 			st.Replicas("anti", 2, "1", "1Gi", st.WithPodLabels("app", "anti"), requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "web"))),
 			st.Replicas("near", 2, "1", "1Gi", st.WithPodLabels("app", "web"), requiredPodAffinity(podAffinityTerm(zoneKey, "app", "web"))),
 			st.Replicas("plain", 2, "1", "1Gi", st.WithPodLabels("app", "web")),

@@ -198,9 +198,12 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 
 	config, err := configFromSpec(ca.Spec)
 	if err != nil {
-		// The running engine, if any, keeps its configuration.
+		// The running engine, if any, keeps its configuration. The error
+		// is the user's: it is reported in the Ready condition, and not
+		// returned, as retrying cannot fix the spec; changing the spec
+		// reconciles again.
 		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
-		return nil
+		return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
 	}
 
 	running, err := r.ensureEngine(ctx, ca, config)
@@ -213,8 +216,10 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	}
 	if running.generation != ca.Generation {
 		if err := running.engine.UpdateConfig(config); err != nil {
+			// As above: the engine keeps its configuration, and only a
+			// change of the spec can fix this one.
 			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
-			return nil
+			return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
 		}
 		running.verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
 		running.generation = ca.Generation

@@ -96,7 +96,7 @@ func TestSetStatusFromLoop(t *testing.T) {
 			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
 				g.Expect(ca.Status.NotTriggerScaleUpReasons).To(HaveLen(10))
 				g.Expect(ca.Status.NotTriggerScaleUpReasons[0].Pods).To(BeEquivalentTo(12))
-				g.Expect(len(ca.Status.NotTriggerScaleUpReasons[0].Reason)).To(Equal(maxReasonLength))
+				g.Expect(ca.Status.NotTriggerScaleUpReasons[0].Reason).To(HaveLen(maxReasonLength))
 			},
 		},
 	}

@@ -32,20 +32,20 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := startAPIServer(t)
 
-	n := create(g, ctx, client, st.Node("n", "4", "16Gi"))
-	create(g, ctx, client, st.Node("other", "4", "16Gi"))
+	n := create(ctx, g, client, st.Node("n", "4", "16Gi"))
+	create(ctx, g, client, st.Node("other", "4", "16Gi"))
 	for _, name := range []string{"web-0", "web-1"} {
-		runningPod(g, ctx, client, name, "n", "ReplicaSet", "web")
+		runningPod(ctx, g, client, name, "n", "ReplicaSet", "web")
 	}
-	runningPod(g, ctx, client, "agent", "n", "DaemonSet", "agent")
-	budget := create(g, ctx, client, &policyv1.PodDisruptionBudget{
+	runningPod(ctx, g, client, "agent", "n", "DaemonSet", "agent")
+	budget := create(ctx, g, client, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: ptr.To(intstr.FromInt32(1)),
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		},
 	})
-	allowDisruptions(g, ctx, client, budget, 1)
+	allowDisruptions(ctx, g, client, budget, 1)
 
 	clock := clocktesting.NewFakeClock(time.Now())
 	opts := scaledown.DefaultActuatorOptions()
@@ -60,24 +60,24 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	node, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(node.Spec.Taints).To(ContainElement(And(HaveField("Key", scaledown.DeletionTaint), HaveField("Effect", corev1.TaintEffectNoSchedule))))
-	terminating := terminatingPods(g, ctx, client)
+	terminating := terminatingPods(ctx, g, client)
 	g.Expect(terminating).To(HaveLen(1), "the PDB lets one web pod go")
 	g.Expect(terminating[0].DeletionGracePeriodSeconds).To(HaveValue(BeEquivalentTo(20)), "the grace period is capped")
-	finishTermination(g, ctx, client, terminating)
+	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
 	actuator.Advance(ctx)
-	g.Expect(terminatingPods(g, ctx, client)).To(BeEmpty(), "the PDB refuses the second eviction")
+	g.Expect(terminatingPods(ctx, g, client)).To(BeEmpty(), "the PDB refuses the second eviction")
 	g.Expect(group.Deleted).To(BeEmpty())
 
 	// The disruption controller sees the replacement pod running.
-	allowDisruptions(g, ctx, client, budget, 1)
+	allowDisruptions(ctx, g, client, budget, 1)
 	clock.Step(30 * time.Second)
 	actuator.Advance(ctx)
-	terminating = terminatingPods(g, ctx, client)
+	terminating = terminatingPods(ctx, g, client)
 	g.Expect(terminating).To(HaveLen(1))
 	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while a pod terminates")
-	finishTermination(g, ctx, client, terminating)
+	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
 	actuator.Advance(ctx)
@@ -106,7 +106,7 @@ func startAPIServer(t *testing.T) kubernetes.Interface {
 
 func create[T interface {
 	*corev1.Node | *corev1.Pod | *policyv1.PodDisruptionBudget
-}](g Gomega, ctx context.Context, client kubernetes.Interface, obj T) T {
+}](ctx context.Context, g Gomega, client kubernetes.Interface, obj T) T {
 	var created any
 	var err error
 	switch o := any(obj).(type) {
@@ -124,8 +124,8 @@ func create[T interface {
 // runningPod creates a ready pod labelled app on the node, controlled by
 // an object of the given kind. Ready, because the Eviction API lets
 // unready pods go whatever the PDB says.
-func runningPod(g Gomega, ctx context.Context, client kubernetes.Interface, name, nodeName, controllerKind, app string) {
-	pod := create(g, ctx, client, &corev1.Pod{
+func runningPod(ctx context.Context, g Gomega, client kubernetes.Interface, name, nodeName, controllerKind, app string) {
+	pod := create(ctx, g, client, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "default", Labels: map[string]string{"app": app},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: controllerKind, Name: "owner", UID: types.UID("uid-owner"), Controller: ptr.To(true)}},
@@ -139,7 +139,7 @@ func runningPod(g Gomega, ctx context.Context, client kubernetes.Interface, name
 
 // allowDisruptions sets the budget's status as the disruption controller
 // would with two healthy pods.
-func allowDisruptions(g Gomega, ctx context.Context, client kubernetes.Interface, budget *policyv1.PodDisruptionBudget, allowed int32) {
+func allowDisruptions(ctx context.Context, g Gomega, client kubernetes.Interface, budget *policyv1.PodDisruptionBudget, allowed int32) {
 	current, err := client.PolicyV1().PodDisruptionBudgets(budget.Namespace).Get(ctx, budget.Name, metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	current.Status = policyv1.PodDisruptionBudgetStatus{
@@ -150,7 +150,7 @@ func allowDisruptions(g Gomega, ctx context.Context, client kubernetes.Interface
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
-func terminatingPods(g Gomega, ctx context.Context, client kubernetes.Interface) []corev1.Pod {
+func terminatingPods(ctx context.Context, g Gomega, client kubernetes.Interface) []corev1.Pod {
 	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	var terminating []corev1.Pod
@@ -163,7 +163,7 @@ func terminatingPods(g Gomega, ctx context.Context, client kubernetes.Interface)
 }
 
 // finishTermination deletes the pods for good, as their kubelet would.
-func finishTermination(g Gomega, ctx context.Context, client kubernetes.Interface, pods []corev1.Pod) {
+func finishTermination(ctx context.Context, g Gomega, client kubernetes.Interface, pods []corev1.Pod) {
 	for _, pod := range pods {
 		g.Expect(client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})).To(Succeed())
 	}

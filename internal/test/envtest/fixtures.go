@@ -4,7 +4,7 @@ import (
 	"context"
 	"maps"
 
-	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -26,13 +26,13 @@ type Fixture struct {
 // NewFixture creates a fresh namespace and a Cluster in it.
 func NewFixture(ctx context.Context, c client.Client) *Fixture {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
-	ExpectWithOffset(1, c.Create(ctx, ns)).To(Succeed())
+	gomega.ExpectWithOffset(1, c.Create(ctx, ns)).To(gomega.Succeed())
 	f := &Fixture{Client: c, Namespace: ns.Name}
 	f.Cluster = &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "workload"},
 		Spec:       clusterv1.ClusterSpec{Paused: ptr.To(false)},
 	}
-	ExpectWithOffset(1, c.Create(ctx, f.Cluster)).To(Succeed())
+	gomega.ExpectWithOffset(1, c.Create(ctx, f.Cluster)).To(gomega.Succeed())
 	return f
 }
 
@@ -96,7 +96,7 @@ func (f *Fixture) MachineSet(name string, replicas int32, annotations map[string
 		},
 	}
 	if owner != nil {
-		ExpectWithOffset(1, controllerutil.SetControllerReference(owner, ms, f.Client.Scheme())).To(Succeed())
+		gomega.ExpectWithOffset(1, controllerutil.SetControllerReference(owner, ms, f.Client.Scheme())).To(gomega.Succeed())
 	}
 	return ms
 }
@@ -108,7 +108,7 @@ func (f *Fixture) Machine(name string, owner *clusterv1.MachineSet) *clusterv1.M
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: name, Labels: maps.Clone(owner.Spec.Template.Labels)},
 		Spec:       *owner.Spec.Template.Spec.DeepCopy(),
 	}
-	ExpectWithOffset(1, controllerutil.SetControllerReference(owner, machine, f.Client.Scheme())).To(Succeed())
+	gomega.ExpectWithOffset(1, controllerutil.SetControllerReference(owner, machine, f.Client.Scheme())).To(gomega.Succeed())
 	return machine
 }
 
@@ -134,10 +134,10 @@ func (f *Fixture) NodeName(name string) string {
 func (f *Fixture) Create(ctx context.Context, objs ...client.Object) {
 	for _, obj := range objs {
 		status := statusWriter(obj)
-		ExpectWithOffset(1, f.Client.Create(ctx, obj)).To(Succeed())
+		gomega.ExpectWithOffset(1, f.Client.Create(ctx, obj)).To(gomega.Succeed())
 		if status != nil {
 			status()
-			ExpectWithOffset(1, f.Client.Status().Update(ctx, obj)).To(Succeed())
+			gomega.ExpectWithOffset(1, f.Client.Status().Update(ctx, obj)).To(gomega.Succeed())
 		}
 	}
 }
