@@ -319,6 +319,9 @@ const (
 	WorkloadClusterUnreachableReason = "WorkloadClusterUnreachable"
 	// LoopFailedReason: the last loop ended with an error.
 	LoopFailedReason = "LoopFailed"
+	// InvalidConfigurationReason: the spec cannot be applied; the running
+	// engine, if any, keeps its previous configuration.
+	InvalidConfigurationReason = "InvalidConfiguration"
 	// ClusterUnhealthyReason: too many nodes are unready to scale safely.
 	ClusterUnhealthyReason = "ClusterUnhealthy"
 	// HealthyReason: the share of unready nodes is within bounds.

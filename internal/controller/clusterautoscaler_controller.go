@@ -202,7 +202,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		// is the user's: it is reported in the Ready condition, and not
 		// returned, as retrying cannot fix the spec; changing the spec
 		// reconciles again.
-		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
 		return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
 	}
 
@@ -218,7 +218,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		if err := running.engine.UpdateConfig(config); err != nil {
 			// As above: the engine keeps its configuration, and only a
 			// change of the spec can fix this one.
-			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason, "Invalid configuration: "+err.Error())
+			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
 			return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
 		}
 		running.verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
