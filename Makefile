@@ -31,11 +31,12 @@ help: ## Show this help.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./e2e/infrastructure/api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths=./e2e/infrastructure/api/... output:crd:artifacts:config=e2e/infrastructure/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt
@@ -54,8 +55,8 @@ lint: $(GOLANGCI_LINT) ## Lint the code with golangci-lint.
 verify: generate manifests ## Fail when generated files, formatting or go.mod drift.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "Files need gofmt:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
-	@git diff --exit-code -- api config || { echo "Generated files are out of date: run 'make generate manifests' and commit."; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config; exit 1; }
+	@git diff --exit-code -- api config e2e/infrastructure || { echo "Generated files are out of date: run 'make generate manifests' and commit."; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/infrastructure)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/infrastructure; exit 1; }
 
 ##@ Build
 
@@ -79,8 +80,13 @@ test: envtest-binaries ## Run all tests (builds the test binaries on first use).
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack.
-	go test -tags e2e -timeout 60m ./e2e/... -ginkgo.v
+test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack, both topologies.
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -e2e.topology=SelfHosted
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -e2e.topology=SeparateWorkload
+
+.PHONY: test-smoke
+test-smoke: e2e-binaries ## Run the local stack smoke test (about 70s).
+	go test -tags e2e -timeout 10m ./e2e/ -args -ginkgo.focus="Local stack"
 
 .PHONY: envtest-binaries
 envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
@@ -88,7 +94,11 @@ envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
 
 .PHONY: e2e-binaries
 e2e-binaries: envtest-binaries ## Build the binaries of the local end-to-end stack into bin/k8s.
-	hack/build-kube-binaries.sh $(KUBE_BIN) kube-scheduler kube-controller-manager kwok
+	hack/build-kube-binaries.sh $(KUBE_BIN) kube-scheduler kube-controller-manager kwok capi-manager
+
+.PHONY: localstack
+localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
+	go run ./hack/localstack --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(MANAGER),--manager=$(MANAGER))
 
 ##@ Deployment
 

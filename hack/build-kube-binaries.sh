@@ -9,7 +9,9 @@
 #   etcd, kwok, capi-manager.
 set -euo pipefail
 
-out_dir=$1
+# Absolute, because the builds run in the tool modules' directories.
+mkdir -p "$1"
+out_dir=$(cd "$1" && pwd)
 shift
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kube_module_dir="$root/hack/kube"

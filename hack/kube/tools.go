@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package kube pins the Kubernetes, etcd and kwok binaries that the test
+// Package kube pins the Kubernetes and etcd binaries that the test
 // environment and the local stack build from source. It lives in its own
 // module so that k8s.io/kubernetes and its staging replace directives never
 // reach the project's go.mod.

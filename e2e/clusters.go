@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+)
+
+// KubernetesVersion is the version of the simulated Nodes.
+const KubernetesVersion = "v1.36.3"
+
+// Intervals used with Eventually.
+var (
+	ClusterReadyTimeout = 1 * time.Minute
+	NodesReadyTimeout   = 2 * time.Minute
+	DeletionTimeout     = 2 * time.Minute
+	PollInterval        = 250 * time.Millisecond
+)
+
+// CreateSimulatedClusterInput describes a Cluster of the simulated provider.
+type CreateSimulatedClusterInput struct {
+	// Client talks to the management cluster.
+	Client    client.Client
+	Namespace string
+	Name      string
+
+	// FailureDomains of the SimCluster; Machines placed in one get it as
+	// their Node's zone.
+	FailureDomains []string
+}
+
+// CreateSimulatedCluster creates a Cluster with a SimCluster and a
+// SimControlPlane, and the bootstrap data Secret its Machines boot from, and
+// waits until Cluster API reports it provisioned and initialized.
+func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInput) *clusterv1.Cluster {
+	c := input.Client
+	Expect(c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: BootstrapSecretName(input.Name)},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
+	})).To(Succeed())
+	Expect(c.Create(ctx, &infrav1.SimCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
+		Spec:       infrav1.SimClusterSpec{FailureDomains: input.FailureDomains},
+	})).To(Succeed())
+	Expect(c.Create(ctx, &infrav1.SimControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
+	})).To(Succeed())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimCluster", Name: input.Name},
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimControlPlane", Name: input.Name},
+		},
+	}
+	Expect(c.Create(ctx, cluster)).To(Succeed())
+
+	Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		g.Expect(cluster.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
+		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
+	}, ClusterReadyTimeout, PollInterval).Should(Succeed(), "Cluster %s/%s is not provisioned", input.Namespace, input.Name)
+	return cluster
+}
+
+// BootstrapSecretName is the bootstrap data Secret of a simulated Cluster's
+// Machines.
+func BootstrapSecretName(clusterName string) string {
+	return clusterName + "-bootstrap"
+}
+
+// CreateNodeGroupInput describes a MachineDeployment of simulated machines.
+type CreateNodeGroupInput struct {
+	// Client talks to the management cluster.
+	Client  client.Client
+	Cluster *clusterv1.Cluster
+	Name    string
+
+	// Replicas of the MachineDeployment; left for Cluster API to default
+	// when nil.
+	Replicas *int32
+
+	// Annotations of the MachineDeployment, e.g. the autoscaler's min and
+	// max size.
+	Annotations map[string]string
+
+	// Machine is the spec of the SimMachineTemplate: capacity, provisioning
+	// behaviour.
+	Machine infrav1.SimMachineSpec
+
+	// FailureDomain places the Machines.
+	FailureDomain string
+}
+
+// CreateNodeGroup creates a SimMachineTemplate and a MachineDeployment using
+// it, and returns the MachineDeployment as the API server stored it.
+func CreateNodeGroup(ctx context.Context, input CreateNodeGroupInput) *clusterv1.MachineDeployment {
+	c := input.Client
+	cluster := input.Cluster
+	Expect(c.Create(ctx, &infrav1.SimMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: input.Name},
+		Spec:       infrav1.SimMachineTemplateSpec{Template: infrav1.SimMachineTemplateResource{Spec: input.Machine}},
+	})).To(Succeed())
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: input.Name, Annotations: input.Annotations},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: cluster.Name,
+			Replicas:    input.Replicas,
+			Template: clusterv1.MachineTemplateSpec{
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       cluster.Name,
+					Version:           KubernetesVersion,
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(BootstrapSecretName(cluster.Name))},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimMachineTemplate", Name: input.Name},
+					FailureDomain:     input.FailureDomain,
+				},
+			},
+		},
+	}
+	Expect(c.Create(ctx, md)).To(Succeed())
+	return md
+}

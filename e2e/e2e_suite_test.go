@@ -1,0 +1,56 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+)
+
+var (
+	topology    = flag.String("e2e.topology", string(localstack.SelfHosted), "Topology of the local stack: SelfHosted or SeparateWorkload")
+	repoRoot    = flag.String("e2e.repo-root", "..", "Root of the repository, with the binaries in bin/k8s")
+	workDir     = flag.String("e2e.work-dir", "", "Empty directory that keeps the stack's logs, kubeconfigs and data after the run")
+	manager     = flag.String("e2e.manager", "", "Autoscaler manager binary to run against the management cluster")
+	managerArgs = flag.String("e2e.manager-args", "", "Space-separated extra arguments of the manager")
+
+	ctx   = context.Background()
+	stack *localstack.Stack
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "capi-autoscaler end-to-end suite")
+}
+
+var _ = BeforeSuite(func() {
+	logger := zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	ctx = ctrl.LoggerInto(ctx, logger)
+
+	By("Starting the local stack, " + *topology)
+	var err error
+	stack, err = localstack.Start(ctx, localstack.Options{Topology: localstack.Topology(*topology), RepoRoot: *repoRoot, WorkDir: *workDir})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		By("Stopping the local stack")
+		Expect(stack.Stop()).To(Succeed())
+	})
+
+	if *manager != "" {
+		By("Starting the autoscaler manager")
+		args := append([]string{"--kubeconfig=" + stack.Management.KubeconfigPath}, strings.Fields(*managerArgs)...)
+		Expect(stack.StartProcess(ctx, "capi-autoscaler", *manager, args...)).To(Succeed())
+	}
+})

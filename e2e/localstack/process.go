@@ -1,0 +1,150 @@
+package localstack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// stopTimeout is how long a process has to exit after SIGTERM before it is
+// killed.
+const stopTimeout = 10 * time.Second
+
+// process is a component of the stack running as a child process, with its
+// output in a log file.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+	err     error
+}
+
+// startProcess starts binary with args; it keeps running until stop, whatever
+// happens to ctx.
+func startProcess(ctx context.Context, logDir, name, binary string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	// Its own process group: a Ctrl-C in the terminal reaches only the
+	// launcher, which then stops the components in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	ctrl.LoggerFrom(ctx).Info("Started process", "name", name, "pid", cmd.Process.Pid, "log", logPath)
+	return p, nil
+}
+
+// stop ends the process by its id: SIGTERM, then SIGKILL after stopTimeout.
+func (p *process) stop() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stopping %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
+	}
+	<-p.exited
+	return nil
+}
+
+// waitHealthy polls url until it answers 200, failing early when the process
+// exits.
+func (p *process) waitHealthy(ctx context.Context, client *http.Client, url string) error {
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.exited:
+			return false, fmt.Errorf("%s exited: %w; see %s", p.name, p.err, p.logPath)
+		default:
+		}
+		lastErr = probe(ctx, client, url)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s to be healthy (last error: %w, log %s): %w", p.name, lastErr, p.logPath, err)
+	}
+	return nil
+}
+
+// probe checks that url answers 200.
+func probe(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return nil
+}
+
+// httpsClient trusts the stack's CA and, when given, authenticates with a
+// client certificate.
+func httpsClient(caPEM []byte, clientCert *keyPair) (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no CA certificate")
+	}
+	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if clientCert != nil {
+		pair, err := tls.X509KeyPair(clientCert.cert, clientCert.key)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}, nil
+}
+
+// httpClient talks to plain HTTP endpoints of the stack.
+var httpClient = http.Client{Timeout: 5 * time.Second}
+
+// freePort returns a port nobody listens on right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

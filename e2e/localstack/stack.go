@@ -1,0 +1,315 @@
+// Package localstack runs Kubernetes and Cluster API on one machine, with no
+// cloud and no container image: etcd, kube-apiserver, kube-scheduler and
+// kube-controller-manager built from their modules, kwok for the Nodes, the
+// Cluster API core manager with its webhooks, and a simulated infrastructure
+// provider that turns Machines into kwok Nodes.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Topology says where the workload cluster's API server is.
+type Topology string
+
+const (
+	// SelfHosted runs the management and the workload cluster in one API
+	// server: the Cluster's kubeconfig points at the management cluster.
+	SelfHosted Topology = "SelfHosted"
+
+	// SeparateWorkload runs the workload cluster in a second API server, with
+	// its own scheduler, controller manager and kwok, and etcd shared under
+	// another prefix.
+	SeparateWorkload Topology = "SeparateWorkload"
+)
+
+// NodeNotReadyLabel, set to "true" on a kwok Node, makes kwok report it
+// NotReady until the label is removed.
+const NodeNotReadyLabel = "node-not-ready.stage.kwok.x-k8s.io"
+
+// startTimeout bounds how long one component may take to become healthy.
+const startTimeout = 2 * time.Minute
+
+// Options configure a stack.
+type Options struct {
+	// Topology is SelfHosted when empty.
+	Topology Topology
+
+	// RepoRoot is the root of this repository; the binaries are looked up in
+	// RepoRoot/bin/k8s, the Cluster API and kwok manifests in the modules
+	// pinned by RepoRoot/hack/e2e-tools, and the autoscaler's CRDs in
+	// RepoRoot/config/crd/bases.
+	RepoRoot string
+
+	// WorkDir holds certificates, kubeconfigs, data and logs. It must be
+	// empty or missing; when not set, a new temporary directory is used and
+	// removed by Stop.
+	WorkDir string
+}
+
+// Cluster is one API server of the stack with the components that serve it.
+type Cluster struct {
+	// Name is management or workload.
+	Name string
+
+	// Kubeconfig is an admin kubeconfig, written to KubeconfigPath.
+	Kubeconfig     []byte
+	KubeconfigPath string
+
+	// Config and Client talk to the API server as admin.
+	Config *rest.Config
+	Client client.Client
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	// Management is the management cluster, where Cluster API runs.
+	Management *Cluster
+
+	// Workload is the workload cluster whose Nodes kwok simulates; the same
+	// as Management when self-hosted.
+	Workload *Cluster
+
+	// WorkDir holds the certificates, kubeconfigs, data and logs.
+	WorkDir string
+
+	repoRoot     string
+	binDir       string
+	removeDir    bool
+	ca           *certificateAuthority
+	serving      keyPair
+	admin        keyPair
+	saKeyPath    string
+	etcdURL      string
+	mu           sync.Mutex
+	processes    []*process
+	stopProvider context.CancelFunc
+	providerDone chan error
+}
+
+// Start starts a stack and returns once every component is ready. On error,
+// whatever was started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	if opts.Topology == "" {
+		opts.Topology = SelfHosted
+	}
+	if opts.Topology != SelfHosted && opts.Topology != SeparateWorkload {
+		return nil, fmt.Errorf("unknown topology %q", opts.Topology)
+	}
+	repoRoot, err := filepath.Abs(opts.RepoRoot)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{repoRoot: repoRoot, binDir: filepath.Join(repoRoot, "bin", "k8s"), WorkDir: opts.WorkDir}
+	if err := s.checkBinaries(); err != nil {
+		return nil, err
+	}
+	modules, err := resolveModules(ctx, filepath.Join(repoRoot, "hack", "e2e-tools"))
+	if err != nil {
+		return nil, err
+	}
+	if s.WorkDir == "" {
+		if s.WorkDir, err = os.MkdirTemp("", "localstack-"); err != nil {
+			return nil, err
+		}
+		s.removeDir = true
+	} else if entries, err := os.ReadDir(s.WorkDir); err == nil && len(entries) > 0 {
+		// A stack starts from empty etcd data: old data names ports and
+		// certificates that are gone.
+		return nil, fmt.Errorf("work directory %s is not empty", s.WorkDir)
+	}
+	defer func() {
+		if retErr != nil {
+			if err := s.Stop(); err != nil {
+				log.Error(err, "Failed to stop the stack after a failed start")
+			}
+		}
+	}()
+
+	started := time.Now()
+	if err := s.writeCertificates(); err != nil {
+		return nil, err
+	}
+	if err := s.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if s.Management, err = s.startCluster(ctx, "management", modules); err != nil {
+		return nil, err
+	}
+	s.Workload = s.Management
+	if opts.Topology == SeparateWorkload {
+		if s.Workload, err = s.startCluster(ctx, "workload", modules); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startClusterAPI(ctx, modules); err != nil {
+		return nil, err
+	}
+	if err := s.startProvider(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("Local stack is ready", "topology", opts.Topology, "duration", time.Since(started).Round(time.Millisecond), "workDir", s.WorkDir)
+	return s, nil
+}
+
+// StartProcess runs binary against the stack, e.g. the autoscaler manager;
+// the stack stops it first.
+func (s *Stack) StartProcess(ctx context.Context, name, binary string, args ...string) error {
+	p, err := startProcess(ctx, s.logDir(), name, binary, args...)
+	if err != nil {
+		return err
+	}
+	s.track(p)
+	return nil
+}
+
+// LogDir is where every component writes its log.
+func (s *Stack) LogDir() string {
+	return s.logDir()
+}
+
+// Stop stops every component, newest first, and removes a temporary work
+// directory.
+func (s *Stack) Stop() error {
+	var errs []error
+	if s.stopProvider != nil {
+		s.stopProvider()
+		if err := <-s.providerDone; err != nil {
+			errs = append(errs, fmt.Errorf("simulated provider: %w", err))
+		}
+		s.stopProvider = nil
+	}
+	s.mu.Lock()
+	processes := s.processes
+	s.processes = nil
+	s.mu.Unlock()
+	for i := len(processes) - 1; i >= 0; i-- {
+		if err := processes[i].stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.removeDir && len(errs) == 0 {
+		if err := os.RemoveAll(s.WorkDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Stack) track(p *process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.processes = append(s.processes, p)
+}
+
+func (s *Stack) logDir() string {
+	return filepath.Join(s.WorkDir, "logs")
+}
+
+func (s *Stack) pkiDir() string {
+	return filepath.Join(s.WorkDir, "pki")
+}
+
+func (s *Stack) binary(name string) string {
+	return filepath.Join(s.binDir, name)
+}
+
+// binaries are the programs the stack runs, built by
+// hack/build-kube-binaries.sh.
+var binaries = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "capi-manager"}
+
+func (s *Stack) checkBinaries() error {
+	var missing []string
+	for _, b := range binaries {
+		if _, err := os.Stat(s.binary(b)); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing binaries in %s; build them with hack/build-kube-binaries.sh %s %s", s.binDir, s.binDir, strings.Join(missing, " "))
+	}
+	return nil
+}
+
+func (s *Stack) writeCertificates() error {
+	var err error
+	if s.ca, err = newCertificateAuthority(); err != nil {
+		return err
+	}
+	if s.serving, err = s.ca.servingPair(); err != nil {
+		return err
+	}
+	if s.admin, err = s.ca.clientPair("localstack-admin", "system:masters"); err != nil {
+		return err
+	}
+	// The API server proxies to aggregated APIs as front-proxy-client; the
+	// scheduler and controller manager read the same CA to trust it.
+	frontProxy, err := s.ca.clientPair(frontProxyUser)
+	if err != nil {
+		return err
+	}
+	saKey, err := serviceAccountKey()
+	if err != nil {
+		return err
+	}
+	s.saKeyPath = filepath.Join(s.pkiDir(), "sa.key")
+	if err := os.MkdirAll(s.logDir(), 0o755); err != nil {
+		return err
+	}
+	return writeFiles(s.pkiDir(), map[string][]byte{
+		"ca.crt":                 s.ca.certPEM,
+		"ca.key":                 s.ca.keyPEM,
+		"serving.crt":            s.serving.cert,
+		"serving.key":            s.serving.key,
+		"sa.key":                 saKey,
+		"front-proxy-client.crt": frontProxy.cert,
+		"front-proxy-client.key": frontProxy.key,
+	})
+}
+
+// modules are the directories of the Go modules whose manifests the stack
+// installs.
+type modules struct {
+	clusterAPI string
+	kwok       string
+}
+
+// resolveModules finds the module directories at the versions the binaries
+// are built from.
+func resolveModules(ctx context.Context, toolsModule string) (modules, error) {
+	dir := func(path string) (string, error) {
+		cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", path)
+		cmd.Dir = toolsModule
+		out, err := cmd.Output()
+		if err != nil {
+			var exitErr *exec.ExitError
+			if errors.As(err, &exitErr) {
+				err = fmt.Errorf("%w: %s", err, exitErr.Stderr)
+			}
+			return "", fmt.Errorf("locating module %s from %s: %w", path, toolsModule, err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	var m modules
+	var err error
+	if m.clusterAPI, err = dir("sigs.k8s.io/cluster-api"); err != nil {
+		return m, err
+	}
+	if m.kwok, err = dir("sigs.k8s.io/kwok"); err != nil {
+		return m, err
+	}
+	return m, nil
+}
