@@ -96,6 +96,10 @@ envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
 e2e-binaries: envtest-binaries ## Build the binaries of the local end-to-end stack into bin/k8s.
 	hack/build-kube-binaries.sh $(KUBE_BIN) kube-scheduler kube-controller-manager kwok capi-manager
 
+.PHONY: demo
+demo: e2e-binaries build ## Watch the autoscaler scale a simulated cluster up and down (TOPOLOGY=SelfHosted|SeparateWorkload, KEEP=1 to keep it running).
+	go run ./hack/demo --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(KEEP),--keep)
+
 .PHONY: localstack
 localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
 	go run ./hack/localstack --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(MANAGER),--manager=$(MANAGER))

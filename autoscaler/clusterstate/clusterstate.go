@@ -46,8 +46,8 @@ type GroupState struct {
 	// Target is the target size when the loop started.
 	Target int
 	Readiness
-	// Upcoming are the nodes still expected: target size minus the
-	// registered nodes that stay and the instances given up on.
+	// Upcoming are the nodes still expected: target size minus the started
+	// nodes that stay and the instances given up on.
 	Upcoming int
 	// NotCreated are requested instances that do not exist yet.
 	NotCreated int
@@ -170,8 +170,11 @@ func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*core
 		}
 		state.count(node, r.opts.MaxNodeStartupTime, now)
 	}
-	// Instances that failed or never registered are removed, not awaited.
-	state.Upcoming = max(0, state.Target-state.Registered-len(state.Failed)-len(state.LongUnregistered))
+	// Nodes that registered but have not started yet cannot take pods, so
+	// they are still awaited, as nodes that have not registered; instances
+	// that failed or never registered are removed, not awaited.
+	started := state.Ready + state.Unready
+	state.Upcoming = max(0, state.Target-started-len(state.Failed)-len(state.LongUnregistered))
 	state.NotCreated = max(0, state.Target-staying)
 	return state
 }
