@@ -76,8 +76,9 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 ##@ Test
 
 .PHONY: test
-test: envtest-binaries ## Run all tests (builds the test binaries on first use).
+test: envtest-binaries e2e-binaries build ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
+	go test -tags e2e -timeout 20m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
 
 .PHONY: test-e2e
 test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack, both topologies.

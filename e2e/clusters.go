@@ -100,6 +100,11 @@ type CreateNodeGroupInput struct {
 
 	// FailureDomain places the Machines.
 	FailureDomain string
+
+	// Labels of the Machines; Cluster API propagates node-role.kubernetes.io/*,
+	// node-restriction.kubernetes.io/* and *.node.cluster.x-k8s.io/* ones to
+	// their Nodes.
+	Labels map[string]string
 }
 
 // CreateNodeGroup creates a SimMachineTemplate and a MachineDeployment using
@@ -117,6 +122,7 @@ func CreateNodeGroup(ctx context.Context, input CreateNodeGroupInput) *clusterv1
 			ClusterName: cluster.Name,
 			Replicas:    input.Replicas,
 			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: input.Labels},
 				Spec: clusterv1.MachineSpec{
 					ClusterName:       cluster.Name,
 					Version:           KubernetesVersion,

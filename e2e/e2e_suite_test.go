@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
@@ -21,7 +22,7 @@ var (
 	topology    = flag.String("e2e.topology", string(localstack.SelfHosted), "Topology of the local stack: SelfHosted or SeparateWorkload")
 	repoRoot    = flag.String("e2e.repo-root", "..", "Root of the repository, with the binaries in bin/k8s")
 	workDir     = flag.String("e2e.work-dir", "", "Empty directory that keeps the stack's logs, kubeconfigs and data after the run")
-	manager     = flag.String("e2e.manager", "", "Autoscaler manager binary to run against the management cluster")
+	manager     = flag.String("e2e.manager", "", "Autoscaler manager binary to run against the management cluster; built from the repository when empty")
 	managerArgs = flag.String("e2e.manager-args", "", "Space-separated extra arguments of the manager")
 
 	ctx   = context.Background()
@@ -39,6 +40,13 @@ var _ = BeforeSuite(func() {
 	klog.SetLogger(logger)
 	ctx = ctrl.LoggerInto(ctx, logger)
 
+	Expect(autoscalingv1alpha1.AddToScheme(localstack.Scheme)).To(Succeed())
+	managerBinary := *manager
+	if managerBinary == "" {
+		By("Building the autoscaler manager")
+		managerBinary = BuildManager(ctx, *repoRoot, GinkgoT().TempDir())
+	}
+
 	By("Starting the local stack, " + *topology)
 	var err error
 	stack, err = localstack.Start(ctx, localstack.Options{Topology: localstack.Topology(*topology), RepoRoot: *repoRoot, WorkDir: *workDir})
@@ -48,9 +56,12 @@ var _ = BeforeSuite(func() {
 		Expect(stack.Stop()).To(Succeed())
 	})
 
-	if *manager != "" {
-		By("Starting the autoscaler manager")
-		args := append([]string{"--kubeconfig=" + stack.Management.KubeconfigPath}, strings.Fields(*managerArgs)...)
-		Expect(stack.StartProcess(ctx, "capi-autoscaler", *manager, args...)).To(Succeed())
-	}
+	By("Starting the autoscaler manager")
+	// No fixed ports: other stacks may run on the same machine.
+	args := append([]string{
+		"--kubeconfig=" + stack.Management.KubeconfigPath,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+	}, strings.Fields(*managerArgs)...)
+	Expect(stack.StartProcess(ctx, "capi-autoscaler", managerBinary, args...)).To(Succeed())
 })

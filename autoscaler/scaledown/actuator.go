@@ -66,7 +66,11 @@ type Actuator struct {
 	recorder record.EventRecorder
 	opts     ActuatorOptions
 
-	drains                    map[string]*drain
+	drains map[string]*drain
+	// deleted are the nodes handed to their group for deletion: they keep
+	// DeletionTaint until they are gone from the cluster, so that no pod
+	// lands on them while their Machine goes away.
+	deleted                   map[string]bool
 	lastDeletion, lastFailure time.Time
 	deletedNodes, evictedPods int
 }
@@ -91,7 +95,7 @@ func NewActuator(client kubernetes.Interface, recorder record.EventRecorder, opt
 	if opts.MaxPodEvictionTime <= 0 || opts.MaxGracefulTermination < 0 || opts.PodTerminationHeadroom < 0 {
 		return nil, errors.New("maxPodEvictionTime must be positive, maxGracefulTermination and podTerminationHeadroom not negative")
 	}
-	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}}, nil
+	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}, deleted: map[string]bool{}}, nil
 }
 
 // Progress reports the removals in progress, for the Planner.
@@ -126,9 +130,18 @@ func (a *Actuator) Advance(ctx context.Context) {
 // Call it once at start and then every loop with the nodes as listed.
 func (a *Actuator) CleanUpTaints(ctx context.Context, nodes []*corev1.Node) error {
 	logger := klog.FromContext(ctx)
+	listed := make(map[string]bool, len(nodes))
+	for _, node := range nodes {
+		listed[node.Name] = true
+	}
+	for name := range a.deleted {
+		if !listed[name] {
+			delete(a.deleted, name)
+		}
+	}
 	var errs []error
 	for _, node := range nodes {
-		if !HasDeletionTaint(node) || a.drains[node.Name] != nil {
+		if !HasDeletionTaint(node) || a.drains[node.Name] != nil || a.deleted[node.Name] {
 			continue
 		}
 		if err := removeDeletionTaint(ctx, a.client, node.Name); err != nil {
@@ -178,6 +191,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 		a.lastDeletion = now
 		a.deletedNodes += len(nodes[id])
 		for _, node := range nodes[id] {
+			a.deleted[node.Name] = true
 			logger.Info("Removed empty node", "node", klog.KObj(node), "nodeGroup", id)
 		}
 	}

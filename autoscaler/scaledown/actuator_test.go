@@ -259,3 +259,24 @@ func TestCleanUpTaintsReleasesNodesNoLongerBeingRemoved(t *testing.T) {
 	expectTainted(g, f.node(g, "draining"), true)
 	g.Expect(f.node(g, "other").Spec.Taints).To(HaveLen(1), "other taints are left alone")
 }
+
+func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {
+	g := NewWithT(t)
+	empty, drained := node("empty"), node("drained")
+	f := newActuatorFixture(t, empty, drained, pod("web-0", "100m", "drained"))
+	group := newGroup("ng", empty, drained)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: drained, Group: group}}})
+	f.finishTerminating(g)
+	f.actuator.Advance(f.ctx)
+	g.Expect(group.Deleted).To(ConsistOf("empty", "drained"))
+
+	// Cluster API deletes the Machines, and then the Nodes, some time later.
+	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "empty"), f.node(g, "drained")})).To(Succeed())
+	expectTainted(g, f.node(g, "empty"), true)
+	expectTainted(g, f.node(g, "drained"), true)
+
+	// A node of the same name that joins later is not the deleted one.
+	g.Expect(f.actuator.CleanUpTaints(f.ctx, nil)).To(Succeed())
+	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "empty")})).To(Succeed())
+	expectTainted(g, f.node(g, "empty"), false)
+}

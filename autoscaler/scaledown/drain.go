@@ -93,6 +93,7 @@ func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
 		return
 	}
 	delete(a.drains, d.node.Name)
+	a.deleted[d.node.Name] = true
 	a.lastDeletion = a.opts.Clock.Now()
 	a.deletedNodes++
 	klog.FromContext(ctx).Info("Removed drained node", "node", klog.KObj(d.node), "nodeGroup", d.group.ID())

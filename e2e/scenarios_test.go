@@ -1,0 +1,31 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+)
+
+var _ = Describe("Scale up", Label("ci"), func() {
+	ScaleUpSpec(ctx, func() ScaleUpSpecInput {
+		return ScaleUpSpecInput{Stack: stack}
+	})
+})
+
+var _ = Describe("Scale down", Label("ci"), func() {
+	ScaleDownSpec(ctx, func() ScaleDownSpecInput {
+		return ScaleDownSpecInput{Stack: stack}
+	})
+})
+
+var _ = Describe("Scale from zero", Label("ci"), func() {
+	ScaleFromZeroSpec(ctx, func() ScaleFromZeroSpecInput {
+		return ScaleFromZeroSpecInput{Stack: stack}
+	})
+})
+
+var _ = Describe("Failing template", Label("ci"), func() {
+	FailingTemplateSpec(ctx, func() FailingTemplateSpecInput {
+		return FailingTemplateSpecInput{Stack: stack}
+	})
+})
