@@ -108,10 +108,13 @@ func (g *fakeGroup) addNodes(n int, opts ...st.NodeOption) []*corev1.Node {
 	return nodes
 }
 
-type fakeProvider struct{ groups []*fakeGroup }
+type fakeProvider struct {
+	groups   []*fakeGroup
+	problems []nodegroups.Problem
+}
 
 func (p *fakeProvider) NodeGroups(context.Context) (nodegroups.List, error) {
-	var list nodegroups.List
+	list := nodegroups.List{Problems: p.problems}
 	for _, g := range p.groups {
 		list.Groups = append(list.Groups, g)
 	}
@@ -274,6 +277,33 @@ func TestPodsNoGroupCanHelpAreExplained(t *testing.T) {
 	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("NotTriggerScaleUp pod didn't trigger scale-up")))
 }
 
+func TestMisconfiguredGroupIsReportedInAnEventOnceAndInTheStatus(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 3, template: templateNode()}
+	nodes := group.addNodes(1)
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	bad := nodegroups.Problem{ID: "MachineDeployment/default/bad", Reason: "InvalidAnnotation", Message: "min size 3 greater than max size 1"}
+	f.provider.problems = []nodegroups.Problem{bad}
+
+	status := f.runOnce(t)
+	f.runOnce(t)
+
+	g.Expect(groupRow(status, bad.ID).Problem).To(Equal(bad.Message))
+	g.Expect(f.groupRecorder.events).To(ConsistOf(groupEvent{bad.ID, corev1.EventTypeWarning, bad.Reason, bad.Message}),
+		"one event while the problem stays the same")
+
+	bad.Message = "max size not an integer"
+	f.provider.problems = []nodegroups.Problem{bad}
+	f.runOnce(t)
+	g.Expect(f.groupRecorder.reasons(bad.ID)).To(HaveLen(2), "a new event when the problem changes")
+
+	f.provider.problems = nil
+	f.runOnce(t)
+	f.provider.problems = []nodegroups.Problem{bad}
+	f.runOnce(t)
+	g.Expect(f.groupRecorder.reasons(bad.ID)).To(HaveLen(3), "a new event when the problem comes back")
+}
+
 func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
@@ -308,10 +338,11 @@ func TestFailedInstanceBacksOffAndAnotherGroupServesThePodsInTheSameLoop(t *test
 	healthy := &fakeGroup{id: "MachineDeployment/default/b-healthy", max: 10, template: templateNode()}
 	nodes := append(broken.addNodes(1, st.Unschedulable()), healthy.addNodes(1, st.Unschedulable())...)
 	broken.target++
-	broken.instances = append(broken.instances, nodegroups.Instance{
+	failed := nodegroups.Instance{
 		ID: "fake://failed", State: nodegroups.InstanceCreating, CreatedAt: st.Now,
 		Error: &nodegroups.InstanceError{Reason: "InfrastructureProvisioningFailed", Message: "quota exceeded"},
-	})
+	}
+	broken.instances = append(broken.instances, failed)
 	f := newFixture(t, []*fakeGroup{broken, healthy}, objects(nodes, st.Replicas("web", 2, "3", "1Gi")...)...)
 
 	status := f.runOnce(t)
@@ -323,6 +354,14 @@ func TestFailedInstanceBacksOffAndAnotherGroupServesThePodsInTheSameLoop(t *test
 	row := groupRow(status, broken.id)
 	g.Expect(row.BackoffUntil).To(Equal(st.Now.Add(5 * time.Minute)))
 	g.Expect(row.BackoffReason).To(ContainSubstring("quota exceeded"))
+
+	// The infrastructure takes a while to start deleting the machine.
+	broken.instances = append(broken.instances, failed)
+	f.clock.Step(time.Second)
+	f.runOnce(t)
+	g.Expect(f.groupRecorder.reasons(broken.id)).To(HaveLen(1), "one failure, one event")
+	g.Expect(f.metric(t, "cluster_autoscaler_failed_scale_ups_total", "")).To(Equal(1.0))
+	g.Expect(broken.deletedInstances).To(Equal([]string{"fake://failed", "fake://failed"}), "the deletion is asked for again")
 }
 
 func TestInstancesThatNeverRegisterAreRemoved(t *testing.T) {

@@ -52,6 +52,10 @@ type history struct {
 	// scaleDownProgress is the actuator's progress at the end of the last
 	// loop, to count what each loop removed.
 	scaleDownProgress scaledown.Progress
+	// problems are the messages of the groups that could not be autoscaled
+	// in the last loop, by group ID, so that each problem is reported in an
+	// event once, when it appears or changes.
+	problems map[string]string
 }
 
 // loop is what the steps of one loop share.
@@ -122,6 +126,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 		return fmt.Errorf("listing node groups: %w", err)
 	}
 	l.groups = groups
+	s.reportProblems(ctx, groups.Problems)
 
 	input, err := s.readCluster(ctx)
 	if err != nil {
@@ -132,6 +137,21 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
 	l.snapshot = snapshot.New(input)
 	return nil
+}
+
+// reportProblems records an event on each group that cannot be autoscaled
+// (e.g. a bad annotation) when its problem appears or changes.
+func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Problem) {
+	current := make(map[string]string, len(problems))
+	for _, problem := range problems {
+		current[problem.ID] = problem.Message
+		if s.history.problems[problem.ID] == problem.Message {
+			continue
+		}
+		klog.FromContext(ctx).Info("Not autoscaling node group", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message)
+		s.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
+	}
+	s.history.problems = current
 }
 
 // withScaleDownBlocks keeps groups that are still growing or unhealthy out
@@ -226,14 +246,18 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 
 	for _, state := range s.state.Groups() {
 		group := state.Group
-		if len(state.Failed) > 0 {
-			first := state.Failed[0].Error
-			message := fmt.Sprintf("%d instance(s) of %s failed: %s", len(state.Failed), group.ID(), first.Message)
+		if len(state.NewlyFailed) > 0 {
+			first := state.NewlyFailed[0].Error
+			message := fmt.Sprintf("%d instance(s) of %s failed: %s", len(state.NewlyFailed), group.ID(), first.Message)
 			until := s.state.Backoff(group.ID(), first.Reason, message, l.now)
 			logger.Info("Node group failed to scale up, backing off", "nodeGroup", group.ID(), "reason", first.Reason,
-				"until", until, "failedInstances", len(state.Failed))
+				"until", until, "failedInstances", len(state.NewlyFailed))
 			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
 			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, first.Reason)
+		}
+		// Failed instances stay until their deletion starts; asking again
+		// is harmless and retries a deletion that was refused.
+		if len(state.Failed) > 0 {
 			if err := group.DeleteInstances(ctx, state.Failed); err != nil {
 				s.groupError(ctx, group.ID(), "deleting failed instances", err)
 			}

@@ -56,6 +56,10 @@ type GroupState struct {
 	LongUnregistered []nodegroups.Instance
 	// Failed are instances whose provisioning failed.
 	Failed []nodegroups.Instance
+	// NewlyFailed are the Failed instances not seen failed in an earlier
+	// Update: a failed instance stays in the group until its deletion
+	// starts, and must count as one failure, not one per loop.
+	NewlyFailed []nodegroups.Instance
 }
 
 // Converged is true when every requested node of the group is there.
@@ -80,6 +84,9 @@ type Registry struct {
 	total    Readiness
 	requests map[string]*scaleUpRequest
 	backoffs map[string]*backoff
+	// failed are the IDs of the failed instances of each group in the
+	// last Update.
+	failed map[string]map[string]bool
 }
 
 type scaleUpRequest struct {
@@ -94,6 +101,7 @@ func NewRegistry(opts Options) *Registry {
 		groups:   map[string]*GroupState{},
 		requests: map[string]*scaleUpRequest{},
 		backoffs: map[string]*backoff{},
+		failed:   map[string]map[string]bool{},
 	}
 }
 
@@ -125,6 +133,7 @@ func (r *Registry) Update(groups []nodegroups.NodeGroup, nodes []*corev1.Node, n
 			delete(r.requests, id)
 		}
 	}
+	r.trackFailures(current)
 
 	var timedOut []TimedOutScaleUp
 	for _, id := range r.order {
@@ -177,6 +186,25 @@ func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*core
 	state.Upcoming = max(0, state.Target-started-len(state.Failed)-len(state.LongUnregistered))
 	state.NotCreated = max(0, state.Target-staying)
 	return state
+}
+
+// trackFailures sets the groups' NewlyFailed and remembers their failed
+// instances for the next Update.
+func (r *Registry) trackFailures(groups map[string]*GroupState) {
+	seen := make(map[string]map[string]bool, len(groups))
+	for id, state := range groups {
+		if len(state.Failed) == 0 {
+			continue
+		}
+		seen[id] = make(map[string]bool, len(state.Failed))
+		for _, instance := range state.Failed {
+			seen[id][instance.ID] = true
+			if !r.failed[id][instance.ID] {
+				state.NewlyFailed = append(state.NewlyFailed, instance)
+			}
+		}
+	}
+	r.failed = seen
 }
 
 func (r *Registry) provisionTime(group nodegroups.NodeGroup) time.Duration {

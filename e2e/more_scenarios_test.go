@@ -1,0 +1,31 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// The scenarios beyond the core ones: too slow for CI's `make test`, they
+// run with -ginkgo.label-filter=full.
+var _ = Describe("Autoscaling scenarios", Label("full"), func() {
+	Context("Balancing", func() {
+		BalancingSpec(ctx, func() BalancingSpecInput { return BalancingSpecInput{Stack: stack} })
+	})
+	Context("Limits", func() {
+		LimitsSpec(ctx, func() LimitsSpecInput { return LimitsSpecInput{Stack: stack} })
+	})
+	Context("Priority cutoff", func() {
+		PriorityCutoffSpec(ctx, func() PriorityCutoffSpecInput { return PriorityCutoffSpecInput{Stack: stack} })
+	})
+	Context("Bad input", func() {
+		BadInputSpec(ctx, func() BadInputSpecInput { return BadInputSpecInput{Stack: stack} })
+	})
+	Context("Two clusters", func() {
+		TwoClustersSpec(ctx, func() TwoClustersSpecInput { return TwoClustersSpecInput{Stack: stack} })
+	})
+	// It kills and restarts the suite's manager.
+	Context("Restart", Serial, func() {
+		RestartSpec(ctx, func() RestartSpecInput { return RestartSpecInput{Stack: stack} })
+	})
+})

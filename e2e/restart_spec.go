@@ -1,0 +1,231 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+)
+
+// RestartSpecInput is the input of RestartSpec.
+type RestartSpecInput struct {
+	Stack *localstack.Stack
+}
+
+const (
+	// holdFinalizer keeps an evicted pod Terminating, so that the drain of
+	// its node cannot finish.
+	holdFinalizer = "e2e.capi-autoscaler.io/hold"
+	// scaleDownDisabledAnnotation opts a Node out of scale-down.
+	scaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+)
+
+// RestartSpec kills the manager (SIGKILL, as a crash would) in the middle
+// of a drain and starts it again: the restarted manager must give the node
+// back (no deletion taint left, no Machine marked for deletion, no capacity
+// lost while the node's pods cannot go), and a later scale-down of the
+// node, once its pods are gone, must complete cleanly.
+//
+// It kills and restarts the suite's manager: run it serially.
+func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
+	var input RestartSpecInput
+
+	BeforeEach(func() {
+		input = inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "RestartSpec needs a stack")
+	})
+
+	It("gives a node back when the manager is killed while draining it", func() {
+		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+		namespace := CreateSpecNamespace(ctx, input.Stack, "restart")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
+		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+
+		By("Creating a group of two 4-core nodes")
+		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+			Client: mgmt, Cluster: cluster, Name: "workers",
+			Replicas:    ptr.To[int32](2),
+			Annotations: extraSizeAnnotations(1, 3),
+			Machine:     extraMachine("4"),
+			Labels:      map[string]string{ClusterLabel: cluster.Name},
+		})
+		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+		var drained, kept string
+		for _, node := range nodes {
+			if drained == "" {
+				drained = node
+			} else {
+				kept = node
+			}
+		}
+
+		By("Filling " + kept + " to 75% so that it stays, and putting a small pod on " + drained)
+		CreateWorkload(ctx, WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
+			Requests:     extraCPU("3"),
+			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
+		})
+		// The small pod prefers the node to drain, but may move to the
+		// other one: the node is unneeded. Its grace period keeps its
+		// eviction pending for minutes.
+		small := extraCreateWorkload(ctx, WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: "small", Replicas: 1,
+			Requests:     extraCPU("500m"),
+			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+		}, func(template *corev1.PodTemplateSpec) {
+			template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
+			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+					Weight: 100,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
+					}}},
+				}},
+			}}
+		})
+		pods := WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+		Expect(pods[0].Spec.NodeName).To(Equal(drained))
+		held := &pods[0]
+		By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
+		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
+		DeferCleanup(func(ctx context.Context) {
+			patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+		})
+
+		manager := extraFindSuiteManager(input.Stack)
+		restarted := false
+		DeferCleanup(func() {
+			if !restarted {
+				manager.restart(input.Stack, "capi-autoscaler-restarted")
+			}
+		})
+
+		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+
+		By("Waiting until the autoscaler drains " + drained + ": tainted, its pod evicted and Terminating")
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
+			g.Expect(extraHasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
+			pod := &corev1.Pod{}
+			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(held), pod)).To(Succeed())
+			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+
+		By("Killing the manager in the middle of the drain")
+		manager.kill()
+		// The pod cannot go, and the node must not either: mark it so
+		// that the restarted manager has no reason of its own to drain it
+		// again.
+		setNodeAnnotation(workload, drained, scaleDownDisabledAnnotation, "true")
+
+		manager.restart(input.Stack, "capi-autoscaler-restarted")
+		restarted = true
+
+		By("Seeing the restarted manager undo the drain: the taint goes, the node and its Machine stay")
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
+			g.Expect(extraHasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drained)
+		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+		Consistently(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
+			g.Expect(extraHasDeletionTaint(node)).To(BeFalse(), "Node %s is tainted again", drained)
+			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
+			machines := MachinesOf(g, mgmt, md)
+			g.Expect(machines).To(HaveLen(2))
+			for _, m := range machines {
+				g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s", m.Name)
+				g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s", m.Name)
+			}
+		}, 20*time.Second, AutoscalerPoll).Should(Succeed())
+		expectReplacementRunning(workload, small, kept)
+
+		By("Letting the held pod go and allowing scale-down again: the now empty node is removed cleanly")
+		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+		Eventually(func() error {
+			return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
+		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+		setNodeAnnotation(workload, drained, scaleDownDisabledAnnotation, "")
+		Eventually(func(g Gomega) {
+			err := workload.Get(ctx, client.ObjectKey{Name: drained}, &corev1.Node{})
+			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s", drained)
+			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
+			machines := MachinesOf(g, mgmt, md)
+			g.Expect(machines).To(HaveLen(1))
+			g.Expect(machines[0].Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+			node := &corev1.Node{}
+			g.Expect(workload.Get(ctx, client.ObjectKey{Name: kept}, node)).To(Succeed())
+			g.Expect(extraHasDeletionTaint(node)).To(BeFalse())
+		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+		WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+		expectReplacementRunning(workload, small, kept)
+
+		extraDeleteClusterAutoscaler(mgmt, ca)
+	})
+}
+
+// expectReplacementRunning waits until the Deployment's pod that is not
+// being deleted runs on node: the evicted pod's replacement.
+func expectReplacementRunning(workload client.Client, deployment *appsv1.Deployment, node string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var live []corev1.Pod
+		for _, pod := range PodsOf(g, workload, deployment) {
+			if pod.DeletionTimestamp == nil {
+				live = append(live, pod)
+			}
+		}
+		g.Expect(live).To(HaveLen(1))
+		g.Expect(live[0].Spec.NodeName).To(Equal(node))
+		g.Expect(live[0].Status.Phase).To(Equal(corev1.PodRunning))
+	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "the replacement of the evicted pod does not run on %s", node)
+}
+
+// patchPod changes a pod; a pod that is gone is left alone.
+func patchPod(workload client.Client, pod *corev1.Pod, mutate func(*corev1.Pod)) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		current := &corev1.Pod{}
+		if err := workload.Get(ctx, client.ObjectKeyFromObject(pod), current); apierrors.IsNotFound(err) {
+			return
+		} else {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		before := current.DeepCopy()
+		mutate(current)
+		g.Expect(client.IgnoreNotFound(workload.Patch(ctx, current, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))).To(Succeed())
+	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+}
+
+// setNodeAnnotation sets an annotation of a Node, or removes it when value
+// is empty.
+func setNodeAnnotation(workload client.Client, name, key, value string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		node := &corev1.Node{}
+		g.Expect(workload.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+		before := node.DeepCopy()
+		if value == "" {
+			delete(node.Annotations, key)
+		} else {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[key] = value
+		}
+		g.Expect(workload.Patch(ctx, node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+}
