@@ -31,3 +31,24 @@ func TestRegisteredNodesThatHaveNotStartedCountAsUpcoming(t *testing.T) {
 	g.Expect(row.NotStarted).To(Equal(1))
 	g.Expect(row.Upcoming).To(Equal(1))
 }
+
+// The node lifecycle controller removes the not-ready taint only some
+// seconds after the node reports Ready: until then pods cannot go there
+// either, and it must still count as upcoming, not as started.
+func TestReadyNodesWithTheNotReadyTaintCountAsUpcoming(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	full := st.Pod("full-0", "4", "1Gi", st.OwnedBy("full"), st.OnNode(nodes[0].Name))
+	starting := nodes[1]
+	starting.CreationTimestamp = metav1.NewTime(st.Now)
+	starting.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, full, st.Pod("web-0", "3", "1Gi", st.OwnedBy("web")))...)
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty(), "the pending pod waits for the node whose not-ready taint is not removed yet")
+	row := groupRow(status, group.id)
+	g.Expect(row.NotStarted).To(Equal(1))
+	g.Expect(row.Upcoming).To(Equal(1))
+}

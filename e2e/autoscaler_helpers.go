@@ -6,6 +6,8 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
@@ -40,6 +44,11 @@ const ClusterLabel = "e2e.node.cluster.x-k8s.io/cluster"
 
 // DeletionTaint is the taint the autoscaler puts on the Nodes it removes.
 const DeletionTaint = "ToBeDeletedByClusterAutoscaler"
+
+// HasDeletionTaint says whether node carries the autoscaler's DeletionTaint.
+func HasDeletionTaint(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == DeletionTaint })
+}
 
 // BuildManager builds the autoscaler manager of the repository at repoRoot
 // into dir and returns the binary's path.
@@ -133,8 +142,7 @@ func NodeGroupID(md *clusterv1.MachineDeployment) string {
 
 // NodeGroupRow returns the status row of md's node group.
 func NodeGroupRow(g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, md *clusterv1.MachineDeployment) autoscalingv1alpha1.NodeGroupStatus {
-	current := &autoscalingv1alpha1.ClusterAutoscaler{}
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(ca), current)).To(Succeed())
+	current := GetClusterAutoscaler(g, c, ca)
 	for _, row := range current.Status.NodeGroups {
 		if row.ID == NodeGroupID(md) {
 			return row
@@ -199,6 +207,12 @@ type WorkloadInput struct {
 	// NodeSelector of the pods; include ClusterLabel to keep them on the
 	// spec's Cluster.
 	NodeSelector map[string]string
+	// PriorityClassName of the pods, when not empty.
+	PriorityClassName string
+	// Mutate, when set, changes the pod template before the Deployment is
+	// created (finalizers, affinity, a grace period...), so that no pod ever
+	// runs without the change.
+	Mutate func(*corev1.PodTemplateSpec)
 }
 
 // CreateWorkload creates a Deployment of pause pods.
@@ -224,6 +238,10 @@ func CreateWorkload(ctx context.Context, input WorkloadInput) *appsv1.Deployment
 				},
 			},
 		},
+	}
+	deployment.Spec.Template.Spec.PriorityClassName = input.PriorityClassName
+	if input.Mutate != nil {
+		input.Mutate(&deployment.Spec.Template)
 	}
 	Expect(input.Client.Create(ctx, deployment)).To(Succeed())
 	return deployment
@@ -346,10 +364,7 @@ type DeleteAutoscaledClusterInput struct {
 // Cluster.
 func DeleteAutoscaledCluster(ctx context.Context, input DeleteAutoscaledClusterInput) {
 	By("Deleting the ClusterAutoscaler")
-	Expect(input.Management.Delete(ctx, input.ClusterAutoscaler)).To(Succeed())
-	Eventually(func() error {
-		return input.Management.Get(ctx, client.ObjectKeyFromObject(input.ClusterAutoscaler), &autoscalingv1alpha1.ClusterAutoscaler{})
-	}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+	DeleteClusterAutoscaler(input.Management, input.ClusterAutoscaler)
 
 	By("Deleting the workloads")
 	Expect(input.Workload.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(input.Cluster.Namespace))).To(Succeed())
@@ -360,4 +375,171 @@ func DeleteAutoscaledCluster(ctx context.Context, input DeleteAutoscaledClusterI
 	}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
 
 	deleteCluster(input.Management, input.Cluster)
+}
+
+// SimMachine is a simulated machine with cpu cores, 8Gi of memory and 110
+// pods.
+func SimMachine(cpu string) infrav1.SimMachineSpec {
+	return infrav1.SimMachineSpec{Capacity: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}}
+}
+
+// CPURequest is a request of cpu cores.
+func CPURequest(cpu string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+}
+
+// SizeAnnotations are the autoscaler's min and max size annotations of a
+// node group.
+func SizeAnnotations(minSize, maxSize int) map[string]string {
+	return map[string]string{
+		clusterv1.AutoscalerMinSizeAnnotation: strconv.Itoa(minSize),
+		clusterv1.AutoscalerMaxSizeAnnotation: strconv.Itoa(maxSize),
+	}
+}
+
+// ClusterNodes lists the Nodes of the workload cluster that belong to
+// cluster (by ClusterLabel).
+func ClusterNodes(g Gomega, workload client.Client, cluster *clusterv1.Cluster) []corev1.Node {
+	nodes := &corev1.NodeList{}
+	g.Expect(workload.List(ctx, nodes, client.MatchingLabels{ClusterLabel: cluster.Name})).To(Succeed())
+	return nodes.Items
+}
+
+// CountNodes counts all Nodes of the workload cluster.
+func CountNodes(g Gomega, workload client.Client) int {
+	nodes := &corev1.NodeList{}
+	g.Expect(workload.List(ctx, nodes)).To(Succeed())
+	return len(nodes.Items)
+}
+
+// ClusterCores sums the cpu capacity of every Node of the workload cluster,
+// in whole cores (rounded up).
+func ClusterCores(g Gomega, workload client.Client) int64 {
+	nodes := &corev1.NodeList{}
+	g.Expect(workload.List(ctx, nodes)).To(Succeed())
+	var milli int64
+	for _, node := range nodes.Items {
+		milli += node.Status.Capacity.Cpu().MilliValue()
+	}
+	return (milli + 999) / 1000
+}
+
+// PendingPods counts the pods of namespace the scheduler could not place.
+func PendingPods(g Gomega, workload client.Client, namespace string) int {
+	pods := &corev1.PodList{}
+	g.Expect(workload.List(ctx, pods, client.InNamespace(namespace))).To(Succeed())
+	pending := 0
+	for _, pod := range pods.Items {
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			pending++
+		}
+	}
+	return pending
+}
+
+// GetClusterAutoscaler reads the ClusterAutoscaler again.
+func GetClusterAutoscaler(g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler) *autoscalingv1alpha1.ClusterAutoscaler {
+	current := &autoscalingv1alpha1.ClusterAutoscaler{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(ca), current)).To(Succeed())
+	return current
+}
+
+// PatchClusterAutoscalerSpec changes the spec of a ClusterAutoscaler.
+func PatchClusterAutoscalerSpec(c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, mutate func(*autoscalingv1alpha1.ClusterAutoscalerSpec)) {
+	GinkgoHelper()
+	patchObject(c, ca.DeepCopy(), false, func(current *autoscalingv1alpha1.ClusterAutoscaler) { mutate(&current.Spec) })
+}
+
+// DeleteClusterAutoscaler deletes a ClusterAutoscaler and waits until the
+// manager removed its finalizer and it is gone.
+func DeleteClusterAutoscaler(c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+	GinkgoHelper()
+	Expect(client.IgnoreNotFound(c.Delete(ctx, ca))).To(Succeed())
+	Eventually(func() error {
+		return c.Get(ctx, client.ObjectKeyFromObject(ca), &autoscalingv1alpha1.ClusterAutoscaler{})
+	}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound), "ClusterAutoscaler %s/%s is not gone", ca.Namespace, ca.Name)
+}
+
+// ObjectEvents lists the events of namespace about the object of kind and
+// name with reason, as the core API shows them.
+func ObjectEvents(g Gomega, c client.Client, namespace, kind, name, reason string) []corev1.Event {
+	events := &corev1.EventList{}
+	g.Expect(c.List(ctx, events, client.InNamespace(namespace))).To(Succeed())
+	var out []corev1.Event
+	for _, event := range events.Items {
+		if event.InvolvedObject.Kind == kind && event.InvolvedObject.Name == name && event.Reason == reason {
+			out = append(out, event)
+		}
+	}
+	return out
+}
+
+// EventMessages are the messages of events.
+func EventMessages(events []corev1.Event) []string {
+	messages := make([]string, 0, len(events))
+	for _, event := range events {
+		messages = append(messages, event.Message)
+	}
+	return messages
+}
+
+// patchObject reads obj again, changes it with mutate and patches it with an
+// optimistic lock, retrying on conflicts; obj ends up as patched. With
+// ignoreNotFound, an object that is gone is left alone.
+func patchObject[T client.Object](c client.Client, obj T, ignoreNotFound bool, mutate func(T)) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if ignoreNotFound && apierrors.IsNotFound(err) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		before := obj.DeepCopyObject().(client.Object)
+		mutate(obj)
+		err = c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if ignoreNotFound {
+			err = client.IgnoreNotFound(err)
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+}
+
+// patchPod changes a pod; a pod that is gone is left alone.
+func patchPod(workload client.Client, pod *corev1.Pod, mutate func(*corev1.Pod)) {
+	GinkgoHelper()
+	patchObject(workload, pod.DeepCopy(), true, mutate)
+}
+
+// setNodeLabel sets a label of the Node name, or removes it when value is
+// empty.
+func setNodeLabel(workload client.Client, name, key, value string) {
+	GinkgoHelper()
+	patchObject(workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, func(node *corev1.Node) {
+		setOrDelete(&node.Labels, key, value)
+	})
+}
+
+// setNodeAnnotation sets an annotation of the Node name, or removes it when
+// value is empty.
+func setNodeAnnotation(workload client.Client, name, key, value string) {
+	GinkgoHelper()
+	patchObject(workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, func(node *corev1.Node) {
+		setOrDelete(&node.Annotations, key, value)
+	})
+}
+
+// setOrDelete sets key in *m to value, or deletes it when value is empty.
+func setOrDelete(m *map[string]string, key, value string) {
+	if value == "" {
+		delete(*m, key)
+		return
+	}
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[key] = value
 }

@@ -41,15 +41,15 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 		bad := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "bad",
 			Replicas:    ptr.To[int32](1),
-			Annotations: extraSizeAnnotations(3, 1),
-			Machine:     extraMachine("2"),
+			Annotations: SizeAnnotations(3, 1),
+			Machine:     SimMachine("2"),
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		good := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "good",
 			Replicas:    ptr.To[int32](1),
-			Annotations: extraSizeAnnotations(1, 5),
-			Machine:     extraMachine("2"),
+			Annotations: SizeAnnotations(1, 5),
+			Machine:     SimMachine("2"),
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: bad, Count: 1})
@@ -62,7 +62,7 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 			row := NodeGroupRow(g, mgmt, ca, bad)
 			g.Expect(row.Problem).To(And(ContainSubstring("min"), ContainSubstring("max")))
 			g.Expect(NodeGroupRow(g, mgmt, ca, good).Problem).To(BeEmpty())
-			g.Expect(extraGetCA(g, mgmt, ca).Status.NodeGroupCount).To(BeEquivalentTo(1))
+			g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.NodeGroupCount).To(BeEquivalentTo(1))
 		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 
 		By("Seeing a Warning event that names the bad group's annotation")
@@ -83,7 +83,7 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 		By("Running 4 pods of 1.5 cores: 2 fit, 2 need new nodes, which only the good group adds")
 		CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 4,
-			Requests:     extraCPU("1500m"),
+			Requests:     CPURequest("1500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
 		})
 		Eventually(func(g Gomega) {
@@ -93,9 +93,9 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 		Consistently(func(g Gomega) {
 			g.Expect(Replicas(g, mgmt, bad)).To(BeEquivalentTo(1), "the bad group is not touched")
 			g.Expect(Replicas(g, mgmt, good)).To(BeEquivalentTo(3))
-			g.Expect(extraPendingPods(g, workload, namespace.Name)).To(BeZero())
+			g.Expect(PendingPods(g, workload, namespace.Name)).To(BeZero())
 		}, 10*time.Second, AutoscalerPoll).Should(Succeed())
 
-		extraDeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, ca)
 	})
 }

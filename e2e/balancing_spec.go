@@ -45,8 +45,8 @@ func BalancingSpec(ctx context.Context, inputGetter func() BalancingSpecInput) {
 			groups = append(groups, CreateNodeGroup(ctx, CreateNodeGroupInput{
 				Client: mgmt, Cluster: cluster, Name: "workers-" + zone,
 				Replicas:      ptr.To[int32](1),
-				Annotations:   extraSizeAnnotations(1, 5),
-				Machine:       extraMachine("2"),
+				Annotations:   SizeAnnotations(1, 5),
+				Machine:       SimMachine("2"),
 				FailureDomain: zone,
 				Labels:        map[string]string{ClusterLabel: cluster.Name},
 			}))
@@ -63,7 +63,7 @@ func BalancingSpec(ctx context.Context, inputGetter func() BalancingSpecInput) {
 		By("Running 6 pods of 1.5 cores: 3 fit on the existing nodes, 3 need one node each")
 		app := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 6,
-			Requests:     extraCPU("1500m"),
+			Requests:     CPURequest("1500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
 		})
 
@@ -79,7 +79,7 @@ func BalancingSpec(ctx context.Context, inputGetter func() BalancingSpecInput) {
 		By("Seeing two Nodes in every zone, and no further growth")
 		Eventually(func(g Gomega) {
 			perZone := map[string]int{}
-			for _, node := range extraClusterNodes(g, workload, cluster) {
+			for _, node := range ClusterNodes(g, workload, cluster) {
 				perZone[node.Labels[corev1.LabelTopologyZone]]++
 			}
 			g.Expect(perZone).To(Equal(map[string]int{"zone-a": 2, "zone-b": 2, "zone-c": 2}))
@@ -97,6 +97,6 @@ func BalancingSpec(ctx context.Context, inputGetter func() BalancingSpecInput) {
 			}
 		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 
-		extraDeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, ca)
 	})
 }

@@ -27,6 +27,13 @@ var (
 
 	ctx   = context.Background()
 	stack *localstack.Stack
+
+	// suiteManager is the autoscaler manager running against the stack; a
+	// spec that restarts it puts the new handle here.
+	suiteManager *localstack.Process
+	// suiteManagerArgs are the arguments the manager was started with, to
+	// start its binary again.
+	suiteManagerArgs []string
 )
 
 func TestE2E(t *testing.T) {
@@ -63,5 +70,7 @@ var _ = BeforeSuite(func() {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 	}, strings.Fields(*managerArgs)...)
-	Expect(stack.StartProcess(ctx, "capi-autoscaler", managerBinary, args...)).To(Succeed())
+	suiteManager, err = stack.StartProcess(ctx, "capi-autoscaler", managerBinary, args...)
+	Expect(err).NotTo(HaveOccurred())
+	suiteManagerArgs = args
 })

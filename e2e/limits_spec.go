@@ -42,8 +42,8 @@ func LimitsSpec(ctx context.Context, inputGetter func() LimitsSpecInput) {
 		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](1),
-			Annotations: extraSizeAnnotations(1, 10),
-			Machine:     extraMachine("2"),
+			Annotations: SizeAnnotations(1, 10),
+			Machine:     SimMachine("2"),
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
@@ -51,7 +51,7 @@ func LimitsSpec(ctx context.Context, inputGetter func() LimitsSpecInput) {
 		// The limits count every Node of the workload cluster; in the
 		// self-hosted topology that includes other Clusters' Nodes.
 		var baseline int
-		Eventually(func(g Gomega) { baseline = extraCountNodes(g, workload) }).Should(Succeed())
+		Eventually(func(g Gomega) { baseline = CountNodes(g, workload) }).Should(Succeed())
 		maxNodes := int32(baseline + 2)
 		By("Turning autoscaling on with maxNodesTotal at the current node count + 2")
 		spec := FastClusterAutoscalerSpec(cluster.Name)
@@ -61,38 +61,34 @@ func LimitsSpec(ctx context.Context, inputGetter func() LimitsSpecInput) {
 		By("Asking for 6 nodes' worth of pods")
 		app := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 6,
-			Requests:     extraCPU("1500m"),
+			Requests:     CPURequest("1500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
 		})
 
 		By("Seeing the group grow to exactly maxNodesTotal, with 3 pods left pending")
 		expectStableSize(mgmt, workload, md, 3, namespace.Name, 3)
-		Expect(extraCountNodes(Default, workload)).To(BeNumerically("==", maxNodes))
+		Expect(CountNodes(Default, workload)).To(BeNumerically("==", maxNodes))
 		expectNotTriggerReason(mgmt, ca, "max total nodes in cluster reached")
 
 		By("Replacing maxNodesTotal by a cores max that leaves room for one more 2-core node")
-		cores := extraClusterCores(Default, workload)
-		extraPatchCA(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+		cores := ClusterCores(Default, workload)
+		PatchClusterAutoscalerSpec(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ResourceLimits = &autoscalingv1alpha1.ResourceLimits{
 				Cores: &autoscalingv1alpha1.ResourceRange{Max: ptr.To(int32(cores + 2))},
 			}
 		})
 		expectStableSize(mgmt, workload, md, 4, namespace.Name, 2)
-		Expect(extraClusterCores(Default, workload)).To(BeNumerically("==", cores+2))
+		Expect(ClusterCores(Default, workload)).To(BeNumerically("==", cores+2))
 		expectNotTriggerReason(mgmt, ca, "max cluster cpu limit reached")
 
 		By("Lowering the group's max size to its size and lifting the cluster limits")
-		Eventually(func(g Gomega) {
-			current := &clusterv1.MachineDeployment{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(md), current)).To(Succeed())
-			before := current.DeepCopy()
+		patchObject(mgmt, md.DeepCopy(), false, func(current *clusterv1.MachineDeployment) {
 			current.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = "4"
-			g.Expect(mgmt.Patch(ctx, current, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		})
 		Eventually(func(g Gomega) {
 			g.Expect(NodeGroupRow(g, mgmt, ca, md).MaxSize).To(BeEquivalentTo(4))
 		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
-		extraPatchCA(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+		PatchClusterAutoscalerSpec(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ResourceLimits = nil
 		})
 		expectNotTriggerReason(mgmt, ca, "max node group size reached")
@@ -100,23 +96,19 @@ func LimitsSpec(ctx context.Context, inputGetter func() LimitsSpecInput) {
 		// 25 per object, then one per 5 minutes): the pods pending since the
 		// start may have used theirs up. A new pod has its own budget.
 		By("Adding one more pod and seeing its NotTriggerScaleUp event name the max size")
-		Eventually(func(g Gomega) {
-			current := &appsv1.Deployment{}
-			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(app), current)).To(Succeed())
-			before := current.DeepCopy()
+		patchObject(workload, app.DeepCopy(), false, func(current *appsv1.Deployment) {
 			current.Spec.Replicas = ptr.To[int32](7)
-			g.Expect(workload.Patch(ctx, current, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		})
 		Eventually(func(g Gomega) {
 			var messages []string
 			for _, events := range PodEvents(g, workload, namespace.Name, "NotTriggerScaleUp") {
-				messages = append(messages, extraEventMessages(events)...)
+				messages = append(messages, EventMessages(events)...)
 			}
 			g.Expect(messages).To(ContainElement(ContainSubstring("max node group size reached")))
 		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 		expectStableSize(mgmt, workload, md, 4, namespace.Name, 3)
 
-		extraDeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, ca)
 	})
 }
 
@@ -129,11 +121,11 @@ func expectStableSize(mgmt, workload client.Client, md *clusterv1.MachineDeploym
 	}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
 	WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: size})
 	Eventually(func(g Gomega) {
-		g.Expect(extraPendingPods(g, workload, namespace)).To(Equal(pending))
+		g.Expect(PendingPods(g, workload, namespace)).To(Equal(pending))
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
 	Consistently(func(g Gomega) {
 		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(size))
-		g.Expect(extraPendingPods(g, workload, namespace)).To(Equal(pending))
+		g.Expect(PendingPods(g, workload, namespace)).To(Equal(pending))
 	}, 15*time.Second, AutoscalerPoll).Should(Succeed(), "%s grew past %d", md.Name, size)
 }
 
@@ -142,6 +134,6 @@ func expectStableSize(mgmt, workload client.Client, md *clusterv1.MachineDeploym
 func expectNotTriggerReason(mgmt client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, reason string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		g.Expect(extraGetCA(g, mgmt, ca).Status.NotTriggerScaleUpReasons).To(ContainElement(HaveField("Reason", ContainSubstring(reason))))
+		g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.NotTriggerScaleUpReasons).To(ContainElement(HaveField("Reason", ContainSubstring(reason))))
 	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 }

@@ -132,12 +132,12 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 		By("Making a Node NotReady and Ready again with kwok's chaos stage")
 		node := &corev1.Node{}
 		Expect(workload.Get(ctx, client.ObjectKey{Name: nodeNames[0]}, node)).To(Succeed())
-		setNodeLabel(workload, node, localstack.NodeNotReadyLabel, "true")
+		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "true")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(nodeReady(node)).To(Equal(corev1.ConditionFalse))
 		}, NodesReadyTimeout, PollInterval).Should(Succeed())
-		setNodeLabel(workload, node, localstack.NodeNotReadyLabel, "")
+		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(nodeReady(node)).To(Equal(corev1.ConditionTrue))
@@ -205,10 +205,9 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 
 // onlyMachine returns the single Machine of md.
 func onlyMachine(g Gomega, c client.Client, md *clusterv1.MachineDeployment) clusterv1.Machine {
-	machines := &clusterv1.MachineList{}
-	g.Expect(c.List(ctx, machines, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name})).To(Succeed())
-	g.Expect(machines.Items).To(HaveLen(1))
-	return machines.Items[0]
+	machines := MachinesOf(g, c, md)
+	g.Expect(machines).To(HaveLen(1))
+	return machines[0]
 }
 
 // deleteCluster deletes cluster and waits until Cluster API deleted it.
@@ -218,17 +217,6 @@ func deleteCluster(c client.Client, cluster *clusterv1.Cluster) {
 	Eventually(func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
 	}, DeletionTimeout, PollInterval).Should(Satisfy(apierrors.IsNotFound))
-}
-
-// setNodeLabel sets a label of node, or removes it when value is empty.
-func setNodeLabel(c client.Client, node *corev1.Node, key, value string) {
-	before := node.DeepCopy()
-	if value == "" {
-		delete(node.Labels, key)
-	} else {
-		node.Labels[key] = value
-	}
-	Expect(c.Patch(ctx, node, client.MergeFrom(before))).To(Succeed())
 }
 
 // nodeReady is the status of the Ready condition of node.

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
 // The scenarios beyond the core ones: too slow for CI's `make test`, they
@@ -26,6 +28,11 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	})
 	// It kills and restarts the suite's manager.
 	Context("Restart", Serial, func() {
-		RestartSpec(ctx, func() RestartSpecInput { return RestartSpecInput{Stack: stack} })
+		RestartSpec(ctx, func() RestartSpecInput {
+			return RestartSpecInput{
+				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Restarted: func(p *localstack.Process) { suiteManager = p },
+			}
+		})
 	})
 })

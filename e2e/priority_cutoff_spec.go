@@ -45,8 +45,8 @@ func PriorityCutoffSpec(ctx context.Context, inputGetter func() PriorityCutoffSp
 		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](1),
-			Annotations: extraSizeAnnotations(1, 5),
-			Machine:     extraMachine("2"),
+			Annotations: SizeAnnotations(1, 5),
+			Machine:     SimMachine("2"),
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
@@ -57,13 +57,14 @@ func PriorityCutoffSpec(ctx context.Context, inputGetter func() PriorityCutoffSp
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		By("Running 3 low priority pods of 1.5 cores: one fits, two stay pending")
-		lowApp := extraCreateWorkload(ctx, WorkloadInput{
+		lowApp := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "low", Replicas: 3,
-			Requests:     extraCPU("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-		}, withPriorityClass(low.Name))
+			Requests:          CPURequest("1500m"),
+			NodeSelector:      map[string]string{ClusterLabel: cluster.Name},
+			PriorityClassName: low.Name,
+		})
 		Eventually(func(g Gomega) {
-			g.Expect(extraPendingPods(g, workload, namespace.Name)).To(Equal(2))
+			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
 			pods := PodsOf(g, workload, lowApp)
 			g.Expect(pods).To(HaveLen(3))
 			for _, pod := range pods {
@@ -76,14 +77,15 @@ func PriorityCutoffSpec(ctx context.Context, inputGetter func() PriorityCutoffSp
 			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
 			g.Expect(PodEvents(g, workload, namespace.Name, "TriggeredScaleUp")).To(BeEmpty())
 		}, 20*time.Second, AutoscalerPoll).Should(Succeed())
-		Expect(extraGetCA(Default, mgmt, ca).Status.LastScaleUpTime).To(BeNil())
+		Expect(GetClusterAutoscaler(Default, mgmt, ca).Status.LastScaleUpTime).To(BeNil())
 
 		By("Running a pod of priority 10 that needs a node of its own")
-		normalApp := extraCreateWorkload(ctx, WorkloadInput{
+		normalApp := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "normal", Replicas: 1,
-			Requests:     extraCPU("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-		}, withPriorityClass(normal.Name))
+			Requests:          CPURequest("1500m"),
+			NodeSelector:      map[string]string{ClusterLabel: cluster.Name},
+			PriorityClassName: normal.Name,
+		})
 
 		By("Seeing exactly one node added, for it")
 		Eventually(func(g Gomega) {
@@ -92,14 +94,14 @@ func PriorityCutoffSpec(ctx context.Context, inputGetter func() PriorityCutoffSp
 		WaitForPodsRunning(ctx, workload, normalApp, ScaleUpTimeout)
 		Consistently(func(g Gomega) {
 			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
-			g.Expect(extraPendingPods(g, workload, namespace.Name)).To(Equal(2), "the low priority pods stay pending")
+			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2), "the low priority pods stay pending")
 		}, 15*time.Second, AutoscalerPoll).Should(Succeed())
 		triggered := PodEvents(Default, workload, namespace.Name, "TriggeredScaleUp")
 		for _, pod := range PodsOf(Default, workload, lowApp) {
 			Expect(triggered).NotTo(HaveKey(pod.Name), "low priority pod %s triggered a scale-up", pod.Name)
 		}
 
-		extraDeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, ca)
 	})
 }
 
@@ -117,11 +119,4 @@ func createPriorityClass(workload client.Client, name string, value int32) *sche
 		Expect(client.IgnoreNotFound(workload.Delete(ctx, pc))).To(Succeed())
 	})
 	return pc
-}
-
-// withPriorityClass gives pods a priority class.
-func withPriorityClass(name string) func(*corev1.PodTemplateSpec) {
-	return func(template *corev1.PodTemplateSpec) {
-		template.Spec.PriorityClassName = name
-	}
 }

@@ -21,6 +21,17 @@ import (
 // RestartSpecInput is the input of RestartSpec.
 type RestartSpecInput struct {
 	Stack *localstack.Stack
+
+	// Manager is the running autoscaler manager; the spec kills it.
+	Manager *localstack.Process
+
+	// ManagerArgs are the arguments the spec starts the manager's binary
+	// again with.
+	ManagerArgs []string
+
+	// Restarted is told about the manager the spec started in place of
+	// Manager, which it leaves running.
+	Restarted func(*localstack.Process)
 }
 
 const (
@@ -29,6 +40,9 @@ const (
 	holdFinalizer = "e2e.capi-autoscaler.io/hold"
 	// scaleDownDisabledAnnotation opts a Node out of scale-down.
 	scaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	// restartedManager is the process name, and log, of the manager the
+	// spec starts again.
+	restartedManager = "capi-autoscaler-restarted"
 )
 
 // RestartSpec kills the manager (SIGKILL, as a crash would) in the middle
@@ -44,6 +58,8 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 	BeforeEach(func() {
 		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "RestartSpec needs a stack")
+		Expect(input.Manager).NotTo(BeNil(), "RestartSpec needs the running manager")
+		Expect(input.Restarted).NotTo(BeNil(), "RestartSpec needs to tell about the restarted manager")
 	})
 
 	It("gives a node back when the manager is killed while draining it", func() {
@@ -56,8 +72,8 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](2),
-			Annotations: extraSizeAnnotations(1, 3),
-			Machine:     extraMachine("4"),
+			Annotations: SizeAnnotations(1, 3),
+			Machine:     SimMachine("4"),
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
@@ -73,26 +89,27 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		By("Filling " + kept + " to 75% so that it stays, and putting a small pod on " + drained)
 		CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
-			Requests:     extraCPU("3"),
+			Requests:     CPURequest("3"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
 		})
 		// The small pod prefers the node to drain, but may move to the
 		// other one: the node is unneeded. Its grace period keeps its
 		// eviction pending for minutes.
-		small := extraCreateWorkload(ctx, WorkloadInput{
+		small := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "small", Replicas: 1,
-			Requests:     extraCPU("500m"),
+			Requests:     CPURequest("500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-		}, func(template *corev1.PodTemplateSpec) {
-			template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
-			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-					Weight: 100,
-					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
-					}}},
-				}},
-			}}
+			Mutate: func(template *corev1.PodTemplateSpec) {
+				template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
+				template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+						Weight: 100,
+						Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+							Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
+						}}},
+					}},
+				}}
+			},
 		})
 		pods := WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 		Expect(pods[0].Spec.NodeName).To(Equal(drained))
@@ -103,11 +120,25 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 			patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
 		})
 
-		manager := extraFindSuiteManager(input.Stack)
+		manager := input.Manager
+		Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", manager.Name())
 		restarted := false
+		restart := func() {
+			By("Starting the autoscaler manager again, logging to " + restartedManager + ".log")
+			p, err := input.Stack.StartProcess(ctx, restartedManager, manager.Binary(), input.ManagerArgs...)
+			Expect(err).NotTo(HaveOccurred())
+			input.Restarted(p)
+			restarted = true
+		}
 		DeferCleanup(func() {
-			if !restarted {
-				manager.restart(input.Stack, "capi-autoscaler-restarted")
+			// The next specs need a manager: start it again if the spec
+			// failed after killing it.
+			select {
+			case <-manager.Exited():
+				if !restarted {
+					restart()
+				}
+			default:
 			}
 		})
 
@@ -117,32 +148,32 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(extraHasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
+			g.Expect(HasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
 			pod := &corev1.Pod{}
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(held), pod)).To(Succeed())
 			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
 		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
 
 		By("Killing the manager in the middle of the drain")
-		manager.kill()
+		Expect(manager.Kill()).To(Succeed())
+		Expect(manager.Exited()).To(BeClosed())
 		// The pod cannot go, and the node must not either: mark it so
 		// that the restarted manager has no reason of its own to drain it
 		// again.
 		setNodeAnnotation(workload, drained, scaleDownDisabledAnnotation, "true")
 
-		manager.restart(input.Stack, "capi-autoscaler-restarted")
-		restarted = true
+		restart()
 
 		By("Seeing the restarted manager undo the drain: the taint goes, the node and its Machine stay")
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(extraHasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drained)
+			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drained)
 		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
 		Consistently(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(extraHasDeletionTaint(node)).To(BeFalse(), "Node %s is tainted again", drained)
+			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s is tainted again", drained)
 			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
 			machines := MachinesOf(g, mgmt, md)
 			g.Expect(machines).To(HaveLen(2))
@@ -168,12 +199,12 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 			g.Expect(machines[0].Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: kept}, node)).To(Succeed())
-			g.Expect(extraHasDeletionTaint(node)).To(BeFalse())
+			g.Expect(HasDeletionTaint(node)).To(BeFalse())
 		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
 		WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 		expectReplacementRunning(workload, small, kept)
 
-		extraDeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, ca)
 	})
 }
 
@@ -192,40 +223,4 @@ func expectReplacementRunning(workload client.Client, deployment *appsv1.Deploym
 		g.Expect(live[0].Spec.NodeName).To(Equal(node))
 		g.Expect(live[0].Status.Phase).To(Equal(corev1.PodRunning))
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "the replacement of the evicted pod does not run on %s", node)
-}
-
-// patchPod changes a pod; a pod that is gone is left alone.
-func patchPod(workload client.Client, pod *corev1.Pod, mutate func(*corev1.Pod)) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		current := &corev1.Pod{}
-		if err := workload.Get(ctx, client.ObjectKeyFromObject(pod), current); apierrors.IsNotFound(err) {
-			return
-		} else {
-			g.Expect(err).NotTo(HaveOccurred())
-		}
-		before := current.DeepCopy()
-		mutate(current)
-		g.Expect(client.IgnoreNotFound(workload.Patch(ctx, current, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))).To(Succeed())
-	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
-}
-
-// setNodeAnnotation sets an annotation of a Node, or removes it when value
-// is empty.
-func setNodeAnnotation(workload client.Client, name, key, value string) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		node := &corev1.Node{}
-		g.Expect(workload.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
-		before := node.DeepCopy()
-		if value == "" {
-			delete(node.Annotations, key)
-		} else {
-			if node.Annotations == nil {
-				node.Annotations = map[string]string{}
-			}
-			node.Annotations[key] = value
-		}
-		g.Expect(workload.Patch(ctx, node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
-	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,7 +16,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -115,7 +113,7 @@ func ScaleDownSpec(ctx context.Context, inputGetter func() ScaleDownSpecInput) {
 			for name := range removed {
 				node := &corev1.Node{}
 				err := workload.Get(ctx, client.ObjectKey{Name: name}, node)
-				if err == nil && !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == DeletionTaint }) {
+				if err == nil && !HasDeletionTaint(node) {
 					StopTrying("Node " + name + " lost the " + DeletionTaint + " taint before it was deleted").Now()
 				}
 				g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s is not deleted yet", name)
@@ -145,8 +143,7 @@ func ScaleDownSpec(ctx context.Context, inputGetter func() ScaleDownSpecInput) {
 			row := NodeGroupRow(g, mgmt, ca, md)
 			g.Expect(row.TargetSize).To(BeEquivalentTo(minSize))
 			g.Expect(row.Registered).To(BeEquivalentTo(minSize))
-			current := &autoscalingv1alpha1.ClusterAutoscaler{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(ca), current)).To(Succeed())
+			current := GetClusterAutoscaler(g, mgmt, ca)
 			g.Expect(current.Status.LastScaleDownTime).NotTo(BeNil())
 			g.Expect(current.Status.LastScaleDownTime.Time).To(BeTemporally(">=", emptiedAt.Truncate(time.Second)))
 		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())

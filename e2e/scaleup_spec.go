@@ -15,7 +15,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -109,8 +108,7 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 				"Ready":      BeEquivalentTo(1 + needed),
 				"Upcoming":   BeZero(),
 			}))
-			current := &autoscalingv1alpha1.ClusterAutoscaler{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(ca), current)).To(Succeed())
+			current := GetClusterAutoscaler(g, mgmt, ca)
 			g.Expect(current.Status.LastScaleUpTime).NotTo(BeNil())
 			g.Expect(current.Status.LastScaleUpTime.Time).To(BeTemporally(">=", scaleUpStarted.Truncate(time.Second)))
 			g.Expect(current.Status.UnschedulablePods).To(BeZero())

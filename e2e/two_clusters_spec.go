@@ -54,8 +54,8 @@ func TwoClustersSpec(ctx context.Context, inputGetter func() TwoClustersSpecInpu
 			m.md = CreateNodeGroup(ctx, CreateNodeGroupInput{
 				Client: mgmt, Cluster: m.cluster, Name: name + "-workers",
 				Replicas:    ptr.To[int32](1),
-				Annotations: extraSizeAnnotations(1, 5),
-				Machine:     extraMachine("2"),
+				Annotations: SizeAnnotations(1, 5),
+				Machine:     SimMachine("2"),
 				Labels:      map[string]string{ClusterLabel: m.cluster.Name},
 			})
 		}
@@ -68,7 +68,7 @@ func TwoClustersSpec(ctx context.Context, inputGetter func() TwoClustersSpecInpu
 		for _, m := range members {
 			m.app = CreateWorkload(ctx, WorkloadInput{
 				Client: workload, Namespace: namespace.Name, Name: m.cluster.Name + "-app", Replicas: m.want,
-				Requests:     extraCPU("1500m"),
+				Requests:     CPURequest("1500m"),
 				NodeSelector: map[string]string{ClusterLabel: m.cluster.Name},
 			})
 		}
@@ -99,7 +99,7 @@ func TwoClustersSpec(ctx context.Context, inputGetter func() TwoClustersSpecInpu
 		By("Seeing each ClusterAutoscaler report only its own node group, and the scale-up events name it")
 		Eventually(func(g Gomega) {
 			for _, m := range members {
-				ca := extraGetCA(g, mgmt, m.ca)
+				ca := GetClusterAutoscaler(g, mgmt, m.ca)
 				g.Expect(ca.Status.NodeGroups).To(HaveLen(1))
 				g.Expect(ca.Status.NodeGroups[0].ID).To(Equal(NodeGroupID(m.md)))
 				g.Expect(ca.Status.NodeGroups[0].Ready).To(Equal(m.want))
@@ -115,12 +115,12 @@ func TwoClustersSpec(ctx context.Context, inputGetter func() TwoClustersSpecInpu
 					Expect(event.Message).NotTo(ContainSubstring(NodeGroupID(other.md)))
 				}
 			}
-			scaled := extraObjectEvents(Default, mgmt, namespace.Name, "MachineDeployment", m.md.Name, "ScaledUpGroup")
+			scaled := ObjectEvents(Default, mgmt, namespace.Name, "MachineDeployment", m.md.Name, "ScaledUpGroup")
 			Expect(scaled).NotTo(BeEmpty(), "ScaledUpGroup event on %s", m.md.Name)
 		}
 
 		for _, m := range members {
-			extraDeleteClusterAutoscaler(mgmt, m.ca)
+			DeleteClusterAutoscaler(mgmt, m.ca)
 		}
 	})
 }

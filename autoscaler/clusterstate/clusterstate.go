@@ -226,7 +226,17 @@ func (c *Readiness) count(node *corev1.Node, startupTime time.Duration, now time
 	}
 }
 
+// nodeReady says whether node can take pods: its Ready condition is True
+// and it has no not-ready or unreachable taint left. The node lifecycle
+// controller removes the not-ready taint a few seconds after the node
+// turned Ready; until then the scheduler (and the simulation) keep pods
+// off it, so it still counts as starting, as in the upstream autoscaler.
 func nodeReady(node *corev1.Node) bool {
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
 	for _, condition := range node.Status.Conditions {
 		if condition.Type == corev1.NodeReady {
 			return condition.Status == corev1.ConditionTrue

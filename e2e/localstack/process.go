@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -22,19 +23,22 @@ import (
 // killed.
 const stopTimeout = 10 * time.Second
 
-// process is a component of the stack running as a child process, with its
-// output in a log file.
-type process struct {
+// Process is a component of the stack, or a program run against it with
+// Stack.StartProcess, running as a child process with its output in a log
+// file. Its methods are safe for concurrent use.
+type Process struct {
 	name    string
+	binary  string
+	args    []string
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
 	err     error
 }
 
-// startProcess starts binary with args; it keeps running until stop, whatever
-// happens to ctx.
-func startProcess(ctx context.Context, logDir, name, binary string, args ...string) (*process, error) {
+// startProcess starts binary with args; it keeps running until stopped,
+// whatever happens to ctx.
+func startProcess(ctx context.Context, logDir, name, binary string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -50,7 +54,14 @@ func startProcess(ctx context.Context, logDir, name, binary string, args ...stri
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &Process{
+		name:    name,
+		binary:  binary,
+		args:    slices.Clone(args),
+		cmd:     cmd,
+		logPath: logPath,
+		exited:  make(chan struct{}),
+	}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -60,8 +71,56 @@ func startProcess(ctx context.Context, logDir, name, binary string, args ...stri
 	return p, nil
 }
 
-// stop ends the process by its id: SIGTERM, then SIGKILL after stopTimeout.
-func (p *process) stop() error {
+// Name is the name the process was started with; its log is Name().log in
+// the stack's log directory.
+func (p *Process) Name() string { return p.name }
+
+// Binary is the program the process runs.
+func (p *Process) Binary() string { return p.binary }
+
+// Args are the arguments of the process, without the binary; a copy.
+func (p *Process) Args() []string { return slices.Clone(p.args) }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// LogPath is the file the process writes its output to.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Exited is closed once the process has exited and was reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is how the process ended (nil for exit status 0); only meaningful
+// once Exited is closed, nil before.
+func (p *Process) Err() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Kill ends the process at once with SIGKILL, by its process id, as a crash
+// or an OOM kill would, and returns once it has exited. A process that has
+// already exited is left alone.
+func (p *Process) Kill() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
+	}
+	<-p.exited
+	return nil
+}
+
+// Stop ends the process by its id: SIGTERM, then SIGKILL after stopTimeout.
+// It returns once the process has exited; a process that has already
+// exited is left alone.
+func (p *Process) Stop() error {
 	select {
 	case <-p.exited:
 		return nil
@@ -75,16 +134,12 @@ func (p *process) stop() error {
 		return nil
 	case <-time.After(stopTimeout):
 	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("killing %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
-	}
-	<-p.exited
-	return nil
+	return p.Kill()
 }
 
 // waitHealthy polls url until it answers 200, failing early when the process
 // exits.
-func (p *process) waitHealthy(ctx context.Context, client *http.Client, url string) error {
+func (p *Process) waitHealthy(ctx context.Context, client *http.Client, url string) error {
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
 		select {

@@ -94,7 +94,7 @@ type Stack struct {
 	saKeyPath    string
 	etcdURL      string
 	mu           sync.Mutex
-	processes    []*process
+	processes    []*Process
 	stopProvider context.CancelFunc
 	providerDone chan error
 }
@@ -165,15 +165,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	return s, nil
 }
 
-// StartProcess runs binary against the stack, e.g. the autoscaler manager;
-// the stack stops it first.
-func (s *Stack) StartProcess(ctx context.Context, name, binary string, args ...string) error {
+// StartProcess runs binary against the stack, e.g. the autoscaler manager,
+// logging to name.log in LogDir (a process started again under the same
+// name truncates it). The stack tracks it and Stop stops it first,
+// unless it was stopped or killed through the returned handle before.
+func (s *Stack) StartProcess(ctx context.Context, name, binary string, args ...string) (*Process, error) {
 	p, err := startProcess(ctx, s.logDir(), name, binary, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.track(p)
-	return nil
+	return p, nil
 }
 
 // LogDir is where every component writes its log.
@@ -197,7 +199,7 @@ func (s *Stack) Stop() error {
 	s.processes = nil
 	s.mu.Unlock()
 	for i := len(processes) - 1; i >= 0; i-- {
-		if err := processes[i].stop(); err != nil {
+		if err := processes[i].Stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -209,7 +211,7 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-func (s *Stack) track(p *process) {
+func (s *Stack) track(p *Process) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.processes = append(s.processes, p)

@@ -193,7 +193,7 @@ func (d *demo) startAutoscaler(ctx context.Context, stack *localstack.Stack, bin
 	if err != nil {
 		return "", err
 	}
-	if err := stack.StartProcess(ctx, managerProcess, binary,
+	if _, err := stack.StartProcess(ctx, managerProcess, binary,
 		"--kubeconfig="+stack.Management.KubeconfigPath,
 		"--metrics-bind-address="+metricsAddress,
 		"--health-probe-bind-address=0",

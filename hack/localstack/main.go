@@ -49,7 +49,7 @@ func main() {
 	exitCode := 0
 	if manager != "" {
 		args := append([]string{"--kubeconfig=" + stack.Management.KubeconfigPath}, strings.Fields(managerArgs)...)
-		if err := stack.StartProcess(ctx, "capi-autoscaler", manager, args...); err != nil {
+		if _, err := stack.StartProcess(ctx, "capi-autoscaler", manager, args...); err != nil {
 			log.Error(err, "Failed to start the autoscaler manager")
 			exitCode = 1
 		}
