@@ -101,6 +101,10 @@ e2e-binaries: envtest-binaries ## Build the binaries of the local end-to-end sta
 demo: e2e-binaries build ## Watch the autoscaler scale a simulated cluster up and down (TOPOLOGY=SelfHosted|SeparateWorkload, KEEP=1 to keep it running).
 	go run ./hack/demo --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(KEEP),--keep)
 
+.PHONY: perf
+perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on the local stack (not part of test; PERF_ARGS for flags).
+	go run ./hack/perf --repo-root=$(ROOT) $(PERF_ARGS)
+
 .PHONY: localstack
 localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
 	go run ./hack/localstack --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(MANAGER),--manager=$(MANAGER))

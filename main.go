@@ -7,6 +7,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -45,6 +47,7 @@ func init() {
 // options are the manager's command-line flags.
 type options struct {
 	metricsBindAddress      string
+	profiling               bool
 	healthProbeBindAddress  string
 	leaderElect             bool
 	leaderElectionID        string
@@ -60,6 +63,8 @@ type options struct {
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.profiling, "profiling", false,
+		"Serve pprof profiles under /debug/pprof/ on the metrics endpoint.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080",
 		"The address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081",
@@ -179,7 +184,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 func managerOptions(opts *options) ctrl.Options {
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: opts.metricsBindAddress},
+		Metrics:                       metricsserver.Options{BindAddress: opts.metricsBindAddress, ExtraHandlers: profilingHandlers(opts.profiling)},
 		HealthProbeBindAddress:        opts.healthProbeBindAddress,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              opts.leaderElectionID,
@@ -198,4 +203,19 @@ func managerOptions(opts *options) ctrl.Options {
 		Unstructured: true,
 	}
 	return mgrOpts
+}
+
+// profilingHandlers are the pprof endpoints, served with the metrics when
+// profiling is on.
+func profilingHandlers(profiling bool) map[string]http.Handler {
+	if !profiling {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
 }

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+)
+
+const (
+	namespace         = "perf"
+	kubernetesVersion = "v1.36.3"
+	// poolLabel selects the pending pods' node group: only md-burst's
+	// template carries pool=burst, so a batch always needs new nodes.
+	poolLabel = "perf.capi-autoscaler.io/pool"
+	// roleLabel marks the harness's pods: static, pool or batch.
+	roleLabel  = "perf.capi-autoscaler.io/role"
+	batchLabel = "perf.capi-autoscaler.io/batch"
+	kwokNode   = "kwok.x-k8s.io/node"
+	poolMD     = "md-pool"
+	burstMD    = "md-burst"
+)
+
+func bootstrapSecret(cluster string) string { return cluster + "-bootstrap" }
+
+// createCluster creates a simulated Cluster with two MachineDeployments:
+// md-pool (real kwok Nodes, replicas set by the harness, min 0) and
+// md-burst (min 0, scale from zero, machines that never provision: the
+// harness only measures until the replicas are raised, then resets them).
+func (h *harness) createCluster(ctx context.Context, name string, burstMax int) error {
+	objects := []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bootstrapSecret(name)},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
+		},
+		&infrav1.SimCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		&infrav1.SimControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		&clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: clusterv1.ClusterSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimCluster", Name: name},
+				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimControlPlane", Name: name},
+			},
+		},
+		machineTemplate(name+"-"+poolMD, "16", "64Gi", "110", "", nil),
+		machineDeployment(name, name+"-"+poolMD, 0, 1000, 0, nil),
+		machineTemplate(name+"-"+burstMD, "64", "256Gi", "250", infrav1.ProvisioningHang, map[string]string{poolLabel: "burst"}),
+		machineDeployment(name, name+"-"+burstMD, 0, int32(burstMax), 0, map[string]string{
+			"capacity.cluster-autoscaler.kubernetes.io/labels": poolLabel + "=burst",
+		}),
+	}
+	for _, obj := range objects {
+		if err := h.mgmt.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	cluster := &clusterv1.Cluster{}
+	return wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := h.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)
+		return err == nil && ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) &&
+			ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false), nil
+	})
+}
+
+func machineTemplate(name, cpu, memory, pods string, provisioning infrav1.ProvisioningBehavior, nodeLabels map[string]string) *infrav1.SimMachineTemplate {
+	return &infrav1.SimMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: infrav1.SimMachineTemplateSpec{Template: infrav1.SimMachineTemplateResource{Spec: infrav1.SimMachineSpec{
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(cpu),
+				corev1.ResourceMemory: resource.MustParse(memory),
+				corev1.ResourcePods:   resource.MustParse(pods),
+			},
+			NodeLabels:   nodeLabels,
+			Provisioning: provisioning,
+		}}},
+	}
+}
+
+func machineDeployment(cluster, name string, minSize, maxSize, replicas int32, annotations map[string]string) *clusterv1.MachineDeployment {
+	a := map[string]string{
+		clusterv1.AutoscalerMinSizeAnnotation: strconv.Itoa(int(minSize)),
+		clusterv1.AutoscalerMaxSizeAnnotation: strconv.Itoa(int(maxSize)),
+	}
+	for k, v := range annotations {
+		a[k] = v
+	}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: a},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: cluster,
+			Replicas:    ptr.To(replicas),
+			Template: clusterv1.MachineTemplateSpec{
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       cluster,
+					Version:           kubernetesVersion,
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrapSecret(cluster))},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimMachineTemplate", Name: name},
+				},
+			},
+		},
+	}
+}
+
+// clusterAutoscaler uses the defaults (scanInterval 10s, random expander)
+// except: scale-down may plan right after a scale-up (delayAfterAdd 0) but
+// never removes anything during a run (unneededTime 1h), and the burst
+// group's machines, which never provision, do not time out (2h).
+func clusterAutoscaler(cluster string) *autoscalingv1alpha1.ClusterAutoscaler {
+	return &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster},
+		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+			ClusterName:          cluster,
+			MaxNodeProvisionTime: &metav1.Duration{Duration: 2 * time.Hour},
+			ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
+				DelayAfterAdd: &metav1.Duration{},
+				UnneededTime:  &metav1.Duration{Duration: time.Hour},
+			},
+		},
+	}
+}
+
+// staticNode is a kwok Node of no node group, like a big fixed pool.
+func staticNode(name string) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("16"),
+		corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64", poolLabel: "static"},
+			Annotations: map[string]string{kwokNode: "fake"},
+		},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity.DeepCopy(),
+			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: kubernetesVersion},
+		},
+	}
+}
+
+// owner is a ConfigMap that the harness's pods name as their controller:
+// the autoscaler only needs a controller reference to consider a pod
+// movable, the garbage collector only needs the owner to exist, and no
+// controller manages ConfigMaps, so nothing recreates or deletes the pods.
+func (h *harness) owner(ctx context.Context, name string) (metav1.OwnerReference, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := h.mgmt.Create(ctx, cm); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return metav1.OwnerReference{}, err
+		}
+		if err := h.mgmt.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			return metav1.OwnerReference{}, err
+		}
+	}
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID, Controller: ptr.To(true)}, nil
+}
+
+func pod(name string, owner metav1.OwnerReference, podLabels map[string]string, nodeName, cpu, memory string, nodeSelector map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: podLabels, OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: corev1.PodSpec{
+			NodeName:     nodeName,
+			NodeSelector: nodeSelector,
+			Tolerations: []corev1.Toleration{
+				// kwok's Nodes are tainted not-ready for a moment.
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
+				}},
+			}},
+		},
+	}
+}
+
+// parallel runs f for 0..n-1 on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(ctx, i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
+
+// populate brings the workload cluster to static+pool nodes with
+// podsPerNode pods each: static nodes 56% used (30 x 300m of 16 cores),
+// pool nodes 11% used (30 x 60m), so that the pool nodes, 20% of the
+// cluster, are underutilized and planned for removal.
+func (h *harness) populate(ctx context.Context, cluster string, static, pool, podsPerNode int, staticPrefix string) error {
+	md := &clusterv1.MachineDeployment{}
+	if pool >= 0 {
+		if err := h.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster + "-" + poolMD}, md); err != nil {
+			return err
+		}
+		if ptr.Deref(md.Spec.Replicas, 0) != int32(pool) {
+			patch := client.MergeFrom(md.DeepCopy())
+			md.Spec.Replicas = ptr.To(int32(pool))
+			if err := h.mgmt.Patch(ctx, md, patch); err != nil {
+				return err
+			}
+		}
+	}
+	h.logf("creating %d static nodes (%s*)", static, staticPrefix)
+	if err := parallel(ctx, static, 16, func(ctx context.Context, i int) error {
+		err := h.mgmt.Create(ctx, staticNode(fmt.Sprintf("%s%05d", staticPrefix, i)))
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("creating static nodes: %w", err)
+	}
+	// Wait until every node is Ready: the pool's through Cluster API.
+	want := static
+	var poolNodes []string
+	started := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes := &corev1.NodeList{}
+		if err := h.mgmt.List(ctx, nodes); err != nil {
+			return false, nil
+		}
+		ready, poolReady := 0, 0
+		poolNodes = poolNodes[:0]
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			isPool := n.Labels[clusterv1.ClusterNameLabel] == cluster || hasPrefix(n.Name, cluster+"-"+poolMD)
+			isStatic := hasPrefix(n.Name, staticPrefix)
+			if !nodeReady(n) {
+				continue
+			}
+			switch {
+			case isStatic:
+				ready++
+			case isPool:
+				poolReady++
+				poolNodes = append(poolNodes, n.Name)
+			}
+		}
+		h.logf("  nodes ready: static %d/%d, pool %d/%d (%s)", ready, want, poolReady, max(pool, 0), time.Since(started).Round(time.Second))
+		return ready >= want && (pool < 0 || poolReady >= pool), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for nodes: %w", err)
+	}
+	// Pods, bound directly: the scheduler's rate (about 50 binds/s) would
+	// dominate otherwise. Owners: one ConfigMap per 50 pods.
+	type podSpec struct{ name, node, cpu, memory, role string }
+	var specs []podSpec
+	for i := 0; i < static; i++ {
+		node := fmt.Sprintf("%s%05d", staticPrefix, i)
+		for j := 0; j < podsPerNode; j++ {
+			specs = append(specs, podSpec{fmt.Sprintf("%s-%02d", node, j), node, "300m", "1Gi", "static"})
+		}
+	}
+	if pool > 0 {
+		for _, node := range poolNodes {
+			for j := 0; j < podsPerNode; j++ {
+				specs = append(specs, podSpec{fmt.Sprintf("%s-%02d", node, j), node, "60m", "200Mi", "pool"})
+			}
+		}
+	}
+	existing := &metav1.PartialObjectMetadataList{}
+	existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := h.mgmt.List(ctx, existing, client.InNamespace(namespace), client.HasLabels{roleLabel}); err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, p := range existing.Items {
+		have[p.Name] = true
+	}
+	var todo []podSpec
+	for _, s := range specs {
+		if !have[s.name] {
+			todo = append(todo, s)
+		}
+	}
+	h.logf("creating %d pods (%d exist)", len(todo), len(have))
+	owners := map[int]metav1.OwnerReference{}
+	for i := 0; i < len(todo); i += 50 {
+		ref, err := h.owner(ctx, fmt.Sprintf("owner-%s-%d-%d", staticPrefix, len(have), i/50))
+		if err != nil {
+			return err
+		}
+		owners[i/50] = ref
+	}
+	started = time.Now()
+	var created atomic.Int64
+	stopProgress := h.every(ctx, 15*time.Second, func() {
+		h.logf("  pods created: %d/%d (%s)", created.Load(), len(todo), time.Since(started).Round(time.Second))
+	})
+	err = parallel(ctx, len(todo), 32, func(ctx context.Context, i int) error {
+		s := todo[i]
+		p := pod(s.name, owners[i/50], map[string]string{roleLabel: s.role, "owner": owners[i/50].Name}, s.node, s.cpu, s.memory, nil)
+		err := h.mgmt.Create(ctx, p)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		created.Add(1)
+		return nil
+	})
+	stopProgress()
+	if err != nil {
+		return fmt.Errorf("creating pods: %w", err)
+	}
+	h.logf("created %d pods in %s", len(todo), time.Since(started).Round(time.Second))
+	// kwok marks them Running.
+	total := len(specs) + len(have)
+	return wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		running, err := h.countRunning(ctx)
+		if err != nil {
+			return false, nil
+		}
+		h.logf("  pods running: %d/%d", running, len(specs))
+		_ = total
+		return running >= len(specs), nil
+	})
+}
+
+func (h *harness) countRunning(ctx context.Context) (int, error) {
+	running := 0
+	list := &corev1.PodList{}
+	cont := ""
+	for {
+		if err := h.mgmt.List(ctx, list, client.InNamespace(namespace), client.HasLabels{roleLabel}, client.Limit(5000), client.Continue(cont)); err != nil {
+			return 0, err
+		}
+		for i := range list.Items {
+			if list.Items[i].Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return running, nil
+		}
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// setReplicas sets a MachineDeployment's replicas.
+func (h *harness) setReplicas(ctx context.Context, name string, replicas int32) error {
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return h.mgmt.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch))
+}

@@ -1,0 +1,669 @@
+// Command perf measures capi-autoscaler end to end on the local stack:
+// scale-up decision latency (from the pods' PodScheduled=False to the
+// MachineDeployment's raised replicas), loop duration and scale-down
+// planning time from the manager's metrics, and the manager's memory, at
+// growing cluster sizes; it writes a markdown table.
+//
+//	go build -o bin/manager . && go run ./hack/perf [--sizes=100,1000] [--batches=1,100,5000] [--trials=20] [--out=FILE]
+//	go run ./hack/perf --clusters=20 --nodes-per-cluster=50   # one manager, 20 Clusters on one API server
+//
+// The workload cluster is the management cluster (SelfHosted). Most nodes
+// are kwok Nodes created directly ("static": in no node group, like a
+// fixed pool); 20% (at most --pool-max) are Machines of the md-pool
+// MachineDeployment, lightly used so that scale-down plans to remove them
+// (it never does: unneededTime is 1h). Pods are bound to their nodes
+// directly (kwok runs them). Pending batches select md-burst, which starts
+// at zero and whose machines never provision: each trial ends when its
+// replicas are raised, then the pods are deleted and the replicas reset.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+)
+
+type options struct {
+	repoRoot, workDir, manager, out string
+	sizes, batches                  []int
+	trials, largeTrials             int
+	podsPerNode                     int
+	poolFraction                    float64
+	poolMax                         int
+	idle                            time.Duration
+	clusters, nodesPerCluster       int
+}
+
+func main() {
+	var o options
+	var sizes, batches string
+	flag.StringVar(&o.repoRoot, "repo-root", ".", "Root of the repository")
+	flag.StringVar(&o.workDir, "work-dir", "", "Empty directory for the stack (kept); a temporary one by default")
+	flag.StringVar(&o.manager, "manager", "bin/manager", "Manager binary (go build -o bin/manager .)")
+	flag.StringVar(&o.out, "out", "perf-results.md", "Markdown file the results are written to (also printed)")
+	flag.StringVar(&sizes, "sizes", "100,1000", "Cluster sizes in nodes, ascending; the cluster grows from one to the next")
+	flag.StringVar(&batches, "batches", "1,100,5000", "Pending pods per scale-up trial")
+	flag.IntVar(&o.trials, "trials", 20, "Trials per batch size")
+	flag.IntVar(&o.largeTrials, "large-trials", 5, "Trials for batches of 1,000 pods or more (the scheduler marks about 50 pods/s unschedulable)")
+	flag.IntVar(&o.podsPerNode, "pods-per-node", 30, "Running pods per node")
+	flag.Float64Var(&o.poolFraction, "pool-fraction", 0.2, "Fraction of the nodes that are Machines of md-pool, underutilized")
+	flag.IntVar(&o.poolMax, "pool-max", 200, "At most this many md-pool Machines")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "Window over which idle loops are measured")
+	flag.IntVar(&o.clusters, "clusters", 0, "Multi-cluster mode: this many Clusters on the one API server, each with its own ClusterAutoscaler")
+	flag.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 50, "Multi-cluster mode: static nodes per Cluster")
+	flag.Parse()
+	var err error
+	if o.sizes, err = ints(sizes); err == nil {
+		o.batches, err = ints(batches)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "perf failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("not a number: %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+type harness struct {
+	opts           options
+	mgmt           client.WithWatch
+	metricsAddress string
+	managerPid     int
+	managerLog     string
+	mu             sync.Mutex
+	report         []string
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Printf("%s [load %s] %s\n", time.Now().Format("15:04:05"), loadavg(), fmt.Sprintf(format, args...))
+}
+
+// every runs f every d until the returned stop is called.
+func (h *harness) every(ctx context.Context, d time.Duration, f func()) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (h *harness) row(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	line := fmt.Sprintf(format, args...)
+	h.report = append(h.report, line)
+	fmt.Println(line)
+}
+
+func run(ctx context.Context, o options) (retErr error) {
+	manager := o.manager
+	if !filepath.IsAbs(manager) {
+		manager = filepath.Join(o.repoRoot, manager)
+	}
+	manager, _ = filepath.Abs(manager)
+	if _, err := os.Stat(manager); err != nil {
+		return fmt.Errorf("no manager binary at %s: go build -o bin/manager .", manager)
+	}
+	workDir := o.workDir
+	if workDir == "" {
+		var err error
+		if workDir, err = os.MkdirTemp("", "capi-autoscaler-perf-"); err != nil {
+			return err
+		}
+	}
+	logFile, err := os.Create(filepath.Join(os.TempDir(), fmt.Sprintf("capi-autoscaler-perf-%d.log", os.Getpid())))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logFile), textlogger.Verbosity(1)))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	ctx = ctrl.LoggerInto(ctx, logger)
+
+	h := &harness{opts: o}
+	h.logf("starting the local stack in %s", workDir)
+	stack, err := localstack.Start(ctx, localstack.Options{Topology: localstack.SelfHosted, RepoRoot: o.repoRoot, WorkDir: filepath.Join(workDir, "stack")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		h.logf("stopping the stack")
+		retErr = errors.Join(retErr, stack.Stop())
+		retErr = errors.Join(retErr, h.write())
+	}()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, autoscalingv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cfg := *stack.Management.Config
+	cfg.QPS, cfg.Burst = 2000, 4000
+	if h.mgmt, err = client.NewWithWatch(&cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if err := h.mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return err
+	}
+
+	h.header()
+	clusters := []string{"perf"}
+	if o.clusters > 0 {
+		clusters = nil
+		for i := 0; i < o.clusters; i++ {
+			clusters = append(clusters, fmt.Sprintf("perf-%02d", i))
+		}
+	}
+	for _, c := range clusters {
+		if err := h.createCluster(ctx, c, 100); err != nil {
+			return err
+		}
+	}
+	h.logf("%d Cluster(s) provisioned", len(clusters))
+
+	// The manager.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	h.metricsAddress = l.Addr().String()
+	l.Close()
+	if _, err := stack.StartProcess(ctx, "capi-autoscaler", manager,
+		"--kubeconfig="+stack.Management.KubeconfigPath,
+		"--metrics-bind-address="+h.metricsAddress,
+		"--health-probe-bind-address=0",
+	); err != nil {
+		return err
+	}
+	h.managerLog = filepath.Join(stack.LogDir(), "capi-autoscaler.log")
+	if h.managerPid, err = findPid(manager, h.metricsAddress); err != nil {
+		return err
+	}
+	rss, _ := rssMiB(h.managerPid)
+	h.row("| manager started, no ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
+
+	if o.clusters > 0 {
+		return h.multi(ctx, clusters)
+	}
+	for _, c := range clusters {
+		if err := h.mgmt.Create(ctx, clusterAutoscaler(c)); err != nil {
+			return err
+		}
+	}
+	for _, size := range o.sizes {
+		if err := h.size(ctx, "perf", size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *harness) header() {
+	host, _ := os.Hostname()
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"))
+	}
+	cpus := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		cpus = strconv.Itoa(strings.Count(string(b), "processor\t:"))
+	}
+	h.row("Run %s on %s: %s CPUs, %s memory, load at start %s. Command: `go run ./hack/perf %s`",
+		time.Now().Format(time.RFC3339), host, cpus, mem, loadavg(), strings.Join(os.Args[1:], " "))
+	h.row("")
+	h.row("| measurement | result | detail | load (1/5/15 min) |")
+	h.row("| --- | --- | --- | --- |")
+}
+
+func (h *harness) write() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return os.WriteFile(h.opts.out, []byte(strings.Join(h.report, "\n")+"\n"), 0o644)
+}
+
+// waitLoops waits until the cluster's engine has run n more loops.
+func (h *harness) waitLoops(ctx context.Context, cluster string, n uint64) error {
+	key := [2]string{namespace + "/" + cluster, "main"}
+	var start uint64
+	first := true
+	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		m, err := scrape(ctx, h.metricsAddress)
+		if err != nil {
+			return false, nil
+		}
+		if first {
+			start, first = m[key].count, false
+		}
+		return m[key].count >= start+n, nil
+	})
+}
+
+// size grows the cluster to size nodes and measures.
+func (h *harness) size(ctx context.Context, cluster string, size int) error {
+	o := h.opts
+	pool := min(int(float64(size)*o.poolFraction+0.5), o.poolMax)
+	static := size - pool
+	h.logf("=== %d nodes: %d static, %d in md-pool, %d pods per node", size, static, pool, o.podsPerNode)
+	started := time.Now()
+	if err := h.populate(ctx, cluster, static, pool, o.podsPerNode, "static-"); err != nil {
+		return err
+	}
+	h.row("| %d nodes (%d static + %d md-pool), %d pods: populated | %s | | load %s |", size, static, pool, size*o.podsPerNode, time.Since(started).Round(time.Second), loadavg())
+	if err := h.waitLoops(ctx, cluster, 2); err != nil {
+		return fmt.Errorf("the engine runs no loops: %w", err)
+	}
+	// Idle loops.
+	key := func(f string) [2]string { return [2]string{namespace + "/" + cluster, f} }
+	before, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.idle):
+	}
+	after, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	load := loadavg()
+	rss, _ := rssMiB(h.managerPid)
+	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before[key("main")], after[key("main")]), o.idle, diff(before[key("refresh")], after[key("refresh")]), load)
+	h.row("| %d nodes: scale-down planning (%d underutilized) | %s | unneeded nodes in status: %s | load %s |", size, pool,
+		diff(before[key("scaleDown")], after[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
+	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | | load %s |", size, size*o.podsPerNode, rss, load)
+
+	for _, batch := range o.batches {
+		trials := o.trials
+		if batch >= 1000 {
+			trials = o.largeTrials
+		}
+		if err := h.trials(ctx, cluster, size, batch, trials); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gauge is the value of a metric of the cluster, as text.
+func (h *harness) gauge(ctx context.Context, name, cluster string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.metricsAddress+"/metrics", nil)
+	if err != nil {
+		return "?"
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, `cluster="`+namespace+"/"+cluster+`"`) {
+			f := strings.Fields(line)
+			return f[len(f)-1]
+		}
+	}
+	return "?"
+}
+
+type trialResult struct {
+	// fromTransition is from the earliest lastTransitionTime (whole
+	// seconds, truncated) to the replicas change seen by the watch;
+	// fromObserved from the first Unschedulable pod the harness's watch saw.
+	fromTransition, fromObserved time.Duration
+	// logLag is from the manager's "Scaled up node group" log line to the
+	// harness seeing the change (negative: the log came first).
+	logLag   time.Duration
+	haveLog  bool
+	replicas int32
+}
+
+func (h *harness) trials(ctx context.Context, cluster string, size, batch, trials int) error {
+	h.logf("--- %d nodes: %d trials of %d pending pods", size, trials, batch)
+	key := [2]string{namespace + "/" + cluster, "main"}
+	upKey := [2]string{namespace + "/" + cluster, "scaleUp"}
+	before, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	var results []trialResult
+	peakRSS := 0.0
+	for t := 0; t < trials; t++ {
+		r, err := h.trial(ctx, cluster, fmt.Sprintf("s%d-b%d-t%d", size, batch, t), batch)
+		if err != nil {
+			h.logf("trial %d failed: %v", t, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		if rss, err := rssMiB(h.managerPid); err == nil && rss > peakRSS {
+			peakRSS = rss
+		}
+		h.logf("trial %d: %s from lastTransitionTime, %s from first Unschedulable seen, replicas %d, log %s before (found %v)",
+			t, r.fromTransition.Round(time.Millisecond), r.fromObserved.Round(time.Millisecond), r.replicas, (-r.logLag).Round(time.Millisecond), r.haveLog)
+		results = append(results, r)
+	}
+	after, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	load := loadavg()
+	if len(results) == 0 {
+		h.row("| %d nodes, batch %d: scale-up latency | all trials failed | | load %s |", size, batch, load)
+		return nil
+	}
+	var tr, ob, lg []time.Duration
+	logs := 0
+	for _, r := range results {
+		tr, ob = append(tr, r.fromTransition), append(ob, r.fromObserved)
+		if r.haveLog {
+			lg = append(lg, r.logLag)
+			logs++
+		}
+	}
+	slices.Sort(tr)
+	slices.Sort(ob)
+	slices.Sort(lg)
+	h.row("| %d nodes, batch %d: scale-up latency (%d trials) | p50 %s, p99 %s | from first Unschedulable seen by a watch: p50 %s, p99 %s; manager's scale-up log line precedes the watch by p50 %s (%d/%d found); first raise to %d | load %s |",
+		size, batch, len(results),
+		tr[len(tr)/2].Round(time.Millisecond), percentile(tr, 99).Round(time.Millisecond),
+		ob[len(ob)/2].Round(time.Millisecond), percentile(ob, 99).Round(time.Millisecond),
+		func() time.Duration {
+			if len(lg) == 0 {
+				return 0
+			}
+			return lg[len(lg)/2].Round(time.Millisecond)
+		}(), logs, len(results), results[len(results)-1].replicas, load)
+	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; peak RSS %.0f MiB | load %s |", size, batch,
+		diff(before[key], after[key]), diff(before[upKey], after[upKey]), peakRSS, load)
+	return nil
+}
+
+// trial creates batch pending pods for md-burst, waits until its replicas
+// are raised, then deletes the pods and resets the replicas.
+func (h *harness) trial(ctx context.Context, cluster, id string, batch int) (r trialResult, retErr error) {
+	mdName := cluster + "-" + burstMD
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	md := &clusterv1.MachineDeployment{}
+	if err := h.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md); err != nil {
+		return r, err
+	}
+	if ptr.Deref(md.Spec.Replicas, 0) != 0 {
+		return r, fmt.Errorf("%s has %d replicas before the trial", mdName, *md.Spec.Replicas)
+	}
+	defer func() {
+		if retErr != nil && ctx.Err() == nil {
+			if err := h.reset(ctx, mdName, id); err != nil {
+				h.logf("reset after a failed trial failed: %v", err)
+			}
+		}
+	}()
+
+	// Watch the MachineDeployment and the batch's pods from now on.
+	mdWatch, err := h.mgmt.Watch(ctx, &clusterv1.MachineDeploymentList{}, client.InNamespace(namespace), client.MatchingFields{"metadata.name": mdName})
+	if err != nil {
+		return r, err
+	}
+	defer mdWatch.Stop()
+	podWatch, err := h.mgmt.Watch(ctx, &corev1.PodList{}, client.InNamespace(namespace), client.MatchingLabels{batchLabel: id})
+	if err != nil {
+		return r, err
+	}
+	defer podWatch.Stop()
+	firstSeen := make(chan time.Time, 1)
+	go func() {
+		for ev := range podWatch.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && isUnschedulable(p) {
+				select {
+				case firstSeen <- time.Now():
+				default:
+				}
+				return
+			}
+		}
+	}()
+
+	owner, err := h.owner(ctx, "owner-"+id)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	createCtx, stopCreating := context.WithCancel(ctx)
+	createDone := make(chan error, 1)
+	go func() {
+		createDone <- parallel(createCtx, batch, 32, func(ctx context.Context, i int) error {
+			p := pod(fmt.Sprintf("%s-%d", id, i), owner, map[string]string{batchLabel: id}, "", "200m", "256Mi", map[string]string{poolLabel: "burst"})
+			return h.mgmt.Create(ctx, p)
+		})
+	}()
+
+	// Wait for the raise.
+	var raisedAt time.Time
+	for raisedAt.IsZero() {
+		select {
+		case <-ctx.Done():
+			stopCreating()
+			return r, fmt.Errorf("no scale-up: %w", ctx.Err())
+		case ev, ok := <-mdWatch.ResultChan():
+			if !ok {
+				stopCreating()
+				return r, errors.New("MachineDeployment watch closed")
+			}
+			if md, ok := ev.Object.(*clusterv1.MachineDeployment); ok && ptr.Deref(md.Spec.Replicas, 0) > 0 {
+				raisedAt, r.replicas = time.Now(), *md.Spec.Replicas
+			}
+		}
+	}
+	select {
+	case t := <-firstSeen:
+		r.fromObserved = raisedAt.Sub(t)
+	default:
+		r.fromObserved = -1
+	}
+	// Let the creation finish (a 5,000-pod batch takes a while) so that
+	// all pods are deleted.
+	createErr := <-createDone
+	stopCreating()
+
+	// Earliest lastTransitionTime of PodScheduled=False.
+	pods := &corev1.PodList{}
+	if err := h.mgmt.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchLabel: id}); err != nil {
+		return r, err
+	}
+	var earliest time.Time
+	for i := range pods.Items {
+		if c := podScheduledFalse(&pods.Items[i]); c != nil && (earliest.IsZero() || c.LastTransitionTime.Time.Before(earliest)) {
+			earliest = c.LastTransitionTime.Time
+		}
+	}
+	if !earliest.IsZero() {
+		r.fromTransition = raisedAt.Sub(earliest)
+	}
+	if logTimes := scaledUpLogTimes(h.managerLog, mdName, start.Add(-time.Second)); len(logTimes) > 0 {
+		r.haveLog, r.logLag = true, raisedAt.Sub(logTimes[0])
+	}
+
+	if err := h.reset(ctx, mdName, id); err != nil {
+		return r, err
+	}
+	if earliest.IsZero() {
+		return r, fmt.Errorf("no pod was marked unschedulable (creation: %v)", createErr)
+	}
+	// Let the engine see the reset before the next trial.
+	time.Sleep(2 * time.Second)
+	return r, nil
+}
+
+// reset deletes a batch's pods and sets md-burst back to 0 replicas, and
+// waits until no Machine, no pod of the batch is left.
+func (h *harness) reset(ctx context.Context, mdName, id string) error {
+	// A deletecollection of 5,000 pods can time out on a loaded API
+	// server: then the pods are deleted one by one.
+	if err := h.mgmt.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(namespace), client.MatchingLabels{batchLabel: id}, client.GracePeriodSeconds(0)); err != nil {
+		h.logf("deleting the batch at once failed (%v); deleting pod by pod", err)
+		left := &metav1.PartialObjectMetadataList{}
+		left.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := h.mgmt.List(ctx, left, client.InNamespace(namespace), client.MatchingLabels{batchLabel: id}); err != nil {
+			return err
+		}
+		if err := parallel(ctx, len(left.Items), 32, func(ctx context.Context, i int) error {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: left.Items[i].Name}}
+			return client.IgnoreNotFound(h.mgmt.Delete(ctx, p, client.GracePeriodSeconds(0)))
+		}); err != nil {
+			return err
+		}
+	}
+	if err := h.setReplicas(ctx, mdName, 0); err != nil {
+		return err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		machines := &clusterv1.MachineList{}
+		if err := h.mgmt.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: mdName}); err != nil {
+			return false, nil
+		}
+		left := &metav1.PartialObjectMetadataList{}
+		left.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := h.mgmt.List(ctx, left, client.InNamespace(namespace), client.MatchingLabels{batchLabel: id}); err != nil {
+			return false, nil
+		}
+		md := &clusterv1.MachineDeployment{}
+		if err := h.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mdName}, md); err != nil {
+			return false, nil
+		}
+		return len(machines.Items) == 0 && len(left.Items) == 0 && ptr.Deref(md.Spec.Replicas, 0) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	return nil
+}
+
+func podScheduledFalse(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c
+		}
+	}
+	return nil
+}
+
+func isUnschedulable(p *corev1.Pod) bool { return p.Spec.NodeName == "" && podScheduledFalse(p) != nil }
+
+// multi measures one manager serving many Clusters on one API server.
+func (h *harness) multi(ctx context.Context, clusters []string) error {
+	o := h.opts
+	total := len(clusters) * o.nodesPerCluster
+	started := time.Now()
+	if err := h.populate(ctx, clusters[0], total, -1, o.podsPerNode, "static-"); err != nil {
+		return err
+	}
+	h.row("| %d Clusters on one API server: %d static nodes, %d pods populated | %s | | load %s |", len(clusters), total, total*o.podsPerNode, time.Since(started).Round(time.Second), loadavg())
+	rss, _ := rssMiB(h.managerPid)
+	h.row("| before any ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
+	for i, c := range clusters {
+		if err := h.mgmt.Create(ctx, clusterAutoscaler(c)); err != nil {
+			return err
+		}
+		if i == 0 || i+1 == len(clusters) || (i+1)%5 == 0 {
+			if err := h.waitLoops(ctx, c, 1); err != nil {
+				return err
+			}
+			rss, _ := rssMiB(h.managerPid)
+			h.row("| %d ClusterAutoscaler(s) | RSS %.0f MiB | each cache holds all %d nodes and %d pods of the shared API server | load %s |", i+1, rss, total, total*o.podsPerNode, loadavg())
+		}
+	}
+	for _, c := range clusters {
+		if err := h.waitLoops(ctx, c, 1); err != nil {
+			return err
+		}
+	}
+	before, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	time.Sleep(o.idle)
+	after, err := scrape(ctx, h.metricsAddress)
+	if err != nil {
+		return err
+	}
+	var all window
+	var sum time.Duration
+	for _, c := range clusters {
+		w := diff(before[[2]string{namespace + "/" + c, "main"}], after[[2]string{namespace + "/" + c, "main"}])
+		all.count += w.count
+		sum += w.mean * time.Duration(w.count)
+	}
+	if all.count > 0 {
+		all.mean = sum / time.Duration(all.count)
+	}
+	rss, _ = rssMiB(h.managerPid)
+	h.row("| %d Clusters: idle loops (all engines) | mean %s, %d loops | over %s | load %s |", len(clusters), roundDuration(all.mean), all.count, o.idle, loadavg())
+	h.row("| %d Clusters: manager RSS after %s | %.0f MiB | | load %s |", len(clusters), o.idle, rss, loadavg())
+	return nil
+}
