@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	. "github.com/onsi/gomega/gstruct"
+	"github.com/onsi/gomega/gstruct"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -100,7 +100,7 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 		By("Reading the scale-up in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
 			row := NodeGroupRow(g, mgmt, ca, md)
-			g.Expect(row).To(MatchFields(IgnoreExtras, Fields{
+			g.Expect(row).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
 				"MinSize":    BeEquivalentTo(1),
 				"MaxSize":    BeEquivalentTo(6),
 				"TargetSize": BeEquivalentTo(1 + needed),

@@ -258,7 +258,7 @@ func (h *harness) populate(ctx context.Context, cluster string, static, pool, po
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
 		nodes := &corev1.NodeList{}
 		if err := h.mgmt.List(ctx, nodes); err != nil {
-			return false, nil
+			return pollAgain(err)
 		}
 		ready, poolReady := 0, 0
 		poolNodes = poolNodes[:0]
@@ -349,7 +349,7 @@ func (h *harness) populate(ctx context.Context, cluster string, static, pool, po
 	return wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
 		running, err := h.countRunning(ctx)
 		if err != nil {
-			return false, nil
+			return pollAgain(err)
 		}
 		h.logf("  pods running: %d/%d", running, len(specs))
 		_ = total
