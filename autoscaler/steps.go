@@ -94,7 +94,9 @@ func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
 // group records it and goes on with the others.
 func (s *steps) run(ctx context.Context, now time.Time) Status {
 	l := &loop{now: now, status: Status{Time: now}, increased: map[string]int{}}
-	if err := s.timed(ctx, "refresh", func() error { return s.refresh(ctx, l) }); err != nil {
+	var err error
+	s.timed(ctx, "refresh", func() { err = s.refresh(ctx, l) })
+	if err != nil {
 		l.status.Err = err
 		return l.status
 	}
@@ -102,21 +104,22 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	s.checkHealth(l)
 	s.continueScaleDown(ctx, l)
 	if l.healthy {
-		_ = s.timed(ctx, "scaleUp", func() error { s.scaleUpPending(ctx, l); return nil })
+		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		if s.config.ScaleDown.Enabled {
-			_ = s.timed(ctx, "scaleDown", func() error { s.scaleDownUnneeded(ctx, l); return nil })
+			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
 	s.fillStatus(l)
 	return l.status
 }
 
-func (s *steps) timed(ctx context.Context, function string, step func() error) error {
+// timed runs a step and records its duration under the upstream function name.
+func (s *steps) timed(ctx context.Context, function string, step func()) {
 	start := s.clock.Now()
-	err := step()
-	s.opts.Metrics.observeFunction(s.opts.ClusterName, function, start, s.clock.Now())
-	klog.FromContext(ctx).V(5).Info("Finished step", "step", function, "duration", s.clock.Since(start))
-	return err
+	step()
+	end := s.clock.Now()
+	s.opts.Metrics.observeFunction(s.opts.ClusterName, function, start, end)
+	klog.FromContext(ctx).V(5).Info("Finished step", "step", function, "duration", end.Sub(start))
 }
 
 // refresh reads the node groups and the cluster and updates the cluster state.
