@@ -3,20 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
 )
 
 const (
@@ -24,8 +20,6 @@ const (
 	namespace = "demo"
 	// clusterName is the workload Cluster, and its ClusterAutoscaler.
 	clusterName = "demo"
-	// kubernetesVersion is the version of the simulated Nodes.
-	kubernetesVersion = "v1.36.3"
 	// unneededTime is how long a node must be unneeded before it goes.
 	unneededTime = 20 * time.Second
 )
@@ -61,24 +55,10 @@ func (d *demo) createCluster(ctx context.Context) error {
 			return err
 		}
 	}
-	objects := []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bootstrapSecretName},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
-		},
-		&infrav1.SimCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: clusterName}},
-		&infrav1.SimControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: clusterName}},
-		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: clusterName},
-			Spec: clusterv1.ClusterSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimCluster", Name: clusterName},
-				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimControlPlane", Name: clusterName},
-			},
-		},
-	}
+	objects := simcluster.ClusterObjects(namespace, clusterName)
 	for _, group := range nodeGroups {
-		objects = append(objects, group.machineTemplate(), group.machineDeployment())
+		spec := group.spec()
+		objects = append(objects, spec.MachineTemplate(), spec.MachineDeployment())
 	}
 	for _, obj := range objects {
 		if err := d.mgmt.Create(ctx, obj); err != nil {
@@ -107,13 +87,7 @@ func (d *demo) createCluster(ctx context.Context) error {
 // waitForCluster waits until Cluster API reports the Cluster provisioned
 // and its control plane initialized.
 func (d *demo) waitForCluster(ctx context.Context) error {
-	cluster := &clusterv1.Cluster{}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, d.timeout, true, func(ctx context.Context) (bool, error) {
-		// Errors are retried until the timeout.
-		err := d.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, cluster)
-		return err == nil && ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) &&
-			ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false), nil
-	})
+	err := simcluster.WaitForCluster(ctx, d.mgmt, namespace, clusterName, d.timeout)
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("the Cluster %s/%s was not provisioned within %s", namespace, clusterName, d.timeout)
 	}
@@ -128,43 +102,13 @@ func createNamespace(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// bootstrapSecretName is the bootstrap data Secret the Machines boot from.
-const bootstrapSecretName = clusterName + "-bootstrap"
-
-func (g nodeGroup) machineTemplate() *infrav1.SimMachineTemplate {
-	return &infrav1.SimMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: g.name},
-		Spec: infrav1.SimMachineTemplateSpec{Template: infrav1.SimMachineTemplateResource{Spec: infrav1.SimMachineSpec{
-			Capacity: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse(g.cpu),
-				corev1.ResourceMemory: resource.MustParse(g.memory),
-				corev1.ResourcePods:   resource.MustParse("110"),
-			},
-		}}},
-	}
-}
-
-func (g nodeGroup) machineDeployment() *clusterv1.MachineDeployment {
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace,
-			Name:      g.name,
-			Annotations: map[string]string{
-				clusterv1.AutoscalerMinSizeAnnotation: strconv.Itoa(int(g.min)),
-				clusterv1.AutoscalerMaxSizeAnnotation: strconv.Itoa(int(g.max)),
-			},
-		},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: clusterName,
-			Template: clusterv1.MachineTemplateSpec{
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       clusterName,
-					Version:           kubernetesVersion,
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrapSecretName)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimMachineTemplate", Name: g.name},
-				},
-			},
-		},
+// spec is the group's MachineDeployment and SimMachineTemplate: replicas
+// defaulted to the min size, Nodes with room for 110 pods.
+func (g nodeGroup) spec() simcluster.NodeGroup {
+	return simcluster.NodeGroup{
+		Namespace: namespace, Name: g.name, Cluster: clusterName,
+		MinSize: g.min, MaxSize: g.max,
+		CPU: g.cpu, Memory: g.memory, Pods: "110",
 	}
 }
 

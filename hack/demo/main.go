@@ -14,28 +14,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
 )
-
-// managerProcess is the name of the manager's process, and of its log file.
-const managerProcess = "capi-autoscaler"
 
 type options struct {
 	topology     string
@@ -90,7 +79,7 @@ func run(ctx context.Context, opts options) (retErr error) {
 		switch {
 		case retErr != nil && !errors.Is(retErr, context.Canceled):
 			retErr = fmt.Errorf("%w\nLogs: every component in %s (the autoscaler in %s.log), the simulated provider in %s",
-				retErr, logDir, managerProcess, demoLog)
+				retErr, logDir, simcluster.ManagerProcess, demoLog)
 		case removeWorkDir:
 			if err := os.RemoveAll(workDir); err != nil {
 				retErr = errors.Join(retErr, err)
@@ -102,10 +91,7 @@ func run(ctx context.Context, opts options) (retErr error) {
 		return err
 	}
 	defer logFile.Close()
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logFile), textlogger.Verbosity(2)))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-	ctx = ctrl.LoggerInto(ctx, logger)
+	ctx = simcluster.SetLogger(ctx, logFile, 2)
 
 	d := &demo{progress: newProgress(os.Stdout), timeout: opts.phaseTimeout}
 	d.progress.step("Starting the local stack (%s) in %s", opts.topology, stackDir)
@@ -166,13 +152,9 @@ type demo struct {
 // connect makes the clients of the demo: the management client also knows
 // the ClusterAutoscaler API, which the stack's clients do not.
 func (d *demo) connect(stack *localstack.Stack) error {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, autoscalingv1alpha1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			return err
-		}
+	scheme, err := simcluster.NewScheme()
+	if err != nil {
+		return err
 	}
 	mgmt, err := client.New(stack.Management.Config, client.Options{Scheme: scheme})
 	if err != nil {
@@ -189,18 +171,14 @@ func (d *demo) connect(stack *localstack.Stack) error {
 // the ClusterAutoscaler and waits until it autoscales both node groups. It
 // returns the address of the manager's metrics endpoint.
 func (d *demo) startAutoscaler(ctx context.Context, stack *localstack.Stack, binary string) (string, error) {
-	metricsAddress, err := freeLocalAddress()
+	metricsAddress, err := simcluster.FreeLocalAddress()
 	if err != nil {
 		return "", err
 	}
-	if _, err := stack.StartProcess(ctx, managerProcess, binary,
-		"--kubeconfig="+stack.Management.KubeconfigPath,
-		"--metrics-bind-address="+metricsAddress,
-		"--health-probe-bind-address=0",
-	); err != nil {
+	if err := simcluster.StartManager(ctx, stack, binary, metricsAddress); err != nil {
 		return "", fmt.Errorf("starting the autoscaler manager: %w", err)
 	}
-	d.progress.step("Started the autoscaler manager, logging to %s", filepath.Join(stack.LogDir(), managerProcess+".log"))
+	d.progress.step("Started the autoscaler manager, logging to %s", simcluster.ManagerLog(stack))
 
 	if err := d.mgmt.Create(ctx, newClusterAutoscaler()); err != nil {
 		return "", fmt.Errorf("creating the ClusterAutoscaler: %w", err)
@@ -238,16 +216,6 @@ func prepareWorkDir(dir string) (string, bool, error) {
 	return dir, false, nil
 }
 
-// freeLocalAddress is a loopback address with a port free right now.
-func freeLocalAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func printExploreHelp(stack *localstack.Stack, metricsAddress, demoLog string) {
 	mgmt, workload := "KUBECONFIG="+stack.Management.KubeconfigPath, "KUBECONFIG="+stack.Workload.KubeconfigPath
 	fmt.Printf(`
@@ -263,7 +231,7 @@ Everything keeps running; press Ctrl-C to stop it. To explore, with your own kub
   curl -s http://%[5]s/metrics | grep ^cluster_autoscaler_
 
 Logs: %[6]s (autoscaler: %[7]s), simulated provider: %[8]s
-`, mgmt, workload, namespace, clusterName, metricsAddress, stack.LogDir(), managerProcess+".log", demoLog)
+`, mgmt, workload, namespace, clusterName, metricsAddress, stack.LogDir(), simcluster.ManagerProcess+".log", demoLog)
 }
 
 // since is the time elapsed since t, rounded for people.

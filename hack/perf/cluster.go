@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +19,11 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
 )
 
 const (
-	namespace         = "perf"
-	kubernetesVersion = "v1.36.3"
+	namespace = "perf"
 	// poolLabel selects the pending pods' node group: only md-burst's
 	// template carries pool=burst, so a batch always needs new nodes.
 	poolLabel = "perf.capi-autoscaler.io/pool"
@@ -36,86 +35,32 @@ const (
 	burstMD    = "md-burst"
 )
 
-func bootstrapSecret(cluster string) string { return cluster + "-bootstrap" }
-
 // createCluster creates a simulated Cluster with two MachineDeployments:
 // md-pool (real kwok Nodes, replicas set by the harness, min 0) and
 // md-burst (min 0, scale from zero, machines that never provision: the
 // harness only measures until the replicas are raised, then resets them).
 func (h *harness) createCluster(ctx context.Context, name string, burstMax int) error {
-	objects := []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bootstrapSecret(name)},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
-		},
-		&infrav1.SimCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
-		&infrav1.SimControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
-		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: clusterv1.ClusterSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimCluster", Name: name},
-				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimControlPlane", Name: name},
-			},
-		},
-		machineTemplate(name+"-"+poolMD, "16", "64Gi", "110", "", nil),
-		machineDeployment(name, name+"-"+poolMD, 0, 1000, 0, nil),
-		machineTemplate(name+"-"+burstMD, "64", "256Gi", "250", infrav1.ProvisioningHang, map[string]string{poolLabel: "burst"}),
-		machineDeployment(name, name+"-"+burstMD, 0, int32(burstMax), 0, map[string]string{
-			"capacity.cluster-autoscaler.kubernetes.io/labels": poolLabel + "=burst",
-		}),
+	pool := simcluster.NodeGroup{
+		Namespace: namespace, Name: name + "-" + poolMD, Cluster: name,
+		MinSize: 0, MaxSize: 1000, Replicas: ptr.To[int32](0),
+		CPU: "16", Memory: "64Gi", Pods: "110",
 	}
+	burst := simcluster.NodeGroup{
+		Namespace: namespace, Name: name + "-" + burstMD, Cluster: name,
+		MinSize: 0, MaxSize: int32(burstMax), Replicas: ptr.To[int32](0),
+		Annotations: map[string]string{"capacity.cluster-autoscaler.kubernetes.io/labels": poolLabel + "=burst"},
+		CPU:         "64", Memory: "256Gi", Pods: "250",
+		NodeLabels:   map[string]string{poolLabel: "burst"},
+		Provisioning: infrav1.ProvisioningHang,
+	}
+	objects := append(simcluster.ClusterObjects(namespace, name),
+		pool.MachineTemplate(), pool.MachineDeployment(), burst.MachineTemplate(), burst.MachineDeployment())
 	for _, obj := range objects {
 		if err := h.mgmt.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
-	cluster := &clusterv1.Cluster{}
-	return wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := h.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)
-		return err == nil && ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) &&
-			ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false), nil
-	})
-}
-
-func machineTemplate(name, cpu, memory, pods string, provisioning infrav1.ProvisioningBehavior, nodeLabels map[string]string) *infrav1.SimMachineTemplate {
-	return &infrav1.SimMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: infrav1.SimMachineTemplateSpec{Template: infrav1.SimMachineTemplateResource{Spec: infrav1.SimMachineSpec{
-			Capacity: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse(cpu),
-				corev1.ResourceMemory: resource.MustParse(memory),
-				corev1.ResourcePods:   resource.MustParse(pods),
-			},
-			NodeLabels:   nodeLabels,
-			Provisioning: provisioning,
-		}}},
-	}
-}
-
-func machineDeployment(cluster, name string, minSize, maxSize, replicas int32, annotations map[string]string) *clusterv1.MachineDeployment {
-	a := map[string]string{
-		clusterv1.AutoscalerMinSizeAnnotation: strconv.Itoa(int(minSize)),
-		clusterv1.AutoscalerMaxSizeAnnotation: strconv.Itoa(int(maxSize)),
-	}
-	for k, v := range annotations {
-		a[k] = v
-	}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: a},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: cluster,
-			Replicas:    ptr.To(replicas),
-			Template: clusterv1.MachineTemplateSpec{
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       cluster,
-					Version:           kubernetesVersion,
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrapSecret(cluster))},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimMachineTemplate", Name: name},
-				},
-			},
-		},
-	}
+	return simcluster.WaitForCluster(ctx, h.mgmt, namespace, name, 5*time.Minute)
 }
 
 // clusterAutoscaler uses the defaults (scanInterval 10s, random expander)
@@ -151,7 +96,7 @@ func staticNode(name string) *corev1.Node {
 		},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: capacity.DeepCopy(),
-			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: kubernetesVersion},
+			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: simcluster.KubernetesVersion},
 		},
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -37,20 +36,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
 )
 
 type options struct {
@@ -177,10 +170,7 @@ func run(ctx context.Context, o options) (retErr error) {
 		return err
 	}
 	defer logFile.Close()
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logFile), textlogger.Verbosity(1)))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-	ctx = ctrl.LoggerInto(ctx, logger)
+	ctx = simcluster.SetLogger(ctx, logFile, 1)
 
 	h := &harness{opts: o}
 	h.logf("starting the local stack in %s", workDir)
@@ -193,11 +183,9 @@ func run(ctx context.Context, o options) (retErr error) {
 		retErr = errors.Join(retErr, stack.Stop())
 		retErr = errors.Join(retErr, h.write())
 	}()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, autoscalingv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
+	scheme, err := simcluster.NewScheme()
+	if err != nil {
+		return err
 	}
 	cfg := *stack.Management.Config
 	cfg.QPS, cfg.Burst = 2000, 4000
@@ -224,20 +212,13 @@ func run(ctx context.Context, o options) (retErr error) {
 	h.logf("%d Cluster(s) provisioned", len(clusters))
 
 	// The manager.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if h.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
 		return err
 	}
-	h.metricsAddress = l.Addr().String()
-	l.Close()
-	if _, err := stack.StartProcess(ctx, "capi-autoscaler", manager,
-		"--kubeconfig="+stack.Management.KubeconfigPath,
-		"--metrics-bind-address="+h.metricsAddress,
-		"--health-probe-bind-address=0",
-	); err != nil {
+	if err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress); err != nil {
 		return err
 	}
-	h.managerLog = filepath.Join(stack.LogDir(), "capi-autoscaler.log")
+	h.managerLog = simcluster.ManagerLog(stack)
 	if h.managerPid, err = findPid(manager, h.metricsAddress); err != nil {
 		return err
 	}
