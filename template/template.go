@@ -20,6 +20,8 @@ import (
 	capilabels "sigs.k8s.io/cluster-api/util/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 )
 
 // Source is what a template needs from a node group's scalable resource.
@@ -39,12 +41,6 @@ const (
 	DefaultArchitecture    = "amd64"
 )
 
-// Taints the autoscaler itself puts on nodes it removes.
-const (
-	ToBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
-	DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
-)
-
 // transientTaints describe the state of one node, not what the group's nodes
 // are made of, so they are left out of a template built from a real node.
 var transientTaints = map[string]bool{
@@ -56,8 +52,8 @@ var transientTaints = map[string]bool{
 	corev1.TaintNodePIDPressure:        true,
 	corev1.TaintNodeNetworkUnavailable: true,
 	corev1.TaintNodeOutOfService:       true,
-	ToBeDeletedTaint:                   true,
-	DeletionCandidateTaint:             true,
+	simulator.ToBeDeletedTaint:         true,
+	simulator.DeletionCandidateTaint:   true,
 }
 
 // Taint key prefixes the upstream autoscaler treats as transient, honoured so

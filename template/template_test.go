@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -164,8 +165,8 @@ func TestFromNode(t *testing.T) {
 				{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
 				{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
 				{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
-				{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule},
-				{Key: DeletionCandidateTaint, Effect: corev1.TaintEffectPreferNoSchedule},
+				{Key: simulator.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule},
+				{Key: simulator.DeletionCandidateTaint, Effect: corev1.TaintEffectPreferNoSchedule},
 				{Key: "startup-taint.cluster-autoscaler.kubernetes.io/cni", Effect: corev1.TaintEffectNoSchedule},
 			},
 		},

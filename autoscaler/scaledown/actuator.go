@@ -68,7 +68,7 @@ type Actuator struct {
 
 	drains map[string]*drain
 	// deleted are the nodes handed to their group for deletion: they keep
-	// DeletionTaint until they are gone from the cluster, so that no pod
+	// the deletion taint until they are gone from the cluster, so that no pod
 	// lands on them while their Machine goes away.
 	deleted                   map[string]bool
 	lastDeletion, lastFailure time.Time
@@ -125,7 +125,7 @@ func (a *Actuator) Advance(ctx context.Context) {
 	}
 }
 
-// CleanUpTaints removes DeletionTaint from the nodes that carry it but are
+// CleanUpTaints removes the deletion taint from the nodes that carry it but are
 // not being removed: left by a restart, a crash, or a failure to remove it.
 // Call it once at start and then every loop with the nodes as listed.
 func (a *Actuator) CleanUpTaints(ctx context.Context, nodes []*corev1.Node) error {

@@ -11,34 +11,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 )
 
-// DeletionTaint marks a node the autoscaler is removing, as upstream does,
-// so that the scheduler places nothing new on it. Its value is the unix
-// time the removal started.
-const DeletionTaint = "ToBeDeletedByClusterAutoscaler"
-
-// HasDeletionTaint tells whether the node carries DeletionTaint.
+// HasDeletionTaint tells whether the node carries simulator.ToBeDeletedTaint,
+// which marks a node the autoscaler is removing so that the scheduler places
+// nothing new on it. Its value is the unix time the removal started.
 func HasDeletionTaint(node *corev1.Node) bool {
 	return slices.ContainsFunc(node.Spec.Taints, isDeletionTaint)
 }
 
-func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == DeletionTaint }
+func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == simulator.ToBeDeletedTaint }
 
-// addDeletionTaint puts DeletionTaint on the named node.
+// addDeletionTaint puts the deletion taint on the named node.
 func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time) error {
 	return updateNode(ctx, client, name, func(node *corev1.Node) bool {
 		if HasDeletionTaint(node) {
 			return false
 		}
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{
-			Key: DeletionTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
+			Key: simulator.ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
 		})
 		return true
 	})
 }
 
-// removeDeletionTaint takes DeletionTaint off the named node; a node that
+// removeDeletionTaint takes the deletion taint off the named node; a node that
 // is gone has no taint to remove.
 func removeDeletionTaint(ctx context.Context, client kubernetes.Interface, name string) error {
 	err := updateNode(ctx, client, name, func(node *corev1.Node) bool {

@@ -33,6 +33,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 )
 
 const (
@@ -277,12 +278,12 @@ func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context
 		Kind:    &corev1.Pod{},
 		EventHandler: handler.TypedFuncs[*corev1.Pod, ctrl.Request]{
 			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-				if isUnschedulable(e.Object) {
+				if scaleup.IsUnschedulable(e.Object) {
 					r.triggerEngines(cluster)
 				}
 			},
 			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-				if isUnschedulable(e.ObjectNew) && !isUnschedulable(e.ObjectOld) {
+				if scaleup.IsUnschedulable(e.ObjectNew) && !scaleup.IsUnschedulable(e.ObjectOld) {
 					r.triggerEngines(cluster)
 				}
 			},

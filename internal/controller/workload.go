@@ -65,17 +65,3 @@ func (r *workloadReader) List(ctx context.Context, list client.ObjectList, opts 
 	}
 	return reader.List(ctx, list, opts...)
 }
-
-// isUnschedulable says whether the scheduler gave up on the pod for now:
-// PodScheduled=False with reason Unschedulable and no node.
-func isUnschedulable(pod *corev1.Pod) bool {
-	if pod.Spec.NodeName != "" {
-		return false
-	}
-	for _, condition := range pod.Status.Conditions {
-		if condition.Type == corev1.PodScheduled {
-			return condition.Status == corev1.ConditionFalse && condition.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
-}
