@@ -12,8 +12,11 @@ import (
 type Config struct {
 	// ScanInterval is the time between loops when nothing triggers one.
 	ScanInterval time.Duration
-	// TriggerBatchWindow is how long a trigger waits for more, so that a
-	// burst of new unschedulable pods costs one loop.
+	// TriggerQuietPeriod and TriggerBatchWindow batch triggers, so that a
+	// burst of new unschedulable pods costs one loop: a triggered loop
+	// starts once no trigger came for TriggerQuietPeriod, and at the latest
+	// TriggerBatchWindow after the first trigger.
+	TriggerQuietPeriod time.Duration
 	TriggerBatchWindow time.Duration
 
 	// PodPriorityThreshold: pods below it never trigger a scale-up and never
@@ -97,6 +100,7 @@ type HealthConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		ScanInterval:         10 * time.Second,
+		TriggerQuietPeriod:   200 * time.Millisecond,
 		TriggerBatchWindow:   time.Second,
 		PodPriorityThreshold: -10,
 		MaxNodesPerScaleUp:   1000,

@@ -117,7 +117,7 @@ func (e *Engine) Status() Status {
 }
 
 // Trigger asks for a loop soon, e.g. because a pod became unschedulable.
-// Triggers arriving within Config.TriggerBatchWindow share one loop.
+// A burst of triggers shares one loop (see settle).
 func (e *Engine) Trigger() {
 	select {
 	case e.trigger <- struct{}{}:
@@ -142,12 +142,34 @@ func (e *Engine) Run(ctx context.Context) {
 		case <-timer.C():
 		case <-e.trigger:
 			timer.Stop()
-			// Let a burst of unschedulable pods settle into one loop.
-			select {
-			case <-ctx.Done():
+			if !e.settle(ctx) {
 				return
-			case <-e.clock.After(e.currentConfig().TriggerBatchWindow):
 			}
+		}
+	}
+}
+
+// settle lets a burst of triggers, e.g. the pods of a new Deployment
+// becoming unschedulable one by one, settle into one loop: it waits until
+// no trigger came for TriggerQuietPeriod, and at most TriggerBatchWindow.
+// It returns false when ctx is done.
+func (e *Engine) settle(ctx context.Context) bool {
+	config := e.currentConfig()
+	window := e.clock.NewTimer(config.TriggerBatchWindow)
+	defer window.Stop()
+	for {
+		quiet := e.clock.NewTimer(config.TriggerQuietPeriod)
+		select {
+		case <-ctx.Done():
+			quiet.Stop()
+			return false
+		case <-window.C():
+			quiet.Stop()
+			return true
+		case <-quiet.C():
+			return true
+		case <-e.trigger:
+			quiet.Stop()
 		}
 	}
 }

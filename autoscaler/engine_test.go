@@ -444,20 +444,38 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
 	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
 
+	// nextLoop steps the clock by 50ms, triggering the engine at each step
+	// when keepTriggering, until a loop runs.
+	nextLoop := func(keepTriggering bool) autoscaler.Status {
+		var status autoscaler.Status
+		g.Eventually(func() bool {
+			if keepTriggering {
+				engine.Trigger()
+			}
+			f.clock.Step(50 * time.Millisecond)
+			select {
+			case status = <-loops:
+				return true
+			default:
+				return false
+			}
+		}).Should(BeTrue())
+		return status
+	}
+
+	start := f.clock.Now()
 	engine.Trigger()
 	engine.Trigger() // a burst shares one loop
-	var status autoscaler.Status
-	g.Eventually(func() bool {
-		f.clock.Step(100 * time.Millisecond)
-		select {
-		case status = <-loops:
-			return true
-		default:
-			return false
-		}
-	}).Should(BeTrue())
-	g.Expect(status.Time).To(BeTemporally("<", st.Now.Add(2*time.Second)), "the triggered loop runs after the batch window, not the 10s scan interval")
+	status := nextLoop(false)
+	g.Expect(status.Time).To(BeTemporally("<=", start.Add(500*time.Millisecond)),
+		"once triggers stop, the loop runs after the 200ms quiet period, not the 10s scan interval")
 	g.Consistently(loops, 100*time.Millisecond).ShouldNot(Receive(), "both triggers were served by one loop")
+
+	start = f.clock.Now()
+	engine.Trigger()
+	status = nextLoop(true)
+	g.Expect(status.Time).To(BeTemporally("~", start.Add(time.Second), 200*time.Millisecond),
+		"triggers that keep coming are served 1s after the first")
 }
 
 // metric returns the value of a gauge or counter for the fixture's cluster

@@ -7,35 +7,25 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
 // WorkloadCacheOptions are the options of the caches the ClusterCache keeps
 // per workload cluster. The engine only reads Nodes, Pods, DaemonSets,
 // PodDisruptionBudgets and Namespaces, and informers start on first read, so
-// nothing else is cached; managed fields are dropped from every object, and
-// container statuses, which the engine never reads, from Pods.
+// nothing else is cached. Managed fields are dropped from every object;
+// Pods, the bulk of the cache, and Nodes are trimmed to what the engine
+// reads, and the pods of one workload share their common parts.
 func WorkloadCacheOptions() clustercache.CacheOptions {
+	transformer := trim.NewTransformer()
 	return clustercache.CacheOptions{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: trimPod},
+			&corev1.Pod{}:  {Transform: transformer.Transform},
+			&corev1.Node{}: {Transform: transformer.Transform},
 		},
 	}
-}
-
-// trimPod drops what the engine never reads from a cached Pod: managed
-// fields and container statuses (requests come from the spec; restarts,
-// images and states do not matter to scheduling).
-func trimPod(in any) (any, error) {
-	pod, ok := in.(*corev1.Pod)
-	if !ok {
-		return in, nil
-	}
-	pod.ManagedFields = nil
-	pod.Status.ContainerStatuses = nil
-	pod.Status.InitContainerStatuses = nil
-	pod.Status.EphemeralContainerStatuses = nil
-	return pod, nil
 }
 
 // workloadReader is the engine's reader of one workload cluster. Every read
