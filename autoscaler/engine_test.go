@@ -261,6 +261,33 @@ func TestScaleUpForUnschedulablePods(t *testing.T) {
 	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(2))
 }
 
+// podLister serves pods through ListPods only, as the controller's cache
+// reader does.
+type podLister struct {
+	client.Reader
+	pods []*corev1.Pod
+}
+
+func (l podLister) ListPods(context.Context) ([]*corev1.Pod, error) { return l.pods, nil }
+
+func TestPodsAreReadFromAPodLister(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		Cluster:   podLister{Reader: f.cluster, pods: st.Replicas("web", 3, "3", "1Gi")},
+		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	status := engine.RunOnce(context.Background(), f.clock.Now())
+
+	g.Expect(status.Err).NotTo(HaveOccurred())
+	g.Expect(status.UnschedulablePods).To(Equal(3), "the pods only the lister knows")
+	g.Expect(group.increases).To(Equal([]int{2}))
+}
+
 func TestPodsNoGroupCanHelpAreExplained(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 1, template: templateNode()}

@@ -194,7 +194,6 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 	var (
 		in         snapshot.Input
 		nodes      corev1.NodeList
-		pods       corev1.PodList
 		daemonSets appsv1.DaemonSetList
 		pdbs       policyv1.PodDisruptionBudgetList
 		namespaces corev1.NamespaceList
@@ -203,19 +202,36 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 		what string
 		list client.ObjectList
 	}{
-		{"nodes", &nodes}, {"pods", &pods}, {"DaemonSets", &daemonSets},
+		{"nodes", &nodes}, {"DaemonSets", &daemonSets},
 		{"PodDisruptionBudgets", &pdbs}, {"namespaces", &namespaces},
 	} {
 		if err := s.opts.Cluster.List(ctx, list.list, client.UnsafeDisableDeepCopy); err != nil {
 			return in, fmt.Errorf("listing %s of the cluster: %w", list.what, err)
 		}
 	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return in, fmt.Errorf("listing pods of the cluster: %w", err)
+	}
 	in.Nodes = pointers(nodes.Items)
-	in.Pods = pointers(pods.Items)
+	in.Pods = pods
 	in.DaemonSets = pointers(daemonSets.Items)
 	in.PodDisruptionBudgets = pointers(pdbs.Items)
 	in.Namespaces = pointers(namespaces.Items)
 	return in, nil
+}
+
+// listPods lists the pods without copying them when the reader is a
+// PodLister.
+func (s *steps) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+	if lister, ok := s.opts.Cluster.(PodLister); ok {
+		return lister.ListPods(ctx)
+	}
+	var pods corev1.PodList
+	if err := s.opts.Cluster.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return pointers(pods.Items), nil
 }
 
 func pointers[T any](items []T) []*T {

@@ -71,12 +71,35 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 	return p.waitHealthy(ctx, &httpClient, s.etcdURL+"/health")
 }
 
-// startCluster starts an API server (storing under its own etcd prefix) with
-// its scheduler, controller manager and kwok.
+// startCluster starts an API server with its scheduler, controller manager
+// and kwok.
 func (s *Stack) startCluster(ctx context.Context, name string, m modules) (*Cluster, error) {
-	dir := filepath.Join(s.WorkDir, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	cluster, err := s.StartAPIServer(ctx, name)
+	if err != nil {
 		return nil, err
+	}
+	if err := s.startClusterComponents(ctx, cluster, m); err != nil {
+		return nil, err
+	}
+	return cluster, nil
+}
+
+// StartAPIServer starts one more API server, storing under its own etcd
+// prefix /name, with its admin kubeconfig in WorkDir/name, and nothing else:
+// no scheduler, no controller manager, no kwok. It is a lightweight
+// workload cluster, to measure a manager serving many clusters without
+// running a whole cluster for each. Nothing acts on what is created there:
+// a Node is Ready once its status says so but keeps the not-ready taint the
+// API server puts on new Nodes until it is removed, pods stay where they are
+// bound with the status they are given, and pods need their namespace's
+// default ServiceAccount created first. Stop stops it. The name must not be
+// taken (management, workload, or a directory of WorkDir).
+func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, error) {
+	dir := filepath.Join(s.WorkDir, name)
+	// Mkdir, not MkdirAll: a second API server of the same name would share
+	// the first one's etcd prefix.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("API server %s: %w", name, err)
 	}
 	pki := s.pkiDir()
 	port, err := freePort()
@@ -122,14 +145,7 @@ func (s *Stack) startCluster(ctx context.Context, name string, m modules) (*Clus
 		return nil, err
 	}
 
-	cluster, err := s.newCluster(name, server, filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.startClusterComponents(ctx, cluster, m); err != nil {
-		return nil, err
-	}
-	return cluster, nil
+	return s.newCluster(name, server, filepath.Join(dir, "kubeconfig"))
 }
 
 // newCluster writes an admin kubeconfig for server and builds clients.

@@ -59,9 +59,10 @@ type Options struct {
 	WorkDir string
 }
 
-// Cluster is one API server of the stack with the components that serve it.
+// Cluster is one API server of the stack with the components that serve it
+// (none for one started by StartAPIServer).
 type Cluster struct {
-	// Name is management or workload.
+	// Name is management, workload, or the name given to StartAPIServer.
 	Name string
 
 	// Kubeconfig is an admin kubeconfig, written to KubeconfigPath.

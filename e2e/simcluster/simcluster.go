@@ -182,12 +182,13 @@ func FreeLocalAddress() (string, error) {
 // StartManager runs the manager binary on the stack as ManagerProcess,
 // against the management cluster, serving its metrics on metricsAddress
 // and no health probes.
-func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string) error {
-	_, err := stack.StartProcess(ctx, ManagerProcess, binary,
-		"--kubeconfig="+stack.Management.KubeconfigPath,
-		"--metrics-bind-address="+metricsAddress,
+func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string, extraArgs ...string) error {
+	args := append([]string{
+		"--kubeconfig=" + stack.Management.KubeconfigPath,
+		"--metrics-bind-address=" + metricsAddress,
 		"--health-probe-bind-address=0",
-	)
+	}, extraArgs...)
+	_, err := stack.StartProcess(ctx, ManagerProcess, binary, args...)
 	return err
 }
 

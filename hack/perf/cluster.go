@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,12 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
 )
 
@@ -106,12 +110,17 @@ func staticNode(name string) *corev1.Node {
 // movable, the garbage collector only needs the owner to exist, and no
 // controller manages ConfigMaps, so nothing recreates or deletes the pods.
 func (h *harness) owner(ctx context.Context, name string) (metav1.OwnerReference, error) {
+	return createOwner(ctx, h.mgmt, name)
+}
+
+// createOwner creates (or gets) the owner ConfigMap name with c.
+func createOwner(ctx context.Context, c client.Client, name string) (metav1.OwnerReference, error) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := h.mgmt.Create(ctx, cm); err != nil {
+	if err := c.Create(ctx, cm); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return metav1.OwnerReference{}, err
 		}
-		if err := h.mgmt.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 			return metav1.OwnerReference{}, err
 		}
 	}
@@ -337,4 +346,133 @@ func (h *harness) setReplicas(ctx context.Context, name string, replicas int32) 
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
 	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	return h.mgmt.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch))
+}
+
+// startWorkloads starts, in multi-cluster mode, one API server per Cluster
+// and creates the Cluster's kubeconfig Secret pointing at it, before the
+// Cluster exists: the simulated control plane writes one only when it is
+// missing, else pointing at the shared workload API server.
+func (h *harness) startWorkloads(ctx context.Context, stack *localstack.Stack, clusters []string) (map[string]*localstack.Cluster, error) {
+	h.logf("starting %d workload API servers", len(clusters))
+	started := time.Now()
+	workloads := make([]*localstack.Cluster, len(clusters))
+	// A starting API server is busy for seconds: a few at a time.
+	err := parallel(ctx, len(clusters), 4, func(ctx context.Context, i int) error {
+		workload, err := stack.StartAPIServer(ctx, clusters[i])
+		if err != nil {
+			return err
+		}
+		workloads[i] = workload
+		return h.mgmt.Create(ctx, kubeconfigSecret(clusters[i], workload.Kubeconfig))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the workload API servers: %w", err)
+	}
+	h.row("| %d workload API servers started | %s | | load %s |", len(clusters), time.Since(started).Round(time.Second), loadavg())
+	out := map[string]*localstack.Cluster{}
+	for i, c := range clusters {
+		out[c] = workloads[i]
+	}
+	return out, nil
+}
+
+// kubeconfigSecret is the Cluster's kubeconfig Secret as a control plane
+// provider writes it (util/kubeconfig.GenerateSecretWithOwner), with no
+// owner: the Cluster does not exist yet.
+func kubeconfigSecret(cluster string, kubeconfig []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: secret.Name(cluster, secret.Kubeconfig),
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
+		},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{secret.KubeconfigDataName: kubeconfig},
+	}
+}
+
+// populateWorkload fills a workload API server of its own, where nothing
+// else runs, with nodes static Nodes (as populate does) and podsPerNode
+// pods on each, bound directly: it makes the Nodes Ready and removes the
+// not-ready taint (kwok's and the node lifecycle controller's work) and
+// marks the pods Running (the kubelet's). Nothing changes them afterwards.
+func (h *harness) populateWorkload(ctx context.Context, workload *localstack.Cluster, nodes, podsPerNode int) error {
+	cfg := rest.CopyConfig(workload.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.New(cfg, client.Options{Scheme: localstack.Scheme})
+	if err != nil {
+		return err
+	}
+	// The pods' ServiceAccount, which no controller creates here.
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "default"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	h.logf("%s: creating %d static nodes and %d pods", workload.Name, nodes, nodes*podsPerNode)
+	started := time.Now()
+	if err := parallel(ctx, nodes, 16, func(ctx context.Context, i int) error {
+		return createReadyNode(ctx, c, staticNode(fmt.Sprintf("static-%05d", i)))
+	}); err != nil {
+		return fmt.Errorf("creating static nodes: %w", err)
+	}
+	// Owners: one ConfigMap per 50 pods, as populate does.
+	pods := nodes * podsPerNode
+	owners := make([]metav1.OwnerReference, (pods+49)/50)
+	for i := range owners {
+		if owners[i], err = createOwner(ctx, c, fmt.Sprintf("owner-static-%d", i)); err != nil {
+			return err
+		}
+	}
+	if err := parallel(ctx, pods, 32, func(ctx context.Context, i int) error {
+		node, owner := fmt.Sprintf("static-%05d", i/podsPerNode), owners[i/50]
+		p := pod(fmt.Sprintf("%s-%02d", node, i%podsPerNode), owner, map[string]string{roleLabel: "static", "owner": owner.Name}, node, "300m", "1Gi", nil)
+		return createRunningPod(ctx, c, p)
+	}); err != nil {
+		return fmt.Errorf("creating pods: %w", err)
+	}
+	h.logf("%s: populated in %s", workload.Name, time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// createReadyNode creates node, reports it Ready through the status
+// subresource, as kwok does, then removes the not-ready taint the API
+// server put on it, as the node lifecycle controller does.
+func createReadyNode(ctx context.Context, c client.Client, node *corev1.Node) error {
+	if err := c.Create(ctx, node); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "set by the perf harness",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	if err := c.Status().Update(ctx, node); err != nil {
+		return fmt.Errorf("making node %s Ready: %w", node.Name, err)
+	}
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if err := c.Update(ctx, node); err != nil {
+		return fmt.Errorf("removing the not-ready taint of node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// createRunningPod creates p, bound to its node, and reports it Running
+// and Ready through the status subresource, as the kubelet does.
+func createRunningPod(ctx context.Context, c client.Client, p *corev1.Pod) error {
+	if err := c.Create(ctx, p); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &now
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	if err := c.Status().Update(ctx, p); err != nil {
+		return fmt.Errorf("marking pod %s Running: %w", p.Name, err)
+	}
+	return nil
 }

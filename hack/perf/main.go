@@ -5,7 +5,7 @@
 // growing cluster sizes; it writes a markdown table.
 //
 //	go build -o bin/manager . && go run ./hack/perf [--sizes=100,1000] [--batches=1,100,5000] [--trials=20] [--out=FILE]
-//	go run ./hack/perf --clusters=20 --nodes-per-cluster=50   # one manager, 20 Clusters on one API server
+//	go run ./hack/perf --clusters=20 --nodes-per-cluster=50   # one manager, 20 Clusters, each with its own API server
 //
 // The workload cluster is the management cluster (SelfHosted). Most nodes
 // are kwok Nodes created directly ("static": in no node group, like a
@@ -15,6 +15,12 @@
 // directly (kwok runs them). Pending batches select md-burst, which starts
 // at zero and whose machines never provision: each trial ends when its
 // replicas are raised, then the pods are deleted and the replicas reset.
+//
+// With --clusters, each Cluster's workload cluster is an API server of its
+// own (localstack's StartAPIServer: etcd shared, no scheduler, controller
+// manager nor kwok), holding --nodes-per-cluster static Nodes and their
+// pods, which the harness makes Ready and Running itself; so each
+// ClusterAutoscaler's cache holds its own cluster only.
 package main
 
 import (
@@ -72,7 +78,7 @@ func main() {
 	flag.Float64Var(&o.poolFraction, "pool-fraction", 0.2, "Fraction of the nodes that are Machines of md-pool, underutilized")
 	flag.IntVar(&o.poolMax, "pool-max", 200, "At most this many md-pool Machines")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "Window over which idle loops are measured")
-	flag.IntVar(&o.clusters, "clusters", 0, "Multi-cluster mode: this many Clusters on the one API server, each with its own ClusterAutoscaler")
+	flag.IntVar(&o.clusters, "clusters", 0, "Multi-cluster mode: this many Clusters, each with its own API server and ClusterAutoscaler")
 	flag.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 50, "Multi-cluster mode: static nodes per Cluster")
 	flag.Parse()
 	var err error
@@ -109,6 +115,7 @@ func ints(s string) ([]int, error) {
 
 type harness struct {
 	opts           options
+	workDir        string
 	mgmt           client.WithWatch
 	metricsAddress string
 	managerPid     int
@@ -172,7 +179,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	defer logFile.Close()
 	ctx = simcluster.SetLogger(ctx, logFile, 1)
 
-	h := &harness{opts: o}
+	h := &harness{opts: o, workDir: workDir}
 	h.logf("starting the local stack in %s", workDir)
 	stack, err := localstack.Start(ctx, localstack.Options{Topology: localstack.SelfHosted, RepoRoot: o.repoRoot, WorkDir: filepath.Join(workDir, "stack")})
 	if err != nil {
@@ -204,6 +211,15 @@ func run(ctx context.Context, o options) (retErr error) {
 			clusters = append(clusters, fmt.Sprintf("perf-%02d", i))
 		}
 	}
+	// In multi-cluster mode, each Cluster's kubeconfig Secret is created
+	// before the Cluster, pointing at its own API server: the simulated
+	// control plane only writes one when it is missing.
+	var workloads map[string]*localstack.Cluster
+	if o.clusters > 0 {
+		if workloads, err = h.startWorkloads(ctx, stack, clusters); err != nil {
+			return err
+		}
+	}
 	for _, c := range clusters {
 		if err := h.createCluster(ctx, c, 100); err != nil {
 			return err
@@ -215,7 +231,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	if h.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
 		return err
 	}
-	if err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress); err != nil {
+	if err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiling"); err != nil {
 		return err
 	}
 	h.managerLog = simcluster.ManagerLog(stack)
@@ -226,7 +242,7 @@ func run(ctx context.Context, o options) (retErr error) {
 	h.row("| manager started, no ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
 
 	if o.clusters > 0 {
-		return h.multi(ctx, clusters)
+		return h.multi(ctx, clusters, workloads)
 	}
 	for _, c := range clusters {
 		if err := h.mgmt.Create(ctx, clusterAutoscaler(c)); err != nil {
@@ -312,10 +328,15 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	}
 	load := loadavg()
 	rss, _ := rssMiB(h.managerPid)
+	heap, _ := goHeapMiB(ctx, h.metricsAddress)
+	profile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-nodes.pb.gz", size))
+	if err := saveHeapProfile(ctx, h.metricsAddress, profile); err != nil {
+		profile = err.Error()
+	}
 	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before[key("main")], after[key("main")]), o.idle, diff(before[key("refresh")], after[key("refresh")]), load)
 	h.row("| %d nodes: scale-down planning (%d underutilized) | %s | unneeded nodes in status: %s | load %s |", size, pool,
 		diff(before[key("scaleDown")], after[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
-	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | | load %s |", size, size*o.podsPerNode, rss, load)
+	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | Go heap in use %.0f MiB; heap profile %s | load %s |", size, size*o.podsPerNode, rss, heap, profile, load)
 
 	for _, batch := range o.batches {
 		trials := o.trials
@@ -599,15 +620,18 @@ func podScheduledFalse(p *corev1.Pod) *corev1.PodCondition {
 
 func isUnschedulable(p *corev1.Pod) bool { return p.Spec.NodeName == "" && podScheduledFalse(p) != nil }
 
-// multi measures one manager serving many Clusters on one API server.
-func (h *harness) multi(ctx context.Context, clusters []string) error {
+// multi measures one manager serving many Clusters, each with its own
+// workload API server.
+func (h *harness) multi(ctx context.Context, clusters []string, workloads map[string]*localstack.Cluster) error {
 	o := h.opts
-	total := len(clusters) * o.nodesPerCluster
+	pods := o.nodesPerCluster * o.podsPerNode
 	started := time.Now()
-	if err := h.populate(ctx, clusters[0], total, -1, o.podsPerNode, "static-"); err != nil {
-		return err
+	for _, c := range clusters {
+		if err := h.populateWorkload(ctx, workloads[c], o.nodesPerCluster, o.podsPerNode); err != nil {
+			return fmt.Errorf("populating the workload cluster of %s: %w", c, err)
+		}
 	}
-	h.row("| %d Clusters on one API server: %d static nodes, %d pods populated | %s | | load %s |", len(clusters), total, total*o.podsPerNode, time.Since(started).Round(time.Second), loadavg())
+	h.row("| %d Clusters, each on its own API server: %d static nodes and %d pods each populated | %s | | load %s |", len(clusters), o.nodesPerCluster, pods, time.Since(started).Round(time.Second), loadavg())
 	rss, _ := rssMiB(h.managerPid)
 	h.row("| before any ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
 	for i, c := range clusters {
@@ -619,7 +643,7 @@ func (h *harness) multi(ctx context.Context, clusters []string) error {
 				return err
 			}
 			rss, _ := rssMiB(h.managerPid)
-			h.row("| %d ClusterAutoscaler(s) | RSS %.0f MiB | each cache holds all %d nodes and %d pods of the shared API server | load %s |", i+1, rss, total, total*o.podsPerNode, loadavg())
+			h.row("| %d ClusterAutoscaler(s) | RSS %.0f MiB | each cache holds only its own cluster's %d nodes and %d pods | load %s |", i+1, rss, o.nodesPerCluster, pods, loadavg())
 		}
 	}
 	for _, c := range clusters {

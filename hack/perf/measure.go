@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -229,4 +230,54 @@ func scaledUpLogTimes(logPath, group string, since time.Time) []time.Time {
 		}
 	}
 	return out
+}
+
+// goHeapMiB is the manager's go_memstats_heap_inuse_bytes in MiB: how much
+// of the RSS is Go heap (the rest is mostly memory the runtime has not
+// returned to the system yet).
+func goHeapMiB(ctx context.Context, address string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<22)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			bytes, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return bytes / (1 << 20), err
+		}
+	}
+	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the metrics of %s", address)
+}
+
+// saveHeapProfile writes the manager's heap profile (the manager runs with
+// --profiling) to path, for `go tool pprof`.
+func saveHeapProfile(ctx context.Context, address, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

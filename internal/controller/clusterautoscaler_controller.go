@@ -266,6 +266,9 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "AutoscalingStarted", autoscaleAction, "Started autoscaling Cluster %s", clusterKey(ca))
 		running = r.engines.get(key)
 	}
+	if err := r.ClusterCache.Watch(ctx, clusterKey(ca), running.workload.watcher()); err != nil {
+		return nil, err
+	}
 	return running, nil
 }
 

@@ -149,6 +149,41 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
 	})
 
+	It("reads the workload cluster's pods from its cache, trimmed and without copies", func() {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: reachable.Namespace, Name: "cached"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name:      "app",
+				Image:     "registry.example.com/app:v1",
+				Env:       []corev1.EnvVar{{Name: "MODE", Value: "production"}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+			}}},
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
+		workload := reconciler.engines.get(reachableCA).workload
+
+		listed := func(g Gomega) *corev1.Pod {
+			pods, err := workload.ListPods(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, listed := range pods {
+				if listed.Namespace == pod.Namespace && listed.Name == pod.Name {
+					return listed
+				}
+			}
+			g.Expect(pods).To(ContainElement(HaveField("Name", pod.Name)))
+			return nil
+		}
+		var cached *corev1.Pod
+		Eventually(func(g Gomega) {
+			cached = listed(g)
+			g.Expect(listed(g)).To(BeIdenticalTo(cached), "every loop reads the cached pod itself, not a copy")
+		}, waitTimeout).Should(Succeed())
+		Expect(cached.Spec.Containers[0].Resources.Requests).To(HaveKey(corev1.ResourceCPU))
+		Expect(cached.Spec.Containers[0].Image).To(BeEmpty(), "the cache keeps only what the engine reads")
+		Expect(cached.Spec.Containers[0].Env).To(BeNil())
+	})
+
 	It("stops the engine while the Cluster is paused and resumes it afterwards", func() {
 		setPaused(reachable.Cluster, true)
 		Eventually(func(g Gomega) {

@@ -34,6 +34,8 @@ const workloadEventSource = "cluster-autoscaler"
 // goroutine of its own until stop.
 type runningEngine struct {
 	engine *autoscaler.Engine
+	// workload is the engine's reader of the workload cluster.
+	workload *workloadReader
 	// cluster is the Cluster the engine autoscales.
 	cluster client.ObjectKey
 	// restConfig is the workload cluster connection the engine started
@@ -122,7 +124,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	if err != nil {
 		return fmt.Errorf("creating a clientset for workload cluster %s: %w", cluster, err)
 	}
-	workload := &workloadReader{clusterCache: r.ClusterCache, cluster: cluster}
+	workload := &workloadReader{clusterCache: r.ClusterCache, cluster: cluster, name: key.String()}
 
 	verbosity := &atomic.Int32{}
 	verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
@@ -167,6 +169,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 
 	running := &runningEngine{
 		engine:     engine,
+		workload:   workload,
 		cluster:    cluster,
 		restConfig: restConfig,
 		generation: ca.Generation,

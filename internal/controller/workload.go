@@ -2,12 +2,16 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
@@ -33,12 +37,24 @@ func WorkloadCacheOptions() clustercache.CacheOptions {
 // cluster is disconnected reads fail with clustercache.ErrClusterNotConnected
 // instead of returning what a stopped cache last saw, and after a reconnect
 // they use the new cache.
+//
+// Pods are listed straight from the cache's pod informer, without the copy
+// of every pod that List makes: the informer is handed over by a
+// ClusterCache watch (see watcher), registered again with every connection.
 type workloadReader struct {
 	clusterCache clustercache.ClusterCache
 	cluster      client.ObjectKey
+	// name tells this reader's watch apart from other readers' of the cluster.
+	name string
+
+	mu       sync.Mutex
+	informer toolscache.SharedIndexInformer
 }
 
-var _ client.Reader = &workloadReader{}
+var (
+	_ client.Reader        = &workloadReader{}
+	_ autoscaler.PodLister = &workloadReader{}
+)
 
 func (r *workloadReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	reader, err := r.clusterCache.GetReader(ctx, r.cluster)
@@ -54,4 +70,63 @@ func (r *workloadReader) List(ctx context.Context, list client.ObjectList, opts 
 		return err
 	}
 	return reader.List(ctx, list, opts...)
+}
+
+// ListPods lists the cached pods without copying them. Until the informer
+// of the current connection has been handed over and has synced, it lists
+// through List.
+func (r *workloadReader) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
+	reader, err := r.clusterCache.GetReader(ctx, r.cluster)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	informer := r.informer
+	r.mu.Unlock()
+	if informer == nil || informer.IsStopped() || !informer.HasSynced() {
+		var list corev1.PodList
+		if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		pods := make([]*corev1.Pod, len(list.Items))
+		for i := range list.Items {
+			pods[i] = &list.Items[i]
+		}
+		return pods, nil
+	}
+	objects := informer.GetStore().List()
+	pods := make([]*corev1.Pod, 0, len(objects))
+	for _, obj := range objects {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
+}
+
+// watcher hands the pod informer of a new connection over to the reader.
+func (r *workloadReader) watcher() clustercache.Watcher {
+	return podInformerWatcher{reader: r}
+}
+
+type podInformerWatcher struct {
+	reader *workloadReader
+}
+
+func (w podInformerWatcher) Name() string          { return "clusterautoscaler-pod-lister-" + w.reader.name }
+func (w podInformerWatcher) Object() client.Object { return &corev1.Pod{} }
+
+func (w podInformerWatcher) Watch(c cache.Cache) error {
+	informer, err := c.GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	shared, ok := informer.(toolscache.SharedIndexInformer)
+	if !ok {
+		return fmt.Errorf("the pod informer of cluster %s is a %T, not a SharedIndexInformer", w.reader.cluster, informer)
+	}
+	w.reader.mu.Lock()
+	w.reader.informer = shared
+	w.reader.mu.Unlock()
+	return nil
 }
