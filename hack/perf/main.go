@@ -317,10 +317,10 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.idle):
+	// The idle window is a CPU profile of the manager.
+	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes.pb.gz", size))
+	if err := saveProfile(ctx, h.metricsAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
+		return fmt.Errorf("profiling the idle manager: %w", err)
 	}
 	after, err := scrape(ctx, h.metricsAddress)
 	if err != nil {
@@ -328,15 +328,18 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	}
 	load := loadavg()
 	rss, _ := rssMiB(h.managerPid)
-	heap, _ := goHeapMiB(ctx, h.metricsAddress)
-	profile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-nodes.pb.gz", size))
-	if err := saveHeapProfile(ctx, h.metricsAddress, profile); err != nil {
-		profile = err.Error()
+	memory, err := goMemory(ctx, h.metricsAddress)
+	if err != nil {
+		memory = err.Error()
+	}
+	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-nodes.pb.gz", size))
+	if err := saveProfile(ctx, h.metricsAddress, "heap", heapProfile); err != nil {
+		return fmt.Errorf("profiling the manager's heap: %w", err)
 	}
 	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before[key("main")], after[key("main")]), o.idle, diff(before[key("refresh")], after[key("refresh")]), load)
 	h.row("| %d nodes: scale-down planning (%d underutilized) | %s | unneeded nodes in status: %s | load %s |", size, pool,
 		diff(before[key("scaleDown")], after[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
-	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | Go heap in use %.0f MiB; heap profile %s | load %s |", size, size*o.podsPerNode, rss, heap, profile, load)
+	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | %s; profiles %s, %s | load %s |", size, size*o.podsPerNode, rss, memory, filepath.Base(heapProfile), filepath.Base(cpuProfile), load)
 
 	for _, batch := range o.batches {
 		trials := o.trials

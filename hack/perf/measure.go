@@ -232,34 +232,42 @@ func scaledUpLogTimes(logPath, group string, since time.Time) []time.Time {
 	return out
 }
 
-// goHeapMiB is the manager's go_memstats_heap_inuse_bytes in MiB: how much
-// of the RSS is Go heap (the rest is mostly memory the runtime has not
-// returned to the system yet).
-func goHeapMiB(ctx context.Context, address string) (float64, error) {
+// goMemory describes the manager's Go memory from its metrics: the heap
+// in use and the heap size at which the next collection starts (the RSS
+// follows the latter).
+func goMemory(ctx context.Context, address string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
+	values := map[string]float64{}
 	s := bufio.NewScanner(resp.Body)
 	s.Buffer(make([]byte, 1<<20), 1<<22)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			bytes, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return bytes / (1 << 20), err
+		for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_next_gc_bytes"} {
+			if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
+				if bytes, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+					values[name] = bytes / (1 << 20)
+				}
+			}
 		}
 	}
-	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the metrics of %s", address)
+	if len(values) != 2 {
+		return "", fmt.Errorf("no Go memory statistics in the metrics of %s", address)
+	}
+	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB", values["go_memstats_heap_inuse_bytes"], values["go_memstats_next_gc_bytes"]), nil
 }
 
-// saveHeapProfile writes the manager's heap profile (the manager runs with
-// --profiling) to path, for `go tool pprof`.
-func saveHeapProfile(ctx context.Context, address, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/debug/pprof/heap", nil)
+// saveProfile writes one of the manager's pprof profiles (the manager runs
+// with --profiling), e.g. "heap" or "profile?seconds=60", to path, for
+// `go tool pprof`.
+func saveProfile(ctx context.Context, address, profile, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/debug/pprof/"+profile, nil)
 	if err != nil {
 		return err
 	}
@@ -269,7 +277,7 @@ func saveHeapProfile(ctx context.Context, address, path string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: %s", resp.Status)
+		return fmt.Errorf("%s profile: %s", profile, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {

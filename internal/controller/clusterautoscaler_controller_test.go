@@ -182,6 +182,25 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		Expect(cached.Spec.Containers[0].Resources.Requests).To(HaveKey(corev1.ResourceCPU))
 		Expect(cached.Spec.Containers[0].Image).To(BeEmpty(), "the cache keeps only what the engine reads")
 		Expect(cached.Spec.Containers[0].Env).To(BeNil())
+
+		By("leaving out pods that have finished, which hold no resources")
+		finished := pod.DeepCopy()
+		finished.ObjectMeta = metav1.ObjectMeta{Namespace: pod.Namespace, Name: "finished"}
+		Expect(k8sClient.Create(ctx, finished)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, finished))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			pods, err := workload.ListPods(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods).To(ContainElement(HaveField("Name", finished.Name)))
+		}, waitTimeout).Should(Succeed())
+		finished.Status.Phase = corev1.PodSucceeded
+		Expect(k8sClient.Status().Update(ctx, finished)).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods, err := workload.ListPods(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods).NotTo(ContainElement(HaveField("Name", finished.Name)))
+			g.Expect(pods).To(ContainElement(HaveField("Name", pod.Name)))
+		}, waitTimeout).Should(Succeed())
 	})
 
 	It("stops the engine while the Cluster is paused and resumes it afterwards", func() {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,17 +21,27 @@ import (
 // PodDisruptionBudgets and Namespaces, and informers start on first read, so
 // nothing else is cached. Managed fields are dropped from every object;
 // Pods, the bulk of the cache, and Nodes are trimmed to what the engine
-// reads, and the pods of one workload share their common parts.
+// reads, and the pods of one workload share their common parts. Pods that
+// have finished (completed Jobs) hold no resources and are not cached.
 func WorkloadCacheOptions() clustercache.CacheOptions {
 	transformer := trim.NewTransformer()
 	return clustercache.CacheOptions{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Transform: transformer.Transform},
+			&corev1.Pod{}: {
+				Field:     unfinishedPods,
+				Transform: transformer.Transform,
+			},
 			&corev1.Node{}: {Transform: transformer.Transform},
 		},
 	}
 }
+
+// unfinishedPods selects the pods that neither succeeded nor failed.
+var unfinishedPods = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+)
 
 // workloadReader is the engine's reader of one workload cluster. Every read
 // asks the ClusterCache for the cluster's current client, so that while the
