@@ -150,8 +150,11 @@ func (p *Process) waitHealthy(ctx context.Context, client *http.Client, url stri
 		lastErr = probe(ctx, client, url)
 		return lastErr == nil, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && lastErr != nil:
 		return fmt.Errorf("waiting for %s to be healthy (last error: %w, log %s): %w", p.name, lastErr, p.logPath, err)
+	case err != nil:
+		return fmt.Errorf("waiting for %s to be healthy: %w", p.name, err)
 	}
 	return nil
 }

@@ -182,14 +182,13 @@ func FreeLocalAddress() (string, error) {
 // StartManager runs the manager binary on the stack as ManagerProcess,
 // against the management cluster, serving its metrics on metricsAddress
 // and no health probes.
-func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string, extraArgs ...string) error {
+func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string, extraArgs ...string) (*localstack.Process, error) {
 	args := append([]string{
 		"--kubeconfig=" + stack.Management.KubeconfigPath,
 		"--metrics-bind-address=" + metricsAddress,
 		"--health-probe-bind-address=0",
 	}, extraArgs...)
-	_, err := stack.StartProcess(ctx, ManagerProcess, binary, args...)
-	return err
+	return stack.StartProcess(ctx, ManagerProcess, binary, args...)
 }
 
 // ManagerLog is the log file of the manager StartManager runs.

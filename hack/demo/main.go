@@ -175,7 +175,7 @@ func (d *demo) startAutoscaler(ctx context.Context, stack *localstack.Stack, bin
 	if err != nil {
 		return "", err
 	}
-	if err := simcluster.StartManager(ctx, stack, binary, metricsAddress); err != nil {
+	if _, err := simcluster.StartManager(ctx, stack, binary, metricsAddress); err != nil {
 		return "", fmt.Errorf("starting the autoscaler manager: %w", err)
 	}
 	d.progress.step("Started the autoscaler manager, logging to %s", simcluster.ManagerLog(stack))

@@ -231,12 +231,18 @@ func run(ctx context.Context, o options) (retErr error) {
 	if h.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
 		return err
 	}
-	if err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiling"); err != nil {
+	process, err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiling")
+	if err != nil {
 		return err
 	}
 	h.managerLog = simcluster.ManagerLog(stack)
-	if h.managerPid, err = findPid(manager, h.metricsAddress); err != nil {
-		return err
+	h.managerPid = process.Pid()
+	// Wait for the manager to serve its metrics before reading its memory.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := goMemory(ctx, h.metricsAddress)
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("the manager serves no metrics: %w", err)
 	}
 	rss, _ := rssMiB(h.managerPid)
 	h.row("| manager started, no ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())

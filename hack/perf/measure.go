@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,30 +155,6 @@ func rssMiB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
-}
-
-// findPid finds the process whose command line has both binary and marker
-// (the manager's unique metrics address).
-func findPid(binary, marker string) (int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && args[0] == binary && strings.Contains(string(cmdline), marker) {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no process %s with %s", binary, marker)
 }
 
 func loadavg() string {
