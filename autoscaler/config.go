@@ -101,7 +101,7 @@ func DefaultConfig() Config {
 	return Config{
 		ScanInterval:         10 * time.Second,
 		TriggerQuietPeriod:   200 * time.Millisecond,
-		TriggerBatchWindow:   time.Second,
+		TriggerBatchWindow:   500 * time.Millisecond,
 		PodPriorityThreshold: -10,
 		MaxNodesPerScaleUp:   1000,
 		MaxNodeProvisionTime: 15 * time.Minute,

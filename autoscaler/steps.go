@@ -43,6 +43,9 @@ type steps struct {
 	scaleUp  *scaleup.ScaleUp
 	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
+	// podInfos carries parsed pods from one loop's snapshot to the next;
+	// nil unless the pods come from a cache (Options.Cluster is a PodLister).
+	podInfos *snapshot.PodInfos
 }
 
 // history is what the engine remembers of its own actions across
@@ -84,8 +87,12 @@ func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *h
 		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
 	}
 	planner.RecordScaleUp(hist.lastScaleUp)
-	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
-		scaleUp: scaleUp, planner: planner, actuator: actuator}, nil
+	s := &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
+		scaleUp: scaleUp, planner: planner, actuator: actuator}
+	if _, cached := opts.Cluster.(PodLister); cached {
+		s.podInfos = snapshot.NewPodInfos()
+	}
+	return s, nil
 }
 
 func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
@@ -138,6 +145,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
+	input.PodInfos = s.podInfos
 	l.snapshot = snapshot.New(input)
 	return nil
 }

@@ -75,8 +75,9 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	if err != nil {
 		return list, err
 	}
+	// The Nodes are only read, so they need not be copied out of the cache.
 	nodes := &corev1.NodeList{}
-	if err := p.workload.List(ctx, nodes); err != nil {
+	if err := p.workload.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return list, fmt.Errorf("listing the Nodes of Cluster %s: %w", p.cluster, err)
 	}
 	index := newNodeIndex(nodes.Items)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +81,69 @@ func (ids identities) intern(pod *corev1.Pod) *Identity {
 	identity := newIdentity(pod)
 	ids[owner.UID] = append(ids[owner.UID], identity)
 	return identity
+}
+
+// remember makes identity, of a pod parsed for an earlier snapshot, the
+// one later pods of the same controller and labels share.
+func (ids identities) remember(pod *corev1.Pod, identity *Identity) {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if owner == nil || slices.Contains(ids[owner.UID], identity) {
+		return
+	}
+	ids[owner.UID] = append(ids[owner.UID], identity)
+}
+
+// PodInfos keeps the PodInfos of the pods of the last snapshot built with
+// it, so that the next snapshot parses only the pods that changed: an
+// informer's cache hands out the same *corev1.Pod for as long as the pod
+// is unchanged, and replaces it when it changes. It is not safe for
+// concurrent use.
+type PodInfos struct {
+	byPod map[*corev1.Pod]*PodInfo
+}
+
+// NewPodInfos returns an empty PodInfos.
+func NewPodInfos() *PodInfos {
+	return &PodInfos{byPod: map[*corev1.Pod]*PodInfo{}}
+}
+
+// parser parses the pods of one snapshot, reusing what a PodInfos kept.
+type parser struct {
+	kept  *PodInfos
+	next  map[*corev1.Pod]*PodInfo
+	ids   identities
+	reuse corev1.ResourceList
+}
+
+func newParser(kept *PodInfos, pods int) *parser {
+	p := &parser{ids: identities{}, reuse: corev1.ResourceList{}}
+	if kept != nil {
+		p.kept = kept
+		p.next = make(map[*corev1.Pod]*PodInfo, pods)
+	}
+	return p
+}
+
+func (p *parser) parse(pod *corev1.Pod) *PodInfo {
+	if p.kept == nil {
+		return newPodInfo(pod, p.ids.intern(pod), p.reuse)
+	}
+	info, ok := p.kept.byPod[pod]
+	if ok {
+		p.ids.remember(pod, info.Identity)
+	} else {
+		info = newPodInfo(pod, p.ids.intern(pod), p.reuse)
+	}
+	p.next[pod] = info
+	return info
+}
+
+// done keeps the PodInfos of this snapshot's pods for the next one; the
+// pods that are gone are forgotten.
+func (p *parser) done() {
+	if p.kept != nil {
+		p.kept.byPod = p.next
+	}
 }
 
 // AffinityTerm is a parsed corev1.PodAffinityTerm.

@@ -42,6 +42,10 @@ type Input struct {
 	// NodeGroups are the autoscaled node groups; nodes are mapped to them
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
+	// PodInfos, when set, hands the pods parsed for the previous snapshot
+	// to this one, and keeps this one's for the next: Pods must then be
+	// the objects of a cache, never modified in place.
+	PodInfos *PodInfos
 }
 
 // Snapshot is the simulated state of one cluster. It is not safe for
@@ -88,8 +92,7 @@ func New(in Input) *Snapshot {
 		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
 	}
-	ids := identities{}
-	reuse := corev1.ResourceList{}
+	parser := newParser(in.PodInfos, len(in.Pods))
 	for _, pod := range in.Pods {
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
@@ -99,9 +102,10 @@ func New(in Input) *Snapshot {
 			continue
 		}
 		if node, ok := base.nodes[pod.Spec.NodeName]; ok {
-			node.addPod(newPodInfo(pod, ids.intern(pod), reuse))
+			node.addPod(parser.parse(pod))
 		}
 	}
+	parser.done()
 	for _, namespace := range in.Namespaces {
 		s.namespaceLabels[namespace.Name] = labels.Set(namespace.Labels)
 	}

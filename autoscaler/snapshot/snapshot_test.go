@@ -47,6 +47,36 @@ func TestNewPlacesBoundPodsAndKeepsPendingOnes(t *testing.T) {
 	g.Expect(snap.PendingPods()).To(HaveLen(1))
 }
 
+func TestPodInfosParseOnlyThePodsThatChanged(t *testing.T) {
+	g := NewWithT(t)
+	nodes := []*corev1.Node{st.Node("a", "4", "8Gi")}
+	web := st.Pod("web", "1", "1Gi", st.OnNode("a"))
+	db := st.Pod("db", "1", "1Gi", st.OnNode("a"))
+	podInfos := snapshot.NewPodInfos()
+	build := func(pods ...*corev1.Pod) map[string]*snapshot.PodInfo {
+		snap := snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, PodInfos: podInfos})
+		infos := map[string]*snapshot.PodInfo{}
+		for _, info := range snap.NodeInfo("a").Pods() {
+			infos[info.Pod.Name] = info
+		}
+		return infos
+	}
+
+	first := build(web, db)
+	second := build(web, db)
+	g.Expect(second["web"]).To(BeIdenticalTo(first["web"]), "an unchanged pod is not parsed again")
+	g.Expect(second["db"]).To(BeIdenticalTo(first["db"]))
+
+	// A cache replaces a pod that changes with a new object.
+	resized := st.Pod("web", "3", "1Gi", st.OnNode("a"))
+	third := build(resized, db)
+	g.Expect(third["web"]).NotTo(BeIdenticalTo(first["web"]))
+	g.Expect(third["web"].Requests.MilliCPU).To(Equal(int64(3000)))
+
+	build(db)
+	g.Expect(build(web, db)["web"]).NotTo(BeIdenticalTo(first["web"]), "a pod gone from one snapshot is forgotten")
+}
+
 func TestForkRevertAndCommit(t *testing.T) {
 	tests := []struct {
 		name      string
