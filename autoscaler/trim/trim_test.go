@@ -139,7 +139,7 @@ func TestPodsOfOneWorkloadShareTheirCommonParts(t *testing.T) {
 	g.Expect(fmt.Sprintf("%p", a.Labels)).To(Equal(fmt.Sprintf("%p", b.Labels)))
 	g.Expect(a.Name).NotTo(Equal(b.Name))
 
-	g.Expect(cap(a.Spec.Tolerations)).To(Equal(len(a.Spec.Tolerations)),
+	g.Expect(a.Spec.Tolerations).To(HaveCap(len(a.Spec.Tolerations)),
 		"an append by a reader must not write into the slice another pod shares")
 
 	other := deploymentPod("api-1")

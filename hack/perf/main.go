@@ -680,8 +680,16 @@ func (h *harness) multi(ctx context.Context, clusters []string, workloads map[st
 		all.mean = sum / time.Duration(all.count)
 	}
 	rss, _ = rssMiB(h.managerPid)
+	memory, err := goMemory(ctx, h.metricsAddress)
+	if err != nil {
+		memory = err.Error()
+	}
+	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-clusters.pb.gz", len(clusters)))
+	if err := saveProfile(ctx, h.metricsAddress, "heap", heapProfile); err != nil {
+		return fmt.Errorf("profiling the manager's heap: %w", err)
+	}
 	h.row("| %d Clusters: idle loops (all engines) | mean %s, %d loops | over %s | load %s |", len(clusters), roundDuration(all.mean), all.count, o.idle, loadavg())
-	h.row("| %d Clusters: manager RSS after %s | %.0f MiB | | load %s |", len(clusters), o.idle, rss, loadavg())
+	h.row("| %d Clusters: manager RSS after %s | %.0f MiB | %s; profile %s | load %s |", len(clusters), o.idle, rss, memory, filepath.Base(heapProfile), loadavg())
 	return nil
 }
 
