@@ -124,7 +124,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	if err != nil {
 		return fmt.Errorf("creating a clientset for workload cluster %s: %w", cluster, err)
 	}
-	workload := &workloadReader{clusterCache: r.ClusterCache, cluster: cluster, name: key.String()}
+	workload := newWorkloadReader(r.ClusterCache, cluster, key)
 
 	verbosity := &atomic.Int32{}
 	verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -55,7 +56,9 @@ var unfinishedPods = fields.AndSelectors(
 type workloadReader struct {
 	clusterCache clustercache.ClusterCache
 	cluster      client.ObjectKey
-	// name tells this reader's watch apart from other readers' of the cluster.
+	// name tells this reader's watch apart from other readers' of the
+	// cluster, including earlier readers of the same ClusterAutoscaler whose
+	// watches the connection still has.
 	name string
 
 	mu       sync.Mutex
@@ -113,6 +116,13 @@ func (r *workloadReader) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
 		}
 	}
 	return pods, nil
+}
+
+// readers numbers the workload readers, to name their watches.
+var readers atomic.Uint64
+
+func newWorkloadReader(clusterCache clustercache.ClusterCache, cluster client.ObjectKey, owner client.ObjectKey) *workloadReader {
+	return &workloadReader{clusterCache: clusterCache, cluster: cluster, name: fmt.Sprintf("%s-%d", owner, readers.Add(1))}
 }
 
 // watcher hands the pod informer of a new connection over to the reader.
