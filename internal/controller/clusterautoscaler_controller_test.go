@@ -218,7 +218,24 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 		}, waitTimeout).Should(Succeed())
-		Expect(reconciler.engines.get(reachableCA)).NotTo(BeNil())
+		resumed := reconciler.engines.get(reachableCA)
+		Expect(resumed).NotTo(BeNil())
+
+		By("reading pods from the cache without copies again, on the same connection")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: reachable.Namespace, Name: "after-resume"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:v1"}}},
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			first, err := resumed.workload.ListPods(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			second, err := resumed.workload.ListPods(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(first).To(ContainElement(HaveField("Name", pod.Name)))
+			g.Expect(second[0]).To(BeIdenticalTo(first[0]))
+		}, waitTimeout).Should(Succeed())
 	})
 
 	It("removes its taints and delete-machine annotations when deleted, and leaves replicas alone", func() {
