@@ -29,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -363,17 +362,13 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 
 // gauge is the value of a metric of the cluster, as text.
 func (h *harness) gauge(ctx context.Context, name, cluster string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.metricsAddress+"/metrics", nil)
+	body, err := get(ctx, h.metricsAddress, "/metrics")
 	if err != nil {
 		return "?"
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "?"
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	defer body.Close()
+	text, _ := io.ReadAll(body)
+	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, name+"{") && strings.Contains(line, `cluster="`+namespace+"/"+cluster+`"`) {
 			f := strings.Fields(line)
 			return f[len(f)-1]

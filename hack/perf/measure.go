@@ -25,18 +25,14 @@ type histogram struct {
 // (cluster, function) from the text exposition format. (Parsed by hand:
 // importing prometheus/common, an indirect dependency, would change go.mod.)
 func scrape(ctx context.Context, address string) (map[[2]string]histogram, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/metrics", nil)
+	body, err := get(ctx, address, "/metrics")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	defer body.Close()
 	const name = "cluster_autoscaler_function_duration_seconds_"
 	out := map[[2]string]histogram{}
-	s := bufio.NewScanner(resp.Body)
+	s := bufio.NewScanner(body)
 	s.Buffer(make([]byte, 1<<20), 1<<22)
 	for s.Scan() {
 		line, ok := strings.CutPrefix(s.Text(), name)
@@ -211,17 +207,13 @@ func scaledUpLogTimes(logPath, group string, since time.Time) []time.Time {
 // in use and the heap size at which the next collection starts (the RSS
 // follows the latter).
 func goMemory(ctx context.Context, address string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/metrics", nil)
+	body, err := get(ctx, address, "/metrics")
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
+	defer body.Close()
 	values := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
+	s := bufio.NewScanner(body)
 	s.Buffer(make([]byte, 1<<20), 1<<22)
 	for s.Scan() {
 		for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_next_gc_bytes"} {
@@ -242,25 +234,35 @@ func goMemory(ctx context.Context, address string) (string, error) {
 // with --profiling), e.g. "heap" or "profile?seconds=60", to path, for
 // `go tool pprof`.
 func saveProfile(ctx context.Context, address, profile, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/debug/pprof/"+profile, nil)
+	body, err := get(ctx, address, "/debug/pprof/"+profile)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s profile: %s", profile, resp.Status)
-	}
+	defer body.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		_ = f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// get reads path from the manager's metrics endpoint at address.
+func get(ctx context.Context, address, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return resp.Body, nil
 }
