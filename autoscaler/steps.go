@@ -59,6 +59,9 @@ type history struct {
 	// in the last loop, by group ID, so that each problem is reported in an
 	// event once, when it appears or changes.
 	problems map[string]string
+	// nominations are where the last scale-up plan placed pending pods, so
+	// that the next keeps them there instead of planning for them again.
+	nominations []scaleup.Nomination
 }
 
 // loop is what the steps of one loop share.
@@ -329,9 +332,12 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	for _, state := range s.state.Groups() {
 		upcoming[state.Group.ID()] = state.Upcoming
 	}
-	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{Upcoming: upcoming, Skip: func(group nodegroups.NodeGroup) string {
-		return s.skipScaleUpReason(group, l.now)
-	}})
+	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
+		Upcoming:    upcoming,
+		Skip:        func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
+		Nominations: s.history.nominations,
+	})
+	s.history.nominations = plan.Nominations
 
 	scaled := 0
 	for _, increase := range plan.Increases {

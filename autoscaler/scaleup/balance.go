@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -19,20 +18,27 @@ const maxSimilarDifference = 0.05
 // alwaysIgnoredLabels differ between similar groups by design.
 var alwaysIgnoredLabels = []string{corev1.LabelHostname, corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaZone}
 
-// similarGroups returns the estimates of the groups similar to chosen that
-// take every pod group chosen helps, chosen first.
-func similarGroups(chosen *estimate, all []*estimate, ignoredLabels sets.Set[string]) []*estimate {
-	similar := []*estimate{chosen}
+// similarCandidates returns lead and the candidates similar to it: the
+// groups a scale-up led by lead may also grow, to balance them, or to take
+// the pods lead cannot, such as the other zones of a zone spread.
+func similarCandidates(lead *candidate, all []*candidate, ignoredLabels sets.Set[string]) []*candidate {
+	similar := []*candidate{lead}
 	for _, other := range all {
-		if other == chosen || !similarTemplates(chosen.template, other.template, ignoredLabels) {
-			continue
+		if other != lead && similarTemplates(lead.template, other.template, ignoredLabels) {
+			similar = append(similar, other)
 		}
-		if slices.ContainsFunc(chosen.podGroups, func(podGroup *simulator.PodGroup) bool { return !other.fits[podGroup] }) {
-			continue
-		}
-		similar = append(similar, other)
 	}
 	return similar
+}
+
+// membersKey identifies a set of candidates, whatever their order.
+func membersKey(members []*candidate) string {
+	ids := make([]string, 0, len(members))
+	for _, member := range members {
+		ids = append(ids, member.group.ID())
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, "\x00")
 }
 
 // similarTemplates: same capacity, allocatable and free resources within
@@ -79,47 +85,4 @@ func sameLabels(a, b map[string]string, ignored sets.Set[string]) bool {
 		}
 	}
 	return true
-}
-
-// balancedIncrease is one group's part of a balanced scale-up.
-type balancedIncrease struct {
-	estimate *estimate
-	delta    int
-}
-
-// balance splits nodes over the groups so that their target sizes become
-// as equal as possible: each node goes to the smallest group that is below
-// its max size, ties to the one listed first.
-func balance(groups []*estimate, nodes int) []balancedIncrease {
-	sorted := slices.Clone(groups)
-	slices.SortStableFunc(sorted, func(a, b *estimate) int {
-		if d := a.group.TargetSize() - b.group.TargetSize(); d != 0 {
-			return d
-		}
-		return strings.Compare(a.group.ID(), b.group.ID())
-	})
-	deltas := make([]int, len(sorted))
-	for ; nodes > 0; nodes-- {
-		smallest := -1
-		for i, option := range sorted {
-			size := option.group.TargetSize() + deltas[i]
-			if size >= option.group.MaxSize() {
-				continue
-			}
-			if smallest < 0 || size < sorted[smallest].group.TargetSize()+deltas[smallest] {
-				smallest = i
-			}
-		}
-		if smallest < 0 {
-			break
-		}
-		deltas[smallest]++
-	}
-	var increases []balancedIncrease
-	for i, option := range sorted {
-		if deltas[i] > 0 {
-			increases = append(increases, balancedIncrease{estimate: option, delta: deltas[i]})
-		}
-	}
-	return increases
 }

@@ -2,8 +2,8 @@ package scaleup
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -12,118 +12,262 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// estimate is what adding nodes to one node group would do for the
-// pending pods.
+// estimate is what adding nodes to one node group, and to the groups
+// similar to it, would do for the pending pods. It is one option for the
+// expanders, named after its group.
 type estimate struct {
 	group    nodegroups.NodeGroup
 	template *snapshot.NodeInfo
-	// nodes is how many new nodes the helped pods need.
+	// nodes is how many new nodes the helped pods need, in all.
 	nodes int
-	pods  []*corev1.Pod
+	// increases are the new nodes per group, by group ID; each has a pod.
+	increases []Increase
+	pods      []*corev1.Pod
+	// nominations are where the pods go, in the order they were placed.
+	nominations []Nomination
 	// requested is the sum of the requests of pods.
 	requested snapshot.Resources
-	// podGroups are the pod groups with at least one pod helped.
-	podGroups []*simulator.PodGroup
-	// fits are the pod groups that a new, empty node of the group takes.
-	fits map[*simulator.PodGroup]bool
 	// reasons say why pods of a pod group are not helped.
 	reasons map[*simulator.PodGroup][]string
 }
 
-// binpackOptions are the inputs of binpack besides the scheduler.
-type binpackOptions struct {
+// candidate is a node group that may grow in this loop.
+type candidate struct {
 	group    nodegroups.NodeGroup
 	template *snapshot.NodeInfo
+	// room is how many nodes the group may add by its own max size.
+	room int
+	// upcoming is how many nodes of the group are on their way.
+	upcoming int
+	// probe is how each pending pod group fares on a new, empty node of
+	// the group.
+	probe map[*simulator.PodGroup]probeResult
+}
+
+type probeResult struct {
+	reasons []string
+	// lasting failures stay whatever else is placed.
+	lasting bool
+}
+
+// takes tells whether new nodes of the group can take pods of podGroup,
+// now or once other pods are placed.
+func (c *candidate) takes(podGroup *simulator.PodGroup) bool {
+	result := c.probe[podGroup]
+	return result.reasons == nil || !result.lasting
+}
+
+// probeCandidate checks every pod group on a new node of the group, in a
+// fork of its own.
+func probeCandidate(sched *simulator.Scheduler, c *candidate, podGroups []*simulator.PodGroup) {
+	sched.Fork()
+	defer sched.Revert()
+	probe := c.template.CopyAs(c.template.Name() + "-probe")
+	// The name is unique within this fork: the template name is.
+	_ = sched.AddNode(probe)
+	c.probe = make(map[*simulator.PodGroup]probeResult, len(podGroups))
+	for _, podGroup := range podGroups {
+		reasons, lasting := sched.CheckGroupLasting(podGroup, probe.Name())
+		c.probe[podGroup] = probeResult{reasons: reasons, lasting: lasting}
+	}
+}
+
+// binpackOptions are the inputs of binpack besides the scheduler.
+type binpackOptions struct {
+	// members are the groups that may get new nodes, the group the option
+	// is named after first.
+	members []*candidate
+	// balance gives each new node to the smallest member that takes the
+	// pod; otherwise the first member gets every node it takes, and the
+	// others only the pods it cannot take.
+	balance bool
 	// podGroups are the pods still pending once existing and upcoming nodes
 	// have taken what they can.
 	podGroups []*simulator.PodGroup
-	// maxNodes is the most nodes the group may add; capReason says which
-	// limit that is.
+	// maxNodes is the most nodes the members may add together, by the
+	// cluster-wide limits; capReason says which limit that is.
 	maxNodes  int
 	capReason string
 }
 
-// binpack adds new nodes of the group to a fork of the scheduler's snapshot
-// and places the pods on them first fit, largest pods first, adding a node
-// when no new node takes the next pod, up to maxNodes.
+// binpacker places pods on new nodes of the members, in a fork of the
+// scheduler's snapshot.
+type binpacker struct {
+	sched *simulator.Scheduler
+	opts  binpackOptions
+	// nodes are the new nodes, in the order they were added; each has a pod.
+	nodes []newNode
+	// added counts the new nodes per member.
+	added []int
+	// nominations are where pods went, in order.
+	nominations []Nomination
+}
+
+type newNode struct {
+	name, group string
+}
+
+func (b *binpacker) nominate(pod *corev1.Pod, node int) {
+	b.nominations = append(b.nominations, Nomination{Pod: pod.UID, Node: b.nodes[node].name, Group: b.nodes[node].group})
+}
+
+// pendingPods are the pods of a pod group not placed yet.
+type pendingPods struct {
+	group *simulator.PodGroup
+	pods  []*corev1.Pod
+}
+
+// binpack places the pods on new nodes of the members first fit, in
+// placement order, adding a node when no new node takes the next pod, up
+// to the limits. Pods whose fit depends on other pods (topology spread,
+// pod affinity) are tried again once others were placed, until a pass
+// places nothing, so that a zone spread fills every zone in one estimate.
 func binpack(sched *simulator.Scheduler, opts binpackOptions) *estimate {
-	est := &estimate{
-		group: opts.group, template: opts.template,
-		fits: map[*simulator.PodGroup]bool{}, reasons: map[*simulator.PodGroup][]string{},
-	}
+	lead := opts.members[0]
+	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}}
 	sched.Fork()
 	defer sched.Revert()
+	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members))}
 
-	var nodes []string
-	used := map[int]bool{}
-	addNode := func() string {
-		name := fmt.Sprintf("%s-new-%d", opts.template.Name(), len(nodes))
-		// The name is unique within this fork: the template name is.
-		_ = sched.AddNode(opts.template.CopyAs(name))
-		nodes = append(nodes, name)
-		return name
-	}
-	// The first new node is also the probe telling which pods a new node
-	// of this group could take at all.
-	probe := addNode()
-	for _, podGroup := range opts.podGroups {
-		if reasons := sched.CheckGroup(podGroup, probe); reasons != nil {
-			est.reasons[podGroup] = reasons
+	var pending []pendingPods
+	for _, podGroup := range placementOrder(opts.podGroups) {
+		if !slices.ContainsFunc(opts.members, func(member *candidate) bool { return member.takes(podGroup) }) {
+			est.reasons[podGroup] = lead.probe[podGroup].reasons
 			continue
 		}
-		est.fits[podGroup] = true
+		pending = append(pending, pendingPods{group: podGroup, pods: podGroup.Pods})
 	}
-
-	for _, podGroup := range bySize(opts.podGroups, opts.template) {
-		if !est.fits[podGroup] {
-			continue
+	for len(pending) > 0 {
+		var retry []pendingPods
+		progress := false
+		for _, p := range pending {
+			placed, reasons := b.placeAll(p)
+			est.pods = append(est.pods, p.pods[:placed]...)
+			for range placed {
+				est.requested.Add(p.group.Requests())
+			}
+			progress = progress || placed > 0
+			if placed == len(p.pods) {
+				// Helped in full, maybe on a retry.
+				delete(est.reasons, p.group)
+				continue
+			}
+			est.reasons[p.group] = reasons
+			if p.group.DependsOnOtherPods() {
+				retry = append(retry, pendingPods{group: p.group, pods: p.pods[placed:]})
+			}
 		}
-		helped := 0
-		cursor := 0
-		for _, pod := range podGroup.Pods {
-			// New nodes only fill up, so a node that did not take a pod will
-			// not take its sibling, unless placement elsewhere matters.
-			if podGroup.DependsOnOtherPods() {
-				cursor = 0
-			}
-			for cursor < len(nodes) && sched.PlaceOn(podGroup, pod, nodes[cursor]) != nil {
-				cursor++
-			}
-			if cursor == len(nodes) {
-				if len(nodes) >= opts.maxNodes {
-					est.reasons[podGroup] = []string{opts.capReason}
-					break
-				}
-				if reasons := sched.PlaceOn(podGroup, pod, addNode()); reasons != nil {
-					// Another new node would not do better.
-					est.reasons[podGroup] = reasons
-					break
-				}
-			}
-			used[cursor] = true
-			est.pods = append(est.pods, pod)
-			est.requested.Add(podGroup.Requests())
-			helped++
+		if !progress {
+			break
 		}
-		if helped > 0 {
-			est.podGroups = append(est.podGroups, podGroup)
+		pending = retry
+	}
+	est.nodes, est.nominations = len(b.nodes), b.nominations
+	for i, member := range opts.members {
+		if b.added[i] > 0 {
+			est.increases = append(est.increases, Increase{Group: member.group, Delta: b.added[i]})
 		}
 	}
-	est.nodes = len(used)
+	slices.SortFunc(est.increases, func(a, b Increase) int { return strings.Compare(a.Group.ID(), b.Group.ID()) })
 	return est
 }
 
-// bySize orders pod groups by how much of a node one of their pods takes,
-// largest first, which keeps first-fit binpacking close to optimal.
-func bySize(podGroups []*simulator.PodGroup, template *snapshot.NodeInfo) []*simulator.PodGroup {
-	allocatable := template.Allocatable()
-	share := func(podGroup *simulator.PodGroup) float64 {
-		requests := podGroup.Requests()
-		return fraction(requests.MilliCPU, allocatable.MilliCPU) + fraction(requests.Memory, allocatable.Memory)
+// placeAll places the pods in order until one fits nowhere: its siblings
+// would not fit either. It returns how many it placed and why the next
+// did not fit.
+func (b *binpacker) placeAll(p pendingPods) (int, []string) {
+	// New nodes only fill up, so a node that did not take a pod will not
+	// take its sibling, unless placement elsewhere matters.
+	cursor := 0
+	for i, pod := range p.pods {
+		if p.group.DependsOnOtherPods() {
+			cursor = 0
+		}
+		for cursor < len(b.nodes) && b.sched.PlaceOn(p.group, pod, b.nodes[cursor].name) != nil {
+			cursor++
+		}
+		if cursor < len(b.nodes) {
+			b.nominate(pod, cursor)
+			continue
+		}
+		if reasons := b.placeOnNewNode(p.group, pod); reasons != nil {
+			return i, reasons
+		}
 	}
+	return len(p.pods), nil
+}
+
+// placeOnNewNode adds a node of the first member, in adding order, whose
+// new node takes the pod. A new node that does not take it is removed
+// again: no node is planned without a pod.
+func (b *binpacker) placeOnNewNode(podGroup *simulator.PodGroup, pod *corev1.Pod) []string {
+	if len(b.nodes) >= b.opts.maxNodes {
+		return []string{b.opts.capReason}
+	}
+	var reasons []string
+	for _, i := range b.addingOrder() {
+		member := b.opts.members[i]
+		if !member.takes(podGroup) {
+			continue
+		}
+		if b.added[i] >= member.room {
+			if reasons == nil {
+				reasons = []string{ReasonMaxGroupSize}
+			}
+			continue
+		}
+		// Named as it will be while on its way; unique, as template names are.
+		name := upcomingNodeName(member.template, member.upcoming+b.added[i])
+		_ = b.sched.AddNode(member.template.CopyAs(name))
+		unfit := b.sched.PlaceOn(podGroup, pod, name)
+		if unfit == nil {
+			b.added[i]++
+			b.nodes = append(b.nodes, newNode{name: name, group: member.group.ID()})
+			b.nominate(pod, len(b.nodes)-1)
+			return nil
+		}
+		_ = b.sched.RemoveNode(name)
+		reasons = unfit
+	}
+	return reasons
+}
+
+// addingOrder is the order in which members are asked for a new node.
+func (b *binpacker) addingOrder() []int {
+	order := make([]int, len(b.opts.members))
+	for i := range order {
+		order[i] = i
+	}
+	target := func(i int) int { return b.opts.members[i].group.TargetSize() }
+	slices.SortStableFunc(order, func(x, y int) int {
+		if !b.opts.balance && (x == 0 || y == 0) {
+			// The lead first.
+			return cmp.Compare(x, y)
+		}
+		// The smallest group, ties to the one that was smallest before.
+		return cmp.Or(cmp.Compare(target(x)+b.added[x], target(y)+b.added[y]), cmp.Compare(target(x), target(y)),
+			strings.Compare(b.opts.members[x].group.ID(), b.opts.members[y].group.ID()))
+	})
+	return order
+}
+
+// placementOrder is the order in which both the absorption into nodes that
+// exist or are on their way and binpacking on new nodes place pod groups,
+// so that pods planned for in one loop find their place in the next: pods
+// with required anti-affinity first, since each needs a domain of its own
+// and smaller pods can fill the room they leave, then the largest first,
+// which keeps first-fit close to optimal.
+func placementOrder(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 	sorted := slices.Clone(podGroups)
 	slices.SortStableFunc(sorted, func(a, b *simulator.PodGroup) int {
-		return cmp.Compare(share(b), share(a))
+		if a.HasRequiredAntiAffinity() != b.HasRequiredAntiAffinity() {
+			if a.HasRequiredAntiAffinity() {
+				return -1
+			}
+			return 1
+		}
+		ra, rb := a.Requests(), b.Requests()
+		return cmp.Or(cmp.Compare(rb.MilliCPU, ra.MilliCPU), cmp.Compare(rb.Memory, ra.Memory))
 	})
 	return sorted
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -59,6 +60,22 @@ type State struct {
 	// Skip, when set, returns why a group must not grow now, such as
 	// "in backoff", or "" when it may.
 	Skip func(nodegroups.NodeGroup) string
+	// Nominations are the places the last plan gave pending pods, in the
+	// order it gave them (Plan.Nominations).
+	Nominations []Nomination
+}
+
+// Nomination is the node a plan gave a pending pod: one that exists or is
+// on its way, by the name planning gives it. The next loop places the pod
+// there first, so that pods planned for in one loop keep their place in
+// the next, whatever order first-fit would try, and trigger no second
+// scale-up: the way Karpenter nominates pods to the nodes it launched.
+type Nomination struct {
+	Pod  types.UID
+	Node string
+	// Group is the node group of Node. Once the nodes on their way
+	// register, under other names, the pod goes to a node of the group.
+	Group string
 }
 
 // Plan is a scale-up decision.
@@ -68,10 +85,13 @@ type Plan struct {
 	// Helped are the pods the increases let schedule.
 	Helped []*corev1.Pod
 	// Absorbed are the candidates that fit on existing nodes or on nodes on
-	// their way: they need no scale-up.
-	Absorbed []*corev1.Pod
+	// their way, and where: they need no scale-up.
+	Absorbed []simulator.Placement
 	// NoScaleUp are the candidates no node group can help, with why.
 	NoScaleUp []NoScaleUp
+	// Nominations are the places of the absorbed and helped candidates, in
+	// the order they were given, for State.Nominations of the next loop.
+	Nominations []Nomination
 }
 
 // Increase grows one node group.
@@ -118,56 +138,80 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	if upcoming == nil {
 		upcoming = UpcomingNodes(snap)
 	}
-	addUpcomingNodes(sched, snap, upcoming)
+	upcomingGroups := addUpcomingNodes(sched, snap, upcoming)
 
-	// Pods that fit where they are or on nodes on their way wait for them.
+	// Pods that fit where they are or on nodes on their way wait for them:
+	// first where the last plan put them, then wherever they fit.
 	podGroups := simulator.GroupPods(candidates)
-	absorbed := sched.ScheduleGroups(podGroups, simulator.ScheduleOptions{})
-	for _, placement := range absorbed.Scheduled {
-		plan.Absorbed = append(plan.Absorbed, placement.Pod)
-	}
-	podGroups = remaining(podGroups, absorbed.Unschedulable)
+	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
+	podGroups = remaining(podGroups, plan.Absorbed)
+	absorbed := sched.ScheduleGroups(placementOrder(podGroups), simulator.ScheduleOptions{})
+	plan.Absorbed = append(plan.Absorbed, absorbed.Scheduled...)
+	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
+	podGroups = remaining(podGroups, absorbed.Scheduled)
 	if len(podGroups) == 0 {
 		return plan
 	}
 
 	// Shared by the estimates of every node group, each in its own fork.
 	sched.Prepare(podGroups...)
-	totals := totalsOf(snap.NodeInfos())
 	groupReasons := map[string]string{}
-	var estimates []*estimate
+	var growable []*candidate
 	for _, group := range snap.NodeGroups() {
-		est, reason := s.estimate(sched, group, podGroups, totals, state, templateErrors)
+		c, reason := s.candidate(sched, group, state, upcoming, templateErrors)
 		if reason != "" {
 			groupReasons[group.ID()] = reason
 			continue
 		}
-		estimates = append(estimates, est)
+		probeCandidate(sched, c, podGroups)
+		growable = append(growable, c)
 	}
-	slices.SortFunc(estimates, func(a, b *estimate) int { return strings.Compare(a.group.ID(), b.group.ID()) })
+	slices.SortFunc(growable, func(a, b *candidate) int { return strings.Compare(a.group.ID(), b.group.ID()) })
+
+	totals := totalsOf(snap.NodeInfos())
+	var estimates []*estimate
+	balanced := map[string]*estimate{}
+	for _, c := range growable {
+		maxNodes, capReason := s.nodesAllowed(totals, c.template)
+		if maxNodes <= 0 {
+			groupReasons[c.group.ID()] = capReason
+			continue
+		}
+		members := similarCandidates(c, growable, s.ignoredLabels)
+		// Balanced, the nodes do not depend on which member leads.
+		key := membersKey(members)
+		est := balanced[key]
+		if est == nil {
+			est = binpack(sched, binpackOptions{
+				members: members, balance: s.opts.BalanceSimilarNodeGroups,
+				podGroups: podGroups, maxNodes: maxNodes, capReason: capReason,
+			})
+			if s.opts.BalanceSimilarNodeGroups {
+				balanced[key] = est
+			}
+		}
+		// The same nodes, as the option of this group.
+		named := *est
+		named.group, named.template = c.group, c.template
+		estimates = append(estimates, &named)
+	}
 
 	options := slices.DeleteFunc(slices.Clone(estimates), func(est *estimate) bool { return est.nodes == 0 })
 	if len(options) > 0 {
 		chosen := s.choose(options)
-		increases := []balancedIncrease{{estimate: chosen, delta: chosen.nodes}}
-		if s.opts.BalanceSimilarNodeGroups {
-			increases = balance(similarGroups(chosen, estimates, s.ignoredLabels), chosen.nodes)
-		}
-		for _, increase := range increases {
-			plan.Increases = append(plan.Increases, Increase{Group: increase.estimate.group, Delta: increase.delta})
-		}
-		slices.SortFunc(plan.Increases, func(a, b Increase) int { return strings.Compare(a.Group.ID(), b.Group.ID()) })
+		plan.Increases = chosen.increases
 		plan.Helped = chosen.pods
+		plan.Nominations = append(plan.Nominations, chosen.nominations...)
 		logger.V(2).Info("Planned scale-up", "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes, "pods", len(chosen.pods), "increases", len(plan.Increases))
 	}
 	plan.NoScaleUp = noScaleUp(podGroups, estimates, options, groupReasons)
 	return plan
 }
 
-// estimate binpacks the pods on new nodes of one group, or says why the
-// group cannot grow at all.
-func (s *ScaleUp) estimate(sched *simulator.Scheduler, group nodegroups.NodeGroup, podGroups []*simulator.PodGroup,
-	totals clusterTotals, state State, templateErrors map[string]error) (*estimate, string) {
+// candidate returns the group with its template and room to grow, or says
+// why it cannot grow at all.
+func (s *ScaleUp) candidate(sched *simulator.Scheduler, group nodegroups.NodeGroup, state State, upcoming map[string]int,
+	templateErrors map[string]error) (*candidate, string) {
 	if state.Skip != nil {
 		if reason := state.Skip(group); reason != "" {
 			return nil, reason
@@ -180,19 +224,21 @@ func (s *ScaleUp) estimate(sched *simulator.Scheduler, group nodegroups.NodeGrou
 		}
 		return nil, ReasonNoTemplate
 	}
-	maxNodes, capReason := group.MaxSize()-group.TargetSize(), ReasonMaxGroupSize
-	if s.opts.MaxNodesPerScaleUp > 0 && s.opts.MaxNodesPerScaleUp < maxNodes {
-		maxNodes, capReason = s.opts.MaxNodesPerScaleUp, ReasonMaxNodesPerScaleUp
+	room := group.MaxSize() - group.TargetSize()
+	if room <= 0 {
+		return nil, ReasonMaxGroupSize
 	}
-	if allowed, reason := s.opts.Limits.nodesAllowed(totals, template); allowed < maxNodes {
-		maxNodes, capReason = allowed, reason
+	return &candidate{group: group, template: template, room: room, upcoming: upcoming[group.ID()]}, ""
+}
+
+// nodesAllowed is the most nodes like template one scale-up may add, and
+// the limit that binds: the cluster-wide limits and MaxNodesPerScaleUp.
+func (s *ScaleUp) nodesAllowed(totals clusterTotals, template *snapshot.NodeInfo) (int, string) {
+	allowed, reason := s.opts.Limits.nodesAllowed(totals, template)
+	if s.opts.MaxNodesPerScaleUp > 0 && s.opts.MaxNodesPerScaleUp < allowed {
+		allowed, reason = s.opts.MaxNodesPerScaleUp, ReasonMaxNodesPerScaleUp
 	}
-	if maxNodes <= 0 {
-		return nil, capReason
-	}
-	return binpack(sched, binpackOptions{
-		group: group, template: template, podGroups: podGroups, maxNodes: maxNodes, capReason: capReason,
-	}), ""
+	return allowed, reason
 }
 
 func (s *ScaleUp) choose(options []*estimate) *estimate {
@@ -217,28 +263,111 @@ func UpcomingNodes(snap *snapshot.Snapshot) map[string]int {
 	return upcoming
 }
 
-func addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Snapshot, upcoming map[string]int) {
+// addUpcomingNodes adds the nodes on their way, and returns their groups
+// by node name.
+func addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Snapshot, upcoming map[string]int) map[string]string {
+	groups := map[string]string{}
 	for _, group := range snap.NodeGroups() {
 		template := snap.Template(group.ID())
 		if template == nil {
 			continue
 		}
 		for i := range upcoming[group.ID()] {
+			name := upcomingNodeName(template, i)
 			// Template names are unique, so these are too.
-			_ = sched.AddNode(template.CopyAs(fmt.Sprintf("%s-upcoming-%d", template.Name(), i)))
+			_ = sched.AddNode(template.CopyAs(name))
+			groups[name] = group.ID()
 		}
 	}
+	return groups
 }
 
-// remaining returns the pod groups restricted to their unschedulable pods.
-func remaining(podGroups []*simulator.PodGroup, unschedulable []simulator.Unschedulable) []*simulator.PodGroup {
-	pending := make(sets.Set[*corev1.Pod], len(unschedulable))
-	for _, u := range unschedulable {
-		pending.Insert(u.Pod)
+// upcomingNodeName names the i-th node on its way of a group. A plan names
+// its new nodes the same way, after those already on their way, so that
+// they have the same names in the next loop.
+func upcomingNodeName(template *snapshot.NodeInfo, i int) string {
+	return fmt.Sprintf("%s-upcoming-%d", template.Name(), i)
+}
+
+// placeNominated places the candidates that the last plan gave a node on
+// that node, in the same order, as long as it takes them; when the node
+// registered under its own name meanwhile, on the first node of its group
+// that takes them.
+func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, nominated []Nomination, upcoming map[string]int) []simulator.Placement {
+	if len(nominated) == 0 {
+		return nil
+	}
+	type member struct {
+		group *simulator.PodGroup
+		pod   *corev1.Pod
+	}
+	byUID := map[types.UID]member{}
+	for _, podGroup := range podGroups {
+		for _, pod := range podGroup.Pods {
+			byUID[pod.UID] = member{group: podGroup, pod: pod}
+		}
+	}
+	snap := sched.Snapshot()
+	groupNodes := map[string][]string{}
+	nodesOf := func(groupID string) []string {
+		nodes, ok := groupNodes[groupID]
+		if !ok {
+			nodes = slices.Clone(snap.RegisteredNodes(groupID))
+			if template := snap.Template(groupID); template != nil {
+				for i := range upcoming[groupID] {
+					nodes = append(nodes, upcomingNodeName(template, i))
+				}
+			}
+			groupNodes[groupID] = nodes
+		}
+		return nodes
+	}
+	var placed []simulator.Placement
+	for _, nomination := range nominated {
+		m, ok := byUID[nomination.Pod]
+		if !ok {
+			continue
+		}
+		nodes := []string{nomination.Node}
+		if snap.NodeInfo(nomination.Node) == nil {
+			nodes = nodesOf(nomination.Group)
+		}
+		for _, node := range nodes {
+			if sched.PlaceOn(m.group, m.pod, node) == nil {
+				placed = append(placed, simulator.Placement{Pod: m.pod, NodeName: node})
+				break
+			}
+		}
+	}
+	return placed
+}
+
+// nominations are the placements with the groups of their nodes: upcoming
+// maps the names of the nodes on their way to their groups.
+func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, upcoming map[string]string) []Nomination {
+	result := make([]Nomination, 0, len(placements))
+	for _, placement := range placements {
+		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: upcoming[placement.NodeName]}
+		if group := snap.NodeGroupOf(placement.NodeName); group != nil {
+			nomination.Group = group.ID()
+		}
+		result = append(result, nomination)
+	}
+	return result
+}
+
+// remaining returns the pod groups without the pods placed.
+func remaining(podGroups []*simulator.PodGroup, placed []simulator.Placement) []*simulator.PodGroup {
+	if len(placed) == 0 {
+		return podGroups
+	}
+	done := make(sets.Set[*corev1.Pod], len(placed))
+	for _, placement := range placed {
+		done.Insert(placement.Pod)
 	}
 	var result []*simulator.PodGroup
 	for _, podGroup := range podGroups {
-		pods := slices.DeleteFunc(slices.Clone(podGroup.Pods), func(pod *corev1.Pod) bool { return !pending.Has(pod) })
+		pods := slices.DeleteFunc(slices.Clone(podGroup.Pods), done.Has)
 		if len(pods) == len(podGroup.Pods) {
 			result = append(result, podGroup)
 		} else if len(pods) > 0 {

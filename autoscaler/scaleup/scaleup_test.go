@@ -331,7 +331,7 @@ func TestPlan(t *testing.T) {
 			plan := planFor(t, tt.opts, tt.cluster(), tt.state)
 			g.Expect(increases(plan)).To(Equal(tt.wantIncreases))
 			g.Expect(names(plan.Helped)).To(HaveLen(tt.wantHelped))
-			g.Expect(names(plan.Absorbed)).To(HaveLen(tt.wantAbsorbed))
+			g.Expect(plan.Absorbed).To(HaveLen(tt.wantAbsorbed))
 			g.Expect(plan.NoScaleUp).To(HaveLen(tt.wantNoScaleUpCount))
 			if tt.wantNoScaleUpCount > 0 {
 				g.Expect(plan.NoScaleUp[0].Message()).To(Equal(tt.wantNoScaleUp))

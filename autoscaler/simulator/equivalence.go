@@ -39,6 +39,10 @@ func NewPodGroup(pod *corev1.Pod) *PodGroup {
 // pods are placed elsewhere (pod affinity, topology spread).
 func (g *PodGroup) DependsOnOtherPods() bool { return g.interPod }
 
+// HasRequiredAntiAffinity tells whether members keep other pods out of
+// their topology domain, so that each needs a domain of its own.
+func (g *PodGroup) HasRequiredAntiAffinity() bool { return len(g.info.RequiredAntiAffinityTerms) > 0 }
+
 // Subset returns a group of some of the pods of g, sharing its parsed form.
 func (g *PodGroup) Subset(pods []*corev1.Pod) *PodGroup {
 	subset := *g

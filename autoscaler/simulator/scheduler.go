@@ -172,12 +172,19 @@ func (s *Scheduler) Check(pod *corev1.Pod, nodeName string) []string {
 // CheckGroup tells why the pods of group do not fit the named node; nil
 // when one more of them fits.
 func (s *Scheduler) CheckGroup(group *PodGroup, nodeName string) []string {
+	reasons, _ := s.CheckGroupLasting(group, nodeName)
+	return reasons
+}
+
+// CheckGroupLasting is CheckGroup that also tells whether the failure
+// lasts as more pods are placed: only topology spread and pod affinity can
+// turn in the pods' favour.
+func (s *Scheduler) CheckGroupLasting(group *PodGroup, nodeName string) (reasons []string, lasting bool) {
 	nodeInfo := s.snap.NodeInfo(nodeName)
 	if nodeInfo == nil {
-		return []string{ReasonNodeNotFound}
+		return []string{ReasonNodeNotFound}, true
 	}
-	reasons, _ := s.state(group).check(s.logger, nodeInfo, nil)
-	return reasons
+	return s.state(group).check(s.logger, nodeInfo, nil)
 }
 
 // PlaceOn places pod, a member of group, on the named node when it fits,
@@ -253,13 +260,70 @@ func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) Sched
 
 // ScheduleGroups is SchedulePods for pods already grouped.
 //
-// Placing pods only fills nodes, so a pod group that does not fit a node
-// will not fit it later in the same call, unless topology spread or pod
-// affinity was what failed: siblings skip the nodes known not to fit
-// instead of trying every node again.
+// Like kube-scheduler's queue, it tries again the pods whose failure
+// depends on other pods (topology spread, pod affinity) once others were
+// placed, until a pass places nothing: a pod that its spread kept off a
+// zone fits there once its siblings filled the other zones.
 func (s *Scheduler) ScheduleGroups(groups []*PodGroup, opts ScheduleOptions) ScheduleResult {
 	// One pass over the snapshot for all the groups, not one per group.
 	s.Prepare(groups...)
+	var result ScheduleResult
+	for len(groups) > 0 {
+		pass := s.schedulePass(groups, opts)
+		result.Scheduled = append(result.Scheduled, pass.Scheduled...)
+		var retry []*PodGroup
+		if len(pass.Scheduled) > 0 {
+			retry = dependentFailures(groups, pass.Unschedulable)
+		}
+		if len(retry) == 0 {
+			result.Unschedulable = append(result.Unschedulable, pass.Unschedulable...)
+			break
+		}
+		retried := map[*corev1.Pod]bool{}
+		for _, group := range retry {
+			for _, pod := range group.Pods {
+				retried[pod] = true
+			}
+		}
+		for _, u := range pass.Unschedulable {
+			if !retried[u.Pod] {
+				result.Unschedulable = append(result.Unschedulable, u)
+			}
+		}
+		groups = retry
+	}
+	return result
+}
+
+// dependentFailures returns the groups that depend on other pods,
+// restricted to their unschedulable members: the only pods that a
+// placement elsewhere can make fit.
+func dependentFailures(groups []*PodGroup, unschedulable []Unschedulable) []*PodGroup {
+	failed := make(map[*corev1.Pod]bool, len(unschedulable))
+	for _, u := range unschedulable {
+		failed[u.Pod] = true
+	}
+	var retry []*PodGroup
+	for _, group := range groups {
+		if !group.interPod {
+			continue
+		}
+		pods := slices.DeleteFunc(slices.Clone(group.Pods), func(pod *corev1.Pod) bool { return !failed[pod] })
+		if len(pods) > 0 {
+			retry = append(retry, group.Subset(pods))
+		}
+	}
+	return retry
+}
+
+// schedulePass places each pod of groups, in order, on the first node that
+// fits it.
+//
+// Placing pods only fills nodes, so a pod group that does not fit a node
+// will not fit it later in the same pass, unless topology spread or pod
+// affinity was what failed: siblings skip the nodes known not to fit
+// instead of trying every node again.
+func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) ScheduleResult {
 	var result ScheduleResult
 	buffer := make([]string, 0, 8)
 	for _, group := range groups {

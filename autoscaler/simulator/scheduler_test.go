@@ -82,6 +82,29 @@ func TestSchedulePods(t *testing.T) {
 			wantUnschedulable: []string{"web-2"},
 			wantMessage:       "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) didn't match pod affinity rules.",
 		},
+		{
+			name:  "pods whose affinity a later pod satisfies are tried again",
+			nodes: []*corev1.Node{st.Node("n1", "4", "8Gi", zone("a")), st.Node("n2", "4", "8Gi", zone("b"))},
+			pods: append(st.Replicas("web", 2, "1", "1Gi", requiredPodAffinity(podAffinityTerm(zoneKey, "app", "db"))),
+				st.Pod("db", "1", "1Gi", st.WithPodLabels("app", "db"), st.WithNodeSelector(zoneKey, "b"))),
+			wantPlaced: map[string]string{"db": "n2", "web-0": "n2", "web-1": "n2"},
+		},
+		{
+			name: "pods whose spread a later pod evens out are tried again",
+			nodes: []*corev1.Node{
+				st.Node("n1", "4", "8Gi", zone("a")),
+				st.Node("n2", "4", "8Gi", zone("b"), st.WithTaint("dedicated", "batch", corev1.TaintEffectNoSchedule)),
+				st.Node("old", "4", "8Gi", zone("a")),
+			},
+			pods: slices.Concat(
+				st.Replicas("running", 2, "1", "1Gi", st.WithPodLabels("app", "web"), st.OnNode("old")),
+				st.Replicas("web", 2, "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")),
+				st.Replicas("batch", 3, "1", "1Gi", st.WithPodLabels("app", "web"), st.WithNodeSelector(zoneKey, "b"),
+					st.WithToleration("dedicated", "batch", corev1.TaintEffectNoSchedule))),
+			wantPlaced: map[string]string{
+				"running-0": "old", "running-1": "old", "batch-0": "n2", "batch-1": "n2", "batch-2": "n2", "web-0": "n1", "web-1": "n1",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
