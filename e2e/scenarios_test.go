@@ -29,3 +29,9 @@ var _ = Describe("Failing template", Label("ci"), func() {
 		return FailingTemplateSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Zone spread", Label("ci"), func() {
+	ZoneSpreadSpec(ctx, func() ZoneSpreadSpecInput {
+		return ZoneSpreadSpecInput{Stack: stack}
+	})
+})
