@@ -188,14 +188,20 @@ type ExpanderPriority struct {
 	// +required
 	Priority int32 `json:"priority"`
 
-	// nodeGroupIDPatterns are regular expressions matched against node group
-	// IDs such as MachineDeployment/default/workers-spot.
+	// CEL has no "is a regular expression" function, but matches() fails to
+	// evaluate on an invalid pattern, and a rule that fails to evaluate
+	// rejects the object with the parse error. CEL compiles patterns with
+	// Go's regexp package, as the engine does, so both accept the same syntax.
+
+	// nodeGroupIDPatterns are regular expressions (RE2 syntax) matched
+	// against node group IDs such as MachineDeployment/default/workers-spot.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:XValidation:rule="''.matches(self) || !''.matches(self)",message="must be a regular expression in RE2 syntax"
 	NodeGroupIDPatterns []string `json:"nodeGroupIDPatterns"`
 }
 
