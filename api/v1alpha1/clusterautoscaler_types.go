@@ -400,11 +400,18 @@ type NodeGroupStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	ID string `json:"id"`
 
-	// minSize and maxSize are the bounds from the annotations.
+	// minSize is the group's lower bound: the min-size annotation, or 0 when
+	// only the max-size annotation is set. Unset when the group is not
+	// autoscaled.
 	// +optional
-	MinSize int32 `json:"minSize,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	MinSize *int32 `json:"minSize,omitempty"`
+
+	// maxSize is the group's upper bound, from the max-size annotation.
+	// Unset when the group is not autoscaled.
 	// +optional
-	MaxSize int32 `json:"maxSize,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	MaxSize *int32 `json:"maxSize,omitempty"`
 
 	// targetSize is the replica count the group is asked to have.
 	// +optional
@@ -431,7 +438,8 @@ type NodeGroupStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	BackoffReason string `json:"backoffReason,omitempty"`
 
-	// problem says why the group is not autoscaled, e.g. a bad annotation.
+	// problem says why the group is not autoscaled, or what it cannot do,
+	// e.g. a bad annotation.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Problem string `json:"problem,omitempty"`
