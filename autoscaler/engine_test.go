@@ -588,3 +588,23 @@ func TestGroupsWaitingForNodesAreNotScaledDown(t *testing.T) {
 	g.Expect(status.UnneededNodes).To(BeZero())
 	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(1))
 }
+
+func TestConfigurationALoopWouldFailOnIsRefusedAsAWhole(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+	good := f.engine.Config()
+
+	bad := autoscaler.DefaultConfig()
+	bad.MaxNodesPerScaleUp = 1
+	bad.Expanders = []string{"priority"}
+	bad.ExpanderPriorities = map[int32][]string{10: {"MachineDeployment/default/(md"}}
+	err := f.engine.UpdateConfig(bad)
+
+	g.Expect(err).To(MatchError(ContainSubstring("missing closing )")))
+	g.Expect(autoscaler.ValidateConfig(bad)).To(MatchError(err.Error()))
+	g.Expect(f.engine.Config()).To(Equal(good), "no part of the refused configuration is applied")
+	f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{3}), "the loop runs with the configuration it had, not one node per scale-up")
+}
