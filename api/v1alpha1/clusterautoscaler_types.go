@@ -192,6 +192,9 @@ type ExpanderPriority struct {
 	// evaluate on an invalid pattern, and a rule that fails to evaluate
 	// rejects the object with the parse error. CEL compiles patterns with
 	// Go's regexp package, as the engine does, so both accept the same syntax.
+	// The rule's cost grows with the pattern length: 512 characters keep it
+	// within the API server's budget, and a longer alternation can be split
+	// into several patterns.
 
 	// nodeGroupIDPatterns are regular expressions (RE2 syntax) matched
 	// against node group IDs such as MachineDeployment/default/workers-spot.
@@ -200,8 +203,8 @@ type ExpanderPriority struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=1024
-	// +kubebuilder:validation:items:XValidation:rule="''.matches(self) || !''.matches(self)",message="must be a regular expression in RE2 syntax"
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:XValidation:rule="type(''.matches(self)) == bool",message="must be a regular expression in RE2 syntax"
 	NodeGroupIDPatterns []string `json:"nodeGroupIDPatterns"`
 }
 
@@ -314,9 +317,16 @@ const (
 	ScalingActiveCondition = "ScalingActive"
 	// ClusterHealthyCondition is False while too many nodes are unready.
 	ClusterHealthyCondition = "ClusterHealthy"
+	// ConfigurationAppliedCondition is True while the autoscaler runs with
+	// the current spec, and False while the spec cannot be applied; the
+	// autoscaler then goes on with the last spec it applied, whose
+	// generation is status.observedGeneration.
+	ConfigurationAppliedCondition = "ConfigurationApplied"
 
 	// RunningReason: the loop ran successfully.
 	RunningReason = "Running"
+	// AppliedReason: the autoscaler runs with the current spec.
+	AppliedReason = "Applied"
 	// ClusterNotFoundReason: the Cluster named by spec.clusterName does not exist.
 	ClusterNotFoundReason = "ClusterNotFound"
 	// ClusterPausedReason: the Cluster is paused; nothing is scaled.
@@ -326,7 +336,7 @@ const (
 	// LoopFailedReason: the last loop ended with an error.
 	LoopFailedReason = "LoopFailed"
 	// InvalidConfigurationReason: the spec cannot be applied; the running
-	// engine, if any, keeps its previous configuration.
+	// engine, if any, keeps the last configuration it applied.
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// ClusterUnhealthyReason: too many nodes are unready to scale safely.
 	ClusterUnhealthyReason = "ClusterUnhealthy"
@@ -338,7 +348,7 @@ const (
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.
 type ClusterAutoscalerStatus struct {
-	// conditions: Ready, ScalingActive and ClusterHealthy.
+	// conditions: Ready, ScalingActive, ClusterHealthy and ConfigurationApplied.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -32,6 +32,7 @@ var ownedConditions = []string{
 	autoscalingv1alpha1.ReadyCondition,
 	autoscalingv1alpha1.ScalingActiveCondition,
 	autoscalingv1alpha1.ClusterHealthyCondition,
+	autoscalingv1alpha1.ConfigurationAppliedCondition,
 }
 
 // setStatusFromLoop writes what the engine's last loop saw and did into the
