@@ -197,8 +197,9 @@ var _ = Describe("Provider", func() {
 				bad := f.MachineSet("bad", 1, annotations, nil)
 				f.Create(ctx, f.MachineDeployment("good", 0, sizeAnnotations(0, 3)), bad)
 				machine := f.Machine("a", bad)
-				machine.Spec.ProviderID = "test:///a"
-				f.Create(ctx, machine, f.Node("a", "test:///a"))
+				// Nodes outlive the test's namespace: the provider ID is unique.
+				machine.Spec.ProviderID = "test:///" + f.Namespace + "/a"
+				f.Create(ctx, machine, f.Node("a", machine.Spec.ProviderID))
 
 				list := discover()
 				Expect(groupIDs(list)).To(ConsistOf(id("MachineDeployment", "good"), id("MachineSet", "bad")))
