@@ -69,12 +69,24 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:default={"random"}
 	Expanders []Expander `json:"expanders,omitempty"`
 
+	// CEL has no "is a regular expression" function, but matches() fails to
+	// evaluate on an invalid pattern, and a rule that fails to evaluate
+	// rejects the object with the parse error. CEL compiles patterns with
+	// Go's regexp package, as the engine does, so both accept the same syntax.
+	// The API server does not ratchet evaluation errors, so the rule passes
+	// an unchanged list itself: an object stored before the rule existed
+	// can still have its status and finalizers written.
+	// The rule's cost grows with the pattern length: 512 characters keep it
+	// within the API server's budget, and a longer alternation can be split
+	// into several patterns.
+
 	// expanderPriorities configure the priority expander: node groups whose
 	// ID (Kind/namespace/name) matches a pattern get its priority; the
 	// highest priority wins.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="(oldSelf.hasValue() && oldSelf.value() == self) || self.all(p, p.nodeGroupIDPatterns.all(pattern, type(''.matches(pattern)) == bool))",message="nodeGroupIDPatterns must be regular expressions in RE2 syntax",optionalOldSelf=true
 	ExpanderPriorities []ExpanderPriority `json:"expanderPriorities,omitempty"`
 
 	// maxNodeProvisionTime is how long a new node may take to register before
@@ -188,14 +200,6 @@ type ExpanderPriority struct {
 	// +required
 	Priority int32 `json:"priority"`
 
-	// CEL has no "is a regular expression" function, but matches() fails to
-	// evaluate on an invalid pattern, and a rule that fails to evaluate
-	// rejects the object with the parse error. CEL compiles patterns with
-	// Go's regexp package, as the engine does, so both accept the same syntax.
-	// The rule's cost grows with the pattern length: 512 characters keep it
-	// within the API server's budget, and a longer alternation can be split
-	// into several patterns.
-
 	// nodeGroupIDPatterns are regular expressions (RE2 syntax) matched
 	// against node group IDs such as MachineDeployment/default/workers-spot.
 	// +required
@@ -204,7 +208,6 @@ type ExpanderPriority struct {
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
-	// +kubebuilder:validation:items:XValidation:rule="type(''.matches(self)) == bool",message="must be a regular expression in RE2 syntax"
 	NodeGroupIDPatterns []string `json:"nodeGroupIDPatterns"`
 }
 

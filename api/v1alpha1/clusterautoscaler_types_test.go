@@ -135,11 +135,11 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 				{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*"}},
 				{Priority: 20, NodeGroupIDPatterns: []string{"MachineDeployment/default/gpu-.*", "MachineDeployment/default/(on-demand"}},
 			}
-		}, "spec.expanderPriorities[1].nodeGroupIDPatterns[1]: Invalid value: \"string\": error parsing regexp: missing closing ): `MachineDeployment/default/(on-demand` evaluating rule: must be a regular expression in RE2 syntax"),
+		}, "spec.expanderPriorities: Invalid value: \"array\": error parsing regexp: missing closing ): `MachineDeployment/default/(on-demand` evaluating rule: nodeGroupIDPatterns must be regular expressions in RE2 syntax"),
 		Entry("node group pattern with syntax Go's regexp does not accept", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			// A lookahead is Perl syntax, not RE2.
 			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/(?!spot-).*"}}}
-		}, "invalid or unsupported Perl syntax: `(?!` evaluating rule: must be a regular expression in RE2 syntax"),
+		}, "invalid or unsupported Perl syntax: `(?!` evaluating rule: nodeGroupIDPatterns must be regular expressions in RE2 syntax"),
 		Entry("missing cluster name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ClusterName = ""
 		}, "spec.clusterName"),
