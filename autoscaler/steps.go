@@ -475,7 +475,7 @@ func (s *steps) fillStatus(l *loop) {
 	}
 	if status.ScalingActive && len(l.groups.Groups) == 0 {
 		status.ScalingActive = false
-		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler min and max size annotations"
+		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler max size annotation"
 	}
 }
 
