@@ -91,6 +91,7 @@ var _ = Describe("Bad input", func() {
 			g.Expect(applied).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason))
 			g.Expect(applied.Message).To(And(ContainSubstring("missing closing )"), ContainSubstring("generation %d", bad), ContainSubstring("goes on with generation %d", good)))
 			g.Expect(ca.Status.ObservedGeneration).To(Equal(good))
+			g.Expect(ca.Status.LastLoopTime).NotTo(BeNil())
 		}, waitTimeout).Should(Succeed())
 		Expect(reconciler.engines.get(key).engine).To(BeIdenticalTo(engine))
 		Expect(engine.Config()).To(Equal(goodConfig), "no part of the refused configuration is applied")
