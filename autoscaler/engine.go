@@ -108,15 +108,22 @@ func New(opts Options) (*Engine, error) {
 }
 
 // UpdateConfig applies a new configuration from the next loop on; the
-// state of the cluster (backoffs, unneeded times) is kept.
+// state of the cluster (backoffs, unneeded times) is kept. A configuration
+// ValidateConfig refuses is not applied at all: the engine goes on with the
+// one it has.
 func (e *Engine) UpdateConfig(config Config) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := validateConfig(config); err != nil {
+	if err := ValidateConfig(config); err != nil {
 		return err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.config = config
 	return nil
+}
+
+// Config returns the configuration the engine runs with.
+func (e *Engine) Config() Config {
+	return e.currentConfig()
 }
 
 // Status returns the status of the last loop.
@@ -228,30 +235,47 @@ func (e *Engine) configure(config Config) error {
 	if e.steps != nil && e.steps.config.equal(config) {
 		return nil
 	}
-	if err := validateConfig(config); err != nil {
+	if err := checkConfig(config); err != nil {
 		return err
 	}
 	if e.state == nil {
 		e.state = clusterstate.NewRegistry(clusterstate.Options{})
 	}
-	e.state.SetOptions(clusterstateOptions(config))
+	actuator := e.actuator
 	if e.steps == nil || actuatorOptions(e.steps.config, e.clock) != actuatorOptions(config, e.clock) {
 		// Drains in progress are forgotten; the next loop removes their taints.
-		actuator, err := scaledown.NewActuator(e.opts.Clientset, e.opts.Recorder, actuatorOptions(config, e.clock))
-		if err != nil {
-			return fmt.Errorf("invalid scale-down configuration: %w", err)
+		var err error
+		if actuator, err = newActuator(e.opts, config, e.clock); err != nil {
+			return err
 		}
-		e.actuator = actuator
 	}
-	steps, err := newSteps(e.opts, config, e.state, &e.history, e.actuator, e.clock)
+	steps, err := newSteps(e.opts, config, e.state, &e.history, actuator, e.clock)
 	if err != nil {
 		return err
 	}
-	e.steps = steps
+	// Only now that every part is built is any of the configuration applied.
+	e.state.SetOptions(clusterstateOptions(config))
+	e.actuator, e.steps = actuator, steps
 	return nil
 }
 
-func validateConfig(config Config) error {
+// ValidateConfig says why an engine would refuse config, if it would. It
+// builds the parts of a loop from config and throws them away, so that it
+// refuses exactly what a loop would fail on.
+func ValidateConfig(config Config) error {
+	if err := checkConfig(config); err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	if _, err := newActuator(Options{}, config, clk); err != nil {
+		return err
+	}
+	_, err := newSteps(Options{}, config, nil, &history{}, nil, clk)
+	return err
+}
+
+// checkConfig checks what no part of a loop checks by itself.
+func checkConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
 	}
@@ -259,4 +283,12 @@ func validateConfig(config Config) error {
 		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
 	}
 	return nil
+}
+
+func newActuator(opts Options, config Config, clk clock.PassiveClock) (*scaledown.Actuator, error) {
+	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, actuatorOptions(config, clk))
+	if err != nil {
+		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
+	return actuator, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -245,7 +246,7 @@ func TestScaleUpForUnschedulablePods(t *testing.T) {
 	g.Expect(status.ClusterHealthy).To(BeTrue())
 	g.Expect(status.ScalingActive).To(BeTrue())
 	g.Expect(groupRow(status, group.id)).To(Equal(autoscaler.NodeGroupStatus{
-		ID: group.id, MaxSize: 10, TargetSize: 3, Registered: 1, Ready: 1, Upcoming: 2,
+		ID: group.id, Autoscaled: true, MaxSize: 10, TargetSize: 3, Registered: 1, Ready: 1, Upcoming: 2,
 	}))
 	g.Expect(f.groupRecorder.reasons(group.id)).To(ConsistOf(autoscaler.EventScaledUpGroup))
 	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("TriggeredScaleUp pod triggered scale-up: [{MachineDeployment/default/md-0 1->3 (max: 10)}]")))
@@ -329,6 +330,23 @@ func TestMisconfiguredGroupIsReportedInAnEventOnceAndInTheStatus(t *testing.T) {
 	f.provider.problems = []nodegroups.Problem{bad}
 	f.runOnce(t)
 	g.Expect(f.groupRecorder.reasons(bad.ID)).To(HaveLen(3), "a new event when the problem comes back")
+}
+
+func TestGroupWithAProblemThatOnlyLimitsItKeepsItsRowAndScales(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 3, template: templateNode()}
+	nodes := group.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 1, "3", "1Gi")...)...)
+	problem := nodegroups.Problem{ID: group.id, Reason: "InvalidAnnotation", Message: "cpu annotation is not a quantity", Kept: true}
+	f.provider.problems = []nodegroups.Problem{problem}
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(Equal([]int{1}), "the group scales up from its nodes")
+	g.Expect(status.NodeGroups).To(ConsistOf(MatchFields(IgnoreExtras, Fields{
+		"ID": Equal(group.id), "Autoscaled": BeTrue(), "MaxSize": Equal(3), "Problem": Equal(problem.Message),
+	})), "one row with both the group's sizes and its problem")
+	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{group.id, corev1.EventTypeWarning, problem.Reason, problem.Message}))
 }
 
 func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {
@@ -569,4 +587,24 @@ func TestGroupsWaitingForNodesAreNotScaledDown(t *testing.T) {
 	g.Expect(group.deletedNodes).To(BeEmpty())
 	g.Expect(status.UnneededNodes).To(BeZero())
 	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(1))
+}
+
+func TestConfigurationALoopWouldFailOnIsRefusedAsAWhole(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+	good := f.engine.Config()
+
+	bad := autoscaler.DefaultConfig()
+	bad.MaxNodesPerScaleUp = 1
+	bad.Expanders = []string{"priority"}
+	bad.ExpanderPriorities = map[int32][]string{10: {"MachineDeployment/default/(md"}}
+	err := f.engine.UpdateConfig(bad)
+
+	g.Expect(err).To(MatchError(ContainSubstring("missing closing )")))
+	g.Expect(autoscaler.ValidateConfig(bad)).To(MatchError(err.Error()))
+	g.Expect(f.engine.Config()).To(Equal(good), "no part of the refused configuration is applied")
+	f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{3}), "the loop runs with the configuration it had, not one node per scale-up")
 }

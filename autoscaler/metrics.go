@@ -125,11 +125,17 @@ func (m *Metrics) publish(cluster string, status Status) {
 	m.clusterSafeToAutoscale.WithLabelValues(cluster).Set(boolToFloat(status.ClusterHealthy))
 	m.nodesCount.WithLabelValues(cluster, "ready").Set(float64(status.ReadyNodes))
 	m.nodesCount.WithLabelValues(cluster, "unready").Set(float64(status.Nodes - status.ReadyNodes))
-	m.nodeGroupsCount.WithLabelValues(cluster, "autoscaled").Set(float64(len(status.NodeGroups)))
+	autoscaled := 0
+	for _, group := range status.NodeGroups {
+		if group.Autoscaled {
+			autoscaled++
+		}
+	}
+	m.nodeGroupsCount.WithLabelValues(cluster, "autoscaled").Set(float64(autoscaled))
 	m.unschedulablePodsCount.WithLabelValues(cluster, "unschedulable").Set(float64(status.UnschedulablePods))
 	m.nodeGroupBackoff.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	for _, group := range status.NodeGroups {
-		if group.Problem != "" {
+		if !group.Autoscaled {
 			continue
 		}
 		m.nodeGroupMin.WithLabelValues(cluster, group.ID).Set(float64(group.MinSize))

@@ -38,7 +38,11 @@ type Status struct {
 
 // NodeGroupStatus is the state of one node group in a loop.
 type NodeGroupStatus struct {
-	ID         string
+	ID string
+	// Autoscaled is false for a group left out because of its Problem; its
+	// other fields are then unknown.
+	Autoscaled bool
+	// MinSize is the effective bound: 0 when the group does not set one.
 	MinSize    int
 	MaxSize    int
 	TargetSize int
@@ -55,7 +59,8 @@ type NodeGroupStatus struct {
 	// BackoffUntil is non-zero while the group is left out of scale-ups.
 	BackoffUntil  time.Time
 	BackoffReason string
-	// Problem says why the group is not autoscaled (e.g. a bad annotation).
+	// Problem says why the group is not autoscaled, or what it cannot do
+	// (e.g. a bad annotation).
 	Problem string
 }
 

@@ -153,8 +153,8 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	return nil
 }
 
-// reportProblems records an event on each group that cannot be autoscaled
-// (e.g. a bad annotation) when its problem appears or changes.
+// reportProblems records an event on each group that cannot be autoscaled,
+// or not fully (e.g. a bad annotation), when its problem appears or changes.
 func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Problem) {
 	current := make(map[string]string, len(problems))
 	for _, problem := range problems {
@@ -162,7 +162,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 		if s.history.problems[problem.ID] == problem.Message {
 			continue
 		}
-		klog.FromContext(ctx).Info("Not autoscaling node group", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message)
+		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
 		s.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
 	}
 	s.history.problems = current
@@ -450,11 +450,20 @@ func (s *steps) fillStatus(l *loop) {
 			status.UnschedulablePods++
 		}
 	}
+	problems := make(map[string]string, len(l.groups.Problems))
+	for _, problem := range l.groups.Problems {
+		if problem.Kept {
+			problems[problem.ID] = problem.Message
+		} else {
+			status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{ID: problem.ID, Problem: problem.Message})
+		}
+	}
 	for _, state := range s.state.Groups() {
 		group := state.Group
 		backoff := s.state.BackoffOf(group.ID(), l.now)
 		status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{
 			ID:               group.ID(),
+			Autoscaled:       true,
 			MinSize:          group.MinSize(),
 			MaxSize:          group.MaxSize(),
 			TargetSize:       state.Target + l.increased[group.ID()],
@@ -467,14 +476,12 @@ func (s *steps) fillStatus(l *loop) {
 			LongUnregistered: len(state.LongUnregistered),
 			BackoffUntil:     backoff.Until,
 			BackoffReason:    backoff.Message,
+			Problem:          problems[group.ID()],
 		})
-	}
-	for _, problem := range l.groups.Problems {
-		status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{ID: problem.ID, Problem: problem.Message})
 	}
 	if status.ScalingActive && len(l.groups.Groups) == 0 {
 		status.ScalingActive = false
-		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler min and max size annotations"
+		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler max size annotation"
 	}
 }
 

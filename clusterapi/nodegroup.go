@@ -28,7 +28,11 @@ type member struct {
 // nodeGroup is a snapshot of one scalable resource, its Machines and Nodes;
 // the methods that change it re-read what they decide on.
 type nodeGroup struct {
-	resource      scalable.Resource
+	resource scalable.Resource
+	// hints are the parsed capacity annotations; hintsErr says why they
+	// could not be parsed, which stops scale-ups from zero.
+	hints         template.Hints
+	hintsErr      error
 	reader        client.Reader
 	members       []member
 	rolloutReason string
@@ -38,6 +42,8 @@ var _ nodegroups.NodeGroup = &nodeGroup{}
 
 type nodeGroupOptions struct {
 	resource scalable.Resource
+	hints    template.Hints
+	hintsErr error
 	// reader reads infrastructure templates in the management cluster.
 	reader client.Reader
 	nodes  *nodeIndex
@@ -52,7 +58,7 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	if err != nil {
 		return nil, err
 	}
-	group := &nodeGroup{resource: opts.resource, reader: opts.reader, rolloutReason: rolloutReason}
+	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, reader: opts.reader, rolloutReason: rolloutReason}
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, machine := range machines {
 		node := opts.nodes.nodeFor(machine)
@@ -84,7 +90,10 @@ func (g *nodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 			return template.FromNode(m.node, g.resource), nil
 		}
 	}
-	return template.FromZero(ctx, g.reader, g.resource)
+	if g.hintsErr != nil {
+		return nil, fmt.Errorf("cannot scale from zero: %w", g.hintsErr)
+	}
+	return template.FromZero(ctx, g.reader, g.resource, g.hints)
 }
 
 func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
 
 // Reasons a would-be node group is not autoscaled.
@@ -100,7 +101,16 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 				Message: fmt.Sprintf("%s is being deleted", resource.ID())})
 			continue
 		}
-		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, reader: p.management, nodes: index})
+		// A bad capacity annotation only matters once the group has no node
+		// to copy, so the group stays autoscaled, as upstream keeps it:
+		// scale-down and min size go on, and so do scale-ups while it has a
+		// node. Leaving it out would stop all of that for a typo in a hint.
+		hints, hintsErr := template.ParseHints(resource.ID(), resource.Annotations())
+		if hintsErr != nil {
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidAnnotation, Kept: true,
+				Message: hintsErr.Error() + "; the group cannot scale up from zero nodes until it is fixed"})
+		}
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.management, nodes: index})
 		if err != nil {
 			return list, err
 		}

@@ -190,6 +190,41 @@ var _ = Describe("Provider", func() {
 			Entry("bad max node provision time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.MaxNodeProvisionTimeAnnotation: "forever"}, scalable.MaxNodeProvisionTimeAnnotation),
 		)
 
+		DescribeTable("a wrong capacity annotation is a problem of a group that keeps scaling with its nodes",
+			func(annotation, value string) {
+				annotations := sizeAnnotations(0, 3)
+				annotations[annotation] = value
+				bad := f.MachineSet("bad", 1, annotations, nil)
+				f.Create(ctx, f.MachineDeployment("good", 0, sizeAnnotations(0, 3)), bad)
+				machine := f.Machine("a", bad)
+				// Nodes outlive the test's namespace: the provider ID is unique.
+				machine.Spec.ProviderID = "test:///" + f.Namespace + "/a"
+				f.Create(ctx, machine, f.Node("a", machine.Spec.ProviderID))
+
+				list := discover()
+				Expect(groupIDs(list)).To(ConsistOf(id("MachineDeployment", "good"), id("MachineSet", "bad")))
+				Expect(list.Problems).To(ConsistOf(And(
+					HaveField("ID", id("MachineSet", "bad")),
+					HaveField("Reason", ReasonInvalidAnnotation),
+					HaveField("Message", And(ContainSubstring(annotation), ContainSubstring(value), ContainSubstring("cannot scale up from zero"))),
+					HaveField("Kept", BeTrue()),
+				)))
+				_, err := groupIn(list, "MachineSet", "bad").TemplateNode(ctx)
+				Expect(err).NotTo(HaveOccurred(), "a group with a node copies it")
+
+				By("not scaling from zero once its last node is gone")
+				Expect(k8sClient.Delete(ctx, machine)).To(Succeed())
+				_, err = groupIn(discover(), "MachineSet", "bad").TemplateNode(ctx)
+				Expect(err).To(MatchError(ContainSubstring(annotation)))
+			},
+			Entry("cpu not a quantity", template.CPUAnnotation, "abc"),
+			Entry("negative memory", template.MemoryAnnotation, "-4Gi"),
+			Entry("negative max pods", template.MaxPodsAnnotation, "-1"),
+			Entry("gpu count not a quantity", template.GPUCountAnnotation, "two"),
+			Entry("label without a value", template.LabelsAnnotation, "pool=gpu,tier"),
+			Entry("taint with an unknown effect", template.TaintsAnnotation, "dedicated=ml:NoWay"),
+		)
+
 		It("passes the per-group options on", func() {
 			annotations := sizeAnnotations(0, 3)
 			annotations[scalable.ScaleDownUtilizationThresholdAnnotation] = "0.3"

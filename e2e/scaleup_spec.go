@@ -101,8 +101,8 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 		Eventually(func(g Gomega) {
 			row := NodeGroupRow(g, mgmt, ca, md)
 			g.Expect(row).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
-				"MinSize":    BeEquivalentTo(1),
-				"MaxSize":    BeEquivalentTo(6),
+				"MinSize":    HaveValue(BeEquivalentTo(1)),
+				"MaxSize":    HaveValue(BeEquivalentTo(6)),
 				"TargetSize": BeEquivalentTo(1 + needed),
 				"Registered": BeEquivalentTo(1 + needed),
 				"Ready":      BeEquivalentTo(1 + needed),

@@ -28,6 +28,36 @@ const (
 // annotation does not name another one.
 const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
+// Hints are what the capacity annotations of a node group say about the
+// nodes it would create. They are parsed once, when the node group is
+// discovered, so that a bad annotation is reported on the group at once,
+// not only when it has to scale from zero.
+type Hints struct {
+	// Capacity holds the resources the annotations set, and only those.
+	Capacity corev1.ResourceList
+	// Labels are the labels annotation.
+	Labels map[string]string
+	// Taints are the taints annotation.
+	Taints []corev1.Taint
+}
+
+// ParseHints reads the capacity annotations of the object id names. It fails
+// with a *scalable.AnnotationError on the first annotation that is wrong.
+func ParseHints(id string, annotations map[string]string) (Hints, error) {
+	var hints Hints
+	var err error
+	if hints.Capacity, err = capacityFromAnnotations(id, annotations); err != nil {
+		return Hints{}, err
+	}
+	if hints.Labels, err = labelsFromAnnotation(id, annotations); err != nil {
+		return Hints{}, err
+	}
+	if hints.Taints, err = taintsFromAnnotation(id, annotations); err != nil {
+		return Hints{}, err
+	}
+	return hints, nil
+}
+
 // capacityFromAnnotations returns the capacity the annotations set; resources
 // they do not mention are left out.
 func capacityFromAnnotations(id string, annotations map[string]string) (corev1.ResourceList, error) {

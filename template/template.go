@@ -29,8 +29,6 @@ type Source interface {
 	ID() string
 	Name() string
 	Namespace() string
-	// Annotations hold the capacity hints.
-	Annotations() map[string]string
 	MachineTemplate() clusterv1.MachineTemplateSpec
 }
 
@@ -118,19 +116,15 @@ func isTransient(taint corev1.Taint) bool {
 }
 
 // FromZero returns the template of a group that has no node, from the
-// capacity annotations of its resource and the status of its infrastructure
+// hints of its capacity annotations and the status of its infrastructure
 // machine template (any provider, read through the reader as unstructured);
-// the annotations win. It returns a *CannotScaleFromZeroError when neither
-// says how much cpu and memory a node would have.
-func FromZero(ctx context.Context, reader client.Reader, source Source) (*corev1.Node, error) {
+// the hints win. It returns a *CannotScaleFromZeroError when neither says
+// how much cpu and memory a node would have.
+func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hints) (*corev1.Node, error) {
 	machineTemplate := source.MachineTemplate()
-	fromAnnotations, err := capacityFromAnnotations(source.ID(), source.Annotations())
-	if err != nil {
-		return nil, err
-	}
 	infra, err := infrastructureTemplate(ctx, reader, source)
 	if err != nil {
-		if !hasCPUAndMemory(fromAnnotations) {
+		if !hasCPUAndMemory(hints.Capacity) {
 			return nil, err
 		}
 		// The annotations say enough; only the defaults for the operating
@@ -140,7 +134,7 @@ func FromZero(ctx context.Context, reader client.Reader, source Source) (*corev1
 	}
 
 	capacity := infra.capacity
-	maps.Copy(capacity, fromAnnotations)
+	maps.Copy(capacity, hints.Capacity)
 	if !hasCPUAndMemory(capacity) {
 		return nil, &CannotScaleFromZeroError{ID: source.ID(), Reason: fmt.Sprintf(
 			"no cpu and memory capacity known: set the %q and %q annotations on it, or have the infrastructure template %s publish status.capacity",
@@ -162,20 +156,11 @@ func FromZero(ctx context.Context, reader client.Reader, source Source) (*corev1
 	if zone := machineTemplate.Spec.FailureDomain; zone != "" {
 		labels[corev1.LabelTopologyZone] = zone
 	}
-	fromAnnotation, err := labelsFromAnnotation(source.ID(), source.Annotations())
-	if err != nil {
-		return nil, err
-	}
-	maps.Copy(labels, fromAnnotation)
-
-	taints, err := templateTaints(source)
-	if err != nil {
-		return nil, err
-	}
+	maps.Copy(labels, hints.Labels)
 
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{Taints: taints},
+		Spec:       corev1.NodeSpec{Taints: templateTaints(source, hints.Taints)},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity.DeepCopy(),
@@ -191,11 +176,7 @@ func FromZero(ctx context.Context, reader client.Reader, source Source) (*corev1
 
 // templateTaints merges the taints of the machine template with the taints
 // annotation; the annotation wins for the same key and effect.
-func templateTaints(source Source) ([]corev1.Taint, error) {
-	fromAnnotation, err := taintsFromAnnotation(source.ID(), source.Annotations())
-	if err != nil {
-		return nil, err
-	}
+func templateTaints(source Source, fromAnnotation []corev1.Taint) []corev1.Taint {
 	type keyEffect struct {
 		key    string
 		effect corev1.TaintEffect
@@ -210,7 +191,7 @@ func templateTaints(source Source) ([]corev1.Taint, error) {
 			taints = append(taints, corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: taint.Effect})
 		}
 	}
-	return append(taints, fromAnnotation...), nil
+	return append(taints, fromAnnotation...)
 }
 
 // infrastructureInfo is what the infrastructure machine template publishes

@@ -27,8 +27,25 @@ const testID = "MachineDeployment/default/md-0"
 
 func (s *fakeSource) Name() string                                   { return "md-0" }
 func (s *fakeSource) Namespace() string                              { return s.namespace }
-func (s *fakeSource) Annotations() map[string]string                 { return s.annotations }
 func (s *fakeSource) MachineTemplate() clusterv1.MachineTemplateSpec { return s.template }
+
+func TestParseHints(t *testing.T) {
+	g := NewWithT(t)
+	hints, err := ParseHints(testID, map[string]string{
+		CPUAnnotation:    "4",
+		LabelsAnnotation: "pool=gpu",
+		TaintsAnnotation: "dedicated=gpu:NoSchedule",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hints.Capacity).To(HaveKeyWithValue(corev1.ResourceCPU, BeComparableTo(resource.MustParse("4"))))
+	g.Expect(hints.Labels).To(Equal(map[string]string{"pool": "gpu"}))
+	g.Expect(hints.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}))
+
+	for _, annotation := range []string{CPUAnnotation, LabelsAnnotation, TaintsAnnotation} {
+		_, err := ParseHints(testID, map[string]string{annotation: "abc"})
+		expectAnnotationError(g, err, testID, annotation)
+	}
+}
 
 func TestCapacityFromAnnotations(t *testing.T) {
 	tests := []struct {

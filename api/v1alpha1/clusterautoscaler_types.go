@@ -69,12 +69,24 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:default={"random"}
 	Expanders []Expander `json:"expanders,omitempty"`
 
+	// CEL has no "is a regular expression" function, but matches() fails to
+	// evaluate on an invalid pattern, and a rule that fails to evaluate
+	// rejects the object with the parse error. CEL compiles patterns with
+	// Go's regexp package, as the engine does, so both accept the same syntax.
+	// The API server does not ratchet evaluation errors, so the rule passes
+	// an unchanged list itself: an object stored before the rule existed
+	// can still have its status and finalizers written.
+	// The rule's cost grows with the pattern length: 512 characters keep it
+	// within the API server's budget, and a longer alternation can be split
+	// into several patterns.
+
 	// expanderPriorities configure the priority expander: node groups whose
 	// ID (Kind/namespace/name) matches a pattern get its priority; the
 	// highest priority wins.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="(oldSelf.hasValue() && oldSelf.value() == self) || self.all(p, p.nodeGroupIDPatterns.all(pattern, type(''.matches(pattern)) == bool))",message="nodeGroupIDPatterns must be regular expressions in RE2 syntax",optionalOldSelf=true
 	ExpanderPriorities []ExpanderPriority `json:"expanderPriorities,omitempty"`
 
 	// maxNodeProvisionTime is how long a new node may take to register before
@@ -188,14 +200,14 @@ type ExpanderPriority struct {
 	// +required
 	Priority int32 `json:"priority"`
 
-	// nodeGroupIDPatterns are regular expressions matched against node group
-	// IDs such as MachineDeployment/default/workers-spot.
+	// nodeGroupIDPatterns are regular expressions (RE2 syntax) matched
+	// against node group IDs such as MachineDeployment/default/workers-spot.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
-	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:MaxLength=512
 	NodeGroupIDPatterns []string `json:"nodeGroupIDPatterns"`
 }
 
@@ -308,9 +320,16 @@ const (
 	ScalingActiveCondition = "ScalingActive"
 	// ClusterHealthyCondition is False while too many nodes are unready.
 	ClusterHealthyCondition = "ClusterHealthy"
+	// ConfigurationAppliedCondition is True while the autoscaler runs with
+	// the current spec, and False while the spec cannot be applied; the
+	// autoscaler then goes on with the last spec it applied, whose
+	// generation is status.observedGeneration.
+	ConfigurationAppliedCondition = "ConfigurationApplied"
 
 	// RunningReason: the loop ran successfully.
 	RunningReason = "Running"
+	// AppliedReason: the autoscaler runs with the current spec.
+	AppliedReason = "Applied"
 	// ClusterNotFoundReason: the Cluster named by spec.clusterName does not exist.
 	ClusterNotFoundReason = "ClusterNotFound"
 	// ClusterPausedReason: the Cluster is paused; nothing is scaled.
@@ -320,7 +339,7 @@ const (
 	// LoopFailedReason: the last loop ended with an error.
 	LoopFailedReason = "LoopFailed"
 	// InvalidConfigurationReason: the spec cannot be applied; the running
-	// engine, if any, keeps its previous configuration.
+	// engine, if any, keeps the last configuration it applied.
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// ClusterUnhealthyReason: too many nodes are unready to scale safely.
 	ClusterUnhealthyReason = "ClusterUnhealthy"
@@ -332,7 +351,7 @@ const (
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.
 type ClusterAutoscalerStatus struct {
-	// conditions: Ready, ScalingActive and ClusterHealthy.
+	// conditions: Ready, ScalingActive, ClusterHealthy and ConfigurationApplied.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -394,11 +413,18 @@ type NodeGroupStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	ID string `json:"id"`
 
-	// minSize and maxSize are the bounds from the annotations.
+	// minSize is the group's lower bound: the min-size annotation, or 0 when
+	// only the max-size annotation is set. Unset when the group is not
+	// autoscaled.
 	// +optional
-	MinSize int32 `json:"minSize,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	MinSize *int32 `json:"minSize,omitempty"`
+
+	// maxSize is the group's upper bound, from the max-size annotation.
+	// Unset when the group is not autoscaled.
 	// +optional
-	MaxSize int32 `json:"maxSize,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	MaxSize *int32 `json:"maxSize,omitempty"`
 
 	// targetSize is the replica count the group is asked to have.
 	// +optional
@@ -425,7 +451,8 @@ type NodeGroupStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	BackoffReason string `json:"backoffReason,omitempty"`
 
-	// problem says why the group is not autoscaled, e.g. a bad annotation.
+	// problem says why the group is not autoscaled, or what it cannot do,
+	// e.g. a bad annotation.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Problem string `json:"problem,omitempty"`

@@ -77,7 +77,7 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 				GPUs:          []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Min: 0, Max: 8}},
 			}
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander}
-			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*"}}}
+			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*", `(?i)^machineset/[^/]+/GPU-\d+$`}}}
 			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s")}
 		})
 		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
@@ -130,6 +130,16 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("priority expander without priorities", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		}, "expanderPriorities must be set when the priority expander is used"),
+		Entry("node group pattern that is not a regular expression", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
+				{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*"}},
+				{Priority: 20, NodeGroupIDPatterns: []string{"MachineDeployment/default/gpu-.*", "MachineDeployment/default/(on-demand"}},
+			}
+		}, "spec.expanderPriorities: Invalid value: \"array\": error parsing regexp: missing closing ): `MachineDeployment/default/(on-demand` evaluating rule: nodeGroupIDPatterns must be regular expressions in RE2 syntax"),
+		Entry("node group pattern with syntax Go's regexp does not accept", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			// A lookahead is Perl syntax, not RE2.
+			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/(?!spot-).*"}}}
+		}, "invalid or unsupported Perl syntax: `(?!` evaluating rule: nodeGroupIDPatterns must be regular expressions in RE2 syntax"),
 		Entry("missing cluster name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ClusterName = ""
 		}, "spec.clusterName"),

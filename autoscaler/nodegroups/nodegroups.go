@@ -51,19 +51,22 @@ type NodeGroup interface {
 // Provider discovers the node groups of one cluster.
 type Provider interface {
 	// NodeGroups returns the autoscaled node groups of the cluster, read
-	// afresh. Groups that are misconfigured are left out and reported in
-	// Problems, so that one bad group never stops the others.
+	// afresh. Groups that are misconfigured are reported in Problems and
+	// left out, or kept when the problem only limits what they can do, so
+	// that one bad group never stops the others.
 	NodeGroups(ctx context.Context) (List, error)
 }
 
 // List is the result of one discovery.
 type List struct {
 	Groups []NodeGroup
-	// Problems are groups that exist but cannot be autoscaled, with why.
+	// Problems say what is wrong with groups: ones that exist but cannot be
+	// autoscaled, and ones in Groups that can do less than they should.
 	Problems []Problem
 }
 
-// Problem explains why a would-be node group is not autoscaled.
+// Problem explains why a would-be node group is not autoscaled, or what a
+// node group cannot do.
 type Problem struct {
 	// ID identifies the resource in the same format as NodeGroup.ID.
 	ID string
@@ -71,6 +74,9 @@ type Problem struct {
 	Reason string
 	// Message tells a user what is wrong and how to fix it.
 	Message string
+	// Kept is true when the group is in Groups all the same, e.g. with a bad
+	// scale-from-zero hint it still scales while it has nodes.
+	Kept bool
 }
 
 // InstanceState is the lifecycle phase of a node group member.

@@ -197,17 +197,23 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		return nil
 	}
 
-	config, err := configFromSpec(ca.Spec)
+	desired, err := desiredConfig(ca)
 	if err != nil {
-		// The running engine, if any, keeps its configuration. The error
-		// is the user's: it is reported in the Ready condition, and not
+		// The error is the user's: it is reported in a condition, and not
 		// returned, as retrying cannot fix the spec; changing the spec
-		// reconciles again.
-		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
-		return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
+		// reconciles again. A running engine goes on with what it has.
+		running := r.engines.get(key)
+		if running == nil {
+			setNotRunning(ca, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
+			setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
+			return nil //nolint:nilerr // Invalid spec: reported in a condition; a spec change reconciles again.
+		}
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason,
+			fmt.Sprintf("Invalid configuration in generation %d, autoscaling goes on with generation %d: %v", ca.Generation, running.applied.generation, err))
+		desired = running.applied
 	}
 
-	running, err := r.ensureEngine(ctx, ca, config)
+	running, err := r.ensureEngine(ctx, ca, desired)
 	if err != nil {
 		return err
 	}
@@ -215,28 +221,42 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		// Not connected yet: the ClusterCache's source reconciles again on connect.
 		return nil
 	}
-	if running.generation != ca.Generation {
-		if err := running.engine.UpdateConfig(config); err != nil {
-			// As above: the engine keeps its configuration, and only a
-			// change of the spec can fix this one.
-			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
-			return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
+	if running.applied.generation != desired.generation {
+		// Validated above, so the engine takes all of it.
+		if err := running.engine.UpdateConfig(desired.config); err != nil {
+			return err
 		}
-		running.verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
-		running.generation = ca.Generation
-		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", ca.Generation)
+		running.verbosity.Store(desired.verbosity)
+		running.applied = desired
+		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
 	}
-	ca.Status.ObservedGeneration = running.generation
+	if running.applied.generation == ca.Generation {
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "")
+	}
+	ca.Status.ObservedGeneration = running.applied.generation
 	if status := running.engine.Status(); !status.Time.IsZero() {
 		setStatusFromLoop(ca, status)
 	}
 	return nil
 }
 
-// ensureEngine returns the engine of the ClusterAutoscaler, starting it when
-// the workload cluster is connected. It returns nil, with the Ready
-// condition saying why, while there is no engine and no connection.
-func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, config autoscaler.Config) (*runningEngine, error) {
+// desiredConfig is the engine configuration the ClusterAutoscaler asks for,
+// checked as the engine checks it, so that it is applied whole or not at all.
+func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler) (engineConfig, error) {
+	config, err := configFromSpec(ca.Spec)
+	if err != nil {
+		return engineConfig{}, err
+	}
+	if err := autoscaler.ValidateConfig(config); err != nil {
+		return engineConfig{}, err
+	}
+	return engineConfig{config: config, verbosity: ptr.Deref(ca.Spec.LogVerbosity, 0), generation: ca.Generation}, nil
+}
+
+// ensureEngine returns the engine of the ClusterAutoscaler, starting it
+// with desired when the workload cluster is connected. It returns nil, with
+// the Ready condition saying why, while there is no engine and no connection.
+func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, desired engineConfig) (*runningEngine, error) {
 	key := client.ObjectKeyFromObject(ca)
 	running := r.engines.get(key)
 	restConfig, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca))
@@ -251,8 +271,10 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 	}
 	if running != nil && running.restConfig != restConfig {
 		// The ClusterCache connected anew (e.g. with a rotated
-		// kubeconfig); start again so that events use the new connection.
+		// kubeconfig); start again so that events use the new connection,
+		// with the configuration the engine had.
 		r.stopEngine(ctx, key)
+		desired = running.applied
 		running = nil
 	}
 	// Watches end with a connection; adding one again is a no-op.
@@ -260,7 +282,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 		return nil, err
 	}
 	if running == nil {
-		if err := r.startEngine(ctx, ca, restConfig, config); err != nil {
+		if err := r.startEngine(ctx, ca, restConfig, desired); err != nil {
 			return nil, err
 		}
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "AutoscalingStarted", autoscaleAction, "Started autoscaling Cluster %s", clusterKey(ca))

@@ -82,8 +82,8 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 			g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
 			g.Expect(ca.Status.NodeGroups).To(ContainElement(MatchFields(IgnoreExtras, Fields{
 				"ID":         Equal("MachineDeployment/" + reachable.Namespace + "/md-0"),
-				"MinSize":    BeEquivalentTo(1),
-				"MaxSize":    BeEquivalentTo(5),
+				"MinSize":    HaveValue(BeEquivalentTo(1)),
+				"MaxSize":    HaveValue(BeEquivalentTo(5)),
 				"TargetSize": BeEquivalentTo(2),
 			})))
 			g.Expect(ca.Status.Nodes).To(BeNumerically(">=", 2))

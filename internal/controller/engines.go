@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -41,8 +40,8 @@ type runningEngine struct {
 	// restConfig is the workload cluster connection the engine started
 	// with; its writes and events go there.
 	restConfig *rest.Config
-	// generation is the ClusterAutoscaler generation of the engine's configuration.
-	generation int64
+	// applied is the configuration the engine runs with.
+	applied engineConfig
 	// verbosity is the log level of the engine's loop (spec.logVerbosity).
 	verbosity *atomic.Int32
 
@@ -56,6 +55,14 @@ type runningEngine struct {
 func (e *runningEngine) stop() {
 	e.cancel()
 	<-e.done
+}
+
+// engineConfig is what an engine runs with, from one generation of a
+// ClusterAutoscaler's spec.
+type engineConfig struct {
+	config     autoscaler.Config
+	verbosity  int32
+	generation int64
 }
 
 // engineRegistry holds the running engines by ClusterAutoscaler. Reconciles
@@ -117,7 +124,7 @@ func (r *engineRegistry) ofCluster(cluster client.ObjectKey) []*runningEngine {
 
 // startEngine starts an engine for the ClusterAutoscaler on the workload
 // cluster connection restConfig and registers it.
-func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, restConfig *rest.Config, config autoscaler.Config) error {
+func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, restConfig *rest.Config, desired engineConfig) error {
 	key := client.ObjectKeyFromObject(ca)
 	cluster := clusterKey(ca)
 	clientset, err := kubernetes.NewForConfig(restConfig)
@@ -127,7 +134,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	workload := newWorkloadReader(r.ClusterCache, cluster, key)
 
 	verbosity := &atomic.Int32{}
-	verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
+	verbosity.Store(desired.verbosity)
 	// The engine outlives this reconcile: it runs until stopped or until the
 	// manager stops, with a logger of its own.
 	logger := withVerbosity(ctrl.LoggerFrom(r.ctx), verbosity).WithValues(
@@ -140,7 +147,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
-		Config:      config,
+		Config:      desired.config,
 		NodeGroups: clusterapi.NewProvider(clusterapi.Options{
 			Management: r.Client,
 			Workload:   workload,
@@ -172,7 +179,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		workload:   workload,
 		cluster:    cluster,
 		restConfig: restConfig,
-		generation: ca.Generation,
+		applied:    desired,
 		verbosity:  verbosity,
 		cancel:     cancel,
 		done:       make(chan struct{}),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -31,6 +32,7 @@ var ownedConditions = []string{
 	autoscalingv1alpha1.ReadyCondition,
 	autoscalingv1alpha1.ScalingActiveCondition,
 	autoscalingv1alpha1.ClusterHealthyCondition,
+	autoscalingv1alpha1.ConfigurationAppliedCondition,
 }
 
 // setStatusFromLoop writes what the engine's last loop saw and did into the
@@ -55,7 +57,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	autoscaled := 0
 	rows := make([]autoscalingv1alpha1.NodeGroupStatus, 0, len(status.NodeGroups))
 	for _, group := range status.NodeGroups {
-		if group.Problem == "" {
+		if group.Autoscaled {
 			autoscaled++
 		}
 		if len(rows) < maxNodeGroupRows {
@@ -96,10 +98,8 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 }
 
 func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGroupStatus {
-	return autoscalingv1alpha1.NodeGroupStatus{
+	row := autoscalingv1alpha1.NodeGroupStatus{
 		ID:            group.ID,
-		MinSize:       int32(group.MinSize),
-		MaxSize:       int32(group.MaxSize),
 		TargetSize:    int32(group.TargetSize),
 		Registered:    int32(group.Registered),
 		Ready:         int32(group.Ready),
@@ -108,6 +108,13 @@ func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGrou
 		BackoffReason: truncate(group.BackoffReason, maxReasonLength),
 		Problem:       truncate(group.Problem, maxReasonLength),
 	}
+	if group.Autoscaled {
+		// Set even when 0, so that a group with only a max-size annotation
+		// shows the min it is kept at.
+		row.MinSize = ptr.To(int32(group.MinSize))
+		row.MaxSize = ptr.To(int32(group.MaxSize))
+	}
+	return row
 }
 
 // setNotRunning reports that no engine runs for the ClusterAutoscaler, and why.

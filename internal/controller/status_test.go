@@ -28,8 +28,10 @@ func TestSetStatusFromLoop(t *testing.T) {
 			status: autoscaler.Status{
 				Time: loopTime, ClusterHealthy: true, ScalingActive: true, Nodes: 3, ReadyNodes: 2, UnschedulablePods: 4,
 				NodeGroups: []autoscaler.NodeGroupStatus{
-					{ID: "MachineDeployment/ns/md-0", MinSize: 1, MaxSize: 5, TargetSize: 3, Registered: 2, Ready: 2, Upcoming: 1, BackoffUntil: loopTime.Add(time.Minute), BackoffReason: "ScaleUpTimedOut"},
+					{ID: "MachineDeployment/ns/md-0", Autoscaled: true, MinSize: 1, MaxSize: 5, TargetSize: 3, Registered: 2, Ready: 2, Upcoming: 1, BackoffUntil: loopTime.Add(time.Minute), BackoffReason: "ScaleUpTimedOut"},
 					{ID: "MachineDeployment/ns/md-1", Problem: "min-size is not a number"},
+					{ID: "MachineDeployment/ns/max-only", Autoscaled: true, MinSize: 0, MaxSize: 3},
+					{ID: "MachineDeployment/ns/bad-hint", Autoscaled: true, MinSize: 0, MaxSize: 3, Problem: "cpu is not a quantity"},
 				},
 				LastScaleUp: loopTime.Add(-time.Hour),
 			},
@@ -37,13 +39,20 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason))
-				g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
-				g.Expect(ca.Status.NodeGroups).To(HaveLen(2))
+				g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(3), "groups with a problem that only limits them are autoscaled")
+				g.Expect(ca.Status.NodeGroups).To(HaveLen(4))
 				g.Expect(ca.Status.NodeGroups[0]).To(MatchFields(IgnoreExtras, Fields{
+					"MinSize": HaveValue(BeEquivalentTo(1)), "MaxSize": HaveValue(BeEquivalentTo(5)),
 					"TargetSize": BeEquivalentTo(3), "Upcoming": BeEquivalentTo(1), "BackoffReason": Equal("ScaleUpTimedOut"),
 					"BackoffUntil": PointTo(HaveField("Time", Equal(loopTime.Add(time.Minute).Truncate(time.Second)))),
 				}))
-				g.Expect(ca.Status.NodeGroups[1].Problem).To(Equal("min-size is not a number"))
+				g.Expect(ca.Status.NodeGroups[1]).To(MatchFields(IgnoreExtras, Fields{
+					"Problem": Equal("min-size is not a number"), "MinSize": BeNil(), "MaxSize": BeNil(),
+				}), "a group left out has no bounds")
+				g.Expect(ca.Status.NodeGroups[2]).To(MatchFields(IgnoreExtras, Fields{
+					"MinSize": HaveValue(BeEquivalentTo(0)), "MaxSize": HaveValue(BeEquivalentTo(3)),
+				}), "the min a group without a min-size annotation is kept at")
+				g.Expect(ca.Status.NodeGroups[3].Problem).To(Equal("cpu is not a quantity"))
 				g.Expect(ca.Status.Nodes).To(BeEquivalentTo(3))
 				g.Expect(ca.Status.ReadyNodes).To(BeEquivalentTo(2))
 				g.Expect(ca.Status.UnschedulablePods).To(BeEquivalentTo(4))
@@ -54,7 +63,7 @@ func TestSetStatusFromLoop(t *testing.T) {
 		},
 		{
 			name:   "an unhealthy cluster",
-			status: autoscaler.Status{Time: loopTime, HealthMessage: "5 of 6 nodes are unready", ScalingMessage: "Cluster is unhealthy", NodeGroups: []autoscaler.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0"}}},
+			status: autoscaler.Status{Time: loopTime, HealthMessage: "5 of 6 nodes are unready", ScalingMessage: "Cluster is unhealthy", NodeGroups: []autoscaler.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0", Autoscaled: true}}},
 			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason))
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterUnhealthyReason))
