@@ -29,3 +29,9 @@ var _ = Describe("Failing template", Label("ci"), func() {
 		return FailingTemplateSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Startup taints", Label("ci"), func() {
+	StartupTaintsSpec(ctx, func() StartupTaintsSpecInput {
+		return StartupTaintsSpecInput{Stack: stack}
+	})
+})
