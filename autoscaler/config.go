@@ -105,11 +105,11 @@ type HealthConfig struct {
 // .cluster-autoscaler.kubernetes.io/) and Cluster API's uninitialized taint.
 type TaintConfig struct {
 	// StartupTaints are taint keys that a node carries until it has
-	// started: it counts as on its way, not as ready capacity.
+	// started: it counts as on its way, not as ready capacity. Templates
+	// leave them out.
 	StartupTaints []string
 	// StatusTaints are taint keys that report a node's status without
-	// making it unready.
-	// Templates leave both out.
+	// making it unready. Templates leave them out.
 	StatusTaints []string
 }
 
