@@ -138,10 +138,10 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		}, "spec.clusterName"),
 		Entry("startup taint that is not a taint key", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"cni not ready"}
-		}, "spec.startupTaints[0]: Invalid value: \"string\": must be a taint key"),
+		}, "spec.startupTaints[0]: Invalid value: \"cni not ready\": must be a taint key"),
 		Entry("status taint whose name is longer than 63 characters", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{autoscalingv1alpha1.TaintKey("example.com/" + strings.Repeat("a", 64))}
-		}, "spec.statusTaints[0]: Invalid value: \"string\": must be a taint key"),
+		}, "spec.statusTaints[0]: Invalid value: \"example.com/"+strings.Repeat("a", 64)+"\": must be a taint key"),
 	)
 
 	It("keeps the cluster name immutable", func() {
