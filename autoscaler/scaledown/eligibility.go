@@ -31,10 +31,9 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 	case node.Annotations[ScaleDownDisabledAnnotation] == "true":
 		return nil, &Decision{Reason: ReasonScaleDownDisabledAnnotation, Message: fmt.Sprintf("node is annotated %s=true", ScaleDownDisabledAnnotation)}
 	case p.opts.NodeRules.Readiness(node, now) == nodefacts.NotStarted:
-		// One that stays unready past the startup time is judged as unready
-		// instead, so that a node that never starts is removed after the
-		// unready time.
-		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not become ready since it was created"}
+		// A node still not ready past the startup time is unready instead,
+		// so that one that never starts is removed after the unready time.
+		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not started yet: it is not ready or still carries a startup taint"}
 	}
 	if why := group.ScaleDownBlockedReason(); why != "" {
 		return nil, &Decision{Reason: ReasonNodeGroupScaleDownBlocked, Message: fmt.Sprintf("node group %s: %s", group.ID(), why)}
