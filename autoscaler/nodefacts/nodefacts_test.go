@@ -124,9 +124,9 @@ func TestTemplateNodeKeepsOnlyTemplateTaints(t *testing.T) {
 		t.Run(tt.key, func(t *testing.T) {
 			g := NewWithT(t)
 			taint := corev1.Taint{Key: tt.key, Value: "v", Effect: corev1.TaintEffectNoSchedule}
-			real := node(corev1.ConditionTrue)
-			real.Spec.Taints = []corev1.Taint{taint}
-			template := rules.TemplateNode(real, "MachineDeployment/default/md-0")
+			member := node(corev1.ConditionTrue)
+			member.Spec.Taints = []corev1.Taint{taint}
+			template := rules.TemplateNode(member, "MachineDeployment/default/md-0")
 			if tt.kept {
 				g.Expect(template.Spec.Taints).To(Equal([]corev1.Taint{taint}))
 			} else {
@@ -138,15 +138,15 @@ func TestTemplateNodeKeepsOnlyTemplateTaints(t *testing.T) {
 
 func TestTemplateNodeIsANewNodeOfTheGroup(t *testing.T) {
 	g := NewWithT(t)
-	real := node(corev1.ConditionTrue, "dedicated")
-	real.UID, real.ResourceVersion = "1234", "42"
-	real.Labels = map[string]string{corev1.LabelHostname: "md-0-abc", corev1.LabelTopologyZone: "zone-a", "pool": "workers"}
-	real.Annotations = map[string]string{"example.com/note": "x"}
-	real.Spec.ProviderID = "test:///md-0-abc"
-	real.Spec.Unschedulable = true
-	real.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3800m")}
+	member := node(corev1.ConditionTrue, "dedicated")
+	member.UID, member.ResourceVersion = "1234", "42"
+	member.Labels = map[string]string{corev1.LabelHostname: "md-0-abc", corev1.LabelTopologyZone: "zone-a", "pool": "workers"}
+	member.Annotations = map[string]string{"example.com/note": "x"}
+	member.Spec.ProviderID = "test:///md-0-abc"
+	member.Spec.Unschedulable = true
+	member.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3800m")}
 
-	template := nodefacts.Rules{}.TemplateNode(real, "MachineDeployment/default/md-0")
+	template := nodefacts.Rules{}.TemplateNode(member, "MachineDeployment/default/md-0")
 
 	g.Expect(template.Name).To(Equal("template-machinedeployment-default-md-0"))
 	g.Expect(template.UID).To(BeEmpty())
@@ -156,10 +156,10 @@ func TestTemplateNodeIsANewNodeOfTheGroup(t *testing.T) {
 	g.Expect(template.Spec.Unschedulable).To(BeFalse())
 	g.Expect(template.Labels).To(Equal(map[string]string{
 		corev1.LabelHostname: template.Name, corev1.LabelTopologyZone: "zone-a", "pool": "workers"}))
-	g.Expect(template.Annotations).To(Equal(real.Annotations))
-	g.Expect(template.Status.Allocatable).To(Equal(real.Status.Allocatable))
-	g.Expect(real.Labels).To(HaveKeyWithValue(corev1.LabelHostname, "md-0-abc"), "the real node does not change")
-	g.Expect(real.Spec.Taints).To(HaveLen(1))
+	g.Expect(template.Annotations).To(Equal(member.Annotations))
+	g.Expect(template.Status.Allocatable).To(Equal(member.Status.Allocatable))
+	g.Expect(member.Labels).To(HaveKeyWithValue(corev1.LabelHostname, "md-0-abc"), "the member node does not change")
+	g.Expect(member.Spec.Taints).To(HaveLen(1))
 
 	fromZero := nodefacts.Rules{}.TemplateNode(&corev1.Node{}, "MachineSet/default/ms-0")
 	g.Expect(fromZero.Labels).To(Equal(map[string]string{corev1.LabelHostname: "template-machineset-default-ms-0"}),
