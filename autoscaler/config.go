@@ -4,6 +4,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
 // Config is the behaviour of the engine for one cluster. The controller
@@ -43,6 +45,8 @@ type Config struct {
 	ScaleDown ScaleDownConfig
 	Backoff   BackoffConfig
 	Health    HealthConfig
+
+	Taints TaintConfig
 }
 
 // ResourceLimits bound the whole cluster; zero maxima mean no limit.
@@ -94,6 +98,23 @@ type BackoffConfig struct {
 type HealthConfig struct {
 	OkTotalUnreadyCount       int
 	MaxTotalUnreadyPercentage float64
+}
+
+// TaintConfig names the taints with a meaning for the autoscaler, on top of
+// the upstream prefixes (startup-taint., ignore-taint. and status-taint.
+// .cluster-autoscaler.kubernetes.io/) and Cluster API's uninitialized taint.
+type TaintConfig struct {
+	// StartupTaints are taint keys that a node carries until it has
+	// started: it counts as on its way, not as ready capacity. Templates
+	// leave them out.
+	StartupTaints []string
+	// StatusTaints are taint keys that report a node's status without
+	// making it unready. Templates leave them out.
+	StatusTaints []string
+}
+
+func (c TaintConfig) rules() nodefacts.Rules {
+	return nodefacts.NewRules(c.StartupTaints, c.StatusTaints)
 }
 
 // DefaultConfig returns the upstream cluster-autoscaler defaults.

@@ -516,6 +516,7 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 	opts.Priorities = config.ExpanderPriorities
 	opts.BalanceSimilarNodeGroups = config.BalanceSimilarNodeGroups
 	opts.BalancingIgnoredLabels = config.BalancingIgnoredLabels
+	opts.NodeRules = config.Taints.rules()
 	opts.Clock = clk
 	return opts
 }
@@ -533,6 +534,7 @@ func scaleDownOptions(config Config, clk clock.PassiveClock) scaledown.Options {
 	opts.MaxEmptyBulkDelete = config.ScaleDown.MaxEmptyBulkDelete
 	opts.MaxParallelDrains = config.ScaleDown.MaxParallelDrains
 	opts.Minimums = scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory}
+	opts.NodeRules = config.Taints.rules()
 	opts.Clock = clk
 	return opts
 }
@@ -548,7 +550,7 @@ func actuatorOptions(config Config, clk clock.PassiveClock) scaledown.ActuatorOp
 func clusterstateOptions(config Config) clusterstate.Options {
 	return clusterstate.Options{
 		MaxNodeProvisionTime:      config.MaxNodeProvisionTime,
-		MaxNodeStartupTime:        15 * time.Minute,
+		NodeRules:                 config.Taints.rules(),
 		Backoff:                   clusterstate.BackoffOptions(config.Backoff),
 		OkTotalUnreadyCount:       config.Health.OkTotalUnreadyCount,
 		MaxTotalUnreadyPercentage: config.Health.MaxTotalUnreadyPercentage,

@@ -145,13 +145,3 @@ func isFailureReason(reason string) bool {
 	}
 	return false
 }
-
-// isReady tells whether the node can take pods.
-func isReady(node *corev1.Node) bool {
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}

@@ -82,14 +82,9 @@ func (g *nodeGroup) Instances() []nodegroups.Instance {
 	return instances
 }
 
-// TemplateNode copies a Ready node of the group, or builds one from the
-// capacity the group publishes when it has none.
+// TemplateNode builds a node from the capacity the group publishes; the
+// engine copies a real member instead when the group has one.
 func (g *nodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
-	for _, m := range g.members {
-		if m.node != nil && m.machine.DeletionTimestamp.IsZero() && m.node.DeletionTimestamp.IsZero() && isReady(m.node) {
-			return template.FromNode(m.node, g.resource), nil
-		}
-	}
 	if g.hintsErr != nil {
 		return nil, fmt.Errorf("cannot scale from zero: %w", g.hintsErr)
 	}

@@ -536,22 +536,6 @@ var _ = Describe("Provider", func() {
 	})
 
 	Describe("template nodes", func() {
-		It("copies a Ready node of the group", func() {
-			ms := f.MachineSet("ms-0", 1, sizeAnnotations(0, 5), nil)
-			f.Create(ctx, ms)
-			machine := f.Machine("a", ms)
-			machine.Spec.ProviderID = "test:///a"
-			node := f.Node("a", "test:///a")
-			node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("5Gi")}
-			node.Status.Allocatable = node.Status.Capacity
-			f.Create(ctx, machine, node)
-
-			templateNode, err := groupIn(discover(), "MachineSet", "ms-0").TemplateNode(ctx)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(templateNode.Name).NotTo(Equal(node.Name))
-			Expect(templateNode.Status.Capacity).To(HaveKeyWithValue(corev1.ResourceCPU, BeComparableTo(resource.MustParse("3"))))
-		})
-
 		It("scales from zero with capacity annotations", func() {
 			annotations := sizeAnnotations(0, 5)
 			annotations[template.CPUAnnotation] = "2"

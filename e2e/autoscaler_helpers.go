@@ -6,7 +6,6 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -42,12 +42,10 @@ var (
 // scheduler.
 const ClusterLabel = "e2e.node.cluster.x-k8s.io/cluster"
 
-// DeletionTaint is the taint the autoscaler puts on the Nodes it removes.
-const DeletionTaint = "ToBeDeletedByClusterAutoscaler"
-
-// HasDeletionTaint says whether node carries the autoscaler's DeletionTaint.
+// HasDeletionTaint says whether node carries the taint the autoscaler puts
+// on the Nodes it removes.
 func HasDeletionTaint(node *corev1.Node) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == DeletionTaint })
+	return nodefacts.HasTaint(node, nodefacts.ToBeDeletedTaint)
 }
 
 // BuildManager builds the autoscaler manager of the repository at repoRoot
@@ -188,7 +186,7 @@ func WaitForNodeGroupNodes(ctx context.Context, input WaitForNodeGroupNodesInput
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
 			node := &corev1.Node{}
 			g.Expect(input.Workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
-			g.Expect(nodeReady(node)).To(Equal(corev1.ConditionTrue), "Node %s", node.Name)
+			g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s", node.Name)
 			nodes[m.Name] = node.Name
 		}
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "node group %s does not have %d Ready Nodes", input.Group.Name, input.Count)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -135,12 +136,12 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "true")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
-			g.Expect(nodeReady(node)).To(Equal(corev1.ConditionFalse))
+			g.Expect(nodefacts.KubeletReady(node)).To(BeFalse())
 		}, NodesReadyTimeout, PollInterval).Should(Succeed())
 		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
-			g.Expect(nodeReady(node)).To(Equal(corev1.ConditionTrue))
+			g.Expect(nodefacts.KubeletReady(node)).To(BeTrue())
 		}, NodesReadyTimeout, PollInterval).Should(Succeed())
 
 		By("Scaling the MachineDeployment to zero, which drains the Nodes and deletes them")
@@ -217,14 +218,4 @@ func deleteCluster(c client.Client, cluster *clusterv1.Cluster) {
 	Eventually(func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
 	}, DeletionTimeout, PollInterval).Should(Satisfy(apierrors.IsNotFound))
-}
-
-// nodeReady is the status of the Ready condition of node.
-func nodeReady(node *corev1.Node) corev1.ConditionStatus {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
 }

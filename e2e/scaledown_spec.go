@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -114,7 +115,7 @@ func ScaleDownSpec(ctx context.Context, inputGetter func() ScaleDownSpecInput) {
 				node := &corev1.Node{}
 				err := workload.Get(ctx, client.ObjectKey{Name: name}, node)
 				if err == nil && !HasDeletionTaint(node) {
-					StopTrying("Node " + name + " lost the " + DeletionTaint + " taint before it was deleted").Now()
+					StopTrying("Node " + name + " lost the " + nodefacts.ToBeDeletedTaint + " taint before it was deleted").Now()
 				}
 				g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s is not deleted yet", name)
 			}

@@ -35,3 +35,9 @@ var _ = Describe("Zone spread", Label("ci"), func() {
 		return ZoneSpreadSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Startup taints", Label("ci"), func() {
+	StartupTaintsSpec(ctx, func() StartupTaintsSpecInput {
+		return StartupTaintsSpecInput{Stack: stack}
+	})
+})

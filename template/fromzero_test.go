@@ -85,13 +85,11 @@ var _ = Describe("FromZero", func() {
 		expectCapacity(node, corev1.ResourcePods, "110")
 		Expect(node.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
-		Expect(node.Name).To(HavePrefix("template-node-for-md-0-"))
 		Expect(node.Labels).To(Equal(map[string]string{
 			corev1.LabelOSStable:                  "linux",
 			corev1.LabelArchStable:                "amd64",
 			"beta.kubernetes.io/os":               "linux",
 			"beta.kubernetes.io/arch":             "amd64",
-			corev1.LabelHostname:                  node.Name,
 			corev1.LabelTopologyZone:              "zone-b",
 			"node-role.kubernetes.io/worker":      "",
 			"node-restriction.kubernetes.io/pool": "gpu",

@@ -1,33 +1,29 @@
-// Package template builds the node a new member of a node group would
-// become: from a real node of the group when it has one, else from the
-// capacity the group publishes (scale from zero).
+// Package template builds the node a new member of a node group with no
+// nodes would become, from the capacity the group publishes (scale from
+// zero). The engine names it and keeps only its template taints
+// (nodefacts.Rules.TemplateNode), as it does with a copy of a real node.
 package template
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	capilabels "sigs.k8s.io/cluster-api/util/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 )
 
 // Source is what a template needs from a node group's scalable resource.
 type Source interface {
 	ID() string
-	Name() string
 	Namespace() string
 	MachineTemplate() clusterv1.MachineTemplateSpec
 }
@@ -39,28 +35,6 @@ const (
 	DefaultArchitecture    = "amd64"
 )
 
-// transientTaints describe the state of one node, not what the group's nodes
-// are made of, so they are left out of a template built from a real node.
-var transientTaints = map[string]bool{
-	corev1.TaintNodeNotReady:           true,
-	corev1.TaintNodeUnreachable:        true,
-	corev1.TaintNodeUnschedulable:      true,
-	corev1.TaintNodeMemoryPressure:     true,
-	corev1.TaintNodeDiskPressure:       true,
-	corev1.TaintNodePIDPressure:        true,
-	corev1.TaintNodeNetworkUnavailable: true,
-	corev1.TaintNodeOutOfService:       true,
-	simulator.ToBeDeletedTaint:         true,
-	simulator.DeletionCandidateTaint:   true,
-}
-
-// Taint key prefixes the upstream autoscaler treats as transient, honoured so
-// that existing clusters behave the same.
-var transientTaintPrefixes = []string{
-	"ignore-taint.cluster-autoscaler.kubernetes.io/",
-	"startup-taint.cluster-autoscaler.kubernetes.io/",
-}
-
 // CannotScaleFromZeroError says why a group with no nodes has no template.
 type CannotScaleFromZeroError struct {
 	ID     string
@@ -69,50 +43,6 @@ type CannotScaleFromZeroError struct {
 
 func (e *CannotScaleFromZeroError) Error() string {
 	return fmt.Sprintf("%s cannot scale from zero: %s", e.ID, e.Reason)
-}
-
-// FromNode returns a template copied from a real node of the group, without
-// what is particular to that node: its name, hostname, provider ID, pod
-// CIDRs, addresses and transient taints.
-func FromNode(node *corev1.Node, source Source) *corev1.Node {
-	name := newName(source)
-	template := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      maps.Clone(node.Labels),
-			Annotations: maps.Clone(node.Annotations),
-		},
-		Status: corev1.NodeStatus{
-			Capacity:    node.Status.Capacity.DeepCopy(),
-			Allocatable: node.Status.Allocatable.DeepCopy(),
-			Phase:       corev1.NodeRunning,
-			Conditions:  readyConditions(),
-			NodeInfo:    node.Status.NodeInfo,
-		},
-	}
-	if template.Labels == nil {
-		template.Labels = map[string]string{}
-	}
-	template.Labels[corev1.LabelHostname] = name
-	delete(template.Annotations, clusterv1.MachineAnnotation)
-	for _, taint := range node.Spec.Taints {
-		if !isTransient(taint) {
-			template.Spec.Taints = append(template.Spec.Taints, taint)
-		}
-	}
-	return template
-}
-
-func isTransient(taint corev1.Taint) bool {
-	if transientTaints[taint.Key] {
-		return true
-	}
-	for _, prefix := range transientTaintPrefixes {
-		if strings.HasPrefix(taint.Key, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // FromZero returns the template of a group that has no node, from the
@@ -144,13 +74,11 @@ func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hi
 		capacity[corev1.ResourcePods] = *resource.NewQuantity(DefaultMaxPods, resource.DecimalSI)
 	}
 
-	name := newName(source)
 	labels := map[string]string{
 		corev1.LabelOSStable:      infra.operatingSystem,
 		corev1.LabelArchStable:    infra.architecture,
 		"beta.kubernetes.io/os":   infra.operatingSystem,
 		"beta.kubernetes.io/arch": infra.architecture,
-		corev1.LabelHostname:      name,
 	}
 	maps.Copy(labels, capilabels.GetManagedLabels(machineTemplate.Labels))
 	if zone := machineTemplate.Spec.FailureDomain; zone != "" {
@@ -159,7 +87,7 @@ func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hi
 	maps.Copy(labels, hints.Labels)
 
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: templateTaints(source, hints.Taints)},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
@@ -267,10 +195,4 @@ func readyConditions() []corev1.NodeCondition {
 		Status: corev1.ConditionTrue,
 		Reason: "KubeletReady",
 	}}
-}
-
-// newName gives every template a fresh name, so that copies of it never
-// collide with each other or with real nodes.
-func newName(source Source) string {
-	return fmt.Sprintf("template-node-for-%s-%s", source.Name(), utilrand.String(5))
 }

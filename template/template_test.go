@@ -7,10 +7,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -25,7 +23,6 @@ func (s *fakeSource) ID() string { return "MachineDeployment/" + s.namespace + "
 
 const testID = "MachineDeployment/default/md-0"
 
-func (s *fakeSource) Name() string                                   { return "md-0" }
 func (s *fakeSource) Namespace() string                              { return s.namespace }
 func (s *fakeSource) MachineTemplate() clusterv1.MachineTemplateSpec { return s.template }
 
@@ -158,58 +155,6 @@ func TestTaintsFromAnnotation(t *testing.T) {
 			g.Expect(taints).To(Equal(tt.want))
 		})
 	}
-}
-
-func TestFromNode(t *testing.T) {
-	g := NewWithT(t)
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            "md-0-abc",
-			UID:             "1234",
-			ResourceVersion: "42",
-			Labels: map[string]string{
-				corev1.LabelHostname:     "md-0-abc",
-				corev1.LabelTopologyZone: "zone-a",
-				"pool":                   "workers",
-			},
-			Annotations: map[string]string{clusterv1.MachineAnnotation: "md-0-abc"},
-		},
-		Spec: corev1.NodeSpec{
-			ProviderID:    "test:///md-0-abc",
-			Unschedulable: true,
-			Taints: []corev1.Taint{
-				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
-				{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
-				{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
-				{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
-				{Key: simulator.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule},
-				{Key: simulator.DeletionCandidateTaint, Effect: corev1.TaintEffectPreferNoSchedule},
-				{Key: "startup-taint.cluster-autoscaler.kubernetes.io/cni", Effect: corev1.TaintEffectNoSchedule},
-			},
-		},
-		Status: corev1.NodeStatus{
-			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3800m")},
-			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-		},
-	}
-
-	template := FromNode(node, &fakeSource{namespace: "default"})
-
-	g.Expect(template.Name).To(HavePrefix("template-node-for-md-0-"))
-	g.Expect(template.Name).NotTo(Equal(node.Name))
-	g.Expect(template.UID).To(BeEmpty())
-	g.Expect(template.ResourceVersion).To(BeEmpty())
-	g.Expect(template.Spec.ProviderID).To(BeEmpty())
-	g.Expect(template.Spec.Unschedulable).To(BeFalse())
-	g.Expect(template.Labels).To(HaveKeyWithValue(corev1.LabelHostname, template.Name))
-	g.Expect(template.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, "zone-a"))
-	g.Expect(template.Labels).To(HaveKeyWithValue("pool", "workers"))
-	g.Expect(template.Annotations).NotTo(HaveKey(clusterv1.MachineAnnotation))
-	g.Expect(template.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}))
-	g.Expect(template.Status.Allocatable).To(HaveKeyWithValue(corev1.ResourceCPU, BeComparableTo(resource.MustParse("3800m"))))
-	g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelHostname, "md-0-abc"), "the real node must not change")
-	g.Expect(FromNode(node, &fakeSource{}).Name).NotTo(Equal(template.Name), "every template gets a fresh name")
 }
 
 // expectAnnotationError checks that err blames the annotation on the object.

@@ -134,7 +134,35 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	LogVerbosity *int32 `json:"logVerbosity,omitempty"`
+
+	// startupTaints are keys of taints that nodes carry until they have
+	// started, as the upstream autoscaler's --startup-taint: a node with one
+	// counts as starting (upcoming), not as ready capacity, and templates
+	// leave them out. Taints whose key starts with
+	// startup-taint.cluster-autoscaler.kubernetes.io/ or
+	// ignore-taint.cluster-autoscaler.kubernetes.io/, and Cluster API's
+	// node.cluster.x-k8s.io/uninitialized, always are startup taints.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	StartupTaints []TaintKey `json:"startupTaints,omitempty"`
+
+	// statusTaints are keys of taints that report a node's status, as the
+	// upstream autoscaler's --status-taint: templates leave them out, but a
+	// node with one is ready. Taints whose key starts with
+	// status-taint.cluster-autoscaler.kubernetes.io/ always are status taints.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	StatusTaints []TaintKey `json:"statusTaints,omitempty"`
 }
+
+// TaintKey is the key of a node taint, a qualified name such as
+// example.com/cni-not-ready.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=317
+// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a taint key: a qualified name such as example.com/cni-not-ready"
+type TaintKey string
 
 // ResourceLimits bound the resources of the whole cluster.
 type ResourceLimits struct {

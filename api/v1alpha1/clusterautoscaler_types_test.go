@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -79,6 +80,8 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander}
 			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*", `(?i)^machineset/[^/]+/GPU-\d+$`}}}
 			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s")}
+			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready", "NodeNotInitialized"}
+			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"}
 		})
 		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
@@ -143,6 +146,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("missing cluster name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ClusterName = ""
 		}, "spec.clusterName"),
+		Entry("startup taint that is not a taint key", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"cni not ready"}
+		}, "spec.startupTaints[0]: Invalid value: \"cni not ready\": must be a taint key"),
+		Entry("status taint whose name is longer than 63 characters", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{autoscalingv1alpha1.TaintKey("example.com/" + strings.Repeat("a", 64))}
+		}, "spec.statusTaints[0]: Invalid value: \"example.com/"+strings.Repeat("a", 64)+"\": must be a taint key"),
 	)
 
 	It("keeps the cluster name immutable", func() {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
@@ -17,10 +18,9 @@ import (
 type Options struct {
 	// MaxNodeProvisionTime is how long a requested node may take to register.
 	MaxNodeProvisionTime time.Duration
-	// MaxNodeStartupTime is how long a registered node may take to become
-	// Ready before it counts as unready rather than starting.
-	MaxNodeStartupTime time.Duration
-	Backoff            BackoffOptions
+	// NodeRules tell whether a node is Ready, NotStarted or Unready.
+	NodeRules nodefacts.Rules
+	Backoff   BackoffOptions
 	// OkTotalUnreadyCount and MaxTotalUnreadyPercentage: the cluster (or a
 	// group) is unhealthy when more nodes than both are unready.
 	OkTotalUnreadyCount       int
@@ -32,9 +32,10 @@ type Readiness struct {
 	// Registered nodes joined the cluster (Ready, Unready or NotStarted).
 	Registered int
 	Ready      int
-	// Unready nodes have been registered for longer than the startup time.
+	// Unready nodes have not been Ready for longer than the startup time.
 	Unready int
-	// NotStarted nodes registered recently and are not Ready yet.
+	// NotStarted nodes registered recently and are not Ready yet, or still
+	// carry a startup taint: they are on their way.
 	NotStarted int
 	// Deleting instances are being removed.
 	Deleting int
@@ -117,7 +118,7 @@ func (r *Registry) Update(groups []nodegroups.NodeGroup, nodes []*corev1.Node, n
 	r.total = Readiness{}
 	for _, node := range nodes {
 		nodesByName[node.Name] = node
-		r.total.count(node, r.opts.MaxNodeStartupTime, now)
+		r.total.count(r.opts.NodeRules.Readiness(node, now))
 	}
 
 	current := make(map[string]*GroupState, len(groups))
@@ -177,7 +178,7 @@ func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*core
 			}
 			continue
 		}
-		state.count(node, r.opts.MaxNodeStartupTime, now)
+		state.count(r.opts.NodeRules.Readiness(node, now))
 	}
 	// Nodes that registered but have not started yet cannot take pods, so
 	// they are still awaited, as nodes that have not registered; instances
@@ -214,35 +215,16 @@ func (r *Registry) provisionTime(group nodegroups.NodeGroup) time.Duration {
 	return r.opts.MaxNodeProvisionTime
 }
 
-func (c *Readiness) count(node *corev1.Node, startupTime time.Duration, now time.Time) {
+func (c *Readiness) count(readiness nodefacts.Readiness) {
 	c.Registered++
-	switch {
-	case nodeReady(node):
+	switch readiness {
+	case nodefacts.Ready:
 		c.Ready++
-	case now.Sub(node.CreationTimestamp.Time) < startupTime:
+	case nodefacts.NotStarted:
 		c.NotStarted++
 	default:
 		c.Unready++
 	}
-}
-
-// nodeReady says whether node can take pods: its Ready condition is True
-// and it has no not-ready or unreachable taint left. The node lifecycle
-// controller removes the not-ready taint a few seconds after the node
-// turned Ready; until then the scheduler (and the simulation) keep pods
-// off it, so it still counts as starting, as in the upstream autoscaler.
-func nodeReady(node *corev1.Node) bool {
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
-			return false
-		}
-	}
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // RegisterScaleUp records that a group was asked for delta more nodes.

@@ -31,9 +31,12 @@ type NodeGroup interface {
 	ScaleDownBlockedReason() string
 
 	// TemplateNode returns the node a new member of the group would become,
-	// without the DaemonSet pods that would run on it. It returns an error
-	// that says why when the group cannot tell (no nodes and no capacity
-	// information), in which case it cannot scale from zero.
+	// from what the group publishes, without the DaemonSet pods that would
+	// run on it. The engine asks only when no member of the group shows it
+	// (scale from zero), and names the node and drops its startup, status
+	// and condition taints itself (nodefacts.Rules.TemplateNode). It returns
+	// an error that says why when the group cannot tell, in which case it
+	// cannot scale from zero.
 	TemplateNode(ctx context.Context) (*corev1.Node, error)
 	// IncreaseSize raises the target size by delta (> 0) within MaxSize.
 	IncreaseSize(ctx context.Context, delta int) error

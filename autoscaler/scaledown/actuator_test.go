@@ -18,8 +18,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -248,7 +248,7 @@ func TestDrainFailsWhenPodsDoNotTerminate(t *testing.T) {
 
 func TestCleanUpTaintsReleasesNodesNoLongerBeingRemoved(t *testing.T) {
 	g := NewWithT(t)
-	taint := st.WithTaint(simulator.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule)
+	taint := st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule)
 	leftover, draining, other := node("leftover", taint), node("draining"), node("other", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
 	f := newActuatorFixture(t, leftover, draining, other, pod("web-0", "100m", "draining"))
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: draining, Group: newGroup("ng", draining)}}})

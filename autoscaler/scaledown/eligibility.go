@@ -4,15 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
-
-// maxNodeStartupTime is how long after its creation a node that is not
-// ready is taken to be still starting, as upstream.
-const maxNodeStartupTime = 15 * time.Minute
 
 // candidate is a node that passed the checks of the node alone.
 type candidate struct {
@@ -35,13 +30,15 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 		return nil, &Decision{Reason: ReasonNotAutoscaled, Message: "node belongs to no autoscaled node group"}
 	case node.Annotations[ScaleDownDisabledAnnotation] == "true":
 		return nil, &Decision{Reason: ReasonScaleDownDisabledAnnotation, Message: fmt.Sprintf("node is annotated %s=true", ScaleDownDisabledAnnotation)}
-	case isStarting(node, now):
-		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not become ready since it was created"}
+	case p.opts.NodeRules.Readiness(node, now) == nodefacts.NotStarted:
+		// A node still not ready past the startup time is unready instead,
+		// so that one that never starts is removed after the unready time.
+		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not started yet: it is not ready or still carries a startup taint"}
 	}
 	if why := group.ScaleDownBlockedReason(); why != "" {
 		return nil, &Decision{Reason: ReasonNodeGroupScaleDownBlocked, Message: fmt.Sprintf("node group %s: %s", group.ID(), why)}
 	}
-	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts), ready: isReady(node)}
+	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts), ready: p.opts.NodeRules.Ready(node)}
 	// An unready node offers nothing to its pods, whatever they request.
 	if threshold := p.utilizationThreshold(group); c.ready && c.utilization.Value >= threshold {
 		return nil, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}
@@ -69,25 +66,4 @@ func (p *Planner) removableAfter(c *candidate) time.Duration {
 		return *opts.ScaleDownUnneededTime
 	}
 	return p.opts.UnneededTime
-}
-
-func readyCondition(node *corev1.Node) *corev1.NodeCondition {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func isReady(node *corev1.Node) bool {
-	cond := readyCondition(node)
-	return cond != nil && cond.Status == corev1.ConditionTrue
-}
-
-// isStarting tells whether the node is young and not ready yet. A node
-// that stays unready past the startup time is judged as unready instead,
-// so that one that never starts is removed after the unready time.
-func isStarting(node *corev1.Node, now time.Time) bool {
-	return !isReady(node) && now.Sub(node.CreationTimestamp.Time) < maxNodeStartupTime
 }

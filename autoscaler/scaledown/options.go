@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
 // Options configure scale-down planning. Start from DefaultOptions.
@@ -39,6 +41,8 @@ type Options struct {
 	MaxParallelDrains int
 	// Minimums are the cluster-wide totals that removals must leave.
 	Minimums ClusterMinimums
+	// NodeRules tell ready, starting and unready nodes apart.
+	NodeRules nodefacts.Rules
 	// Clock tells how long nodes have been unneeded.
 	Clock clock.PassiveClock
 }

@@ -167,7 +167,7 @@ func (p *Planner) choose(now time.Time, progress Progress, plan *Plan) {
 		switch {
 		case now.Before(u.RemovableAt):
 			reason := ReasonNotUnneededLongEnough
-			if !isReady(u.Node) {
+			if !p.opts.NodeRules.Ready(u.Node) {
 				reason = ReasonNotUnreadyLongEnough
 			}
 			plan.Kept[name] = Decision{Reason: reason, Message: fmt.Sprintf("unneeded since %s, removable at %s", u.Since.Format(time.RFC3339), u.RemovableAt.Format(time.RFC3339))}

@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -201,6 +202,15 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			cluster: cluster{
 				nodes: []*corev1.Node{node("busy"), node("new", notReady, createdAt(st.Now.Add(-time.Minute)))},
 				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "new": scaledown.ReasonNotStarted},
+		},
+		{
+			name: "a node that still carries a startup taint has not started and stays",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("new", createdAt(st.Now.Add(-time.Minute)),
+					st.WithTaint(nodefacts.ClusterAPIUninitializedTaint, "", corev1.TaintEffectNoSchedule))},
+				pods: []*corev1.Pod{pod("busy-0", "3", "busy")},
 			},
 			wantKept: map[string]scaledown.Reason{"busy": busyKept, "new": scaledown.ReasonNotStarted},
 		},

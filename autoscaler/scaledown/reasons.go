@@ -11,7 +11,8 @@ const (
 	ReasonNotAutoscaled Reason = "NotAutoscaled"
 	// ReasonScaleDownDisabledAnnotation: the node opted out.
 	ReasonScaleDownDisabledAnnotation Reason = "ScaleDownDisabledAnnotation"
-	// ReasonNotStarted: the node has not become ready since it was created.
+	// ReasonNotStarted: the node has not become ready, or still carries a
+	// startup taint, since it was created.
 	ReasonNotStarted Reason = "NodeNotStarted"
 	// ReasonCurrentlyBeingDeleted: the node is already being removed.
 	ReasonCurrentlyBeingDeleted Reason = "CurrentlyBeingDeleted"

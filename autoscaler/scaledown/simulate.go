@@ -88,7 +88,7 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 		// Nodes already gone from the cluster are not in the snapshot.
 		_ = sched.RemoveNode(name)
 	}
-	result := sched.SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: readyNode})
+	result := sched.SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: p.readyNode})
 	if len(result.Unschedulable) > 0 {
 		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
 	}
@@ -126,7 +126,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	// The candidate is in the snapshot: it was listed from it.
 	_ = sched.RemoveNode(c.nodeInfo.Name())
 	if len(movable) > 0 {
-		result := sched.SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: readyNode})
+		result := sched.SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: p.readyNode})
 		if len(result.Unschedulable) > 0 {
 			sched.Revert()
 			first := result.Unschedulable[0]
@@ -168,5 +168,7 @@ func withoutNodeName(pod *corev1.Pod) *corev1.Pod {
 	return &moved
 }
 
-// readyNode leaves unready nodes out as destinations.
-func readyNode(nodeInfo *snapshot.NodeInfo) bool { return isReady(nodeInfo.Node()) }
+// readyNode leaves unready and starting nodes out as destinations.
+func (p *Planner) readyNode(nodeInfo *snapshot.NodeInfo) bool {
+	return p.opts.NodeRules.Ready(nodeInfo.Node())
+}

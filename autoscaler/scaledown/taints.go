@@ -12,17 +12,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
-// HasDeletionTaint tells whether the node carries simulator.ToBeDeletedTaint,
+// HasDeletionTaint tells whether the node carries nodefacts.ToBeDeletedTaint,
 // which marks a node the autoscaler is removing so that the scheduler places
 // nothing new on it. Its value is the unix time the removal started.
 func HasDeletionTaint(node *corev1.Node) bool {
-	return slices.ContainsFunc(node.Spec.Taints, isDeletionTaint)
+	return nodefacts.HasTaint(node, nodefacts.ToBeDeletedTaint)
 }
 
-func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == simulator.ToBeDeletedTaint }
+func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == nodefacts.ToBeDeletedTaint }
 
 // addDeletionTaint puts the deletion taint on the named node.
 func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time) error {
@@ -31,7 +31,7 @@ func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name str
 			return false
 		}
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{
-			Key: simulator.ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
+			Key: nodefacts.ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
 		})
 		return true
 	})

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
 // Options configure scale-up. Start from DefaultOptions.
@@ -32,6 +34,8 @@ type Options struct {
 	// BalancingIgnoredLabels may differ between similar node groups, in
 	// addition to the hostname and zone labels.
 	BalancingIgnoredLabels []string
+	// NodeRules turn real nodes into the templates of their groups.
+	NodeRules nodefacts.Rules
 	// Clock tells the age of pods.
 	Clock clock.PassiveClock
 	// Rand drives ExpanderRandom; nil seeds one from the clock.

@@ -129,7 +129,7 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	if len(candidates) == 0 {
 		return plan
 	}
-	templateErrors := simulator.SetTemplates(ctx, snap)
+	templateErrors := simulator.SetTemplates(ctx, snap, s.opts.NodeRules)
 
 	snap.Fork()
 	defer snap.Revert()

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -245,28 +246,36 @@ func TestDaemonSetPods(t *testing.T) {
 func TestSetTemplates(t *testing.T) {
 	g := NewWithT(t)
 	_, ctx := ktesting.NewTestContext(t)
-	member := st.Node("member", "4", "8Gi", st.WithNodeLabels("pool", "a"),
-		st.WithTaint(simulator.ToBeDeletedTaint, "", corev1.TaintEffectNoSchedule), st.WithTaint("dedicated", "x", corev1.TaintEffectNoSchedule))
-	ready := st.Node("ready", "4", "8Gi", st.WithNodeLabels("pool", "a"),
-		st.WithTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoExecute), st.WithTaint("dedicated", "x", corev1.TaintEffectNoSchedule))
-	withMembers := &st.NodeGroup{Name: "with-members", Max: 5, Target: 2, Nodes: []string{"member", "ready"}}
-	fromZero := &st.NodeGroup{Name: "from-zero", Max: 5, Template: st.Node("t", "16", "64Gi")}
+	dedicated := st.WithTaint("dedicated", "x", corev1.TaintEffectNoSchedule)
+	deleting := st.Node("deleting", "8", "16Gi", st.WithNodeLabels("pool", "a"),
+		st.WithTaint(nodefacts.ToBeDeletedTaint, "", corev1.TaintEffectNoSchedule), dedicated)
+	starting := st.Node("starting", "4", "8Gi", st.WithNodeLabels("pool", "a"), dedicated,
+		st.WithTaint(nodefacts.ClusterAPIUninitializedTaint, "", corev1.TaintEffectNoSchedule),
+		st.WithTaint(nodefacts.StartupTaintPrefix+"cni", "", corev1.TaintEffectNoSchedule),
+		st.WithTaint(corev1.TaintNodeMemoryPressure, "", corev1.TaintEffectNoSchedule))
+	withMembers := &st.NodeGroup{Name: "with-members", Max: 5, Target: 2, Nodes: []string{"deleting", "starting"}}
+	fromZero := &st.NodeGroup{Name: "from-zero", Max: 5, Template: st.Node("t", "16", "64Gi", dedicated,
+		st.WithTaint(nodefacts.StatusTaintPrefix+"gpu-health", "", corev1.TaintEffectNoSchedule))}
 	noTemplate := &st.NodeGroup{Name: "no-template", Max: 5}
 	snap := snapshot.New(snapshot.Input{
-		Nodes:      []*corev1.Node{member, ready},
+		Nodes:      []*corev1.Node{deleting, starting},
 		NodeGroups: []nodegroups.NodeGroup{withMembers, fromZero, noTemplate},
 	})
 
-	failed := simulator.SetTemplates(ctx, snap)
+	failed := simulator.SetTemplates(ctx, snap, nodefacts.Rules{})
 
 	g.Expect(failed).To(HaveKey("no-template"))
 	g.Expect(failed).To(HaveLen(1))
 	fromMember := snap.Template("with-members").Node()
 	g.Expect(fromMember.Labels).To(HaveKeyWithValue("pool", "a"), "copied from a member")
 	g.Expect(fromMember.Labels[corev1.LabelHostname]).To(Equal(fromMember.Name))
+	g.Expect(fromMember.Status.Allocatable.Cpu().String()).To(Equal("4"), "the member being deleted is skipped")
 	g.Expect(fromMember.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}),
-		"the member being deleted is skipped and condition taints are dropped")
-	g.Expect(snap.Template("from-zero").Allocatable().MilliCPU).To(Equal(int64(16000)))
+		"startup and condition taints are dropped")
+	fromGroup := snap.Template("from-zero").Node()
+	g.Expect(fromGroup.Status.Allocatable.Cpu().String()).To(Equal("16"))
+	g.Expect(fromGroup.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}),
+		"status taints are dropped from what the group publishes too")
 	g.Expect(snap.Template("no-template")).To(BeNil())
 }
 

@@ -3,7 +3,6 @@ package simulator
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,96 +11,48 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// Taints the autoscaler puts on nodes it removes; a template must not
-// inherit them from the real node it is copied from.
-const (
-	ToBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
-	DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
-)
-
 // SetTemplates builds the template of every node group of snap and stores
-// it there (snapshot.SetTemplate): a copy of a ready member of the group
-// when it has one, else the group's own TemplateNode, plus the pods of the
+// it there (snapshot.SetTemplate): from a member of the group that shows
+// what a new node would be when it has one, else from the group's own
+// TemplateNode, turned into a template by rules, plus the pods of the
 // DaemonSets that would run on it. Groups that have a template keep it.
 // Groups without one are returned with why; they cannot scale up.
-func SetTemplates(ctx context.Context, snap *snapshot.Snapshot) map[string]error {
+func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.Rules) map[string]error {
 	logger := klog.FromContext(ctx)
 	failed := map[string]error{}
 	for _, group := range snap.NodeGroups() {
 		if snap.Template(group.ID()) != nil {
 			continue
 		}
-		node := templateFromMember(snap, group)
-		if node == nil {
+		example := templateMember(snap, group)
+		if example == nil {
 			var err error
-			if node, err = group.TemplateNode(ctx); err != nil {
+			if example, err = group.TemplateNode(ctx); err != nil {
 				failed[group.ID()] = err
 				continue
 			}
-			node = node.DeepCopy()
 		}
-		node.Name = templateName(group.ID())
-		if node.Labels == nil {
-			node.Labels = map[string]string{}
-		}
-		node.Labels[corev1.LabelHostname] = node.Name
+		node := rules.TemplateNode(example, group.ID())
 		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets()))
-		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "allocatable", node.Status.Allocatable)
+		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable)
 	}
 	return failed
 }
 
-func templateName(groupID string) string {
-	return "template-" + strings.NewReplacer("/", "-", ".", "-").Replace(strings.ToLower(groupID))
-}
-
-// templateFromMember copies a ready, schedulable member of the group
-// without the marks of its own life: taints added by the autoscaler or by
-// node conditions.
-func templateFromMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *corev1.Node {
+// templateMember returns the first registered member of the group that
+// shows what a new node would be, or nil.
+func templateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *corev1.Node {
 	for _, name := range snap.RegisteredNodes(group.ID()) {
-		nodeInfo := snap.NodeInfo(name)
-		if nodeInfo == nil || !usableAsTemplate(nodeInfo.Node()) {
-			continue
+		if nodeInfo := snap.NodeInfo(name); nodeInfo != nil && nodefacts.UsableAsTemplate(nodeInfo.Node()) {
+			return nodeInfo.Node()
 		}
-		node := nodeInfo.Node().DeepCopy()
-		node.Spec.Taints = nil
-		for _, taint := range nodeInfo.Node().Spec.Taints {
-			if !transientTaint(taint) {
-				node.Spec.Taints = append(node.Spec.Taints, taint)
-			}
-		}
-		node.Spec.ProviderID = ""
-		node.ResourceVersion, node.UID = "", ""
-		return node
 	}
 	return nil
-}
-
-func usableAsTemplate(node *corev1.Node) bool {
-	if node.Spec.Unschedulable || node.DeletionTimestamp != nil {
-		return false
-	}
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == ToBeDeletedTaint {
-			return false
-		}
-	}
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func transientTaint(taint corev1.Taint) bool {
-	return taint.Key == ToBeDeletedTaint || taint.Key == DeletionCandidateTaint ||
-		strings.HasPrefix(taint.Key, "node.kubernetes.io/") || taint.Key == "node.cloudprovider.kubernetes.io/uninitialized"
 }
 
 // TemplateNodeInfo returns node with the pods of the DaemonSets that would

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 )
 
@@ -123,7 +124,7 @@ func (d *demo) observe(ctx context.Context, phaseStarted time.Time) (*state, err
 			continue
 		}
 		s.nodes++
-		if nodeReady(&node) {
+		if nodefacts.KubeletReady(&node) {
 			s.readyNodes++
 		}
 	}
@@ -264,13 +265,4 @@ func eventTime(e *corev1.Event) time.Time {
 	default:
 		return e.CreationTimestamp.Time
 	}
-}
-
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
@@ -220,7 +221,7 @@ func (h *harness) populate(ctx context.Context, cluster string, static, pool, po
 			n := &nodes.Items[i]
 			isPool := n.Labels[clusterv1.ClusterNameLabel] == cluster || hasPrefix(n.Name, cluster+"-"+poolMD)
 			isStatic := hasPrefix(n.Name, staticPrefix)
-			if !nodeReady(n) {
+			if !nodefacts.KubeletReady(n) {
 				continue
 			}
 			switch {
@@ -331,15 +332,6 @@ func (h *harness) countRunning(ctx context.Context) (int, error) {
 			return running, nil
 		}
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }

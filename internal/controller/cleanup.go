@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
 // maxCleanupRetryInterval is the longest wait between attempts to reach an
@@ -170,7 +170,7 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 		ctrl.LoggerFrom(ctx).Info("Giving up removing the scale-down taints of an unreachable workload cluster", "waited", r.WorkloadCleanupTimeout)
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.WorkloadClusterUnreachableReason, cleanupAction,
 			"The workload cluster could not be reached within %s of the deletion: the %s and %s taints stay on the Nodes that have them",
-			r.WorkloadCleanupTimeout, simulator.ToBeDeletedTaint, simulator.DeletionCandidateTaint)
+			r.WorkloadCleanupTimeout, nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint)
 		return 0, nil
 	}
 
@@ -201,7 +201,7 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 func withoutScaleDownTaints(taints []corev1.Taint) []corev1.Taint {
 	kept := make([]corev1.Taint, 0, len(taints))
 	for _, taint := range taints {
-		if taint.Key != simulator.ToBeDeletedTaint && taint.Key != simulator.DeletionCandidateTaint {
+		if !nodefacts.IsAutoscalerTaint(taint.Key) {
 			kept = append(kept, taint)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 )
 
@@ -240,8 +240,8 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 
 	It("removes its taints and delete-machine annotations when deleted, and leaves replicas alone", func() {
 		By("leaving marks as an interrupted scale-down would")
-		taintNode(nodes[0], simulator.ToBeDeletedTaint, simulator.DeletionCandidateTaint, keptTaint)
-		taintNode(nodes[1], simulator.DeletionCandidateTaint)
+		taintNode(nodes[0], nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint, keptTaint)
+		taintNode(nodes[1], nodefacts.DeletionCandidateTaint)
 		markForDeletion(machines[0])
 		// A standalone MachineSet whose scale-down is under way: it wants
 		// one Machine and has two, the marked one is going.
@@ -256,7 +256,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		expectGone(reachableCA)
 		Expect(reconciler.engines.get(reachableCA)).To(BeNil())
 
-		autoscalerTaint := HaveField("Key", BeElementOf(simulator.ToBeDeletedTaint, simulator.DeletionCandidateTaint))
+		autoscalerTaint := HaveField("Key", BeElementOf(nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint))
 		Expect(get(nodes[0]).Spec.Taints).To(And(ContainElement(HaveField("Key", keptTaint)), Not(ContainElement(autoscalerTaint))))
 		Expect(get(nodes[1]).Spec.Taints).NotTo(ContainElement(autoscalerTaint))
 		Expect(get(machines[0]).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))

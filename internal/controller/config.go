@@ -95,7 +95,20 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 			config.Health.MaxTotalUnreadyPercentage = float64(*percentage)
 		}
 	}
+	config.Taints.StartupTaints = taintKeys(spec.StartupTaints)
+	config.Taints.StatusTaints = taintKeys(spec.StatusTaints)
 	return config, nil
+}
+
+func taintKeys(keys []autoscalingv1alpha1.TaintKey) []string {
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(keys))
+	for _, key := range keys {
+		out = append(out, string(key))
+	}
+	return out
 }
 
 // duration is d, or fallback when d is unset.

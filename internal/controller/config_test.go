@@ -90,6 +90,16 @@ func TestConfigFromSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "startup and status taint keys",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+				StartupTaints: []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready"},
+				StatusTaints:  []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"},
+			},
+			want: func(c *autoscaler.Config) {
+				c.Taints = autoscaler.TaintConfig{StartupTaints: []string{"example.com/cni-not-ready"}, StatusTaints: []string{"example.com/gpu-health"}}
+			},
+		},
+		{
 			name:    "a threshold that is not a number",
 			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("half")}},
 			wantErr: true,

@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -60,7 +60,7 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 
 	node, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(node.Spec.Taints).To(ContainElement(And(HaveField("Key", simulator.ToBeDeletedTaint), HaveField("Effect", corev1.TaintEffectNoSchedule))))
+	g.Expect(node.Spec.Taints).To(ContainElement(And(HaveField("Key", nodefacts.ToBeDeletedTaint), HaveField("Effect", corev1.TaintEffectNoSchedule))))
 	terminating := terminatingPods(ctx, g, client)
 	g.Expect(terminating).To(HaveLen(1), "the PDB lets one web pod go")
 	g.Expect(terminating[0].DeletionGracePeriodSeconds).To(HaveValue(BeEquivalentTo(20)), "the grace period is capped")

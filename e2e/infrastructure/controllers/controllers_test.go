@@ -109,8 +109,10 @@ var _ = Describe("SimMachineReconciler", func() {
 		return node, k8sClient.Get(testContext(), client.ObjectKey{Name: simMachine.Name}, node)
 	}
 
-	It("turns a SimMachine into a Node with its capacity, provider ID and propagated labels", func() {
-		_, simMachine := newMachine(infrav1.SimMachineSpec{Capacity: capacity, NodeLabels: map[string]string{"pool": "a"}})
+	It("turns a SimMachine into a Node with its capacity, provider ID, propagated labels and taints", func() {
+		startupTaint := corev1.Taint{Key: "startup-taint.cluster-autoscaler.kubernetes.io/cni", Effect: corev1.TaintEffectNoSchedule}
+		_, simMachine := newMachine(infrav1.SimMachineSpec{Capacity: capacity, NodeLabels: map[string]string{"pool": "a"},
+			NodeTaints: []corev1.Taint{startupTaint}})
 		reconcile(simMachine)
 
 		Expect(simMachine.Spec.ProviderID).To(Equal("sim://" + namespace + "/" + simMachine.Name))
@@ -131,6 +133,7 @@ var _ = Describe("SimMachineReconciler", func() {
 			HaveKeyWithValue(corev1.LabelOSStable, "linux"),
 			Not(HaveKey("not-propagated.example.com/team")),
 		))
+		Expect(node.Spec.Taints).To(ContainElement(startupTaint), "next to the not-ready taint the API server adds")
 		Expect(node.Status.Allocatable.Cpu().String()).To(Equal("2"))
 		Expect(node.Status.Capacity.Memory().String()).To(Equal("4Gi"))
 

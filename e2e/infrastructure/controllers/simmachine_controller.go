@@ -248,7 +248,7 @@ func newNode(machine *clusterv1.Machine, simMachine *infrav1.SimMachine) *corev1
 			Labels:      nodeLabels,
 			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
 		},
-		Spec: corev1.NodeSpec{ProviderID: spec.ProviderID},
+		Spec: corev1.NodeSpec{ProviderID: spec.ProviderID, Taints: spec.NodeTaints},
 		Status: corev1.NodeStatus{
 			Capacity:    spec.Capacity.DeepCopy(),
 			Allocatable: spec.Capacity.DeepCopy(),

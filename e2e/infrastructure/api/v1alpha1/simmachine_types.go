@@ -49,6 +49,14 @@ type SimMachineSpec struct {
 	// +optional
 	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
 
+	// nodeTaints are the taints the machine's Node registers with, as a
+	// kubelet's --register-with-taints, e.g. startup taints that something
+	// on the node removes later.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	NodeTaints []corev1.Taint `json:"nodeTaints,omitempty"`
+
 	// provisioning tells how the machine provisions; Succeed when empty.
 	// +optional
 	Provisioning ProvisioningBehavior `json:"provisioning,omitempty"`

@@ -391,6 +391,13 @@ func (in *SimMachineSpec) DeepCopyInto(out *SimMachineSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.NodeTaints != nil {
+		in, out := &in.NodeTaints, &out.NodeTaints
+		*out = make([]corev1.Taint, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	out.ProvisioningDelay = in.ProvisioningDelay
 }
 
