@@ -80,9 +80,10 @@ type Engine struct {
 	config Config
 	status Status
 
-	// Only the loop touches these.
+	// Only the loop touches these. All but steps outlive a configuration.
 	state    *clusterstate.Registry
 	history  history
+	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
 	steps    *steps
 }
@@ -112,7 +113,7 @@ func New(opts Options) (*Engine, error) {
 func (e *Engine) UpdateConfig(config Config) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := validateConfig(config); err != nil {
+	if err := e.validateConfig(config); err != nil {
 		return err
 	}
 	e.config = config
@@ -222,28 +223,28 @@ func (e *Engine) publish(ctx context.Context, status Status) Status {
 	return status
 }
 
-// configure rebuilds the steps when the configuration changed, keeping the
-// cluster state.
+// configure rebuilds the steps when the configuration changed. The
+// cluster state, the planner and the actuator are kept: they take the new
+// settings, so unneeded timers, backoffs and drains in progress go on.
 func (e *Engine) configure(config Config) error {
 	if e.steps != nil && e.steps.config.equal(config) {
 		return nil
 	}
-	if err := validateConfig(config); err != nil {
+	if err := e.validateConfig(config); err != nil {
 		return err
 	}
 	if e.state == nil {
 		e.state = clusterstate.NewRegistry(clusterstate.Options{})
-	}
-	e.state.SetOptions(clusterstateOptions(config))
-	if e.steps == nil || actuatorOptions(e.steps.config, e.clock) != actuatorOptions(config, e.clock) {
-		// Drains in progress are forgotten; the next loop removes their taints.
+		e.planner = scaledown.NewPlanner(e.clock)
 		actuator, err := scaledown.NewActuator(e.opts.Clientset, e.opts.Recorder, actuatorOptions(config, e.clock))
 		if err != nil {
 			return fmt.Errorf("invalid scale-down configuration: %w", err)
 		}
 		e.actuator = actuator
 	}
-	steps, err := newSteps(e.opts, config, e.state, &e.history, e.actuator, e.clock)
+	e.state.SetOptions(clusterstateOptions(config))
+	e.actuator.SetOptions(actuatorOptions(config, e.clock))
+	steps, err := newSteps(e.opts, config, e.state, &e.history, e.planner, e.actuator, e.clock)
 	if err != nil {
 		return err
 	}
@@ -251,12 +252,18 @@ func (e *Engine) configure(config Config) error {
 	return nil
 }
 
-func validateConfig(config Config) error {
+func (e *Engine) validateConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
 	}
 	if t := config.ScaleDown.UtilizationThreshold; t <= 0 || t >= 1 {
 		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
+	}
+	if err := scaleDownOptions(config).Validate(); err != nil {
+		return fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
+	if err := actuatorOptions(config, e.clock).Validate(); err != nil {
+		return fmt.Errorf("invalid scale-down configuration: %w", err)
 	}
 	return nil
 }

@@ -15,8 +15,9 @@ import (
 
 // Options configure a Registry.
 type Options struct {
-	// MaxNodeProvisionTime is how long a requested node may take to register.
-	MaxNodeProvisionTime time.Duration
+	// Groups.For(group).MaxNodeProvisionTime is how long a node requested
+	// for group may take to register.
+	Groups nodegroups.Settings
 	// MaxNodeStartupTime is how long a registered node may take to become
 	// Ready before it counts as unready rather than starting.
 	MaxNodeStartupTime time.Duration
@@ -208,10 +209,7 @@ func (r *Registry) trackFailures(groups map[string]*GroupState) {
 }
 
 func (r *Registry) provisionTime(group nodegroups.NodeGroup) time.Duration {
-	if override := group.Options().MaxNodeProvisionTime; override != nil {
-		return *override
-	}
-	return r.opts.MaxNodeProvisionTime
+	return r.opts.Groups.For(group).MaxNodeProvisionTime
 }
 
 func (c *Readiness) count(node *corev1.Node, startupTime time.Duration, now time.Time) {

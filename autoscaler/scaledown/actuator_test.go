@@ -58,9 +58,9 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now()))
 		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
 	})
-	opts := scaledown.DefaultActuatorOptions()
-	opts.Clock = f.clock
-	actuator, err := scaledown.NewActuator(f.client, f.recorder, opts)
+	actuator, err := scaledown.NewActuator(f.client, f.recorder, scaledown.ActuatorOptions{
+		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, Clock: f.clock,
+	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	f.actuator = actuator
 	return f

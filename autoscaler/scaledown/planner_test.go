@@ -299,12 +299,11 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			clk := clocktesting.NewFakeClock(st.Now)
-			planner, err := scaledown.NewPlanner(options(clk, optsOrNothing(tt.opts)))
-			g.Expect(err).NotTo(HaveOccurred())
+			planner := scaledown.NewPlanner(clk)
 			snap := tt.cluster.snapshot(tt.group)
 			before := len(snap.NodeInfos())
 
-			plan := planner.Plan(ctx, snap, tt.progress)
+			plan := planner.Plan(ctx, snap, options(optsOrNothing(tt.opts)), tt.progress)
 
 			g.Expect(names(plan.Empty)).To(ConsistOf(orEmpty(tt.wantEmpty)), "empty nodes removed")
 			g.Expect(names(plan.Drain)).To(ConsistOf(orEmpty(tt.wantDrain)), "nodes drained")
