@@ -570,3 +570,26 @@ func TestGroupsWaitingForNodesAreNotScaledDown(t *testing.T) {
 	g.Expect(status.UnneededNodes).To(BeZero())
 	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(1))
 }
+
+func TestConfigurationChangeKeepsUnneededTimers(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("web-0", "3", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
+
+	g.Expect(f.runOnce(t).UnneededNodes).To(Equal(1))
+	f.clock.Step(8 * time.Minute)
+	f.runOnce(t)
+
+	config := autoscaler.DefaultConfig()
+	config.ScaleDown.UtilizationThreshold = 0.6
+	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(group.deletedNodes).To(BeEmpty(), "unneeded for 9 of 10 minutes")
+
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name), "removed 10 minutes after it became unneeded, not 10 minutes after the change")
+}

@@ -105,6 +105,13 @@ func inNamespace(namespace string) st.PodOption {
 
 func withoutController(p *corev1.Pod) { p.OwnerReferences = nil }
 
+// controlledBy makes the pod's controller an object "app" of the kind.
+func controlledBy(apiVersion, kind string) st.PodOption {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "app", UID: types.UID("uid-app"), Controller: ptr.To(true)}}
+	}
+}
+
 func withPodAnnotation(key, value string) st.PodOption {
 	return func(p *corev1.Pod) {
 		if p.Annotations == nil {
