@@ -4,10 +4,12 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -62,6 +64,25 @@ func TestConfigFromSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "scale-down drain parallelism, blocking pods and cordoning",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
+				IgnoreDaemonSetsUtilization:       ptr.To(true),
+				SkipNodesWithLocalStorage:         ptr.To(false),
+				SkipNodesWithSystemPods:           ptr.To(false),
+				SkipNodesWithCustomControllerPods: ptr.To(false),
+				MaxDrainParallelism:               ptr.To[int32](5),
+				CordonNodeBeforeTerminating:       ptr.To(true),
+			}},
+			want: func(c *autoscaler.Config) {
+				c.ScaleDown.IgnoreDaemonSetsUtilization = true
+				c.ScaleDown.SkipNodesWithLocalStorage = false
+				c.ScaleDown.SkipNodesWithSystemPods = false
+				c.ScaleDown.SkipNodesWithCustomControllerPods = false
+				c.ScaleDown.MaxParallelDrains = 5
+				c.ScaleDown.CordonNodeBeforeTerminating = true
+			},
+		},
+		{
 			name: "expanders in order, priorities merged by priority",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
 				Expanders: []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander},
@@ -110,3 +131,21 @@ func TestConfigFromSpec(t *testing.T) {
 		})
 	}
 }
+
+var _ = Describe("ClusterAutoscaler defaults", func() {
+	// The engine owns the defaults (autoscaler.DefaultConfig); the CRD
+	// schema repeats them so that users see them on their objects. A spec
+	// with nothing but the cluster name, defaulted by the API server, must
+	// give the engine's defaults.
+	It("are the engine's", func() {
+		ca := &autoscalingv1alpha1.ClusterAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "defaults-", Namespace: "default"},
+			Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload"},
+		}
+		Expect(k8sClient.Create(ctx, ca, client.DryRunAll)).To(Succeed())
+
+		config, err := configFromSpec(ca.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(config).To(Equal(autoscaler.DefaultConfig()))
+	})
+})
