@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -222,7 +221,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
 			return nil //nolint:nilerr // Invalid spec: reported in the Ready condition; a spec change reconciles again.
 		}
-		running.verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
+		running.verbosity.Store(logVerbosity(ca.Spec))
 		running.generation = ca.Generation
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", ca.Generation)
 	}

@@ -106,6 +106,16 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 	return config, nil
 }
 
+// defaultLogVerbosity is the log level of a cluster's loop unless
+// spec.logVerbosity says otherwise. It is the controller's own setting, not
+// the engine's, so the controller owns its default.
+const defaultLogVerbosity = 1
+
+// logVerbosity is the log level a ClusterAutoscaler asks for.
+func logVerbosity(spec autoscalingv1alpha1.ClusterAutoscalerSpec) int32 {
+	return ptr.Deref(spec.LogVerbosity, defaultLogVerbosity)
+}
+
 // duration is d, or fallback when d is unset.
 func duration(d *metav1.Duration, fallback time.Duration) time.Duration {
 	if d == nil {

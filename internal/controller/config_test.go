@@ -133,10 +133,10 @@ func TestConfigFromSpec(t *testing.T) {
 }
 
 var _ = Describe("ClusterAutoscaler defaults", func() {
-	// The engine owns the defaults (autoscaler.DefaultConfig); the CRD
-	// schema repeats them so that users see them on their objects. A spec
-	// with nothing but the cluster name, defaulted by the API server, must
-	// give the engine's defaults.
+	// The engine owns the defaults (autoscaler.DefaultConfig), the
+	// controller those of its own settings; the CRD schema repeats them so
+	// that users see them on their objects. A spec with nothing but the
+	// cluster name, defaulted by the API server, must give those defaults.
 	It("are the engine's", func() {
 		ca := &autoscalingv1alpha1.ClusterAutoscaler{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "defaults-", Namespace: "default"},
@@ -147,5 +147,6 @@ var _ = Describe("ClusterAutoscaler defaults", func() {
 		config, err := configFromSpec(ca.Spec)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(config).To(Equal(autoscaler.DefaultConfig()))
+		Expect(logVerbosity(ca.Spec)).To(BeEquivalentTo(defaultLogVerbosity))
 	})
 })

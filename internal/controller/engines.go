@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -127,7 +126,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	workload := newWorkloadReader(r.ClusterCache, cluster, key)
 
 	verbosity := &atomic.Int32{}
-	verbosity.Store(ptr.Deref(ca.Spec.LogVerbosity, 0))
+	verbosity.Store(logVerbosity(ca.Spec))
 	// The engine outlives this reconcile: it runs until stopped or until the
 	// manager stops, with a logger of its own.
 	logger := withVerbosity(ctrl.LoggerFrom(r.ctx), verbosity).WithValues(
