@@ -6,11 +6,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 )
 
 // Config is the behaviour of the engine for one cluster. The controller
 // derives it from a ClusterAutoscaler; DefaultConfig has the upstream
-// cluster-autoscaler defaults.
+// cluster-autoscaler defaults, and is the one owner of every default: the
+// planners have none of their own, and a test holds the ClusterAutoscaler
+// CRD's defaults to these.
 type Config struct {
 	// ScanInterval is the time between loops when nothing triggers one.
 	ScanInterval time.Duration
@@ -75,6 +79,15 @@ type ScaleDownConfig struct {
 	UtilizationThreshold float64
 	// IgnoreDaemonSetsUtilization leaves DaemonSet pods out of utilization.
 	IgnoreDaemonSetsUtilization bool
+	// SkipNodesWithLocalStorage, SkipNodesWithSystemPods and
+	// SkipNodesWithCustomControllerPods keep nodes running pods with local
+	// storage, kube-system pods without a PodDisruptionBudget, and pods of
+	// controllers other than the built-in workloads.
+	SkipNodesWithLocalStorage         bool
+	SkipNodesWithSystemPods           bool
+	SkipNodesWithCustomControllerPods bool
+	// CordonNodeBeforeTerminating cordons nodes being removed.
+	CordonNodeBeforeTerminating bool
 	// MaxEmptyBulkDelete caps the empty nodes removed at once.
 	MaxEmptyBulkDelete int
 	// MaxParallelDrains caps the non-empty nodes drained at once.
@@ -126,7 +139,8 @@ func DefaultConfig() Config {
 		PodPriorityThreshold: -10,
 		MaxNodesPerScaleUp:   1000,
 		MaxNodeProvisionTime: 15 * time.Minute,
-		Expanders:            []string{"random"},
+		// Upstream's default since cluster-autoscaler 1.33 (was random).
+		Expanders: []string{scaleup.ExpanderLeastWaste},
 		ScaleDown: ScaleDownConfig{
 			Enabled:                true,
 			DelayAfterAdd:          10 * time.Minute,
@@ -138,6 +152,10 @@ func DefaultConfig() Config {
 			MaxGracefulTermination: 10 * time.Minute,
 			MaxPodEvictionTime:     2 * time.Minute,
 			MaxParallelDrains:      1,
+
+			SkipNodesWithLocalStorage:         true,
+			SkipNodesWithSystemPods:           true,
+			SkipNodesWithCustomControllerPods: true,
 		},
 		Backoff: BackoffConfig{
 			Initial:    5 * time.Minute,
@@ -148,5 +166,16 @@ func DefaultConfig() Config {
 			OkTotalUnreadyCount:       3,
 			MaxTotalUnreadyPercentage: 45,
 		},
+	}
+}
+
+// groupSettings are the cluster-wide values of the settings node groups
+// may override.
+func (c Config) groupSettings() nodegroups.Settings {
+	return nodegroups.Settings{
+		ScaleDownUtilizationThreshold: c.ScaleDown.UtilizationThreshold,
+		ScaleDownUnneededTime:         c.ScaleDown.UnneededTime,
+		ScaleDownUnreadyTime:          c.ScaleDown.UnreadyTime,
+		MaxNodeProvisionTime:          c.MaxNodeProvisionTime,
 	}
 }

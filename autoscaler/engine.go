@@ -80,9 +80,10 @@ type Engine struct {
 	config Config
 	status Status
 
-	// Only the loop touches these.
+	// Only the loop touches these. All but steps outlive a configuration.
 	state    *clusterstate.Registry
 	history  history
+	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
 	steps    *steps
 }
@@ -108,9 +109,9 @@ func New(opts Options) (*Engine, error) {
 }
 
 // UpdateConfig applies a new configuration from the next loop on; the
-// state of the cluster (backoffs, unneeded times) is kept. A configuration
-// ValidateConfig refuses is not applied at all: the engine goes on with the
-// one it has.
+// state of the cluster (backoffs, unneeded times, drains in progress) is
+// kept. A configuration ValidateConfig refuses is not applied at all: the
+// engine goes on with the one it has.
 func (e *Engine) UpdateConfig(config Config) error {
 	if err := ValidateConfig(config); err != nil {
 		return err
@@ -229,60 +230,54 @@ func (e *Engine) publish(ctx context.Context, status Status) Status {
 	return status
 }
 
-// configure rebuilds the steps when the configuration changed, keeping the
-// cluster state.
+// configure rebuilds the steps when the configuration changed. The
+// cluster state, the planner and the actuator are kept: they take the new
+// settings, so unneeded timers, backoffs and drains in progress go on.
 func (e *Engine) configure(config Config) error {
 	if e.steps != nil && e.steps.config.equal(config) {
 		return nil
 	}
-	if err := checkConfig(config); err != nil {
+	if err := ValidateConfig(config); err != nil {
 		return err
 	}
 	if e.state == nil {
-		e.state = clusterstate.NewRegistry(clusterstate.Options{})
-	}
-	actuator := e.actuator
-	if e.steps == nil || actuatorOptions(e.steps.config, e.clock) != actuatorOptions(config, e.clock) {
-		// Drains in progress are forgotten; the next loop removes their taints.
-		var err error
-		if actuator, err = newActuator(e.opts, config, e.clock); err != nil {
+		actuator, err := newActuator(e.opts, config, e.clock)
+		if err != nil {
 			return err
 		}
+		e.state = clusterstate.NewRegistry(clusterstate.Options{})
+		e.planner, e.actuator = scaledown.NewPlanner(e.clock), actuator
 	}
-	steps, err := newSteps(e.opts, config, e.state, &e.history, actuator, e.clock)
+	steps, err := newSteps(e.opts, config, e.state, &e.history, e.planner, e.actuator, e.clock)
 	if err != nil {
 		return err
 	}
 	// Only now that every part is built is any of the configuration applied.
 	e.state.SetOptions(clusterstateOptions(config))
-	e.actuator, e.steps = actuator, steps
+	e.actuator.SetOptions(actuatorOptions(config, e.clock))
+	e.steps = steps
 	return nil
 }
 
 // ValidateConfig says why an engine would refuse config, if it would. It
-// builds the parts of a loop from config and throws them away, so that it
-// refuses exactly what a loop would fail on.
+// checks every part of a loop and builds those that check themselves, so
+// that it refuses exactly what a loop would fail on.
 func ValidateConfig(config Config) error {
-	if err := checkConfig(config); err != nil {
-		return err
-	}
-	clk := clock.RealClock{}
-	if _, err := newActuator(Options{}, config, clk); err != nil {
-		return err
-	}
-	_, err := newSteps(Options{}, config, nil, &history{}, nil, clk)
-	return err
-}
-
-// checkConfig checks what no part of a loop checks by itself.
-func checkConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
 	}
 	if t := config.ScaleDown.UtilizationThreshold; t <= 0 || t >= 1 {
 		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
 	}
-	return nil
+	if err := scaleDownOptions(config).Validate(); err != nil {
+		return fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
+	clk := clock.RealClock{}
+	if err := actuatorOptions(config, clk).Validate(); err != nil {
+		return fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
+	_, err := newSteps(Options{}, config, nil, &history{}, nil, nil, clk)
+	return err
 }
 
 func newActuator(opts Options, config Config, clk clock.PassiveClock) (*scaledown.Actuator, error) {

@@ -608,3 +608,50 @@ func TestConfigurationALoopWouldFailOnIsRefusedAsAWhole(t *testing.T) {
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{3}), "the loop runs with the configuration it had, not one node per scale-up")
 }
+
+func TestConfigurationChangeKeepsUnneededTimers(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("web-0", "3", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
+
+	g.Expect(f.runOnce(t).UnneededNodes).To(Equal(1))
+	f.clock.Step(8 * time.Minute)
+	f.runOnce(t)
+
+	config := autoscaler.DefaultConfig()
+	config.ScaleDown.UtilizationThreshold = 0.6
+	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(group.deletedNodes).To(BeEmpty(), "unneeded for 9 of 10 minutes")
+
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name), "removed 10 minutes after it became unneeded, not 10 minutes after the change")
+}
+
+func TestConfigurationChangeKeepsDrainsInProgress(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	moving := st.Pod("web-1", "500m", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[1].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, moving)...)
+
+	f.runOnce(t)
+	f.clock.Step(10*time.Minute + time.Second)
+	f.runOnce(t)
+	const marked = "marked the node as toBeDeleted/unschedulable"
+	g.Expect(f.podEvents()).To(ContainElement(ContainSubstring(marked)), "the drain started")
+
+	config := autoscaler.DefaultConfig()
+	config.ScaleDown.MaxGracefulTermination = 5 * time.Minute
+	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+
+	g.Expect(f.podEvents()).NotTo(ContainElement(ContainSubstring(marked)), "the drain goes on rather than starting over")
+	g.Expect(group.deletedNodes).To(BeEmpty(), "the pod has not gone yet")
+}

@@ -33,7 +33,9 @@ const (
 	EventDeleteUnregistered   = "DeleteUnregistered"
 )
 
-// steps are the parts of a loop, built for one configuration.
+// steps are the parts of a loop, built for one configuration. What must
+// outlive a configuration (the cluster state, the scale-down planner and
+// actuator, the history) belongs to the Engine and is shared.
 type steps struct {
 	opts     Options
 	config   Config
@@ -43,6 +45,8 @@ type steps struct {
 	scaleUp  *scaleup.ScaleUp
 	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
+	// scaleDown are the planner's options under config.
+	scaleDown scaledown.Options
 	// podInfos carries parsed pods from one loop's snapshot to the next;
 	// nil unless the pods come from a cache (Options.Cluster is a PodLister).
 	podInfos *snapshot.PodInfos
@@ -77,21 +81,16 @@ type loop struct {
 	status    Status
 }
 
-// newSteps builds the steps of a configuration. The planner starts afresh,
-// so a configuration change restarts the unneeded timers: it can only delay
-// a removal. The actuator is shared, so drains in progress go on.
-func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, actuator *scaledown.Actuator, clk clock.PassiveClock) (*steps, error) {
+// newSteps builds the steps of a configuration. The planner and the
+// actuator are shared: they get the configuration's settings with each
+// call, so unneeded timers and drains in progress survive a change.
+func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, planner *scaledown.Planner, actuator *scaledown.Actuator, clk clock.PassiveClock) (*steps, error) {
 	scaleUp, err := scaleup.New(scaleUpOptions(config, clk))
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
 	}
-	planner, err := scaledown.NewPlanner(scaleDownOptions(config, clk))
-	if err != nil {
-		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
-	}
-	planner.RecordScaleUp(hist.lastScaleUp)
 	s := &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
-		scaleUp: scaleUp, planner: planner, actuator: actuator}
+		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}
 	if _, cached := opts.Cluster.(PodLister); cached {
 		s.podInfos = snapshot.NewPodInfos()
 	}
@@ -305,10 +304,7 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 }
 
 func (s *steps) provisionTime(group nodegroups.NodeGroup) time.Duration {
-	if override := group.Options().MaxNodeProvisionTime; override != nil {
-		return *override
-	}
-	return s.config.MaxNodeProvisionTime
+	return s.config.groupSettings().For(group).MaxNodeProvisionTime
 }
 
 // checkHealth stops all scaling while too many nodes are unready: new
@@ -424,7 +420,7 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 // scaleDownUnneeded finds the nodes whose pods fit elsewhere and starts
 // removing those that have been unneeded long enough.
 func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
-	plan := s.planner.Plan(ctx, l.snapshot, s.actuator.Progress())
+	plan := s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
 	l.status.UnneededNodes = len(plan.Unneeded)
 	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
 	if len(plan.Empty)+len(plan.Drain) > 0 {
@@ -497,14 +493,21 @@ func (s *steps) groupError(ctx context.Context, groupID, action string, err erro
 }
 
 func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
-	opts := scaleup.DefaultOptions()
-	opts.PriorityCutoff = config.PodPriorityThreshold
-	opts.NewPodScaleUpDelay = config.NewPodScaleUpDelay
-	opts.MaxNodesPerScaleUp = config.MaxNodesPerScaleUp
-	opts.Limits = scaleup.ResourceLimits{
-		MaxNodesTotal: config.Limits.MaxNodesTotal,
-		Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
-		MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
+	opts := scaleup.Options{
+		PriorityCutoff:     config.PodPriorityThreshold,
+		NewPodScaleUpDelay: config.NewPodScaleUpDelay,
+		MaxNodesPerScaleUp: config.MaxNodesPerScaleUp,
+		Limits: scaleup.ResourceLimits{
+			MaxNodesTotal: config.Limits.MaxNodesTotal,
+			Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
+			MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
+		},
+		Expanders:                config.Expanders,
+		Priorities:               config.ExpanderPriorities,
+		BalanceSimilarNodeGroups: config.BalanceSimilarNodeGroups,
+		BalancingIgnoredLabels:   config.BalancingIgnoredLabels,
+		NodeRules:                config.Taints.rules(),
+		Clock:                    clk,
 	}
 	if len(config.Limits.GPUs) > 0 {
 		opts.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{}
@@ -512,44 +515,49 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 			opts.Limits.GPUs[name] = scaleup.Range{Min: r.Min, Max: r.Max}
 		}
 	}
-	opts.Expanders = config.Expanders
-	opts.Priorities = config.ExpanderPriorities
-	opts.BalanceSimilarNodeGroups = config.BalanceSimilarNodeGroups
-	opts.BalancingIgnoredLabels = config.BalancingIgnoredLabels
-	opts.NodeRules = config.Taints.rules()
-	opts.Clock = clk
 	return opts
 }
 
-func scaleDownOptions(config Config, clk clock.PassiveClock) scaledown.Options {
-	opts := scaledown.DefaultOptions()
-	opts.UtilizationThreshold = config.ScaleDown.UtilizationThreshold
-	opts.UnneededTime = config.ScaleDown.UnneededTime
-	opts.UnreadyTime = config.ScaleDown.UnreadyTime
-	opts.DelayAfterAdd = config.ScaleDown.DelayAfterAdd
-	opts.DelayAfterDelete = config.ScaleDown.DelayAfterDelete
-	opts.DelayAfterFailure = config.ScaleDown.DelayAfterFailure
-	opts.PriorityCutoff = config.PodPriorityThreshold
-	opts.IgnoreDaemonSetsUtilization = config.ScaleDown.IgnoreDaemonSetsUtilization
-	opts.MaxEmptyBulkDelete = config.ScaleDown.MaxEmptyBulkDelete
-	opts.MaxParallelDrains = config.ScaleDown.MaxParallelDrains
-	opts.Minimums = scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory}
-	opts.NodeRules = config.Taints.rules()
-	opts.Clock = clk
+func scaleDownOptions(config Config) scaledown.Options {
+	sd := config.ScaleDown
+	opts := scaledown.Options{
+		Groups:                            config.groupSettings(),
+		DelayAfterAdd:                     sd.DelayAfterAdd,
+		DelayAfterDelete:                  sd.DelayAfterDelete,
+		DelayAfterFailure:                 sd.DelayAfterFailure,
+		PriorityCutoff:                    config.PodPriorityThreshold,
+		IgnoreDaemonSetsUtilization:       sd.IgnoreDaemonSetsUtilization,
+		SkipNodesWithLocalStorage:         sd.SkipNodesWithLocalStorage,
+		SkipNodesWithSystemPods:           sd.SkipNodesWithSystemPods,
+		SkipNodesWithCustomControllerPods: sd.SkipNodesWithCustomControllerPods,
+		MaxEmptyBulkDelete:                sd.MaxEmptyBulkDelete,
+		MaxParallelDrains:                 sd.MaxParallelDrains,
+		Minimums:                          scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory},
+		NodeRules:                         config.Taints.rules(),
+	}
+	for name, r := range config.Limits.GPUs {
+		if r.Min > 0 {
+			if opts.Minimums.GPUs == nil {
+				opts.Minimums.GPUs = map[corev1.ResourceName]int64{}
+			}
+			opts.Minimums.GPUs[name] = r.Min
+		}
+	}
 	return opts
 }
 
 func actuatorOptions(config Config, clk clock.PassiveClock) scaledown.ActuatorOptions {
-	opts := scaledown.DefaultActuatorOptions()
-	opts.MaxPodEvictionTime = config.ScaleDown.MaxPodEvictionTime
-	opts.MaxGracefulTermination = config.ScaleDown.MaxGracefulTermination
-	opts.Clock = clk
-	return opts
+	return scaledown.ActuatorOptions{
+		MaxPodEvictionTime:          config.ScaleDown.MaxPodEvictionTime,
+		MaxGracefulTermination:      config.ScaleDown.MaxGracefulTermination,
+		CordonNodeBeforeTerminating: config.ScaleDown.CordonNodeBeforeTerminating,
+		Clock:                       clk,
+	}
 }
 
 func clusterstateOptions(config Config) clusterstate.Options {
 	return clusterstate.Options{
-		MaxNodeProvisionTime:      config.MaxNodeProvisionTime,
+		Groups:                    config.groupSettings(),
 		NodeRules:                 config.Taints.rules(),
 		Backoff:                   clusterstate.BackoffOptions(config.Backoff),
 		OkTotalUnreadyCount:       config.Health.OkTotalUnreadyCount,

@@ -61,12 +61,13 @@ type ClusterAutoscalerSpec struct {
 	BalancingIgnoredLabels []string `json:"balancingIgnoredLabels,omitempty"`
 
 	// expanders choose among the node groups able to help pending pods,
-	// applied in order: each one passes its ties to the next.
+	// applied in order: each one passes its ties to the next. The default,
+	// least-waste, is the upstream cluster-autoscaler's.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=4
-	// +kubebuilder:default={"random"}
+	// +kubebuilder:default={"least-waste"}
 	Expanders []Expander `json:"expanders,omitempty"`
 
 	// CEL has no "is a regular expression" function, but matches() fails to
@@ -298,6 +299,46 @@ type ScaleDownConfig struct {
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=0
 	MaxGracefulTerminationSeconds *int32 `json:"maxGracefulTerminationSeconds,omitempty"`
+
+	// ignoreDaemonSetsUtilization leaves the requests of DaemonSet pods out
+	// of a node's utilization.
+	// +optional
+	// +kubebuilder:default=false
+	IgnoreDaemonSetsUtilization *bool `json:"ignoreDaemonSetsUtilization,omitempty"`
+
+	// skipNodesWithLocalStorage keeps nodes running pods with local storage
+	// (hostPath, or emptyDir not in memory) that the pods do not list in the
+	// cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes annotation.
+	// +optional
+	// +kubebuilder:default=true
+	SkipNodesWithLocalStorage *bool `json:"skipNodesWithLocalStorage,omitempty"`
+
+	// skipNodesWithSystemPods keeps nodes running kube-system pods, other than
+	// DaemonSet and mirror pods, that no PodDisruptionBudget covers.
+	// +optional
+	// +kubebuilder:default=true
+	SkipNodesWithSystemPods *bool `json:"skipNodesWithSystemPods,omitempty"`
+
+	// skipNodesWithCustomControllerPods keeps nodes running pods whose
+	// controller is not a ReplicaSet, StatefulSet, Job or
+	// ReplicationController; when false, any controller counts as able to
+	// recreate its pods.
+	// +optional
+	// +kubebuilder:default=true
+	SkipNodesWithCustomControllerPods *bool `json:"skipNodesWithCustomControllerPods,omitempty"`
+
+	// maxDrainParallelism is the most non-empty nodes drained at once.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxDrainParallelism *int32 `json:"maxDrainParallelism,omitempty"`
+
+	// cordonNodeBeforeTerminating cordons nodes (spec.unschedulable) on top
+	// of the ToBeDeletedByClusterAutoscaler taint before removing them.
+	// +optional
+	// +kubebuilder:default=false
+	CordonNodeBeforeTerminating *bool `json:"cordonNodeBeforeTerminating,omitempty"`
 }
 
 // BackoffConfig configures the backoff of node groups that failed to scale up.

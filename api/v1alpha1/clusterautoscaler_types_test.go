@@ -39,7 +39,7 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 
 		spec := ca.Spec
 		Expect(spec.PodPriorityThreshold).To(HaveValue(BeEquivalentTo(-10)))
-		Expect(spec.Expanders).To(Equal([]autoscalingv1alpha1.Expander{autoscalingv1alpha1.RandomExpander}))
+		Expect(spec.Expanders).To(Equal([]autoscalingv1alpha1.Expander{autoscalingv1alpha1.LeastWasteExpander}))
 		Expect(spec.BalanceSimilarNodeGroups).To(HaveValue(BeFalse()))
 		Expect(spec.MaxNodeProvisionTime).To(Equal(duration("15m")))
 		Expect(spec.MaxNodesPerScaleUp).To(HaveValue(BeEquivalentTo(1000)))
@@ -58,6 +58,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Expect(spec.ScaleDown.UtilizationThreshold).To(HaveValue(Equal("0.5")))
 		Expect(spec.ScaleDown.MaxEmptyBulkDelete).To(HaveValue(BeEquivalentTo(10)))
 		Expect(spec.ScaleDown.MaxGracefulTerminationSeconds).To(HaveValue(BeEquivalentTo(600)))
+		Expect(spec.ScaleDown.IgnoreDaemonSetsUtilization).To(HaveValue(BeFalse()))
+		Expect(spec.ScaleDown.SkipNodesWithLocalStorage).To(HaveValue(BeTrue()))
+		Expect(spec.ScaleDown.SkipNodesWithSystemPods).To(HaveValue(BeTrue()))
+		Expect(spec.ScaleDown.SkipNodesWithCustomControllerPods).To(HaveValue(BeTrue()))
+		Expect(spec.ScaleDown.MaxDrainParallelism).To(HaveValue(BeEquivalentTo(1)))
+		Expect(spec.ScaleDown.CordonNodeBeforeTerminating).To(HaveValue(BeFalse()))
 
 		Expect(spec.Backoff).NotTo(BeNil())
 		Expect(spec.Backoff.Initial).To(Equal(duration("5m")))
@@ -79,13 +85,18 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			}
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander}
 			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*", `(?i)^machineset/[^/]+/GPU-\d+$`}}}
-			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s")}
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{
+				UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s"),
+				SkipNodesWithLocalStorage: ptr.To(false), SkipNodesWithSystemPods: ptr.To(false), SkipNodesWithCustomControllerPods: ptr.To(false),
+				IgnoreDaemonSetsUtilization: ptr.To(true), MaxDrainParallelism: ptr.To[int32](10), CordonNodeBeforeTerminating: ptr.To(true),
+			}
 			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready", "NodeNotInitialized"}
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"}
 		})
 		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
 		Expect(ca.Spec.ScaleDown.DelayAfterAdd).To(Equal(duration("10m")), "unset fields of a given section are defaulted")
+		Expect(ca.Spec.ScaleDown.SkipNodesWithLocalStorage).To(HaveValue(BeFalse()), "a false switch is kept, not defaulted")
 	})
 
 	DescribeTable("rejects invalid configuration with a message that says what is wrong",
@@ -121,6 +132,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("negative unneeded time", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{UnneededTime: duration("-1s")}
 		}, "unneededTime must not be negative"),
+		Entry("no drain at all", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{MaxDrainParallelism: ptr.To[int32](0)}
+		}, "spec.scaleDown.maxDrainParallelism in body should be greater than or equal to 1"),
+		Entry("more drains than nodes a cluster is expected to have", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{MaxDrainParallelism: ptr.To[int32](1001)}
+		}, "spec.scaleDown.maxDrainParallelism in body should be less than or equal to 1000"),
 		Entry("negative provision time", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.MaxNodeProvisionTime = duration("-15m")
 		}, "maxNodeProvisionTime must not be negative"),

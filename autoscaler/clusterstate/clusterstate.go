@@ -16,8 +16,9 @@ import (
 
 // Options configure a Registry.
 type Options struct {
-	// MaxNodeProvisionTime is how long a requested node may take to register.
-	MaxNodeProvisionTime time.Duration
+	// Groups.For(group).MaxNodeProvisionTime is how long a node requested
+	// for group may take to register.
+	Groups nodegroups.Settings
 	// NodeRules tell whether a node is Ready, NotStarted or Unready.
 	NodeRules nodefacts.Rules
 	Backoff   BackoffOptions
@@ -209,10 +210,7 @@ func (r *Registry) trackFailures(groups map[string]*GroupState) {
 }
 
 func (r *Registry) provisionTime(group nodegroups.NodeGroup) time.Duration {
-	if override := group.Options().MaxNodeProvisionTime; override != nil {
-		return *override
-	}
-	return r.opts.MaxNodeProvisionTime
+	return r.opts.Groups.For(group).MaxNodeProvisionTime
 }
 
 func (c *Readiness) count(readiness nodefacts.Readiness) {

@@ -32,7 +32,7 @@ func failedInstance(id string) nodegroups.Instance {
 
 func TestAFailedInstanceIsNewOnlyInTheFirstUpdateThatSeesIt(t *testing.T) {
 	g := NewWithT(t)
-	registry := clusterstate.NewRegistry(clusterstate.Options{MaxNodeProvisionTime: 15 * time.Minute})
+	registry := clusterstate.NewRegistry(clusterstate.Options{Groups: nodegroups.Settings{MaxNodeProvisionTime: 15 * time.Minute}})
 	now := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 	md := &group{target: 2, instances: []nodegroups.Instance{failedInstance("a")}}
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 // NodeGroup is a set of nodes built from one template that the engine can
@@ -115,10 +116,34 @@ type InstanceError struct {
 	Message string
 }
 
-// GroupOptions are per-group overrides; nil fields use the engine defaults.
+// GroupOptions are per-group overrides; nil fields use the engine's
+// settings. Settings.For resolves them.
 type GroupOptions struct {
 	ScaleDownUtilizationThreshold *float64
 	ScaleDownUnneededTime         *time.Duration
 	ScaleDownUnreadyTime          *time.Duration
 	MaxNodeProvisionTime          *time.Duration
+}
+
+// Settings are the values of the settings a node group may override. The
+// engine's configuration gives them for the whole cluster; For gives them
+// for one group.
+type Settings struct {
+	ScaleDownUtilizationThreshold float64
+	ScaleDownUnneededTime         time.Duration
+	ScaleDownUnreadyTime          time.Duration
+	MaxNodeProvisionTime          time.Duration
+}
+
+// For returns the settings that apply to group: its overrides (Options)
+// where it has them, s elsewhere. It is the one place overrides are
+// resolved; everything that needs a group's setting asks it.
+func (s Settings) For(group NodeGroup) Settings {
+	overrides := group.Options()
+	return Settings{
+		ScaleDownUtilizationThreshold: ptr.Deref(overrides.ScaleDownUtilizationThreshold, s.ScaleDownUtilizationThreshold),
+		ScaleDownUnneededTime:         ptr.Deref(overrides.ScaleDownUnneededTime, s.ScaleDownUnneededTime),
+		ScaleDownUnreadyTime:          ptr.Deref(overrides.ScaleDownUnreadyTime, s.ScaleDownUnreadyTime),
+		MaxNodeProvisionTime:          ptr.Deref(overrides.MaxNodeProvisionTime, s.MaxNodeProvisionTime),
+	}
 }

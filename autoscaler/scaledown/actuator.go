@@ -26,7 +26,8 @@ const (
 	EventReasonScaleDownFailed = "ScaleDownFailed"
 )
 
-// ActuatorOptions configure node removal. Start from DefaultActuatorOptions.
+// ActuatorOptions configure node removal. Like Options, they have no
+// defaults of their own: the engine's configuration owns them.
 type ActuatorOptions struct {
 	// MaxPodEvictionTime is how long a drain keeps retrying evictions
 	// that are refused, e.g. by a PodDisruptionBudget, before it fails.
@@ -34,21 +35,27 @@ type ActuatorOptions struct {
 	// MaxGracefulTermination caps the termination grace period given to
 	// evicted pods.
 	MaxGracefulTermination time.Duration
-	// PodTerminationHeadroom is how long, beyond its grace period, a drain
-	// waits for an evicted pod to go before it fails.
-	PodTerminationHeadroom time.Duration
+	// CordonNodeBeforeTerminating cordons (spec.unschedulable) the nodes
+	// being removed, on top of the deletion taint, as upstream's
+	// --cordon-node-before-terminating; a removal given up uncordons them.
+	CordonNodeBeforeTerminating bool
 	// Clock times the drains.
 	Clock clock.PassiveClock
 }
 
-// DefaultActuatorOptions are the upstream cluster-autoscaler defaults.
-func DefaultActuatorOptions() ActuatorOptions {
-	return ActuatorOptions{
-		MaxPodEvictionTime:     2 * time.Minute,
-		MaxGracefulTermination: 10 * time.Minute,
-		PodTerminationHeadroom: 30 * time.Second,
-		Clock:                  clock.RealClock{},
+// podTerminationHeadroom is how long, beyond its grace period, a drain
+// waits for an evicted pod to go before it fails.
+const podTerminationHeadroom = 30 * time.Second
+
+// Validate tells whether an Actuator can work with the options.
+func (o ActuatorOptions) Validate() error {
+	if o.Clock == nil {
+		return errors.New("a clock is required")
 	}
+	if o.MaxPodEvictionTime <= 0 || o.MaxGracefulTermination < 0 {
+		return errors.New("maxPodEvictionTime must be positive, maxGracefulTermination not negative")
+	}
+	return nil
 }
 
 // Actuator removes the nodes a Plan chooses. Empty nodes are tainted and
@@ -89,13 +96,16 @@ type drain struct {
 // NewActuator returns an Actuator that talks to the workload cluster
 // through client and reports through recorder.
 func NewActuator(client kubernetes.Interface, recorder record.EventRecorder, opts ActuatorOptions) (*Actuator, error) {
-	if opts.Clock == nil {
-		return nil, errors.New("a clock is required")
-	}
-	if opts.MaxPodEvictionTime <= 0 || opts.MaxGracefulTermination < 0 || opts.PodTerminationHeadroom < 0 {
-		return nil, errors.New("maxPodEvictionTime must be positive, maxGracefulTermination and podTerminationHeadroom not negative")
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}, deleted: map[string]bool{}}, nil
+}
+
+// SetOptions changes the options from the next call on; the drains in
+// progress go on under the new ones. opts must be valid (Validate).
+func (a *Actuator) SetOptions(opts ActuatorOptions) {
+	a.opts = opts
 }
 
 // Progress reports the removals in progress, for the Planner.
@@ -144,7 +154,7 @@ func (a *Actuator) CleanUpTaints(ctx context.Context, nodes []*corev1.Node) erro
 		if !HasDeletionTaint(node) || a.drains[node.Name] != nil || a.deleted[node.Name] {
 			continue
 		}
-		if err := removeDeletionTaint(ctx, a.client, node.Name); err != nil {
+		if err := removeDeletionTaint(ctx, a.client, node.Name, a.opts.CordonNodeBeforeTerminating); err != nil {
 			errs = append(errs, fmt.Errorf("removing the deletion taint of node %s: %w", node.Name, err))
 			continue
 		}
@@ -162,7 +172,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	nodes := map[string][]*corev1.Node{}
 	for _, removal := range removals {
 		node := removal.Node
-		if err := addDeletionTaint(ctx, a.client, node.Name, now); err != nil {
+		if err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating); err != nil {
 			a.fail(ctx, node, fmt.Sprintf("failed to taint empty node: %v", err))
 			continue
 		}
@@ -204,7 +214,7 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
 		return
 	}
 	now := a.opts.Clock.Now()
-	if err := addDeletionTaint(ctx, a.client, node.Name, now); err != nil {
+	if err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating); err != nil {
 		a.fail(ctx, node, fmt.Sprintf("failed to taint node: %v", err))
 		return
 	}
@@ -228,7 +238,7 @@ func (a *Actuator) fail(ctx context.Context, node *corev1.Node, message string) 
 // removed now is removed by CleanUpTaints later.
 func (a *Actuator) release(ctx context.Context, node *corev1.Node) {
 	delete(a.drains, node.Name)
-	if err := removeDeletionTaint(ctx, a.client, node.Name); err != nil {
+	if err := removeDeletionTaint(ctx, a.client, node.Name, a.opts.CordonNodeBeforeTerminating); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to remove the deletion taint, will retry", "node", klog.KObj(node))
 	}
 }

@@ -2,6 +2,7 @@ package scaledown_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -58,9 +59,9 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now()))
 		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
 	})
-	opts := scaledown.DefaultActuatorOptions()
-	opts.Clock = f.clock
-	actuator, err := scaledown.NewActuator(f.client, f.recorder, opts)
+	actuator, err := scaledown.NewActuator(f.client, f.recorder, scaledown.ActuatorOptions{
+		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, Clock: f.clock,
+	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	f.actuator = actuator
 	return f
@@ -280,4 +281,29 @@ func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {
 	g.Expect(f.actuator.CleanUpTaints(f.ctx, nil)).To(Succeed())
 	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "empty")})).To(Succeed())
 	expectTainted(g, f.node(g, "empty"), false)
+}
+
+func TestNodesAreCordonedBeforeRemovalOnlyWhenAsked(t *testing.T) {
+	for _, cordon := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cordonNodeBeforeTerminating=%t", cordon), func(t *testing.T) {
+			g := NewWithT(t)
+			empty, kept := node("empty"), node("kept")
+			f := newActuatorFixture(t, empty, kept)
+			f.actuator.SetOptions(scaledown.ActuatorOptions{
+				MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, Clock: f.clock,
+				CordonNodeBeforeTerminating: cordon,
+			})
+			group := newGroup("ng", empty)
+			atMinimum := newGroup("at-min", kept)
+			atMinimum.Min = 1 // DeleteNodes refuses: the removal is given up
+
+			f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}, {Node: kept, Group: atMinimum}}})
+
+			g.Expect(group.Deleted).To(ConsistOf("empty"))
+			deleted := f.node(g, "empty")
+			expectTainted(g, deleted, true)
+			g.Expect(deleted.Spec.Unschedulable).To(Equal(cordon), "cordoned before deletion")
+			g.Expect(f.node(g, "kept").Spec.Unschedulable).To(BeFalse(), "a removal given up leaves the node schedulable")
+		})
+	}
 }

@@ -70,18 +70,15 @@ func BenchmarkPlan(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap := snapshot.New(in)
-			opts := options(clocktesting.NewFakeClock(st.Now))
+			opts := options()
 			b.ReportAllocs()
 			var plan *scaledown.Plan
 			cpuBefore := processCPUTime(b)
 			for b.Loop() {
 				// A new planner each time: one that remembers the last
 				// pass would order the candidates differently.
-				planner, err := scaledown.NewPlanner(opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				plan = planner.Plan(ctx, snap, scaledown.Progress{})
+				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
 			}
 			// CPU time, garbage collection included, tells the cost of a
 			// pass even when other processes share the machine.

@@ -36,7 +36,7 @@ func (a *Actuator) step(ctx context.Context, d *drain) {
 				// Deleted by someone else: it is going all the same.
 				d.evictedAt[pod.UID] = now
 			}
-			if deadline := d.evictedAt[pod.UID].Add(a.gracePeriod(pod) + a.opts.PodTerminationHeadroom); now.After(deadline) {
+			if deadline := d.evictedAt[pod.UID].Add(a.gracePeriod(pod) + podTerminationHeadroom); now.After(deadline) {
 				a.fail(ctx, d.node, fmt.Sprintf("pod %s/%s did not terminate within %s of its eviction", pod.Namespace, pod.Name, deadline.Sub(d.evictedAt[pod.UID])))
 				return
 			}

@@ -40,30 +40,17 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 	}
 	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts), ready: p.opts.NodeRules.Ready(node)}
 	// An unready node offers nothing to its pods, whatever they request.
-	if threshold := p.utilizationThreshold(group); c.ready && c.utilization.Value >= threshold {
+	if threshold := p.opts.Groups.For(group).ScaleDownUtilizationThreshold; c.ready && c.utilization.Value >= threshold {
 		return nil, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}
 	}
 	return c, nil
 }
 
-func (p *Planner) utilizationThreshold(group nodegroups.NodeGroup) float64 {
-	if override := group.Options().ScaleDownUtilizationThreshold; override != nil {
-		return *override
-	}
-	return p.opts.UtilizationThreshold
-}
-
 // removableAfter is how long the candidate must stay unneeded.
 func (p *Planner) removableAfter(c *candidate) time.Duration {
-	opts := c.group.Options()
+	settings := p.opts.Groups.For(c.group)
 	if !c.ready {
-		if opts.ScaleDownUnreadyTime != nil {
-			return *opts.ScaleDownUnreadyTime
-		}
-		return p.opts.UnreadyTime
+		return settings.ScaleDownUnreadyTime
 	}
-	if opts.ScaleDownUnneededTime != nil {
-		return *opts.ScaleDownUnneededTime
-	}
-	return p.opts.UnneededTime
+	return settings.ScaleDownUnneededTime
 }

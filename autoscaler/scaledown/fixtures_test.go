@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -106,6 +105,13 @@ func inNamespace(namespace string) st.PodOption {
 
 func withoutController(p *corev1.Pod) { p.OwnerReferences = nil }
 
+// controlledBy makes the pod's controller an object "app" of the kind.
+func controlledBy(apiVersion, kind string) st.PodOption {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "app", UID: types.UID("uid-app"), Controller: ptr.To(true)}}
+	}
+}
+
 func withPodAnnotation(key, value string) st.PodOption {
 	return func(p *corev1.Pod) {
 		if p.Annotations == nil {
@@ -150,13 +156,20 @@ func pdb(namespace string, allowed int32) *policyv1.PodDisruptionBudget {
 	}
 }
 
-// options are the defaults with a fake clock at st.Now and no waiting:
-// unneeded nodes are removable at once.
-func options(clk *clocktesting.FakeClock, change ...func(*scaledown.Options)) scaledown.Options {
-	opts := scaledown.DefaultOptions()
-	opts.Clock = clk
-	opts.UnneededTime = 0
-	opts.UnreadyTime = 0
+// options are the upstream defaults but with no waiting: unneeded nodes
+// are removable at once.
+func options(change ...func(*scaledown.Options)) scaledown.Options {
+	opts := scaledown.Options{
+		Groups:                            nodegroups.Settings{ScaleDownUtilizationThreshold: 0.5},
+		DelayAfterAdd:                     10 * time.Minute,
+		DelayAfterFailure:                 3 * time.Minute,
+		PriorityCutoff:                    -10,
+		SkipNodesWithLocalStorage:         true,
+		SkipNodesWithSystemPods:           true,
+		SkipNodesWithCustomControllerPods: true,
+		MaxEmptyBulkDelete:                10,
+		MaxParallelDrains:                 1,
+	}
 	for _, c := range change {
 		c(&opts)
 	}

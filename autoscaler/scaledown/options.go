@@ -5,21 +5,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
-// Options configure scale-down planning. Start from DefaultOptions.
+// Options configure scale-down planning. They have no defaults of their
+// own: the engine's configuration owns them and hands them to every Plan,
+// so that a change of configuration keeps what the Planner remembers.
 type Options struct {
-	// UtilizationThreshold: a node whose utilization is below it is a
-	// candidate for removal. Node groups may override it.
-	UtilizationThreshold float64
-	// UnneededTime is how long a ready node must stay unneeded before it
-	// is removed; UnreadyTime the same for an unready node. Node groups
-	// may override both.
-	UnneededTime time.Duration
-	UnreadyTime  time.Duration
+	// Groups are the cluster-wide utilization threshold and unneeded and
+	// unready times; Groups.For(group) are those of one node group, with
+	// its overrides. A node whose utilization is below the threshold is a
+	// candidate for removal; a ready node must stay unneeded for the
+	// unneeded time, an unready one for the unready time.
+	Groups nodegroups.Settings
 	// DelayAfterAdd, DelayAfterDelete and DelayAfterFailure pause
 	// scale-down after a scale-up, a node deletion and a failed deletion.
 	DelayAfterAdd     time.Duration
@@ -32,9 +32,17 @@ type Options struct {
 	// those pods out of the utilization.
 	IgnoreDaemonSetsUtilization bool
 	IgnoreMirrorPodsUtilization bool
-	// GPUResources are the resources that make a node a GPU node; GPU
-	// nodes are judged on the utilization of their GPUs only.
-	GPUResources []corev1.ResourceName
+	// SkipNodesWithLocalStorage keeps nodes running pods with local
+	// storage (emptyDir, hostPath) they do not declare safe to lose.
+	SkipNodesWithLocalStorage bool
+	// SkipNodesWithSystemPods keeps nodes running kube-system pods, other
+	// than DaemonSet and mirror pods, that no PodDisruptionBudget covers.
+	SkipNodesWithSystemPods bool
+	// SkipNodesWithCustomControllerPods keeps nodes running pods whose
+	// controller is not a built-in workload (ReplicaSet, StatefulSet, Job,
+	// ReplicationController): the autoscaler cannot tell that such a
+	// controller recreates them.
+	SkipNodesWithCustomControllerPods bool
 	// MaxEmptyBulkDelete caps the empty nodes removed at once.
 	MaxEmptyBulkDelete int
 	// MaxParallelDrains caps the non-empty nodes drained at once.
@@ -43,8 +51,6 @@ type Options struct {
 	Minimums ClusterMinimums
 	// NodeRules tell ready, starting and unready nodes apart.
 	NodeRules nodefacts.Rules
-	// Clock tells how long nodes have been unneeded.
-	Clock clock.PassiveClock
 }
 
 // ClusterMinimums bound the totals of the cluster from below. They count
@@ -52,35 +58,21 @@ type Options struct {
 type ClusterMinimums struct {
 	Cores       int64
 	MemoryBytes int64
+	// GPUs are the least GPUs of each type, by resource name (e.g.
+	// nvidia.com/gpu), the way scale-up counts them against their maximum.
+	GPUs map[corev1.ResourceName]int64
 }
 
-// DefaultOptions are the upstream cluster-autoscaler defaults.
-func DefaultOptions() Options {
-	return Options{
-		UtilizationThreshold: 0.5,
-		UnneededTime:         10 * time.Minute,
-		UnreadyTime:          20 * time.Minute,
-		DelayAfterAdd:        10 * time.Minute,
-		DelayAfterFailure:    3 * time.Minute,
-		PriorityCutoff:       -10,
-		GPUResources:         []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"},
-		MaxEmptyBulkDelete:   10,
-		MaxParallelDrains:    1,
-		Clock:                clock.RealClock{},
-	}
-}
-
-func (o Options) validate() error {
+// Validate tells whether a Planner can work with the options.
+func (o Options) Validate() error {
 	switch {
-	case o.Clock == nil:
-		return fmt.Errorf("a clock is required")
-	case o.UtilizationThreshold < 0 || o.UtilizationThreshold > 1:
-		return fmt.Errorf("utilizationThreshold must be within [0, 1], got %v", o.UtilizationThreshold)
+	case o.Groups.ScaleDownUtilizationThreshold < 0 || o.Groups.ScaleDownUtilizationThreshold > 1:
+		return fmt.Errorf("utilizationThreshold must be within [0, 1], got %v", o.Groups.ScaleDownUtilizationThreshold)
 	case o.MaxEmptyBulkDelete < 1:
 		return fmt.Errorf("maxEmptyBulkDelete must be at least 1, got %d", o.MaxEmptyBulkDelete)
 	case o.MaxParallelDrains < 1:
 		return fmt.Errorf("maxParallelDrains must be at least 1, got %d", o.MaxParallelDrains)
-	case o.UnneededTime < 0 || o.UnreadyTime < 0 || o.DelayAfterAdd < 0 || o.DelayAfterDelete < 0 || o.DelayAfterFailure < 0:
+	case o.Groups.ScaleDownUnneededTime < 0 || o.Groups.ScaleDownUnreadyTime < 0 || o.DelayAfterAdd < 0 || o.DelayAfterDelete < 0 || o.DelayAfterFailure < 0:
 		return fmt.Errorf("durations must not be negative")
 	}
 	return nil

@@ -6,10 +6,13 @@
 //
 //	actuator.Advance(ctx)                        // drive drains in progress
 //	actuator.CleanUpTaints(ctx, nodes)           // leftovers of a restart or crash
-//	plan := planner.Plan(ctx, snap, actuator.Progress())
+//	plan := planner.Plan(ctx, snap, opts, actuator.Progress())
 //	actuator.Start(ctx, plan)
 //
-// and planner.RecordScaleUp after every scale-up.
+// and planner.RecordScaleUp after every scale-up. The Planner and the
+// Actuator live as long as the engine; the options come with each call,
+// so a change of configuration neither restarts unneeded timers nor
+// forgets drains in progress.
 package scaledown
 
 import (
@@ -21,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -30,17 +34,17 @@ import (
 // when each node has been unneeded and when the cluster last scaled up.
 // It is not safe for concurrent use.
 type Planner struct {
-	opts          Options
+	clock         clock.PassiveClock
 	unneededSince map[string]time.Time
 	lastScaleUp   time.Time
+	// opts are those of the Plan in progress.
+	opts Options
 }
 
-// NewPlanner validates the options and returns a Planner.
-func NewPlanner(opts Options) (*Planner, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	return &Planner{opts: opts, unneededSince: map[string]time.Time{}}, nil
+// NewPlanner returns a Planner that tells with clk how long nodes have been
+// unneeded.
+func NewPlanner(clk clock.PassiveClock) *Planner {
+	return &Planner{clock: clk, unneededSince: map[string]time.Time{}}
 }
 
 // RecordScaleUp notes a scale-up: no node is removed for DelayAfterAdd.
@@ -97,11 +101,12 @@ type Unneeded struct {
 	Empty bool
 }
 
-// Plan finds the unneeded nodes of snap and chooses those to remove now.
-// snap is left as it was.
-func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, progress Progress) *Plan {
+// Plan finds the unneeded nodes of snap and chooses those to remove now,
+// with opts, which must be valid (Options.Validate). snap is left as it was.
+func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Options, progress Progress) *Plan {
 	logger := klog.FromContext(ctx)
-	now := p.opts.Clock.Now()
+	p.opts = opts
+	now := p.clock.Now()
 	plan := &Plan{Kept: map[string]Decision{}}
 
 	var candidates []*candidate

@@ -25,6 +25,14 @@ func busyAndIdle(idlePodOpts ...st.PodOption) cluster {
 	}
 }
 
+// twoGPUNodes are two idle nodes with one nvidia.com/gpu each.
+func twoGPUNodes() cluster {
+	return cluster{nodes: []*corev1.Node{
+		node("gpu-a", st.WithAllocatable("nvidia.com/gpu", "1")),
+		node("gpu-b", st.WithAllocatable("nvidia.com/gpu", "1")),
+	}}
+}
+
 func TestPlanDecidesWhichNodesGo(t *testing.T) {
 	const busyKept = scaledown.ReasonNotUnderutilized
 	tests := []struct {
@@ -113,6 +121,45 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		{
 			name:      "safe-to-evict=true lifts the local storage rule",
 			cluster:   busyAndIdle(withVolume(logsHostPath()), withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:      "with skipNodesWithLocalStorage off, local volumes do not block",
+			cluster:   busyAndIdle(withVolume(emptyDir("scratch", "")), withVolume(logsHostPath())),
+			opts:      func(o *scaledown.Options) { o.SkipNodesWithLocalStorage = false },
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:      "with skipNodesWithSystemPods off, a kube-system pod without a PDB moves",
+			cluster:   busyAndIdle(inNamespace("kube-system")),
+			opts:      func(o *scaledown.Options) { o.SkipNodesWithSystemPods = false },
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "a pod of a custom controller blocks",
+			cluster:     busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "NotReplicated: pod is controlled by Rollout app",
+		},
+		{
+			name:        "a custom controller is not taken for a built-in one of the same kind",
+			cluster:     busyAndIdle(controlledBy("example.com/v1", "ReplicaSet")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "NotReplicated",
+		},
+		{
+			name:      "a pod of a StatefulSet moves",
+			cluster:   busyAndIdle(controlledBy("apps/v1", "StatefulSet")),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:      "with skipNodesWithCustomControllerPods off, a pod of a custom controller moves",
+			cluster:   busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
+			opts:      func(o *scaledown.Options) { o.SkipNodesWithCustomControllerPods = false },
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
@@ -266,6 +313,26 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonMinimalResourceLimitExceeded},
 		},
 		{
+			name:     "the cluster keeps its minimum GPUs of a type",
+			cluster:  twoGPUNodes(),
+			opts:     func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{"nvidia.com/gpu": 2} },
+			wantKept: map[string]scaledown.Reason{"gpu-a": scaledown.ReasonMinimalResourceLimitExceeded, "gpu-b": scaledown.ReasonMinimalResourceLimitExceeded},
+		},
+		{
+			name:      "GPU nodes above the minimum go, down to the minimum",
+			cluster:   twoGPUNodes(),
+			opts:      func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{"nvidia.com/gpu": 1} },
+			wantEmpty: []string{"gpu-a"},
+			wantKept:  map[string]scaledown.Reason{"gpu-b": scaledown.ReasonMinimalResourceLimitExceeded},
+		},
+		{
+			name:      "a minimum of another GPU type keeps no node",
+			cluster:   twoGPUNodes(),
+			opts:      func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{"amd.com/gpu": 2} },
+			wantEmpty: []string{"gpu-a", "gpu-b"},
+			wantKept:  map[string]scaledown.Reason{},
+		},
+		{
 			name:     "a group's utilization threshold overrides the default",
 			cluster:  busyAndIdle(),
 			group:    func(g *testGroup) { g.options.ScaleDownUtilizationThreshold = ptr.To(0.1) },
@@ -309,12 +376,11 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			clk := clocktesting.NewFakeClock(st.Now)
-			planner, err := scaledown.NewPlanner(options(clk, optsOrNothing(tt.opts)))
-			g.Expect(err).NotTo(HaveOccurred())
+			planner := scaledown.NewPlanner(clk)
 			snap := tt.cluster.snapshot(tt.group)
 			before := len(snap.NodeInfos())
 
-			plan := planner.Plan(ctx, snap, tt.progress)
+			plan := planner.Plan(ctx, snap, options(optsOrNothing(tt.opts)), tt.progress)
 
 			g.Expect(names(plan.Empty)).To(ConsistOf(orEmpty(tt.wantEmpty)), "empty nodes removed")
 			g.Expect(names(plan.Drain)).To(ConsistOf(orEmpty(tt.wantDrain)), "nodes drained")

@@ -8,6 +8,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 )
@@ -58,25 +59,43 @@ func isMirrorPod(pod *corev1.Pod) bool {
 	return ok
 }
 
-// blockingReason applies the rules that do not depend on other pods: it
-// returns why the pod must not be evicted, or "" when it may be.
-func blockingReason(pod *corev1.Pod, pdbs *pdbTracker) (BlockingReason, string) {
+// blockingReason applies the rules that do not depend on other pods, as
+// opts turn them on: it returns why the pod must not be evicted, or ""
+// when it may be.
+func blockingReason(pod *corev1.Pod, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
 	switch pod.Annotations[SafeToEvictAnnotation] {
 	case "false":
 		return BlockingNotSafeToEvictAnnotation, fmt.Sprintf("pod is annotated %s=false", SafeToEvictAnnotation)
 	case "true":
 		return "", ""
 	}
-	if metav1.GetControllerOf(pod) == nil {
+	controller := metav1.GetControllerOf(pod)
+	if controller == nil {
 		return BlockingNotReplicated, "pod has no controller to recreate it"
 	}
-	if pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
+	if opts.SkipNodesWithCustomControllerPods && !builtInControllers.Has(controllerKind(controller)) {
+		return BlockingNotReplicated, fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
+	}
+	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
 		return BlockingUnmovableKubeSystemPod, "kube-system pod has no PodDisruptionBudget"
 	}
-	if volumes := unsafeLocalVolumes(pod); len(volumes) > 0 {
+	if volumes := unsafeLocalVolumes(pod); opts.SkipNodesWithLocalStorage && len(volumes) > 0 {
 		return BlockingLocalStorageRequested, fmt.Sprintf("pod has local volumes %s not listed in %s", strings.Join(volumes, ", "), SafeToEvictLocalVolumesAnnotation)
 	}
 	return "", ""
+}
+
+// builtInControllers are the controllers known to recreate the pods they
+// lose, as upstream counts them; DaemonSet pods never move at all.
+var builtInControllers = sets.New(
+	schema.GroupKind{Kind: "ReplicationController"},
+	schema.GroupKind{Group: "apps", Kind: "ReplicaSet"},
+	schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
+	schema.GroupKind{Group: "batch", Kind: "Job"},
+)
+
+func controllerKind(owner *metav1.OwnerReference) schema.GroupKind {
+	return schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind()
 }
 
 // unsafeLocalVolumes are the pod's emptyDir (not in memory) and hostPath

@@ -3,6 +3,8 @@ package scaledown
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -113,7 +115,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 			continue
 		}
 		empty = false
-		if reason, message := blockingReason(pod, state.pdbs); reason != "" {
+		if reason, message := blockingReason(pod, state.pdbs, p.opts); reason != "" {
 			return false, blockedByPod(pod, reason, message)
 		}
 		movable = append(movable, withoutNodeName(pod))
@@ -141,7 +143,8 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 }
 
 // checkLimits keeps the node when its removal would take its group below
-// the minimum size or the cluster below its minimum cores or memory.
+// the minimum size or the cluster below its minimum cores, memory or GPUs
+// of a type.
 func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
 	if size, minSize := state.sizes[c.group.ID()], c.group.MinSize(); size-1 < minSize {
 		return &Decision{Reason: ReasonNodeGroupMinSizeReached, Message: fmt.Sprintf("node group %s would have %d nodes, its minimum is %d", c.group.ID(), size-1, minSize)}
@@ -152,6 +155,12 @@ func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
 	}
 	if minimum := p.opts.Minimums.MemoryBytes; minimum > 0 && state.totals.Memory-capacity.Memory < minimum {
 		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have less than the minimum %d bytes of memory", minimum)}
+	}
+	for _, gpu := range slices.Sorted(maps.Keys(p.opts.Minimums.GPUs)) {
+		minimum, onNode := p.opts.Minimums.GPUs[gpu], capacity.Scalar[gpu]
+		if minimum > 0 && onNode > 0 && state.totals.Scalar[gpu]-onNode < minimum {
+			return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have fewer than the minimum %d %s", minimum, gpu)}
+		}
 	}
 	return nil
 }

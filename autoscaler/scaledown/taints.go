@@ -24,27 +24,36 @@ func HasDeletionTaint(node *corev1.Node) bool {
 
 func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == nodefacts.ToBeDeletedTaint }
 
-// addDeletionTaint puts the deletion taint on the named node.
-func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time) error {
+// addDeletionTaint puts the deletion taint on the named node and, when
+// asked, cordons it.
+func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time, cordon bool) error {
 	return updateNode(ctx, client, name, func(node *corev1.Node) bool {
-		if HasDeletionTaint(node) {
-			return false
+		changed := false
+		if !HasDeletionTaint(node) {
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{
+				Key: nodefacts.ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
+			})
+			changed = true
 		}
-		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{
-			Key: nodefacts.ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule,
-		})
-		return true
+		if cordon && !node.Spec.Unschedulable {
+			node.Spec.Unschedulable = true
+			changed = true
+		}
+		return changed
 	})
 }
 
-// removeDeletionTaint takes the deletion taint off the named node; a node that
-// is gone has no taint to remove.
-func removeDeletionTaint(ctx context.Context, client kubernetes.Interface, name string) error {
+// removeDeletionTaint takes the deletion taint off the named node and, when
+// asked, uncordons it; a node that is gone has no taint to remove.
+func removeDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, uncordon bool) error {
 	err := updateNode(ctx, client, name, func(node *corev1.Node) bool {
 		if !HasDeletionTaint(node) {
 			return false
 		}
 		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, isDeletionTaint)
+		if uncordon {
+			node.Spec.Unschedulable = false
+		}
 		return true
 	})
 	if apierrors.IsNotFound(err) {

@@ -18,8 +18,8 @@ func TestUnneededNodesAreRemovedAfterTheirTime(t *testing.T) {
 	g := NewWithT(t)
 	_, ctx := ktesting.NewTestContext(t)
 	clk := clocktesting.NewFakeClock(st.Now)
-	planner, err := scaledown.NewPlanner(options(clk, func(o *scaledown.Options) { o.UnneededTime = 10 * time.Minute }))
-	g.Expect(err).NotTo(HaveOccurred())
+	planner := scaledown.NewPlanner(clk)
+	opts := options(func(o *scaledown.Options) { o.Groups.ScaleDownUnneededTime = 10 * time.Minute })
 	idle := busyAndIdle()
 	// "idle" is needed while it runs a 2.5-core pod.
 	needed := busyAndIdle()
@@ -27,7 +27,7 @@ func TestUnneededNodesAreRemovedAfterTheirTime(t *testing.T) {
 
 	plan := func(c cluster) *scaledown.Plan {
 		snap := c.snapshot(nil)
-		return planner.Plan(ctx, snap, scaledown.Progress{})
+		return planner.Plan(ctx, snap, opts, scaledown.Progress{})
 	}
 	expectWaiting := func(p *scaledown.Plan, since time.Time) {
 		g.Expect(p.Drain).To(BeEmpty())
@@ -78,14 +78,14 @@ func TestRemovableAfterUsesTheRightTime(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			clk := clocktesting.NewFakeClock(st.Now)
-			planner, err := scaledown.NewPlanner(options(clk, func(o *scaledown.Options) {
-				o.UnneededTime, o.UnreadyTime = 10*time.Minute, 20*time.Minute
-			}))
-			g.Expect(err).NotTo(HaveOccurred())
+			planner := scaledown.NewPlanner(clk)
+			opts := options(func(o *scaledown.Options) {
+				o.Groups.ScaleDownUnneededTime, o.Groups.ScaleDownUnreadyTime = 10*time.Minute, 20*time.Minute
+			})
 			c := cluster{nodes: []*corev1.Node{node("busy"), tt.idle}, pods: []*corev1.Pod{pod("busy-0", "3", "busy")}}
 			plan := func() *scaledown.Plan {
 				snap := c.snapshot(tt.group)
-				return planner.Plan(ctx, snap, scaledown.Progress{})
+				return planner.Plan(ctx, snap, opts, scaledown.Progress{})
 			}
 
 			g.Expect(plan().Unneeded).To(ConsistOf(HaveField("RemovableAt", st.Now.Add(tt.wantRemovable))))
@@ -117,16 +117,16 @@ func TestDelaysPauseRemovals(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			clk := clocktesting.NewFakeClock(st.Now)
-			planner, err := scaledown.NewPlanner(options(clk, func(o *scaledown.Options) {
+			planner := scaledown.NewPlanner(clk)
+			opts := options(func(o *scaledown.Options) {
 				o.DelayAfterAdd, o.DelayAfterDelete, o.DelayAfterFailure = 10*time.Minute, 2*time.Minute, 3*time.Minute
-			}))
-			g.Expect(err).NotTo(HaveOccurred())
+			})
 			if tt.scaleUp > 0 {
 				planner.RecordScaleUp(st.Now.Add(-tt.scaleUp))
 			}
 			snap := busyAndIdle().snapshot(nil)
 
-			plan := planner.Plan(ctx, snap, tt.progress)
+			plan := planner.Plan(ctx, snap, opts, tt.progress)
 
 			g.Expect(plan.Unneeded).To(HaveLen(1), "the node is unneeded either way")
 			if tt.wantPause {
@@ -169,7 +169,7 @@ func TestNodeUtilization(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			snap := cluster{nodes: []*corev1.Node{tt.node}, pods: tt.pods}.snapshot(nil)
-			opts := options(clocktesting.NewFakeClock(st.Now), optsOrNothing(tt.opts))
+			opts := options(optsOrNothing(tt.opts))
 
 			u := scaledown.NodeUtilization(snap.NodeInfos()[0], opts)
 

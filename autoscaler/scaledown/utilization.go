@@ -38,7 +38,7 @@ func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options) Utilization {
 		Memory: ratio(requested.Memory, allocatable.Memory),
 	}
 	u.Value = max(u.CPU, u.Memory)
-	if gpu := gpuResource(allocatable, opts.GPUResources); gpu != "" {
+	if gpu := gpuResource(allocatable); gpu != "" {
 		u.GPUResource = gpu
 		u.GPU = ratio(requested.Scalar[gpu], allocatable.Scalar[gpu])
 		u.Value = u.GPU
@@ -46,13 +46,16 @@ func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options) Utilization {
 	return u
 }
 
-// gpuResource returns the first of gpus the node has, or "".
-func gpuResource(allocatable snapshot.Resources, gpus []corev1.ResourceName) corev1.ResourceName {
-	i := slices.IndexFunc(gpus, func(name corev1.ResourceName) bool { return allocatable.Scalar[name] > 0 })
+// gpuResources are the resources that make a node a GPU node.
+var gpuResources = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"}
+
+// gpuResource returns the first of gpuResources the node has, or "".
+func gpuResource(allocatable snapshot.Resources) corev1.ResourceName {
+	i := slices.IndexFunc(gpuResources, func(name corev1.ResourceName) bool { return allocatable.Scalar[name] > 0 })
 	if i < 0 {
 		return ""
 	}
-	return gpus[i]
+	return gpuResources[i]
 }
 
 // ratio is requested over allocatable; a resource the node does not offer

@@ -12,7 +12,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 )
 
-// Options configure scale-up. Start from DefaultOptions.
+// Options configure scale-up. They have no defaults of their own: the
+// engine's configuration owns them.
 type Options struct {
 	// PriorityCutoff: pods with a lower priority never trigger a scale-up.
 	PriorityCutoff int32
@@ -49,16 +50,6 @@ const (
 	ExpanderLeastWaste = "least-waste"
 	ExpanderPriority   = "priority"
 )
-
-// DefaultOptions are the upstream cluster-autoscaler defaults.
-func DefaultOptions() Options {
-	return Options{
-		PriorityCutoff:     -10,
-		MaxNodesPerScaleUp: 1000,
-		Expanders:          []string{ExpanderRandom},
-		Clock:              clock.RealClock{},
-	}
-}
 
 // ResourceLimits bound the totals of the cluster. Totals count every node,
 // control plane and nodes outside node groups included, and the nodes on

@@ -36,10 +36,13 @@ func (c cluster) snapshot() *snapshot.Snapshot {
 }
 
 func options(mutate ...func(*scaleup.Options)) scaleup.Options {
-	opts := scaleup.DefaultOptions()
-	opts.Clock = clocktesting.NewFakePassiveClock(st.Now)
-	opts.Rand = rand.New(rand.NewPCG(1, 2))
-	opts.Expanders = []string{scaleup.ExpanderMostPods}
+	opts := scaleup.Options{
+		PriorityCutoff:     -10,
+		MaxNodesPerScaleUp: 1000,
+		Expanders:          []string{scaleup.ExpanderMostPods},
+		Clock:              clocktesting.NewFakePassiveClock(st.Now),
+		Rand:               rand.New(rand.NewPCG(1, 2)),
+	}
 	for _, m := range mutate {
 		m(&opts)
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // maxCleanupRetryInterval is the longest wait between attempts to reach an
@@ -187,6 +189,10 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 		}
 		original := node.DeepCopy()
 		node.Spec.Taints = taints
+		if scaledown.HasDeletionTaint(original) && ca.Spec.ScaleDown != nil && ptr.Deref(ca.Spec.ScaleDown.CordonNodeBeforeTerminating, false) {
+			// The engine cordoned the nodes it was removing.
+			node.Spec.Unschedulable = false
+		}
 		if err := workload.Patch(ctx, node, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing the scale-down taints of Node %s: %w", node.Name, err))
 			continue

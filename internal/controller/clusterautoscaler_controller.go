@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -250,7 +249,7 @@ func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler) (engineConfig, err
 	if err := autoscaler.ValidateConfig(config); err != nil {
 		return engineConfig{}, err
 	}
-	return engineConfig{config: config, verbosity: ptr.Deref(ca.Spec.LogVerbosity, 0), generation: ca.Generation}, nil
+	return engineConfig{config: config, verbosity: logVerbosity(ca.Spec), generation: ca.Generation}, nil
 }
 
 // ensureEngine returns the engine of the ClusterAutoscaler, starting it

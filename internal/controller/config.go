@@ -17,9 +17,11 @@ import (
 const bytesPerGiB = 1 << 30
 
 // configFromSpec is the engine configuration a ClusterAutoscaler asks for:
-// the engine defaults, overridden by every field that is set. The CRD schema
-// defaults and validates the spec, so an error here means the object was
-// written around the schema (e.g. with validation off).
+// the engine defaults, overridden by every field that is set. The defaults
+// belong to the engine (autoscaler.DefaultConfig); the CRD schema repeats
+// them so that users see them on the object, and a test fails when the two
+// disagree. The schema also validates the spec, so an error here means the
+// object was written around it (e.g. with validation off).
 func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config, error) {
 	config := autoscaler.DefaultConfig()
 
@@ -71,6 +73,12 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 		sd.UnneededTime = duration(scaleDown.UnneededTime, sd.UnneededTime)
 		sd.UnreadyTime = duration(scaleDown.UnreadyTime, sd.UnreadyTime)
 		sd.MaxEmptyBulkDelete = int(ptr.Deref(scaleDown.MaxEmptyBulkDelete, int32(sd.MaxEmptyBulkDelete)))
+		sd.MaxParallelDrains = int(ptr.Deref(scaleDown.MaxDrainParallelism, int32(sd.MaxParallelDrains)))
+		sd.IgnoreDaemonSetsUtilization = ptr.Deref(scaleDown.IgnoreDaemonSetsUtilization, sd.IgnoreDaemonSetsUtilization)
+		sd.SkipNodesWithLocalStorage = ptr.Deref(scaleDown.SkipNodesWithLocalStorage, sd.SkipNodesWithLocalStorage)
+		sd.SkipNodesWithSystemPods = ptr.Deref(scaleDown.SkipNodesWithSystemPods, sd.SkipNodesWithSystemPods)
+		sd.SkipNodesWithCustomControllerPods = ptr.Deref(scaleDown.SkipNodesWithCustomControllerPods, sd.SkipNodesWithCustomControllerPods)
+		sd.CordonNodeBeforeTerminating = ptr.Deref(scaleDown.CordonNodeBeforeTerminating, sd.CordonNodeBeforeTerminating)
 		if seconds := scaleDown.MaxGracefulTerminationSeconds; seconds != nil {
 			sd.MaxGracefulTermination = time.Duration(*seconds) * time.Second
 		}
@@ -109,6 +117,16 @@ func taintKeys(keys []autoscalingv1alpha1.TaintKey) []string {
 		out = append(out, string(key))
 	}
 	return out
+}
+
+// defaultLogVerbosity is the log level of a cluster's loop unless
+// spec.logVerbosity says otherwise. It is the controller's own setting, not
+// the engine's, so the controller owns its default.
+const defaultLogVerbosity = 1
+
+// logVerbosity is the log level a ClusterAutoscaler asks for.
+func logVerbosity(spec autoscalingv1alpha1.ClusterAutoscalerSpec) int32 {
+	return ptr.Deref(spec.LogVerbosity, defaultLogVerbosity)
 }
 
 // duration is d, or fallback when d is unset.

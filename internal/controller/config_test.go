@@ -4,10 +4,12 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -59,6 +61,25 @@ func TestConfigFromSpec(t *testing.T) {
 				c.ScaleDown.UnneededTime = 2 * time.Minute
 				c.ScaleDown.UtilizationThreshold = 0.65
 				c.ScaleDown.MaxGracefulTermination = 30 * time.Second
+			},
+		},
+		{
+			name: "scale-down drain parallelism, blocking pods and cordoning",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
+				IgnoreDaemonSetsUtilization:       ptr.To(true),
+				SkipNodesWithLocalStorage:         ptr.To(false),
+				SkipNodesWithSystemPods:           ptr.To(false),
+				SkipNodesWithCustomControllerPods: ptr.To(false),
+				MaxDrainParallelism:               ptr.To[int32](5),
+				CordonNodeBeforeTerminating:       ptr.To(true),
+			}},
+			want: func(c *autoscaler.Config) {
+				c.ScaleDown.IgnoreDaemonSetsUtilization = true
+				c.ScaleDown.SkipNodesWithLocalStorage = false
+				c.ScaleDown.SkipNodesWithSystemPods = false
+				c.ScaleDown.SkipNodesWithCustomControllerPods = false
+				c.ScaleDown.MaxParallelDrains = 5
+				c.ScaleDown.CordonNodeBeforeTerminating = true
 			},
 		},
 		{
@@ -120,3 +141,22 @@ func TestConfigFromSpec(t *testing.T) {
 		})
 	}
 }
+
+var _ = Describe("ClusterAutoscaler defaults", func() {
+	// The engine owns the defaults (autoscaler.DefaultConfig), the
+	// controller those of its own settings; the CRD schema repeats them so
+	// that users see them on their objects. A spec with nothing but the
+	// cluster name, defaulted by the API server, must give those defaults.
+	It("are the engine's", func() {
+		ca := &autoscalingv1alpha1.ClusterAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "defaults-", Namespace: "default"},
+			Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload"},
+		}
+		Expect(k8sClient.Create(ctx, ca, client.DryRunAll)).To(Succeed())
+
+		config, err := configFromSpec(ca.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(config).To(Equal(autoscaler.DefaultConfig()))
+		Expect(logVerbosity(ca.Spec)).To(BeEquivalentTo(defaultLogVerbosity))
+	})
+})

@@ -49,10 +49,9 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	allowDisruptions(ctx, g, client, budget, 1)
 
 	clock := clocktesting.NewFakeClock(time.Now())
-	opts := scaledown.DefaultActuatorOptions()
-	opts.Clock = clock
-	opts.MaxGracefulTermination = 20 * time.Second
-	actuator, err := scaledown.NewActuator(client, record.NewFakeRecorder(100), opts)
+	actuator, err := scaledown.NewActuator(client, record.NewFakeRecorder(100), scaledown.ActuatorOptions{
+		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 20 * time.Second, Clock: clock,
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 	group := &st.NodeGroup{Name: "ng", Max: 10, Target: 2, Nodes: []string{"n", "other"}}
 

@@ -1,0 +1,57 @@
+package nodegroups_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// overridingGroup is a node group with per-group overrides.
+type overridingGroup struct {
+	*st.NodeGroup
+	options nodegroups.GroupOptions
+}
+
+func (g overridingGroup) Options() nodegroups.GroupOptions { return g.options }
+
+func TestSettingsForAGroupTakeItsOverrides(t *testing.T) {
+	cluster := nodegroups.Settings{
+		ScaleDownUtilizationThreshold: 0.5,
+		ScaleDownUnneededTime:         10 * time.Minute,
+		ScaleDownUnreadyTime:          20 * time.Minute,
+		MaxNodeProvisionTime:          15 * time.Minute,
+	}
+	tests := []struct {
+		name    string
+		options nodegroups.GroupOptions
+		want    nodegroups.Settings
+	}{
+		{name: "no overrides", want: cluster},
+		{
+			name: "every override",
+			options: nodegroups.GroupOptions{
+				ScaleDownUtilizationThreshold: ptr.To(0.7),
+				ScaleDownUnneededTime:         ptr.To(time.Minute),
+				ScaleDownUnreadyTime:          ptr.To(2 * time.Minute),
+				MaxNodeProvisionTime:          ptr.To(30 * time.Minute),
+			},
+			want: nodegroups.Settings{ScaleDownUtilizationThreshold: 0.7, ScaleDownUnneededTime: time.Minute, ScaleDownUnreadyTime: 2 * time.Minute, MaxNodeProvisionTime: 30 * time.Minute},
+		},
+		{
+			name:    "an override of zero is an override",
+			options: nodegroups.GroupOptions{ScaleDownUnneededTime: ptr.To(time.Duration(0))},
+			want:    nodegroups.Settings{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnreadyTime: 20 * time.Minute, MaxNodeProvisionTime: 15 * time.Minute},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			group := overridingGroup{NodeGroup: &st.NodeGroup{Name: "ng"}, options: tt.options}
+			NewWithT(t).Expect(cluster.For(group)).To(Equal(tt.want))
+		})
+	}
+}
