@@ -112,9 +112,7 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)
 
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, func(obj client.Object) []string {
-		return []string{obj.(*autoscalingv1alpha1.ClusterAutoscaler).Spec.ClusterName}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName); err != nil {
 		return fmt.Errorf("indexing ClusterAutoscalers by %s: %w", clusterNameField, err)
 	}
 
@@ -300,11 +298,17 @@ func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context
 	}))
 }
 
-// clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that name it.
+// indexByClusterName indexes ClusterAutoscalers under clusterNameField.
+func indexByClusterName(obj client.Object) []string {
+	return []string{obj.(*autoscalingv1alpha1.ClusterAutoscaler).Spec.ClusterName}
+}
+
+// clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that
+// name it (and that this manager serves, with --watch-filter).
 func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Context, cluster client.Object) []ctrl.Request {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
 	opts := []client.ListOption{client.InNamespace(cluster.GetNamespace()), client.MatchingFields{clusterNameField: cluster.GetName()}}
-	// The event filter does not see the ClusterAutoscalers a Cluster maps to.
+	// The event filter sees the Cluster, not the ClusterAutoscalers.
 	if r.WatchFilterValue != "" {
 		opts = append(opts, client.MatchingLabels{clusterv1.WatchLabel: r.WatchFilterValue})
 	}
