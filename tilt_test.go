@@ -142,7 +142,7 @@ func TestTiltProvider(t *testing.T) {
 		}
 	})
 
-	t.Run("kustomize_folder gives an AddonProvider", func(t *testing.T) {
+	t.Run("kustomize_folder gives an AddonProvider whose manager takes its arguments", func(t *testing.T) {
 		g := NewWithT(t)
 		resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
 			Run(filesys.MakeFsOnDisk(), filepath.Join(repo, *c.KustomizeFolder))
@@ -150,13 +150,13 @@ func TestTiltProvider(t *testing.T) {
 
 		// tilt-prepare names the Provider after the first Namespace's label;
 		// a value without a type prefix would make a second core provider.
-		var namespaceLabel string
+		var namespaceLabel *string
 		var deployment *appsv1.Deployment
 		for _, r := range resources.Resources() {
 			switch r.GetKind() {
 			case "Namespace":
-				if namespaceLabel == "" {
-					namespaceLabel = r.GetLabels()[clusterv1.ProviderNameLabel]
+				if namespaceLabel == nil {
+					namespaceLabel = ptr.To(r.GetLabels()[clusterv1.ProviderNameLabel])
 				}
 			case "Deployment":
 				g.Expect(deployment).To(BeNil(), "one Deployment")
@@ -166,15 +166,16 @@ func TestTiltProvider(t *testing.T) {
 				g.Expect(yaml.Unmarshal(data, deployment)).To(Succeed())
 			}
 		}
-		providerName, isAddon := strings.CutPrefix(namespaceLabel, "addon-")
-		g.Expect(isAddon).To(BeTrue(), "provider label %q has no addon- prefix", namespaceLabel)
+		g.Expect(namespaceLabel).NotTo(BeNil(), "no Namespace")
+		providerName, isAddon := strings.CutPrefix(*namespaceLabel, "addon-")
+		g.Expect(isAddon).To(BeTrue(), "provider label %q has no addon- prefix", *namespaceLabel)
 		g.Expect(providerName).To(Equal(p.Name))
 		g.Expect(strings.ToLower(c.Label)).To(Equal(providerName))
 
 		// tilt-prepare and the Tiltfile only touch a Deployment with the
 		// provider label, and in it the container named manager.
 		g.Expect(deployment).NotTo(BeNil())
-		g.Expect(deployment.Labels).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, namespaceLabel))
+		g.Expect(deployment.Labels).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, *namespaceLabel))
 		i := slices.IndexFunc(deployment.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
 		g.Expect(i).NotTo(Equal(-1), "no container named manager")
 		manager := deployment.Spec.Template.Spec.Containers[i]
