@@ -66,7 +66,7 @@ build: ## Build the manager binary.
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.
-	go run . --kubeconfig=$(KUBECONFIG) --metrics-bind-address=:8080 --health-probe-bind-address=:8081
+	go run . --kubeconfig=$(KUBECONFIG) --diagnostics-address=:8080 --insecure-diagnostics --health-probe-bind-address=:8081
 
 .PHONY: docker-build
 docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults to scratch).

@@ -7,8 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"time"
@@ -24,13 +22,13 @@ import (
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -47,14 +45,19 @@ func init() {
 
 // options are the manager's command-line flags.
 type options struct {
-	metricsBindAddress      string
-	profiling               bool
+	// diagnostics are Cluster API's flags for the metrics endpoint:
+	// --diagnostics-address, --insecure-diagnostics, --tls-min-version and
+	// --tls-cipher-suites.
+	diagnostics             flags.ManagerOptions
+	profilerAddress         string
 	healthProbeBindAddress  string
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
 	gracefulShutdownTimeout time.Duration
 	watchNamespace          string
+	watchFilterValue        string
+	syncPeriod              time.Duration
 	concurrency             int
 	clusterCacheConcurrency int
 	workloadClientQPS       float32
@@ -64,10 +67,9 @@ type options struct {
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.profiling, "profiling", false,
-		"Serve pprof profiles under /debug/pprof/ on the metrics endpoint.")
-	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080",
-		"The address the metrics endpoint binds to; 0 disables it.")
+	flags.AddManagerOptions(fs, &o.diagnostics)
+	fs.StringVar(&o.profilerAddress, "profiler-address", "",
+		"The address pprof profiles are served on without authentication (e.g. localhost:6060); off when empty.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081",
 		"The address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
@@ -80,6 +82,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"How long running loops get to finish on shutdown.")
 	fs.StringVar(&o.watchNamespace, "namespace", "",
 		"Only serve ClusterAutoscalers in this namespace; all namespaces when empty.")
+	fs.StringVar(&o.watchFilterValue, "watch-filter", "",
+		fmt.Sprintf("Only serve ClusterAutoscalers and Clusters whose %s label has this value; all when empty.", clusterv1.WatchLabel))
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute,
+		"The minimum interval at which every watched object is reconciled again.")
 	fs.IntVar(&o.concurrency, "clusterautoscaler-concurrency", 10,
 		"How many ClusterAutoscalers are reconciled at once (each engine runs on its own regardless).")
 	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", 100,
@@ -141,7 +147,11 @@ func run(opts *options) error {
 	}
 	restConfig.UserAgent = "capi-autoscaler"
 
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
+	mgrOpts, err := managerOptions(opts)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -168,6 +178,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 		// kubeconfig Secrets are read.
 		SecretClient: mgr.GetClient(),
 		Cache:        controller.WorkloadCacheOptions(),
+		// Connect only to the Clusters this manager serves.
+		WatchFilterValue: opts.watchFilterValue,
 		Client: clustercache.ClientOptions{
 			QPS:       opts.workloadClientQPS,
 			Burst:     opts.workloadClientBurst,
@@ -184,6 +196,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
 		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
+		WatchFilterValue:       opts.watchFilterValue,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr, crcontroller.Options{MaxConcurrentReconciles: opts.concurrency}); err != nil {
 		return fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
@@ -191,10 +204,18 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 	return nil
 }
 
-func managerOptions(opts *options) ctrl.Options {
+func managerOptions(opts *options) (ctrl.Options, error) {
+	// Metrics are served over HTTPS to callers allowed to GET /metrics
+	// (with pprof and the log level next to them), or over plain HTTP with
+	// --insecure-diagnostics.
+	_, metricsOpts, err := flags.GetManagerOptions(opts.diagnostics)
+	if err != nil {
+		return ctrl.Options{}, fmt.Errorf("invalid diagnostics flags: %w", err)
+	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: opts.metricsBindAddress, ExtraHandlers: profilingHandlers(opts.profiling)},
+		Metrics:                       *metricsOpts,
+		PprofBindAddress:              opts.profilerAddress,
 		HealthProbeBindAddress:        opts.healthProbeBindAddress,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              opts.leaderElectionID,
@@ -202,6 +223,7 @@ func managerOptions(opts *options) ctrl.Options {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
 	}
+	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod
 	if opts.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
 	}
@@ -212,20 +234,5 @@ func managerOptions(opts *options) ctrl.Options {
 		DisableFor:   []client.Object{&corev1.Secret{}},
 		Unstructured: true,
 	}
-	return mgrOpts
-}
-
-// profilingHandlers are the pprof endpoints, served with the metrics when
-// profiling is on.
-func profilingHandlers(profiling bool) map[string]http.Handler {
-	if !profiling {
-		return nil
-	}
-	return map[string]http.Handler{
-		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
-		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
-		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
-		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
-		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
-	}
+	return mgrOpts, nil
 }

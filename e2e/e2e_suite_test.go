@@ -67,7 +67,7 @@ var _ = BeforeSuite(func() {
 	// No fixed ports: other stacks may run on the same machine.
 	args := append([]string{
 		"--kubeconfig=" + stack.Management.KubeconfigPath,
-		"--metrics-bind-address=0",
+		"--diagnostics-address=0",
 		"--health-probe-bind-address=0",
 	}, strings.Fields(*managerArgs)...)
 	suiteManager, err = stack.StartProcess(ctx, "capi-autoscaler", managerBinary, args...)

@@ -180,12 +180,13 @@ func FreeLocalAddress() (string, error) {
 }
 
 // StartManager runs the manager binary on the stack as ManagerProcess,
-// against the management cluster, serving its metrics on metricsAddress
-// and no health probes.
+// against the management cluster, serving its metrics over plain HTTP on
+// metricsAddress and no health probes.
 func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string, extraArgs ...string) (*localstack.Process, error) {
 	args := append([]string{
 		"--kubeconfig=" + stack.Management.KubeconfigPath,
-		"--metrics-bind-address=" + metricsAddress,
+		"--diagnostics-address=" + metricsAddress,
+		"--insecure-diagnostics",
 		"--health-probe-bind-address=0",
 	}, extraArgs...)
 	return stack.StartProcess(ctx, ManagerProcess, binary, args...)

@@ -119,10 +119,12 @@ type harness struct {
 	workDir        string
 	mgmt           client.WithWatch
 	metricsAddress string
-	managerPid     int
-	managerLog     string
-	mu             sync.Mutex
-	report         []string
+	// profilerAddress serves the manager's pprof profiles.
+	profilerAddress string
+	managerPid      int
+	managerLog      string
+	mu              sync.Mutex
+	report          []string
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -232,7 +234,10 @@ func run(ctx context.Context, o options) (retErr error) {
 	if h.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
 		return err
 	}
-	process, err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiling")
+	if h.profilerAddress, err = simcluster.FreeLocalAddress(); err != nil {
+		return err
+	}
+	process, err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiler-address="+h.profilerAddress)
 	if err != nil {
 		return err
 	}
@@ -326,7 +331,7 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	}
 	// The idle window is a CPU profile of the manager.
 	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes.pb.gz", size))
-	if err := saveProfile(ctx, h.metricsAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
+	if err := saveProfile(ctx, h.profilerAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
 		return fmt.Errorf("profiling the idle manager: %w", err)
 	}
 	after, err := scrape(ctx, h.metricsAddress)
@@ -340,7 +345,7 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 		memory = err.Error()
 	}
 	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-nodes.pb.gz", size))
-	if err := saveProfile(ctx, h.metricsAddress, "heap", heapProfile); err != nil {
+	if err := saveProfile(ctx, h.profilerAddress, "heap", heapProfile); err != nil {
 		return fmt.Errorf("profiling the manager's heap: %w", err)
 	}
 	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before[key("main")], after[key("main")]), o.idle, diff(before[key("refresh")], after[key("refresh")]), load)
@@ -682,7 +687,7 @@ func (h *harness) multi(ctx context.Context, clusters []string, workloads map[st
 		memory = err.Error()
 	}
 	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-clusters.pb.gz", len(clusters)))
-	if err := saveProfile(ctx, h.metricsAddress, "heap", heapProfile); err != nil {
+	if err := saveProfile(ctx, h.profilerAddress, "heap", heapProfile); err != nil {
 		return fmt.Errorf("profiling the manager's heap: %w", err)
 	}
 	h.row("| %d Clusters: idle loops (all engines) | mean %s, %d loops | over %s | load %s |", len(clusters), roundDuration(all.mean), all.count, o.idle, loadavg())

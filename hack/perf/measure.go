@@ -230,8 +230,8 @@ func goMemory(ctx context.Context, address string) (string, error) {
 	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB", values["go_memstats_heap_inuse_bytes"], values["go_memstats_next_gc_bytes"]), nil
 }
 
-// saveProfile writes one of the manager's pprof profiles (the manager runs
-// with --profiling), e.g. "heap" or "profile?seconds=60", to path, for
+// saveProfile writes one of the pprof profiles the manager serves on its
+// --profiler-address, e.g. "heap" or "profile?seconds=60", to path, for
 // `go tool pprof`.
 func saveProfile(ctx context.Context, address, profile, path string) error {
 	body, err := get(ctx, address, "/debug/pprof/"+profile)
@@ -250,7 +250,8 @@ func saveProfile(ctx context.Context, address, profile, path string) error {
 	return f.Close()
 }
 
-// get reads path from the manager's metrics endpoint at address.
+// get reads path from the manager's plain HTTP endpoint at address (its
+// metrics or its profiler).
 func get(ctx context.Context, address, path string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+path, nil)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -81,6 +82,10 @@ type ClusterAutoscalerReconciler struct {
 	// retries removing its taints from an unreachable workload cluster
 	// before giving up; DefaultWorkloadCleanupTimeout when zero.
 	WorkloadCleanupTimeout time.Duration
+	// WatchFilterValue, when set, restricts the controller to
+	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter
+	// label has this value, as the controllers of Cluster API do.
+	WatchFilterValue string
 
 	// ctx is the manager's lifetime; engines run under it.
 	ctx context.Context
@@ -106,9 +111,7 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)
 
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, func(obj client.Object) []string {
-		return []string{obj.(*autoscalingv1alpha1.ClusterAutoscaler).Spec.ClusterName}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName); err != nil {
 		return fmt.Errorf("indexing ClusterAutoscalers by %s: %w", clusterNameField, err)
 	}
 
@@ -120,6 +123,7 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 		WatchesRawSource(r.ClusterCache.GetClusterSource(controllerName, r.clusterToClusterAutoscalers)).
 		// A loop of an engine finished.
 		WatchesRawSource(source.Channel(r.statusEvents, &handler.EnqueueRequestForObject{})).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
 		WithOptions(options).
 		Build(r)
 	if err != nil {
@@ -315,10 +319,21 @@ func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context
 	}))
 }
 
-// clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that name it.
+// indexByClusterName indexes ClusterAutoscalers under clusterNameField.
+func indexByClusterName(obj client.Object) []string {
+	return []string{obj.(*autoscalingv1alpha1.ClusterAutoscaler).Spec.ClusterName}
+}
+
+// clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that
+// name it (and that this manager serves, with --watch-filter).
 func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Context, cluster client.Object) []ctrl.Request {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(cluster.GetNamespace()), client.MatchingFields{clusterNameField: cluster.GetName()}); err != nil {
+	opts := []client.ListOption{client.InNamespace(cluster.GetNamespace()), client.MatchingFields{clusterNameField: cluster.GetName()}}
+	// The event filter sees the Cluster, not the ClusterAutoscalers.
+	if r.WatchFilterValue != "" {
+		opts = append(opts, client.MatchingLabels{clusterv1.WatchLabel: r.WatchFilterValue})
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KObj(cluster))
 		return nil
 	}
