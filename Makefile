@@ -11,6 +11,10 @@ KUBE_BIN := $(BIN)/k8s
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 
 IMG ?= capi-autoscaler:dev
+# The version `make release` builds: VERSION when the file exists, else the
+# nearest tag (release from a tagged commit: clusterctl needs a semver).
+RELEASE_VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always --dirty)
+RELEASE_DIR ?= $(ROOT)/out
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -76,7 +80,7 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 ##@ Test
 
 .PHONY: test
-test: envtest-binaries e2e-binaries build ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
+test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
 	go test -tags e2e -timeout 20m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
 
@@ -119,6 +123,20 @@ deploy: $(KUSTOMIZE) ## Deploy the CRD, RBAC and manager (image IMG) to the clus
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECONFIG.
 	$(KUSTOMIZE) build config/default | kubectl --kubeconfig=$(KUBECONFIG) delete --ignore-not-found -f -
+
+##@ Release
+
+.PHONY: release
+release: release-manifests ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, and the image as a tarball.
+	$(MAKE) docker-build IMG=capi-autoscaler:$(RELEASE_VERSION)
+	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar capi-autoscaler:$(RELEASE_VERSION)
+
+.PHONY: release-manifests
+release-manifests: $(KUSTOMIZE) ## Write metadata.yaml and addon-components.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
+	@[[ "$(RELEASE_VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit or write VERSION."; exit 1; }
+	mkdir -p $(RELEASE_DIR)
+	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
+	$(KUSTOMIZE) build config/release | sed 's/RELEASE_VERSION/$(RELEASE_VERSION)/g' > $(RELEASE_DIR)/addon-components.yaml
 
 ##@ Tools
 
