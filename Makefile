@@ -15,6 +15,9 @@ IMG ?= capi-autoscaler:dev
 # nearest tag (release from a tagged commit: clusterctl needs a semver).
 RELEASE_VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always --dirty)
 RELEASE_DIR ?= $(ROOT)/out
+# The image the release components default to (clusterctl wants a name with
+# its registry) and that `make release` saves.
+RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -128,15 +131,15 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECON
 
 .PHONY: release
 release: release-manifests ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, and the image as a tarball.
-	$(MAKE) docker-build IMG=capi-autoscaler:$(RELEASE_VERSION)
-	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar capi-autoscaler:$(RELEASE_VERSION)
+	$(MAKE) docker-build IMG=$(RELEASE_IMAGE):$(RELEASE_VERSION)
+	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(RELEASE_IMAGE):$(RELEASE_VERSION)
 
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write metadata.yaml and addon-components.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
 	@[[ "$(RELEASE_VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit or write VERSION."; exit 1; }
 	mkdir -p $(RELEASE_DIR)
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
-	$(KUSTOMIZE) build config/release | sed 's/RELEASE_VERSION/$(RELEASE_VERSION)/g' > $(RELEASE_DIR)/addon-components.yaml
+	$(KUSTOMIZE) build config/release | sed -e 's|RELEASE_IMAGE|$(RELEASE_IMAGE)|g' -e 's|RELEASE_VERSION|$(RELEASE_VERSION)|g' > $(RELEASE_DIR)/addon-components.yaml
 
 ##@ Tools
 

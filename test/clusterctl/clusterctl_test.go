@@ -25,6 +25,10 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// fromMemoryLimit stands for a value the kubelet takes from the
+// container's memory limit.
+const fromMemoryLimit = "<limits.memory>"
+
 const (
 	crdName        = "clusterautoscalers.autoscaling.cluster.x-k8s.io"
 	deploymentName = "capi-autoscaler-controller-manager"
@@ -50,8 +54,7 @@ func defaults(image string) manager {
 		cpuRequest:    "100m",
 		memoryRequest: "128Mi",
 		memoryLimit:   "512Mi",
-		// The kubelet expands it to the memory limit.
-		goMemLimit: "$(MEMORY_LIMIT)",
+		goMemLimit:    fromMemoryLimit,
 	}
 }
 
@@ -84,7 +87,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 	})
 
 	It("finds the install-time variables, the image and the namespace in the components", func() {
-		components, err := clusterctl.GetProviderComponents(ctx, providerName, clusterctlv1.AddonProviderType, client.ComponentsOptions{Version: oldVersion})
+		components, err := clusterctl.GetProviderComponents(ctx, providerName+":"+oldVersion, clusterctlv1.AddonProviderType, client.ComponentsOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
 		Expect(components.Variables()).To(ConsistOf(
@@ -95,7 +98,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 			"CAPI_AUTOSCALER_MEMORY_LIMIT",
 			"CAPI_AUTOSCALER_GOMEMLIMIT",
 		))
-		Expect(components.Images()).To(ConsistOf("capi-autoscaler:" + oldVersion))
+		Expect(components.Images()).To(ConsistOf(releaseImage + ":" + oldVersion))
 		Expect(components.TargetNamespace()).To(Equal(targetNamespace))
 		Expect(components.Version()).To(Equal(oldVersion))
 	})
@@ -120,10 +123,10 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 				DeferCleanup(os.Unsetenv, name)
 			}
 
-			components, err := clusterctl.GetProviderComponents(ctx, providerName, clusterctlv1.AddonProviderType, client.ComponentsOptions{Version: oldVersion})
+			components, err := clusterctl.GetProviderComponents(ctx, providerName+":"+oldVersion, clusterctlv1.AddonProviderType, client.ComponentsOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
-			want := defaults("capi-autoscaler:" + oldVersion)
+			want := defaults(releaseImage + ":" + oldVersion)
 			change(&want)
 			Expect(managerOf(components.Objs())).To(Equal(want))
 		},
@@ -148,7 +151,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 		Expect(err).NotTo(HaveOccurred())
 
 		Expect(inventoryEntries()).To(ConsistOf(inventoryEntry(oldVersion)))
-		Expect(installedManager()).To(Equal(defaults("capi-autoscaler:" + oldVersion)))
+		Expect(installedManager()).To(Equal(defaults(releaseImage + ":" + oldVersion)))
 		for _, obj := range providerObjects() {
 			Expect(env.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(obj), obj)).To(Succeed(), "%T %s", obj, obj.GetName())
 			Expect(obj.GetLabels()).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, providerLabel), "%T %s", obj, obj.GetName())
@@ -170,7 +173,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 		})).To(Succeed())
 
 		Expect(inventoryEntries()).To(ConsistOf(inventoryEntry(newVersion)))
-		Expect(installedManager()).To(Equal(defaults("capi-autoscaler:" + newVersion)))
+		Expect(installedManager()).To(Equal(defaults(releaseImage + ":" + newVersion)))
 	})
 
 	It("delete --addon removes the provider and keeps the CRD and namespace, as clusterctl does by default", func() {
@@ -275,15 +278,30 @@ func managerOfDeployment(deployment *appsv1.Deployment) manager {
 				m.logVerbosity = arg
 			}
 		}
-		for _, e := range c.Env {
-			if e.Name == "GOMEMLIMIT" {
-				m.goMemLimit = e.Value
-			}
-		}
+		m.goMemLimit = expandedEnv(c.Env)["GOMEMLIMIT"]
 		return m
 	}
 	Fail("the Deployment has no manager container")
 	return manager{}
+}
+
+// expandedEnv is the container's environment as the kubelet sets it: a
+// $(NAME) value is expanded when NAME is defined before it.
+func expandedEnv(env []corev1.EnvVar) map[string]string {
+	values := map[string]string{}
+	for _, e := range env {
+		value := e.Value
+		if from := e.ValueFrom; from != nil && from.ResourceFieldRef != nil && from.ResourceFieldRef.Resource == "limits.memory" {
+			value = fromMemoryLimit
+		}
+		if name, ok := strings.CutPrefix(value, "$("); ok && strings.HasSuffix(name, ")") {
+			if earlier, defined := values[strings.TrimSuffix(name, ")")]; defined {
+				value = earlier
+			}
+		}
+		values[e.Name] = value
+	}
+	return values
 }
 
 func quantity(list corev1.ResourceList, name corev1.ResourceName) string {

@@ -45,6 +45,10 @@ const (
 	coreProviderNamespace = "capi-system"
 	coreProviderVersion   = "v1.14.0"
 
+	// releaseImage is the image the test's releases default to; clusterctl
+	// wants a name with its registry.
+	releaseImage = "registry.example.com/release/capi-autoscaler"
+
 	// logVerbosityInConfig is what the clusterctl configuration file sets
 	// CAPI_AUTOSCALER_LOG_VERBOSITY to.
 	logVerbosityInConfig = "2"
@@ -127,7 +131,7 @@ func releaseVersions(metadataPath string) (string, string, error) {
 // buildRelease writes the clusterctl artifacts of a release into dir with
 // the Makefile target a release uses.
 func buildRelease(root, version, dir string) error {
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir)
+	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_IMAGE="+releaseImage)
 	// Under `make test` the outer make's flags would reach this make too.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
