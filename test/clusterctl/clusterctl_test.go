@@ -25,14 +25,14 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// fromMemoryLimit stands for a value the kubelet takes from the
-// container's memory limit.
-const fromMemoryLimit = "<limits.memory>"
-
 const (
 	crdName        = "clusterautoscalers.autoscaling.cluster.x-k8s.io"
 	deploymentName = "capi-autoscaler-controller-manager"
 	containerName  = "manager"
+
+	// fromMemoryLimit stands for a value the kubelet takes from the
+	// container's memory limit.
+	fromMemoryLimit = "<limits.memory>"
 )
 
 // manager is what the variables decide in the manager's Deployment.
@@ -111,8 +111,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 
 		Expect(objs).NotTo(BeEmpty())
 		for _, obj := range objs {
-			Expect(obj.GetLabels()).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, clusterctlv1.ManifestLabel(providerName, clusterctlv1.AddonProviderType)),
-				"%s %s", obj.GetKind(), obj.GetName())
+			Expect(obj.GetLabels()).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, providerLabel), "%s %s", obj.GetKind(), obj.GetName())
 		}
 	})
 
@@ -287,9 +286,9 @@ func managerOfDeployment(deployment *appsv1.Deployment) manager {
 
 // expandedEnv is the container's environment as the kubelet sets it: a
 // $(NAME) value is expanded when NAME is defined before it.
-func expandedEnv(env []corev1.EnvVar) map[string]string {
+func expandedEnv(vars []corev1.EnvVar) map[string]string {
 	values := map[string]string{}
-	for _, e := range env {
+	for _, e := range vars {
 		value := e.Value
 		if from := e.ValueFrom; from != nil && from.ResourceFieldRef != nil && from.ResourceFieldRef.Resource == "limits.memory" {
 			value = fromMemoryLimit
@@ -309,7 +308,7 @@ func quantity(list corev1.ResourceList, name corev1.ResourceName) string {
 	if !ok {
 		return ""
 	}
-	return (&q).String()
+	return q.String()
 }
 
 func objectMeta(namespace, name string) metav1.ObjectMeta {

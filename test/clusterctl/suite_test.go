@@ -33,10 +33,7 @@ import (
 )
 
 const (
-	providerName = "capi-autoscaler"
-	// providerLabel is what clusterctl calls an AddonProvider named
-	// capi-autoscaler: its repository folder and its objects' label value.
-	providerLabel   = "addon-capi-autoscaler"
+	providerName    = "capi-autoscaler"
 	componentsFile  = "addon-components.yaml"
 	targetNamespace = "capi-autoscaler-system"
 
@@ -53,6 +50,10 @@ const (
 	// CAPI_AUTOSCALER_LOG_VERBOSITY to.
 	logVerbosityInConfig = "2"
 )
+
+// providerLabel is what clusterctl calls an AddonProvider named
+// capi-autoscaler: its repository folder and its objects' label value.
+var providerLabel = clusterctlv1.ManifestLabel(providerName, clusterctlv1.AddonProviderType)
 
 var (
 	ctx        context.Context
