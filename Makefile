@@ -11,6 +11,13 @@ KUBE_BIN := $(BIN)/k8s
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 
 IMG ?= capi-autoscaler:dev
+# The version `make release` builds: VERSION when the file exists, else the
+# nearest tag (release from a tagged commit: clusterctl needs a semver).
+RELEASE_VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always --dirty)
+RELEASE_DIR ?= $(ROOT)/out
+# The image the release components default to (clusterctl wants a name with
+# its registry) and that `make release` saves.
+RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -25,7 +32,7 @@ export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
 ##@ Development
 
@@ -76,7 +83,7 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 ##@ Test
 
 .PHONY: test
-test: envtest-binaries e2e-binaries build ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
+test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
 	go test -tags e2e -timeout 20m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
 
@@ -119,6 +126,21 @@ deploy: $(KUSTOMIZE) ## Deploy the CRD, RBAC and manager (image IMG) to the clus
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECONFIG.
 	$(KUSTOMIZE) build config/default | kubectl --kubeconfig=$(KUBECONFIG) delete --ignore-not-found -f -
+
+##@ Release
+
+.PHONY: release
+release: IMG = $(RELEASE_IMAGE):$(RELEASE_VERSION)
+release: release-manifests docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, and the image as a tarball.
+	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
+
+.PHONY: release-manifests
+release-manifests: $(KUSTOMIZE) ## Write metadata.yaml and addon-components.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
+	@[[ "$(RELEASE_VERSION)" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit, write VERSION or pass RELEASE_VERSION=v0.1.0."; exit 1; }; \
+	grep -A1 -x -- "- major: $${BASH_REMATCH[1]}" metadata.yaml | grep -qx -- "  minor: $${BASH_REMATCH[2]}" || { echo "metadata.yaml has no release series $${BASH_REMATCH[1]}.$${BASH_REMATCH[2]} for $(RELEASE_VERSION): add it with its Cluster API contract."; exit 1; }
+	mkdir -p $(RELEASE_DIR)
+	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
+	$(KUSTOMIZE) build config/release | sed -e 's|RELEASE_IMAGE|$(RELEASE_IMAGE)|g' -e 's|RELEASE_VERSION|$(RELEASE_VERSION)|g' > $(RELEASE_DIR)/addon-components.yaml
 
 ##@ Tools
 

@@ -40,6 +40,9 @@ type Options struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// AddToScheme registers further types in the client's scheme.
 	AddToScheme []func(*runtime.Scheme) error
+	// WithoutProjectCRDs leaves this project's CRDs out, for a test that
+	// installs them itself (as clusterctl does).
+	WithoutProjectCRDs bool
 }
 
 // Environment is a running API server and a client for it.
@@ -76,7 +79,7 @@ func Start(opts Options) (*Environment, error) {
 	}
 
 	paths := []string{filepath.Join(capiDir, clusterAPICRDs)}
-	if dir := filepath.Join(root, projectCRDs); isDir(dir) {
+	if dir := filepath.Join(root, projectCRDs); isDir(dir) && !opts.WithoutProjectCRDs {
 		paths = append(paths, dir)
 	}
 	env := &envtest.Environment{
