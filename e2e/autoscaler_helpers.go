@@ -26,6 +26,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 // Intervals of the autoscaling specs. The machine the suite runs on may be
@@ -135,7 +136,7 @@ func CreateClusterAutoscaler(ctx context.Context, input CreateClusterAutoscalerI
 // NodeGroupID is the ID of the node group of a MachineDeployment, as the
 // ClusterAutoscaler status and the expander priorities name it.
 func NodeGroupID(md *clusterv1.MachineDeployment) string {
-	return "MachineDeployment/" + md.Namespace + "/" + md.Name
+	return scalable.ID(scalable.KindMachineDeployment, md.Namespace, md.Name)
 }
 
 // NodeGroupRow returns the status row of md's node group.

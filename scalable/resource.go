@@ -7,6 +7,7 @@ package scalable
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -144,9 +145,19 @@ func IsStandalone(ms *clusterv1.MachineSet) bool {
 	return err != nil || gv.Group != clusterv1.GroupVersion.Group
 }
 
-// ID formats the ID of a scalable resource.
+// ID formats the ID of a scalable resource: kind/namespace/name.
 func ID(kind, namespace, name string) string {
 	return kind + "/" + namespace + "/" + name
+}
+
+// ParseID splits an ID made by ID; ok is false for anything else.
+func ParseID(id string) (kind, namespace, name string, ok bool) {
+	kind, rest, _ := strings.Cut(id, "/")
+	namespace, name, ok = strings.Cut(rest, "/")
+	if !ok || kind == "" || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", "", false
+	}
+	return kind, namespace, name, true
 }
 
 // NotScalableError says why a resource refuses to change.

@@ -20,6 +20,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 // decisionReasons are the reasons of the autoscaler's events worth showing.
@@ -196,7 +197,7 @@ func (d *demo) observeGroups(ctx context.Context, s *state) error {
 			row.nodeCapacity = fmt.Sprintf("%s cpu, %s", capacity.Cpu(), capacity.Memory())
 		}
 
-		id := "MachineDeployment/" + namespace + "/" + group.name
+		id := scalable.ID(scalable.KindMachineDeployment, namespace, group.name)
 		for _, status := range ca.Status.NodeGroups {
 			if status.ID == id {
 				row.upcoming = status.Upcoming

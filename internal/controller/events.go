@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"strings"
 
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -10,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 // Event actions of the events.k8s.io API, which asks what was done.
@@ -52,16 +52,15 @@ func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message strin
 // nodeGroupObject is an empty object of the kind, namespace and name of a
 // node group ID, or nil when the ID names no MachineDeployment or MachineSet.
 func nodeGroupObject(groupID string) client.Object {
-	kind, rest, _ := strings.Cut(groupID, "/")
-	namespace, name, ok := strings.Cut(rest, "/")
-	if !ok || namespace == "" || name == "" {
+	kind, namespace, name, ok := scalable.ParseID(groupID)
+	if !ok {
 		return nil
 	}
 	var obj client.Object
 	switch kind {
-	case "MachineDeployment":
+	case scalable.KindMachineDeployment:
 		obj = &clusterv1.MachineDeployment{}
-	case "MachineSet":
+	case scalable.KindMachineSet:
 		obj = &clusterv1.MachineSet{}
 	default:
 		return nil
