@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -40,20 +39,10 @@ func BalancingSpec(ctx context.Context, inputGetter func() BalancingSpecInput) {
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
 		By("Creating one MachineDeployment of 2-core machines per failure domain, 1 node each")
-		groups := make([]*clusterv1.MachineDeployment, 0, len(zones))
-		for _, zone := range zones {
-			groups = append(groups, CreateNodeGroup(ctx, CreateNodeGroupInput{
-				Client: mgmt, Cluster: cluster, Name: "workers-" + zone,
-				Replicas:      ptr.To[int32](1),
-				Annotations:   SizeAnnotations(1, 5),
-				Machine:       SimMachine("2"),
-				FailureDomain: zone,
-				Labels:        map[string]string{ClusterLabel: cluster.Name},
-			}))
-		}
-		for _, md := range groups {
-			WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
-		}
+		groups := CreateZonalNodeGroups(ctx, CreateZonalNodeGroupsInput{
+			Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
+			Replicas: 1, Annotations: SizeAnnotations(1, 5), Machine: SimMachine("2"),
+		})
 
 		By("Turning autoscaling on with balanceSimilarNodeGroups")
 		spec := FastClusterAutoscalerSpec(cluster.Name)

@@ -136,3 +136,37 @@ func CreateNodeGroup(ctx context.Context, input CreateNodeGroupInput) *clusterv1
 	Expect(c.Create(ctx, md)).To(Succeed())
 	return md
 }
+
+// CreateZonalNodeGroupsInput is the input of CreateZonalNodeGroups.
+type CreateZonalNodeGroupsInput struct {
+	Management, Workload client.Client
+	Cluster              *clusterv1.Cluster
+	// Zones are failure domains of the Cluster; each gets a node group
+	// named workers-<zone>.
+	Zones []string
+	// Replicas of each node group, waited for as Ready Nodes.
+	Replicas    int32
+	Annotations map[string]string
+	Machine     infrav1.SimMachineSpec
+}
+
+// CreateZonalNodeGroups creates one node group of the same machines per
+// failure domain, the way users lay out zonal MachineDeployments, and waits
+// for their Nodes.
+func CreateZonalNodeGroups(ctx context.Context, input CreateZonalNodeGroupsInput) []*clusterv1.MachineDeployment {
+	groups := make([]*clusterv1.MachineDeployment, 0, len(input.Zones))
+	for _, zone := range input.Zones {
+		groups = append(groups, CreateNodeGroup(ctx, CreateNodeGroupInput{
+			Client: input.Management, Cluster: input.Cluster, Name: "workers-" + zone,
+			Replicas:      ptr.To(input.Replicas),
+			Annotations:   input.Annotations,
+			Machine:       input.Machine,
+			FailureDomain: zone,
+			Labels:        map[string]string{ClusterLabel: input.Cluster.Name},
+		}))
+	}
+	for _, md := range groups {
+		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: input.Management, Workload: input.Workload, Group: md, Count: int(input.Replicas)})
+	}
+	return groups
+}

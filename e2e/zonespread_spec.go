@@ -10,8 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -46,20 +44,10 @@ func ZoneSpreadSpec(ctx context.Context, inputGetter func() ZoneSpreadSpecInput)
 		machine := SimMachine("2")
 		// Long enough for several loops to see the new machines on their way.
 		machine.ProvisioningDelay = metav1.Duration{Duration: 15 * time.Second}
-		groups := make([]*clusterv1.MachineDeployment, 0, len(zones))
-		for _, zone := range zones {
-			groups = append(groups, CreateNodeGroup(ctx, CreateNodeGroupInput{
-				Client: mgmt, Cluster: cluster, Name: "workers-" + zone,
-				Replicas:      ptr.To[int32](1),
-				Annotations:   SizeAnnotations(1, 8),
-				Machine:       machine,
-				FailureDomain: zone,
-				Labels:        map[string]string{ClusterLabel: cluster.Name},
-			}))
-		}
-		for _, md := range groups {
-			WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
-		}
+		groups := CreateZonalNodeGroups(ctx, CreateZonalNodeGroupsInput{
+			Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
+			Replicas: 1, Annotations: SizeAnnotations(1, 8), Machine: machine,
+		})
 		By("Turning autoscaling on, without balancing")
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
 
