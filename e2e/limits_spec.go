@@ -86,7 +86,7 @@ func LimitsSpec(ctx context.Context, inputGetter func() LimitsSpecInput) {
 			current.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = "4"
 		})
 		Eventually(func(g Gomega) {
-			g.Expect(NodeGroupRow(g, mgmt, ca, md).MaxSize).To(BeEquivalentTo(4))
+			g.Expect(NodeGroupRow(g, mgmt, ca, md).MaxSize).To(HaveValue(BeEquivalentTo(4)))
 		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
 		PatchClusterAutoscalerSpec(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ResourceLimits = nil

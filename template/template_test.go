@@ -40,7 +40,7 @@ func TestParseHints(t *testing.T) {
 
 	for _, annotation := range []string{CPUAnnotation, LabelsAnnotation, TaintsAnnotation} {
 		_, err := ParseHints(testID, map[string]string{annotation: "abc"})
-		expectAnnotationError(g, err, testID, annotation)
+		expectAnnotationError(g, err, annotation)
 	}
 }
 
@@ -83,7 +83,7 @@ func TestCapacityFromAnnotations(t *testing.T) {
 			g := NewWithT(t)
 			capacity, err := capacityFromAnnotations(testID, tt.annotations)
 			if tt.wantErr != "" {
-				expectAnnotationError(g, err, testID, tt.wantErr)
+				expectAnnotationError(g, err, tt.wantErr)
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -114,7 +114,7 @@ func TestLabelsFromAnnotation(t *testing.T) {
 			g := NewWithT(t)
 			labels, err := labelsFromAnnotation(testID, map[string]string{LabelsAnnotation: tt.value})
 			if tt.wantErr {
-				expectAnnotationError(g, err, testID, LabelsAnnotation)
+				expectAnnotationError(g, err, LabelsAnnotation)
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -148,7 +148,7 @@ func TestTaintsFromAnnotation(t *testing.T) {
 			g := NewWithT(t)
 			taints, err := taintsFromAnnotation(testID, map[string]string{TaintsAnnotation: tt.value})
 			if tt.wantErr {
-				expectAnnotationError(g, err, testID, TaintsAnnotation)
+				expectAnnotationError(g, err, TaintsAnnotation)
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -157,10 +157,10 @@ func TestTaintsFromAnnotation(t *testing.T) {
 	}
 }
 
-// expectAnnotationError checks that err blames the annotation on the object.
-func expectAnnotationError(g Gomega, err error, id, annotation string) {
+// expectAnnotationError checks that err blames the annotation on the test's object.
+func expectAnnotationError(g Gomega, err error, annotation string) {
 	var annotationErr *scalable.AnnotationError
 	g.ExpectWithOffset(1, errors.As(err, &annotationErr)).To(BeTrue(), "want an *AnnotationError, got %v", err)
 	g.ExpectWithOffset(1, annotationErr.Annotation).To(Equal(annotation))
-	g.ExpectWithOffset(1, annotationErr.ID).To(Equal(id))
+	g.ExpectWithOffset(1, annotationErr.ID).To(Equal(testID))
 }

@@ -99,9 +99,7 @@ func pod(name, cpu, nodeName string, opts ...st.PodOption) *corev1.Pod {
 	return st.Pod(name, cpu, "", append([]st.PodOption{st.OwnedBy("app"), st.OnNode(nodeName), st.WithPodLabels("app", "web")}, opts...)...)
 }
 
-func inNamespace(namespace string) st.PodOption {
-	return func(p *corev1.Pod) { p.Namespace = namespace }
-}
+func inKubeSystem(p *corev1.Pod) { p.Namespace = metav1.NamespaceSystem }
 
 func withoutController(p *corev1.Pod) { p.OwnerReferences = nil }
 

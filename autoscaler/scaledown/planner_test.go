@@ -74,14 +74,14 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		},
 		{
 			name:        "a kube-system pod without a PDB blocks",
-			cluster:     busyAndIdle(inNamespace("kube-system")),
+			cluster:     busyAndIdle(inKubeSystem),
 			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
 			wantMessage: "UnmovableKubeSystemPod",
 		},
 		{
 			name: "a kube-system pod with a PDB that allows a disruption moves",
 			cluster: func() cluster {
-				c := busyAndIdle(inNamespace("kube-system"))
+				c := busyAndIdle(inKubeSystem)
 				c.pdbs = []*policyv1.PodDisruptionBudget{pdb("kube-system", 1)}
 				return c
 			}(),
@@ -133,7 +133,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		},
 		{
 			name:      "with skipNodesWithSystemPods off, a kube-system pod without a PDB moves",
-			cluster:   busyAndIdle(inNamespace("kube-system")),
+			cluster:   busyAndIdle(inKubeSystem),
 			opts:      func(o *scaledown.Options) { o.SkipNodesWithSystemPods = false },
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
@@ -206,7 +206,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			name: "a node with only DaemonSet and mirror pods is empty",
 			cluster: cluster{
 				nodes: []*corev1.Node{node("busy"), node("idle")},
-				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", daemonSetPod), pod("static", "100m", "idle", mirrorPod, inNamespace("kube-system"))},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", daemonSetPod), pod("static", "100m", "idle", mirrorPod, inKubeSystem)},
 			},
 			wantEmpty: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},

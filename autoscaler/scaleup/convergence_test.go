@@ -57,10 +57,8 @@ func (r *replay) untilStable(maxLoops int) int {
 	return maxLoops
 }
 
-// register turns the nodes on their way into registered, empty nodes,
-// and returns their names.
-func (r *replay) register() []string {
-	var added []string
+// register turns the nodes on their way into registered, empty nodes.
+func (r *replay) register() {
 	for _, g := range r.cluster.groups {
 		for len(g.Nodes) < g.Target {
 			node := g.Template.DeepCopy()
@@ -68,10 +66,8 @@ func (r *replay) register() []string {
 			node.Labels[corev1.LabelHostname] = node.Name
 			r.cluster.nodes = append(r.cluster.nodes, node)
 			g.Nodes = append(g.Nodes, node.Name)
-			added = append(added, node.Name)
 		}
 	}
-	return added
 }
 
 // nodesPerZone counts the target sizes of the groups per zone.
@@ -105,32 +101,34 @@ func (r *replay) expectEveryPodPlacedOnceStable() {
 	}
 	pending := len(r.cluster.pods)
 	stable := r.plans[len(r.plans)-1]
-	g.Expect(len(stable.NoScaleUp)).To(BeZero(), "pods left without a place")
-	g.Expect(len(stable.Absorbed)).To(Equal(pending), "pods waiting for nodes on their way")
+	g.Expect(stable.NoScaleUp).To(BeEmpty(), "pods left without a place")
+	g.Expect(stable.Absorbed).To(HaveLen(pending), "pods waiting for nodes on their way")
 
 	r.register()
 	plan := r.loop()
 	g.Expect(plan.Increases).To(BeEmpty(), "no more nodes once the planned ones registered")
-	g.Expect(len(plan.Absorbed)).To(Equal(pending), "every pending pod fits the registered nodes")
+	g.Expect(plan.Absorbed).To(HaveLen(pending), "every pending pod fits the registered nodes")
 	g.Expect(r.loop().Increases).To(BeEmpty(), "stays stable")
 }
 
 func withLabels(kv ...string) st.PodOption { return st.WithPodLabels(kv...) }
 
-func withSpread(topologyKey string, maxSkew int32, selector ...string) st.PodOption {
+// spreadOverZones spreads the pods over zones, DoNotSchedule.
+func spreadOverZones(maxSkew int32, selector ...string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-			MaxSkew: maxSkew, TopologyKey: topologyKey, WhenUnsatisfiable: corev1.DoNotSchedule,
+			MaxSkew: maxSkew, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: pairs(selector)},
 		})
 	}
 }
 
-func withAntiAffinity(topologyKey string, selector ...string) st.PodOption {
+// onePerNode keeps the pods on nodes of their own.
+func onePerNode(selector ...string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		ensureAffinity(pod).PodAntiAffinity = &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: pairs(selector)}, TopologyKey: topologyKey,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: pairs(selector)}, TopologyKey: corev1.LabelHostname,
 			}},
 		}
 	}
@@ -200,10 +198,10 @@ func TestZoneSpreadGetsEnoughNodesAtOnce(t *testing.T) {
 			g := NewWithT(t)
 			c := zonalCluster(map[string][2]string{"m": {"4", "8Gi"}}, 50)
 			c.pods = append(c.pods, st.Replicas("spread", 40, "1500m", "1Gi",
-				withLabels("app", "web"), withSpread(corev1.LabelTopologyZone, 1, "app", "web"))...)
+				withLabels("app", "web"), spreadOverZones(1, "app", "web"))...)
 			c.pods = append(c.pods, st.Replicas("exclusive", 20, "1500m", "1Gi",
-				withLabels("app", "web", "role", "exclusive"), withSpread(corev1.LabelTopologyZone, 1, "app", "web"),
-				withAntiAffinity(corev1.LabelHostname, "role", "exclusive"))...)
+				withLabels("app", "web", "role", "exclusive"), spreadOverZones(1, "app", "web"),
+				onePerNode("role", "exclusive"))...)
 			r := newReplay(t, options(func(o *scaleup.Options) { o.BalanceSimilarNodeGroups = balance }), c)
 
 			g.Expect(r.untilStable(5)).To(Equal(1), "one loop plans every node")
@@ -224,9 +222,9 @@ func TestZoneSpreadAtScaleConverges(t *testing.T) {
 	}
 	c := zonalCluster(shapes, 200)
 	for owner := range 20 {
-		opts := []st.PodOption{withLabels("app", fmt.Sprint("app-", owner)), withSpread(corev1.LabelTopologyZone, 1, "app", fmt.Sprint("app-", owner))}
+		opts := []st.PodOption{withLabels("app", fmt.Sprint("app-", owner)), spreadOverZones(1, "app", fmt.Sprint("app-", owner))}
 		if owner%3 == 0 {
-			opts = append(opts, withAntiAffinity(corev1.LabelHostname, "app", fmt.Sprint("app-", owner)))
+			opts = append(opts, onePerNode("app", fmt.Sprint("app-", owner)))
 		}
 		c.pods = append(c.pods, st.Replicas(fmt.Sprint("rs-", owner), 50, fmt.Sprintf("%dm", 500+100*(owner%10)), "1Gi", opts...)...)
 	}
@@ -285,16 +283,16 @@ func generatedPods(rng *rand.Rand) []*corev1.Pod {
 		replicas := 1 + rng.IntN(25)
 		switch rng.IntN(6) {
 		case 1:
-			opts = append(opts, withSpread(corev1.LabelTopologyZone, 1, "app", name))
+			opts = append(opts, spreadOverZones(1, "app", name))
 		case 2:
-			opts = append(opts, withSpread(corev1.LabelTopologyZone, 1, "app", name), withAntiAffinity(corev1.LabelHostname, "app", name))
+			opts = append(opts, spreadOverZones(1, "app", name), onePerNode("app", name))
 		case 3:
-			opts = append(opts, withAntiAffinity(corev1.LabelHostname, "app", name))
+			opts = append(opts, onePerNode("app", name))
 		case 4:
 			opts = append(opts, withAffinity(corev1.LabelTopologyZone, "app", name))
 		case 5:
 			// Spread with another set's pods.
-			opts = append(opts, withLabels("app", name, "tier", "shared"), withSpread(corev1.LabelTopologyZone, 1+int32(rng.IntN(2)), "tier", "shared"))
+			opts = append(opts, withLabels("app", name, "tier", "shared"), spreadOverZones(1+int32(rng.IntN(2)), "tier", "shared"))
 		}
 		cpu, memory := cpus[rng.IntN(len(cpus))], memories[rng.IntN(len(memories))]
 		if rng.IntN(4) == 0 {
