@@ -117,8 +117,15 @@ scratch_image() {
     [[ -z $entrypoint ]] || echo "ENTRYPOINT [\"$entrypoint\"]"
     echo "LABEL $inputs_label=$hash $owner_label"
   } >"$ctx/Dockerfile"
-  DOCKER_BUILDKIT=0 low docker build -q -t "$name" "$ctx" >/dev/null
+  docker_build -t "$name" "$ctx"
   rm -rf "$ctx"
+}
+
+# docker_build runs the classic builder, which is what was measured to build
+# FROM a local image on Docker 20.10, quietly unless it fails.
+docker_build() {
+  local output
+  output=$(DOCKER_BUILDKIT=0 low docker build -q "$@" 2>&1) || { echo "$output"; return 1; }
 }
 
 main() {
@@ -139,6 +146,8 @@ main() {
       *) log "unknown image $image"; return 1 ;;
     esac
   done
+  # Rebuilds leave the images they replaced dangling.
+  docker image prune -f --filter "label=$owner_label" >/dev/null
 }
 
 # build_haproxy_image makes the load balancer image CAPD starts: haproxy from
@@ -171,7 +180,7 @@ STOPSIGNAL SIGUSR1
 ENTRYPOINT ["haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]
 LABEL $inputs_label=$hash $owner_label
 EOF
-  DOCKER_BUILDKIT=0 low docker build -q -t "$haproxy_image" "$ctx" >/dev/null
+  docker_build -t "$haproxy_image" "$ctx"
   rm -rf "$ctx"
   log "built $haproxy_image"
 }

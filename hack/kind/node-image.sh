@@ -7,6 +7,9 @@
 readonly node_image=kindest/node:v1.36.3
 readonly kube_bin=${KUBE_BIN:-$root/bin/k8s}
 readonly node_packages=systemd,systemd-sysv,dbus,iptables,nftables,iproute2,ca-certificates,runc,containernetworking-plugins,conntrack,ethtool,socat,mount,util-linux,kmod,procps,libseccomp2,pigz,ebtables,jq,bash
+readonly flannel_module=github.com/flannel-io/flannel@v0.28.10
+# The image default-cni.yaml runs.
+readonly flannel_image=ghcr.io/flannel-io/flannel:v0.28.10
 # kube-proxy programs the host's packet filter with these commands.
 readonly kube_proxy_packages=iptables,nftables,conntrack,ipset,kmod
 
@@ -23,6 +26,7 @@ build_node_image() {
   low "$root/hack/build-kube-binaries.sh" "$kube_bin" kubelet kubeadm kubectl kube-proxy \
     kube-apiserver kube-controller-manager kube-scheduler etcd
   build_coredns "$bin"
+  build_flanneld "$bin"
   build_pause "$bin"
 
   local images
@@ -65,6 +69,27 @@ build_coredns() {
   touch "$stamp"
 }
 
+# build_flanneld builds flannel's daemon without the backends whose
+# dependencies cannot be had here: tencentvpc (its SDK is not served) and udp
+# (needs cgo; upstream leaves it out on every architecture but amd64). The
+# node image's CNI uses host-gw.
+build_flanneld() {
+  local out=$1
+  local stamp="$out/.flanneld-$(echo "$flannel_module" | sha256sum | cut -c1-16)"
+  [[ -f $stamp ]] && return 0
+  log "building flanneld from $flannel_module"
+  local src=$work/flannel-src
+  rm -rf "$src"
+  cp -r "$(module_dir "$flannel_module")" "$src"
+  chmod -R u+w "$src"
+  grep -q 'pkg/backend/tencentvpc"' "$src/main.go"
+  sed -i -e '/pkg\/backend\/tencentvpc"/d' -e '/pkg\/backend\/udp"/d' "$src/main.go"
+  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod low go build -trimpath \
+    -ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${flannel_module#*@}" -o "$out/flanneld" .)
+  rm -rf "$src"
+  touch "$stamp"
+}
+
 # build_pause compiles the pause container's program from the Kubernetes
 # module the way its Makefile does.
 build_pause() {
@@ -79,13 +104,14 @@ build_pause() {
 }
 
 # build_control_plane_images tags an image for each one kubeadm asks for, with
-# the names and tags kubeadm itself lists, and prints their names.
+# the names and tags kubeadm itself lists, and flannel's for the CNI manifest,
+# and prints their names.
 build_control_plane_images() {
   local proxy_base=$1 bin=$2
   local kube_version
   kube_version=$("$kube_bin/kubeadm" version -o short)
   local image
-  for image in $("$kube_bin/kubeadm" config images list --kubernetes-version "$kube_version"); do
+  for image in $("$kube_bin/kubeadm" config images list --kubernetes-version "$kube_version") "$flannel_image"; do
     local component=${image##*/}
     component=${component%%:*}
     local binary path entrypoint="" base=scratch
@@ -95,6 +121,8 @@ build_control_plane_images() {
       kube-proxy) binary=$kube_bin/kube-proxy path=/usr/local/bin/kube-proxy base=$proxy_base ;;
       coredns) binary=$bin/coredns path=/coredns entrypoint=/coredns ;;
       pause) binary=$bin/pause path=/pause entrypoint=/pause ;;
+      # Like kube-proxy, flanneld runs iptables.
+      flannel) binary=$bin/flanneld path=/opt/bin/flanneld base=$proxy_base ;;
       *) log "kubeadm asks for $image, which this script does not know how to build"; return 1 ;;
     esac
     local base_id=scratch hash
@@ -124,9 +152,9 @@ assemble_node_image() {
   kube_version=$("$kube_bin/kubeadm" version -o short)
   pause_image=$(grep /pause: <<<"$images")
   local unpreloaded=capi-autoscaler-e2e/node-unpreloaded:build
-  DOCKER_BUILDKIT=0 low docker build -q -t "$unpreloaded" \
+  docker_build -t "$unpreloaded" \
     --build-arg BASE="$rootfs" --build-arg KUBE_VERSION="$kube_version" --build-arg PAUSE_IMAGE="$pause_image" \
-    --label "$owner_label" "$ctx" >/dev/null
+    --label "$owner_label" "$ctx"
   rm -rf "$ctx"
   preload_images "$unpreloaded" "$images" "$hash"
   docker image rm "$unpreloaded" >/dev/null
@@ -142,7 +170,8 @@ preload_images() {
   low docker save -o "$archive" $images
   local container=capi-autoscaler-e2e-node-preload
   docker rm -f "$container" >/dev/null 2>&1 || true
-  docker run --name "$container" --label "$owner_label" --privileged --entrypoint /bin/bash \
+  local output
+  output=$(docker run --name "$container" --label "$owner_label" --privileged --entrypoint /bin/bash \
     -v "$archive:/images.tar:ro" "$unpreloaded" -ec '
       containerd >/tmp/containerd.log 2>&1 &
       containerd=$!
@@ -150,7 +179,7 @@ preload_images() {
       ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests /images.tar
       kill "$containerd"
       wait "$containerd" || true
-      rm -rf /tmp/* /run/containerd' || { docker rm -f "$container" >/dev/null; return 1; }
+      rm -rf /tmp/* /run/containerd' 2>&1) || { echo "$output"; docker rm -f "$container" >/dev/null; return 1; }
   local preloaded=capi-autoscaler-e2e/node-preloaded:build
   docker commit "$container" "$preloaded" >/dev/null
   docker rm "$container" >/dev/null
@@ -165,7 +194,7 @@ STOPSIGNAL SIGRTMIN+3
 ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
 LABEL $inputs_label=$hash
 EOF
-  DOCKER_BUILDKIT=0 docker build -q -t "$node_image" "$ctx" >/dev/null
+  docker_build -t "$node_image" "$ctx"
   rm -rf "$ctx"
   docker image rm "$preloaded" >/dev/null
 }
