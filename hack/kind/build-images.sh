@@ -18,14 +18,6 @@ work=${KIND_IMAGES_WORK:-$root/bin/kind-images}
 readonly inputs_label=io.capi-autoscaler.e2e.inputs
 readonly owner_label=io.capi-autoscaler.e2e=images
 
-# Versions of what the node image is made of. kind's pins for v0.33.0, except
-# where only another version is served (see docs/kind-e2e.md).
-readonly kind_module=sigs.k8s.io/kind@v0.33.0
-readonly containerd_module=github.com/containerd/containerd/v2@v2.3.4
-readonly cri_tools_module=sigs.k8s.io/cri-tools@v1.36.0
-readonly coredns_module=github.com/coredns/coredns@v1.14.2
-readonly capi_module=sigs.k8s.io/cluster-api@v1.14.0
-readonly capi_test_module=sigs.k8s.io/cluster-api/test@v1.14.0
 readonly debian_suite=bookworm
 # CAPD v1.14 starts this image for each workload cluster's load balancer
 # (test/infrastructure/docker/internal/loadbalancer/const.go).
@@ -81,6 +73,7 @@ debian_image() {
   mirror=$(apt_mirror)
   hash=$(inputs_hash "debian_image trim_rootfs" "$debian_suite" "$mirror" "$packages")
   if up_to_date "$name" "$hash"; then return 0; fi
+  command -v debootstrap >/dev/null || { log "debootstrap is missing (apt-get install debootstrap)"; return 1; }
   log "debootstrap $debian_suite with $packages from $mirror"
   local rootfs
   rootfs=$(mktemp -d "$work/rootfs.XXXX")

@@ -7,6 +7,8 @@
 # Each image gets the name its provider's config/default kustomization
 # uses and the name of the released components, so that the suite needs no
 # image override either way.
+readonly capi_module=sigs.k8s.io/cluster-api@v1.14.0
+readonly capi_test_module=sigs.k8s.io/cluster-api/test@v1.14.0
 readonly capi_staging_registry=gcr.io/k8s-staging-cluster-api
 readonly capi_release_registry=registry.k8s.io/cluster-api
 

@@ -5,6 +5,12 @@
 # containerd, so that kubeadm never pulls.
 
 readonly node_image=kindest/node:v1.36.3
+# kind v0.33.0's node files and its pins for containerd and crictl; the CoreDNS
+# version kubeadm v1.36 asks for.
+readonly kind_module=sigs.k8s.io/kind@v0.33.0
+readonly containerd_module=github.com/containerd/containerd/v2@v2.3.4
+readonly cri_tools_module=sigs.k8s.io/cri-tools@v1.36.0
+readonly coredns_module=github.com/coredns/coredns@v1.14.2
 readonly kube_bin=${KUBE_BIN:-$root/bin/k8s}
 readonly node_packages=systemd,systemd-sysv,dbus,iptables,nftables,iproute2,ca-certificates,runc,containernetworking-plugins,conntrack,ethtool,socat,mount,util-linux,kmod,procps,libseccomp2,pigz,ebtables,jq,bash
 readonly flannel_module=github.com/flannel-io/flannel@v0.28.10
