@@ -116,6 +116,28 @@ perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on th
 localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
 	go run ./hack/localstack --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(MANAGER),--manager=$(MANAGER))
 
+##@ End to end on kind
+
+.PHONY: e2e-host-check
+e2e-host-check: ## Make Docker run kind's privileged containers here (installs a runtime shim only where they fail).
+	hack/kind/host-check.sh
+
+.PHONY: e2e-images
+e2e-images: e2e-host-check ## Build every image the kind suite runs, offline; unchanged images are kept (docs/kind-e2e.md).
+	KUBE_BIN=$(KUBE_BIN) hack/kind/build-images.sh all
+
+.PHONY: e2e-image-node
+e2e-image-node: e2e-host-check ## Build the kind node image kindest/node:v1.36.3.
+	KUBE_BIN=$(KUBE_BIN) hack/kind/build-images.sh node
+
+.PHONY: e2e-image-lb
+e2e-image-lb: ## Build the load balancer image CAPD starts for each workload cluster.
+	hack/kind/build-images.sh haproxy
+
+.PHONY: e2e-image-capi
+e2e-image-capi: ## Build the Cluster API, kubeadm, CAPD and capi-autoscaler manager images.
+	hack/kind/build-images.sh capi
+
 ##@ Deployment
 
 .PHONY: deploy

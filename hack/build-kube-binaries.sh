@@ -6,7 +6,7 @@
 #
 # Usage: hack/build-kube-binaries.sh OUTPUT_DIR BINARY...
 #   BINARY is one of kube-apiserver, kube-controller-manager, kube-scheduler,
-#   etcd, kwok, capi-manager.
+#   kube-proxy, kubelet, kubeadm, kubectl, etcd, kwok, capi-manager.
 set -euo pipefail
 
 # Absolute, because the builds run in the tool modules' directories.
@@ -24,7 +24,7 @@ kube_ldflags="-s -w -X $version_pkg.gitVersion=$kube_version -X $version_pkg.git
 
 package_of() {
   case $1 in
-    kube-apiserver | kube-controller-manager | kube-scheduler) echo "k8s.io/kubernetes/cmd/$1" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy | kubelet | kubeadm | kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
     kwok) echo "sigs.k8s.io/kwok/cmd/kwok" ;;
     capi-manager) echo "sigs.k8s.io/cluster-api/core" ;;
@@ -44,7 +44,7 @@ module_dir_of() {
 ldflags_of() {
   local module_dir=$1 binary=$2
   case $binary in
-    kube-*) echo "$kube_ldflags" ;;
+    kube*) echo "$kube_ldflags" ;;
     capi-manager)
       local capi_version capi_minor
       capi_version=$(cd "$module_dir" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
