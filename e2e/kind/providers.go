@@ -80,6 +80,15 @@ func moduleDir(module, version string) (string, error) {
 // Cluster API providers from their modules' own kustomizations, as Cluster
 // API's e2e framework builds one from its source tree.
 func writeClusterAPIRepository(repositoryDir string) error {
+	// Every provider of this Cluster API release shares its metadata.
+	coreDir, err := moduleDir("sigs.k8s.io/cluster-api", capiVersion)
+	if err != nil {
+		return err
+	}
+	metadata, err := os.ReadFile(filepath.Join(coreDir, "metadata.yaml"))
+	if err != nil {
+		return err
+	}
 	for _, p := range clusterAPIProviders {
 		dir, err := moduleDir(p.module, capiVersion)
 		if err != nil {
@@ -90,15 +99,6 @@ func writeClusterAPIRepository(repositoryDir string) error {
 			return fmt.Errorf("building %s: %w", p.kustomization, err)
 		}
 		components, err := resources.AsYaml()
-		if err != nil {
-			return err
-		}
-		// Every provider of this Cluster API release shares its metadata.
-		coreDir, err := moduleDir("sigs.k8s.io/cluster-api", capiVersion)
-		if err != nil {
-			return err
-		}
-		metadata, err := os.ReadFile(filepath.Join(coreDir, "metadata.yaml"))
 		if err != nil {
 			return err
 		}
