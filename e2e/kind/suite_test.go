@@ -88,7 +88,13 @@ var _ = BeforeSuite(func() {
 	Expect(removeManagementCluster()).To(Succeed())
 
 	By("Creating the kind management cluster")
-	kubeconfig = filepath.Join(dir, "kubeconfig")
+	kubeconfigDir := dir
+	if *keepClusters {
+		// The kubeconfig of a kept cluster outlives the suite's temporary files.
+		kubeconfigDir, err = os.MkdirTemp("", managementClusterName+"-")
+		Expect(err).NotTo(HaveOccurred())
+	}
+	kubeconfig = filepath.Join(kubeconfigDir, "kubeconfig")
 	timed("kind create cluster", func() {
 		Expect(kind.Create(managementClusterName,
 			kindcluster.CreateWithV1Alpha4Config(managementClusterConfig()),
