@@ -135,13 +135,17 @@ func writeAutoscalerRelease(root, repositoryDir, version string) error {
 }
 
 // writeClusterctlConfig writes the clusterctl configuration a user of the
-// local repository writes: the providers, the variables the suite needs and
-// image overrides pointing the Cluster API providers at their release names.
+// local repository writes: the providers, the variables the suite and its
+// workload cluster template need, and image overrides pointing the Cluster
+// API providers at their release names.
 func writeClusterctlConfig(path, repositoryDir, autoscalerImage string) error {
 	config := map[string]any{
 		// ClusterClass needs the topology controllers.
 		"CLUSTER_TOPOLOGY":      "true",
 		"CAPI_AUTOSCALER_IMAGE": autoscalerImage,
+	}
+	for name, value := range workloadClusterVariables {
+		config[name] = value
 	}
 	var providers []map[string]string
 	images := map[string]map[string]string{}
@@ -221,7 +225,12 @@ func (i *installer) install(ctx context.Context, p provider, version string) err
 
 func (i *installer) apply(ctx context.Context, obj *unstructured.Unstructured) error {
 	pullIfNotPresent(obj)
-	if err := i.client.Apply(ctx, ctrlclient.ApplyConfigurationFromUnstructured(obj), ctrlclient.FieldOwner(fieldOwner), ctrlclient.ForceOwnership); err != nil {
+	return apply(ctx, i.client, obj)
+}
+
+// apply applies obj with server-side apply, as the suite's field owner.
+func apply(ctx context.Context, c ctrlclient.Client, obj *unstructured.Unstructured) error {
+	if err := c.Apply(ctx, ctrlclient.ApplyConfigurationFromUnstructured(obj), ctrlclient.FieldOwner(fieldOwner), ctrlclient.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return nil

@@ -20,21 +20,25 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	logf "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	"sigs.k8s.io/yaml"
 )
 
 const (
-	// managementClusterName is also the value of the label kind puts on the
-	// cluster's containers (io.x-k8s.kind.cluster): the suite removes what
-	// carries it, and nothing else.
+	// managementClusterName and workloadClusterName are also the values of
+	// the label kind and CAPD put on a cluster's containers
+	// (io.x-k8s.kind.cluster): the suite removes what carries them, and
+	// nothing else.
 	managementClusterName = "capi-autoscaler-e2e"
 	nodeImage             = "kindest/node:v1.36.3"
 	// autoscalerImage is `make docker-build`'s image as the kind node's
@@ -60,6 +64,7 @@ var (
 	kind       *kindcluster.Provider
 	kubeconfig string
 	management ctrlclient.Client
+	clusterctl client.Client
 	// autoscalerVersion is the release of capi-autoscaler the suite installs.
 	autoscalerVersion string
 )
@@ -119,7 +124,10 @@ var _ = BeforeSuite(func() {
 
 	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
-	management, err = ctrlclient.New(restConfig, ctrlclient.Options{})
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
+	management, err = ctrlclient.New(restConfig, ctrlclient.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
 	By("Writing a local clusterctl repository: Cluster API from its modules, capi-autoscaler from its release artifacts")
@@ -133,7 +141,7 @@ var _ = BeforeSuite(func() {
 		Expect(writeClusterctlConfig(configFile, repositoryDir, autoscalerImage)).To(Succeed())
 	})
 
-	clusterctl, err := client.New(ctx, configFile)
+	clusterctl, err = client.New(ctx, configFile)
 	Expect(err).NotTo(HaveOccurred())
 	ca, err := newCertificateAuthority()
 	Expect(err).NotTo(HaveOccurred())
@@ -167,17 +175,24 @@ func managementClusterConfig() *v1alpha4.Cluster {
 	return config
 }
 
-// removeManagementCluster removes the suite's kind cluster if there is one:
-// kind finds its containers by its cluster label.
+// removeManagementCluster removes the suite's kind cluster and the workload
+// cluster's CAPD containers if there are any. kind and CAPD label every
+// container with its cluster's name (io.x-k8s.kind.cluster), and kind
+// removes the containers (and their volumes) that carry the label.
 func removeManagementCluster() error {
 	clusters, err := kind.List()
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(clusters, managementClusterName) {
-		return nil
+	for _, name := range []string{workloadClusterName, managementClusterName} {
+		if !slices.Contains(clusters, name) {
+			continue
+		}
+		if err := kind.Delete(name, filepath.Join(os.TempDir(), name+"-kubeconfig")); err != nil {
+			return fmt.Errorf("removing the containers of %s: %w", name, err)
+		}
 	}
-	return kind.Delete(managementClusterName, kubeconfig)
+	return nil
 }
 
 // loadImages copies images from the host's Docker into every node of the
