@@ -138,6 +138,10 @@ e2e-image-lb: ## Build the load balancer image CAPD starts for each workload clu
 e2e-image-capi: ## Build the Cluster API, kubeadm, CAPD and capi-autoscaler manager images.
 	hack/kind/build-images.sh capi
 
+.PHONY: test-kind
+test-kind: e2e-images ## Run the kind suite: a kind management cluster with Cluster API, CAPD and capi-autoscaler (docs/kind-e2e.md; KIND_ARGS=-kind.keep keeps it).
+	go test -tags kind ./e2e/kind/ -timeout 60m -v -args -ginkgo.v -ginkgo.label-filter=kind $(KIND_ARGS)
+
 ##@ Deployment
 
 .PHONY: deploy

@@ -166,9 +166,30 @@ frontend placeholder
   default_backend none
 backend none
 EOF
+  # CAPD's configuration sets maxconn 100000, for which haproxy needs about
+  # 200000 file descriptors; where Docker's hard limit is lower (20000 on the
+  # build machines) every reload fails. CAPD starts `haproxy -W -db -f
+  # haproxy.cfg` itself, so `haproxy` on the PATH is a wrapper that has
+  # haproxy read, before CAPD's configuration, a global section with the
+  # maxconn the limit allows (haproxy keeps the first maxconn it reads, and
+  # its master re-executes with the same arguments on every reload); on a
+  # normal host it is 100000, as CAPD sets it.
+  cat >"$ctx/haproxy" <<'EOF'
+#!/bin/sh
+set -e
+hard=$(ulimit -Hn)
+maxconn=100000
+if [ "$hard" != unlimited ] && [ $(((hard - 200) / 2)) -lt "$maxconn" ]; then
+  maxconn=$(((hard - 200) / 2))
+fi
+printf 'global\n  maxconn %s\n' "$maxconn" >/usr/local/etc/haproxy/host-limits.cfg
+exec /usr/sbin/haproxy -f /usr/local/etc/haproxy/host-limits.cfg "$@"
+EOF
+  chmod +x "$ctx/haproxy"
   cat >"$ctx/Dockerfile" <<EOF
 FROM $base
 COPY haproxy.cfg /usr/local/etc/haproxy/haproxy.cfg
+COPY haproxy /usr/local/sbin/haproxy
 STOPSIGNAL SIGUSR1
 ENTRYPOINT ["haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]
 LABEL $inputs_label=$hash $owner_label
