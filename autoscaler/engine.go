@@ -237,7 +237,8 @@ func (e *Engine) configure(config Config) error {
 	if e.steps != nil && e.steps.config.equal(config) {
 		return nil
 	}
-	if err := ValidateConfig(config); err != nil {
+	// newSteps below checks the rest, building the steps once.
+	if err := checkConfig(config); err != nil {
 		return err
 	}
 	if e.state == nil {
@@ -263,6 +264,15 @@ func (e *Engine) configure(config Config) error {
 // checks every part of a loop and builds those that check themselves, so
 // that it refuses exactly what a loop would fail on.
 func ValidateConfig(config Config) error {
+	if err := checkConfig(config); err != nil {
+		return err
+	}
+	_, err := newSteps(Options{}, config, nil, &history{}, nil, nil, clock.RealClock{})
+	return err
+}
+
+// checkConfig checks what the steps do not check when they are built.
+func checkConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
 	}
@@ -272,12 +282,10 @@ func ValidateConfig(config Config) error {
 	if err := scaleDownOptions(config).Validate(); err != nil {
 		return fmt.Errorf("invalid scale-down configuration: %w", err)
 	}
-	clk := clock.RealClock{}
-	if err := actuatorOptions(config, clk).Validate(); err != nil {
+	if err := actuatorOptions(config, clock.RealClock{}).Validate(); err != nil {
 		return fmt.Errorf("invalid scale-down configuration: %w", err)
 	}
-	_, err := newSteps(Options{}, config, nil, &history{}, nil, nil, clk)
-	return err
+	return nil
 }
 
 func newActuator(opts Options, config Config, clk clock.PassiveClock) (*scaledown.Actuator, error) {
