@@ -83,9 +83,10 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 ##@ Test
 
 .PHONY: test
-test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs (builds what they need on first use).
+test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
 	go test -tags e2e -timeout 20m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
+	$(MAKE) test-kind KIND_LABELS=kind-smoke
 
 .PHONY: test-e2e
 test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack, both topologies.
@@ -139,8 +140,8 @@ e2e-image-capi: ## Build the Cluster API, kubeadm, CAPD and capi-autoscaler mana
 	hack/kind/build-images.sh capi
 
 .PHONY: test-kind
-test-kind: e2e-images ## Run the kind suite: a kind management cluster with Cluster API, CAPD and capi-autoscaler (docs/kind-e2e.md; KIND_ARGS=-kind.keep keeps it).
-	go test -tags kind ./e2e/kind/ -timeout 60m -v -args -ginkgo.v -ginkgo.label-filter=kind $(KIND_ARGS)
+test-kind: e2e-images ## Run the kind suite: a kind management cluster with Cluster API, CAPD and capi-autoscaler (docs/kind-e2e.md; KIND_ARGS=-kind.keep keeps it, KIND_LABELS=kind-smoke runs what make test runs).
+	go test -tags kind ./e2e/kind/ -timeout 60m -v -args -ginkgo.v -ginkgo.label-filter=$(or $(KIND_LABELS),kind) $(KIND_ARGS)
 
 ##@ Deployment
 

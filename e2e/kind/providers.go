@@ -11,12 +11,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/config"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -143,6 +148,9 @@ func writeClusterctlConfig(path, repositoryDir, autoscalerImage string) error {
 		// ClusterClass needs the topology controllers.
 		"CLUSTER_TOPOLOGY":      "true",
 		"CAPI_AUTOSCALER_IMAGE": autoscalerImage,
+		// The installed manager serves the suite's own Clusters; Cluster
+		// API's AutoscalerSpec runs another, in its Cluster's namespace.
+		"CAPI_AUTOSCALER_WATCH_FILTER": watchFilter,
 	}
 	for name, value := range workloadClusterVariables {
 		config[name] = value
@@ -220,7 +228,40 @@ func (i *installer) install(ctx context.Context, p provider, version string) err
 			return err
 		}
 	}
-	return nil
+	return i.addToInventory(ctx, components.InventoryObject())
+}
+
+// inventoryDefinitions installs clusterctl's inventory CRD, as `clusterctl
+// init` does first, and waits until it serves.
+func (i *installer) inventoryDefinitions(ctx context.Context) error {
+	objs, err := utilyaml.ToUnstructured(clusterctlconfig.ClusterctlAPIManifest)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := i.apply(ctx, &obj); err != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(clusterctlv1.GroupVersion.WithKind("ProviderList"))
+		return i.client.List(ctx, list) == nil, nil
+	})
+}
+
+// addToInventory records an installed provider in clusterctl's inventory, as
+// `clusterctl init` does: `clusterctl generate cluster` finds the version of
+// the infrastructure provider there, and upgrade and delete find the
+// providers.
+func (i *installer) addToInventory(ctx context.Context, inventory clusterctlv1.Provider) error {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&inventory)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{Object: content}
+	obj.SetGroupVersionKind(clusterctlv1.GroupVersion.WithKind("Provider"))
+	return apply(ctx, i.client, obj)
 }
 
 func (i *installer) apply(ctx context.Context, obj *unstructured.Unstructured) error {

@@ -27,11 +27,14 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	logf "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
+	"sigs.k8s.io/cluster-api/test/framework"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	"sigs.k8s.io/yaml"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
 
 const (
@@ -60,13 +63,24 @@ var managerImages = []string{
 var keepClusters = flag.Bool("kind.keep", false, "Keep the management cluster after the run, for debugging (the next run removes it)")
 
 var (
-	ctx        context.Context
+	ctx        = context.Background()
 	kind       *kindcluster.Provider
 	kubeconfig string
 	management ctrlclient.Client
 	clusterctl client.Client
 	// autoscalerVersion is the release of capi-autoscaler the suite installs.
 	autoscalerVersion string
+
+	// repositoryRoot is this repository's top directory.
+	repositoryRoot string
+	// artifactFolder keeps what Cluster API's specs collect (logs, dumped
+	// objects), in _artifacts/kind.
+	artifactFolder string
+	// clusterctlConfigPath names the suite's local repository.
+	clusterctlConfigPath string
+	// bootstrapClusterProxy is the management cluster for Cluster API's
+	// specs.
+	bootstrapClusterProxy framework.ClusterProxy
 )
 
 func TestKind(t *testing.T) {
@@ -75,10 +89,11 @@ func TestKind(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	ctx = context.Background()
 	logf.SetLogger(GinkgoLogr)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	Expect(err).NotTo(HaveOccurred())
+	repositoryRoot = root
+	artifactFolder = filepath.Join(root, "_artifacts", "kind")
 	dir := GinkgoT().TempDir()
 
 	By("Checking that Docker runs privileged containers here")
@@ -127,21 +142,28 @@ var _ = BeforeSuite(func() {
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
+	Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
 	management, err = ctrlclient.New(restConfig, ctrlclient.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+	proxyScheme := runtime.NewScheme()
+	framework.TryAddDefaultSchemes(proxyScheme)
+	Expect(autoscalingv1alpha1.AddToScheme(proxyScheme)).To(Succeed())
+	bootstrapClusterProxy = framework.NewClusterProxy(managementClusterName, kubeconfig, proxyScheme)
+	DeferCleanup(func() { bootstrapClusterProxy.Dispose(ctx) })
 
 	By("Writing a local clusterctl repository: Cluster API from its modules, capi-autoscaler from its release artifacts")
 	repositoryDir := filepath.Join(dir, "repository")
-	configFile := filepath.Join(dir, "clusterctl.yaml")
+	clusterctlConfigPath = filepath.Join(dir, "clusterctl.yaml")
 	timed("clusterctl repository", func() {
 		Expect(writeClusterAPIRepository(repositoryDir)).To(Succeed())
+		Expect(writeDockerTemplates(repositoryDir)).To(Succeed())
 		autoscalerVersion, err = newestReleaseSeries(filepath.Join(root, "metadata.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(writeAutoscalerRelease(root, repositoryDir, autoscalerVersion)).To(Succeed())
-		Expect(writeClusterctlConfig(configFile, repositoryDir, autoscalerImage)).To(Succeed())
+		Expect(writeClusterctlConfig(clusterctlConfigPath, repositoryDir, autoscalerImage)).To(Succeed())
 	})
 
-	clusterctl, err = client.New(ctx, configFile)
+	clusterctl, err = client.New(ctx, clusterctlConfigPath)
 	Expect(err).NotTo(HaveOccurred())
 	ca, err := newCertificateAuthority()
 	Expect(err).NotTo(HaveOccurred())
@@ -149,6 +171,7 @@ var _ = BeforeSuite(func() {
 
 	By("Installing Cluster API, the kubeadm providers and CAPD")
 	timed("installing Cluster API", func() {
+		Expect(install.inventoryDefinitions(ctx)).To(Succeed())
 		for _, p := range clusterAPIProviders {
 			Expect(install.install(ctx, p, capiVersion)).To(Succeed())
 		}

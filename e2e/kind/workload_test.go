@@ -3,20 +3,36 @@
 package kind
 
 import (
-	"os/exec"
-	"strings"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
 
-var _ = Describe("A workload cluster from Cluster API's ClusterClass for CAPD", Label("kind"), func() {
-	It("comes up with the MachineDeployment at the autoscaler's min size, its Machines Running on Docker containers", func() {
+// The specs share one workload cluster and run in order: each leaves it at
+// its groups' min sizes. Those labelled kind-smoke are the ones `make test`
+// runs.
+var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's ClusterClass for CAPD", Ordered, Label("kind"), func() {
+	var (
+		cluster  *clusterv1.Cluster
+		workload ctrlclient.Client
+		// bigCPU is more than half a worker's 2 cores: one such pod per
+		// node, and a node running one is not underutilized.
+		bigCPU = "1200m"
+	)
+
+	BeforeAll(func() {
 		expectProvidersRunning()
 		objs, err := workloadClusterObjects(ctx, clusterctl)
 		Expect(err).NotTo(HaveOccurred())
@@ -25,9 +41,11 @@ var _ = Describe("A workload cluster from Cluster API's ClusterClass for CAPD", 
 			obj.SetNamespace(workloadClusterNamespace)
 			Expect(apply(ctx, management, &obj)).To(Succeed())
 		}
+		cluster = &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: workloadClusterNamespace, Name: workloadClusterName}}
 		DeferCleanup(func() {
-			By("Deleting the workload cluster")
-			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: workloadClusterNamespace, Name: workloadClusterName}}
+			By("Deleting the ClusterAutoscaler, then the workload cluster")
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}
+			Expect(ctrlclient.IgnoreNotFound(management.Delete(ctx, ca))).To(Succeed())
 			Expect(ctrlclient.IgnoreNotFound(management.Delete(ctx, cluster))).To(Succeed())
 			Eventually(func() error {
 				return management.Get(ctx, ctrlclient.ObjectKeyFromObject(cluster), cluster)
@@ -36,39 +54,165 @@ var _ = Describe("A workload cluster from Cluster API's ClusterClass for CAPD", 
 
 		By("Waiting for the Cluster to be Available")
 		Eventually(func(g Gomega) {
-			cluster := &clusterv1.Cluster{}
-			g.Expect(management.Get(ctx, ctrlclient.ObjectKey{Namespace: workloadClusterNamespace, Name: workloadClusterName}, cluster)).To(Succeed())
+			g.Expect(management.Get(ctx, ctrlclient.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
 			g.Expect(cluster.Status.Conditions).To(ContainElement(And(
 				HaveField("Type", clusterv1.AvailableCondition),
 				HaveField("Status", metav1.ConditionTrue),
 			)))
 		}).WithTimeout(10 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
 		AddReportEntry("workload cluster Available", time.Since(start).Round(time.Second).String())
+		workload = workloadClient(ctx, cluster)
 
-		By("Checking the MachineDeployment: the topology's bounds, replicas at the min size, every Machine Running with a Node")
-		mds := &clusterv1.MachineDeploymentList{}
-		Expect(management.List(ctx, mds, ctrlclient.InNamespace(workloadClusterNamespace), ctrlclient.MatchingLabels{clusterv1.ClusterNameLabel: workloadClusterName})).To(Succeed())
-		Expect(mds.Items).To(HaveLen(1))
-		md := mds.Items[0]
-		Expect(md.Annotations).To(HaveKeyWithValue(minSizeAnnotation, machineDeploymentMinSize))
-		Expect(md.Annotations).To(HaveKeyWithValue(maxSizeAnnotation, machineDeploymentMaxSize))
-		Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		By("Turning autoscaling on for the workload cluster")
+		fastClusterAutoscaler(ctx, cluster)
+	})
 
-		machines := &clusterv1.MachineList{}
-		Expect(management.List(ctx, machines, ctrlclient.InNamespace(workloadClusterNamespace), ctrlclient.MatchingLabels{clusterv1.ClusterNameLabel: workloadClusterName})).To(Succeed())
-		Expect(machines.Items).To(HaveLen(2), "one control plane Machine, one worker")
-		for _, machine := range machines.Items {
-			Expect(machine.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), machine.Name)
-			Expect(machine.Status.NodeRef.IsDefined()).To(BeTrue(), machine.Name)
+	It("starts each MachineDeployment at its min size, with the topology's bounds, Machines Running on CAPD containers", Label("kind-smoke"), func() {
+		for _, group := range []workerGroup{workers, fromZero} {
+			md := machineDeployment(Default, group)
+			Expect(md.Annotations).To(HaveKeyWithValue(clusterv1.AutoscalerMinSizeAnnotation, strconv.Itoa(group.minSize)))
+			Expect(md.Annotations).To(HaveKeyWithValue(clusterv1.AutoscalerMaxSizeAnnotation, strconv.Itoa(group.maxSize)))
+			expectGroupSize(workload, group, group.minSize)
 		}
+		Expect(capdContainers(Default)).To(ContainElement(workloadClusterName+"-lb"), "CAPD's load balancer")
+	})
 
-		By("Checking that CAPD runs a container for each Machine, and the load balancer")
-		out, err := exec.Command("docker", "ps", "--filter", "label=io.x-k8s.kind.cluster="+workloadClusterName, "--format", "{{.Names}}").Output()
-		Expect(err).NotTo(HaveOccurred())
-		containers := strings.Fields(string(out))
-		for _, machine := range machines.Items {
-			Expect(containers).To(ContainElement(machine.Name))
+	It("adds a node when a pod fits on none, and the pod runs on it", Label("kind-smoke"), func() {
+		before := expectGroupSize(workload, workers, 1)
+		// The next spec removes both workloads.
+		first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		Expect(podsRunning(workload, first)[0].Spec.NodeName).To(BeElementOf(mapValues(before)))
+
+		By("Creating a second pod that fits on no node")
+		second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		after := expectGroupSize(workload, workers, 2)
+		added := sets.List(sets.New(mapValues(after)...).Difference(sets.New(mapValues(before)...)))
+		Expect(added).To(HaveLen(1))
+		pod := podsRunning(workload, second)[0]
+		Expect(pod.Spec.NodeName).To(Equal(added[0]), "the pod runs on the added node")
+		Expect(podEventReasons(workload, pod)).To(ContainElement("TriggeredScaleUp"))
+	})
+
+	It("removes an emptied node after the unneeded time, down to the min size: the Machine it marked goes, with its container", Label("kind-smoke"), func() {
+		before := expectGroupSize(workload, workers, 2)
+		By("Emptying both workers")
+		deleteWorkload(workload, "first")
+		deleteWorkload(workload, "second")
+
+		By("Waiting for the group to shrink to its min size, noting the Machines the autoscaler marks")
+		marked := sets.New[string]()
+		Eventually(func(g Gomega) {
+			machines := groupMachines(g, workers)
+			marked.Insert(markedMachines(machines)...)
+			g.Expect(machineDeployment(g, workers).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(machines).To(HaveLen(1))
+		}).WithTimeout(machineTimeout).WithPolling(time.Second).Should(Succeed())
+		after := expectGroupSize(workload, workers, 1)
+
+		var removed []string
+		for machine := range before {
+			if _, ok := after[machine]; !ok {
+				removed = append(removed, machine)
+			}
 		}
-		Expect(containers).To(ContainElement(workloadClusterName + "-lb"))
+		Expect(removed).To(HaveLen(1))
+		Expect(marked.UnsortedList()).To(ConsistOf(removed[0]), "the autoscaler marked the Machine that went, and no other")
+		Expect(capdContainers(Default)).NotTo(ContainElement(removed[0]), "the removed Machine's container is gone")
+		err := workload.Get(ctx, ctrlclient.ObjectKey{Name: before[removed[0]]}, &corev1.Node{})
+		Expect(err).To(Satisfy(apierrors.IsNotFound), "the removed Machine's Node is gone")
+		Expect(taintedNodes(Default, workload)).To(BeEmpty())
+	})
+
+	It("grows a group from zero for a pod only its nodes take, and shrinks it to zero when the pod goes", func() {
+		expectGroupSize(workload, fromZero, 0)
+		app := pauseWorkload{name: "needs-from-zero", replicas: 1, cpu: "500m", group: fromZero}.create(ctx, workload)
+		nodes := expectGroupSize(workload, fromZero, 1)
+		Expect(podsRunning(workload, app)[0].Spec.NodeName).To(BeElementOf(mapValues(nodes)))
+
+		By("Removing the pod: the group goes back to zero")
+		deleteWorkload(workload, app.Name)
+		expectGroupSize(workload, fromZero, 0)
+	})
+
+	It("gives a node back when the manager is killed while draining it, and removes it cleanly later", func() {
+		expectGroupSize(workload, workers, 1)
+		first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		DeferCleanup(deleteWorkload, workload, first.Name)
+		kept := podsRunning(workload, first)[0].Spec.NodeName
+		second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		expectGroupSize(workload, workers, 2)
+		drained := podsRunning(workload, second)[0].Spec.NodeName
+
+		By("Putting a small pod on " + drained + ", held by a finalizer once evicted, and emptying the node of the rest")
+		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
+			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+					Weight: 100,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
+					}}},
+				}},
+			}}
+		}}.create(ctx, workload)
+		DeferCleanup(deleteWorkload, workload, small.Name)
+		held := podsRunning(workload, small)[0]
+		Expect(held.Spec.NodeName).To(Equal(drained))
+		patchObject(workload, &held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
+		DeferCleanup(releasePod, workload, &held)
+		deleteWorkload(workload, second.Name)
+
+		By("Waiting until the autoscaler drains " + drained + ": tainted, the small pod evicted and Terminating")
+		Eventually(func(g Gomega) {
+			g.Expect(taintedNodes(g, workload)).To(ConsistOf(drained))
+			pod := &corev1.Pod{}
+			g.Expect(workload.Get(ctx, ctrlclient.ObjectKeyFromObject(&held), pod)).To(Succeed())
+			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		By("Killing the manager in the middle of the drain")
+		// The pod cannot go, and the node must not either: the restarted
+		// manager has no reason of its own to drain it again.
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: drained}}
+		patchObject(workload, node, func(node *corev1.Node) {
+			metav1.SetMetaDataAnnotation(&node.ObjectMeta, scaleDownDisabledAnnotation, "true")
+		})
+		killManager()
+
+		By("Seeing the restarted manager give the node back: no taint, no mark, no replica lost")
+		Eventually(func(g Gomega) {
+			g.Expect(taintedNodes(g, workload)).To(BeEmpty())
+		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(taintedNodes(g, workload)).To(BeEmpty())
+			g.Expect(machineDeployment(g, workers).Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+			machines := groupMachines(g, workers)
+			g.Expect(machines).To(HaveLen(2))
+			g.Expect(markedMachines(machines)).To(BeEmpty())
+		}).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+
+		By("Letting the held pod go and allowing scale-down again: " + drained + " is removed cleanly")
+		releasePod(workload, &held)
+		patchObject(workload, node, func(node *corev1.Node) { delete(node.Annotations, scaleDownDisabledAnnotation) })
+		nodes := expectGroupSize(workload, workers, 1)
+		Expect(mapValues(nodes)).To(ConsistOf(kept))
+		Expect(taintedNodes(Default, workload)).To(BeEmpty())
+		Expect(markedMachines(groupMachines(Default, workers))).To(BeEmpty())
+		Expect(podsRunning(workload, small)[0].Spec.NodeName).To(Equal(kept))
 	})
 })
+
+// podEventReasons lists the reasons of pod's events.
+func podEventReasons(workload ctrlclient.Client, pod corev1.Pod) []string {
+	GinkgoHelper()
+	events := &corev1.EventList{}
+	Expect(workload.List(ctx, events, ctrlclient.InNamespace(pod.Namespace), ctrlclient.MatchingFields{"involvedObject.name": pod.Name})).To(Succeed())
+	reasons := make([]string, 0, len(events.Items))
+	for _, event := range events.Items {
+		reasons = append(reasons, event.Reason)
+	}
+	return reasons
+}
+
+func mapValues(m map[string]string) []string {
+	return slices.Collect(maps.Values(m))
+}

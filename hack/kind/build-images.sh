@@ -73,7 +73,7 @@ debian_image() {
   mirror=$(apt_mirror)
   hash=$(inputs_hash "debian_image trim_rootfs" "$debian_suite" "$mirror" "$packages")
   if up_to_date "$name" "$hash"; then return 0; fi
-  command -v debootstrap >/dev/null || { log "debootstrap is missing (apt-get install debootstrap)"; return 1; }
+  ensure_debootstrap
   log "debootstrap $debian_suite with $packages from $mirror"
   local rootfs
   rootfs=$(mktemp -d "$work/rootfs.XXXX")
@@ -82,6 +82,19 @@ debian_image() {
   trim_rootfs "$rootfs"
   tar -C "$rootfs" -c . | low docker import --change "LABEL $inputs_label=$hash" --change "LABEL $owner_label" - "$name" >/dev/null
   rm -rf "$rootfs" "$rootfs.log"
+}
+
+# ensure_debootstrap installs debootstrap from the machine's Debian packages
+# when it is missing, so that a fresh machine needs nothing by hand.
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null && return 0
+  if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+    log "debootstrap is missing: install it (apt-get install debootstrap) or run as root on Debian"
+    return 1
+  fi
+  log "installing debootstrap from the machine's Debian packages"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; } >"$work/apt.log" 2>&1 ||
+    { tail -20 "$work/apt.log"; return 1; }
 }
 
 apt_mirror() {

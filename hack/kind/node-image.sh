@@ -16,6 +16,9 @@ readonly node_packages=systemd,systemd-sysv,dbus,iptables,nftables,iproute2,ca-c
 readonly flannel_module=github.com/flannel-io/flannel@v0.28.10
 # The image default-cni.yaml runs.
 readonly flannel_image=ghcr.io/flannel-io/flannel:v0.28.10
+# Cluster API's AutoscalerSpec runs its scale-up pods from this pause image
+# (test/framework's AddScaleUpDeploymentAndWait), which is not kubeadm's.
+readonly framework_pause_image=registry.k8s.io/pause:3.10.1
 # kube-proxy programs the host's packet filter with these commands.
 readonly kube_proxy_packages=iptables,nftables,conntrack,ipset,kmod
 
@@ -110,14 +113,14 @@ build_pause() {
 }
 
 # build_control_plane_images tags an image for each one kubeadm asks for, with
-# the names and tags kubeadm itself lists, and flannel's for the CNI manifest,
-# and prints their names.
+# the names and tags kubeadm itself lists, flannel's for the CNI manifest and
+# the pause image of Cluster API's test framework, and prints their names.
 build_control_plane_images() {
   local proxy_base=$1 bin=$2
   local kube_version
   kube_version=$("$kube_bin/kubeadm" version -o short)
   local image
-  for image in $("$kube_bin/kubeadm" config images list --kubernetes-version "$kube_version") "$flannel_image"; do
+  for image in $("$kube_bin/kubeadm" config images list --kubernetes-version "$kube_version") "$flannel_image" "$framework_pause_image"; do
     local component=${image##*/}
     component=${component%%:*}
     local binary path entrypoint="" base=scratch
@@ -156,7 +159,8 @@ assemble_node_image() {
     "$kube_bin/kubelet" "$kube_bin/kubeadm" "$kube_bin/kubectl" "$ctx/bin/"
   local kube_version pause_image
   kube_version=$("$kube_bin/kubeadm" version -o short)
-  pause_image=$(grep /pause: <<<"$images")
+  # The kubelet's sandbox image: kubeadm's pause, not the framework's.
+  pause_image=$("$kube_bin/kubeadm" config images list --kubernetes-version "$kube_version" | grep /pause:)
   local unpreloaded=capi-autoscaler-e2e/node-unpreloaded:build
   docker_build -t "$unpreloaded" \
     --build-arg BASE="$rootfs" --build-arg KUBE_VERSION="$kube_version" --build-arg PAUSE_IMAGE="$pause_image" \
