@@ -198,16 +198,28 @@ func managementClusterConfig() *v1alpha4.Cluster {
 	return config
 }
 
-// removeManagementCluster removes the suite's kind cluster and the workload
-// cluster's CAPD containers if there are any. kind and CAPD label every
-// container with its cluster's name (io.x-k8s.kind.cluster), and kind
-// removes the containers (and their volumes) that carry the label.
+// removeManagementCluster removes the suite's kind cluster and, first, the
+// CAPD containers of every Cluster it manages, including those of Cluster
+// API's specs, whose names are random. kind and CAPD label every container
+// with its cluster's name (io.x-k8s.kind.cluster), and kind removes the
+// containers (and their volumes) that carry the label; the suite removes
+// only clusters its management cluster created, and its own.
 func removeManagementCluster() error {
 	clusters, err := kind.List()
 	if err != nil {
 		return err
 	}
-	for _, name := range []string{workloadClusterName, managementClusterName} {
+	if !slices.Contains(clusters, managementClusterName) {
+		return nil
+	}
+	managed, err := managedClusters()
+	if err != nil {
+		// A management cluster that does not answer cannot say which
+		// containers are its own: remove only the suite's workload cluster.
+		GinkgoWriter.Printf("Listing the Clusters of %s: %v; only %s's containers are removed with it\n", managementClusterName, err, workloadClusterName)
+		managed = []string{workloadClusterName}
+	}
+	for _, name := range append(managed, managementClusterName) {
 		if !slices.Contains(clusters, name) {
 			continue
 		}
@@ -216,6 +228,36 @@ func removeManagementCluster() error {
 		}
 	}
 	return nil
+}
+
+// managedClusters lists the names of the Clusters in the management cluster.
+func managedClusters() ([]string, error) {
+	config, err := kind.KubeConfig(managementClusterName, false)
+	if err != nil {
+		return nil, err
+	}
+	restConfig, err := clientcmd.RESTConfigFromKubeConfig([]byte(config))
+	if err != nil {
+		return nil, err
+	}
+	restConfig.Timeout = 10 * time.Second
+	scheme := runtime.NewScheme()
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := ctrlclient.New(restConfig, ctrlclient.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	list := &clusterv1.ClusterList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, cluster := range list.Items {
+		names = append(names, cluster.Name)
+	}
+	return names, nil
 }
 
 // loadImages copies images from the host's Docker into every node of the
