@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
 )
 
 const (
@@ -184,8 +186,7 @@ func writeClusterctlConfig(path, repositoryDir, autoscalerImage string) error {
 type installer struct {
 	clusterctl client.Client
 	client     ctrlclient.Client
-	ca         *certificateAuthority
-	issued     int64
+	ca         *pki.CA
 }
 
 // install reads a provider's components through the clusterctl library
@@ -288,8 +289,7 @@ func (i *installer) servingSecret(certificate unstructured.Unstructured) (*corev
 	if err != nil {
 		return nil, err
 	}
-	i.issued++
-	cert, err := i.ca.issue(i.issued+1, dnsNames)
+	cert, err := i.ca.Serving(dnsNames)
 	if err != nil {
 		return nil, fmt.Errorf("issuing certificate %s: %w", certificate.GetName(), err)
 	}
@@ -297,9 +297,9 @@ func (i *installer) servingSecret(certificate unstructured.Unstructured) (*corev
 		WithLabels(certificate.GetLabels()).
 		WithType(corev1.SecretTypeTLS).
 		WithData(map[string][]byte{
-			corev1.TLSCertKey:       cert.certPEM,
-			corev1.TLSPrivateKeyKey: cert.keyPEM,
-			"ca.crt":                cert.caPEM,
+			corev1.TLSCertKey:       cert.Cert,
+			corev1.TLSPrivateKeyKey: cert.Key,
+			"ca.crt":                i.ca.CertPEM,
 		}), nil
 }
 
@@ -312,7 +312,7 @@ func (i *installer) injectCA(obj unstructured.Unstructured) unstructured.Unstruc
 	}
 	delete(annotations, certManagerInjectCA)
 	obj.SetAnnotations(annotations)
-	caBundle := base64.StdEncoding.EncodeToString(i.ca.certPEM)
+	caBundle := base64.StdEncoding.EncodeToString(i.ca.CertPEM)
 	switch obj.GetKind() {
 	case "CustomResourceDefinition":
 		if _, found, _ := unstructured.NestedMap(obj.Object, "spec", "conversion", "webhook", "clientConfig"); found {

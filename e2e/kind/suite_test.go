@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
 )
 
 const (
@@ -165,7 +166,7 @@ var _ = BeforeSuite(func() {
 
 	clusterctl, err = client.New(ctx, clusterctlConfigPath)
 	Expect(err).NotTo(HaveOccurred())
-	ca, err := newCertificateAuthority()
+	ca, err := pki.NewCA("capi-autoscaler kind e2e CA")
 	Expect(err).NotTo(HaveOccurred())
 	install := &installer{clusterctl: clusterctl, client: management, ca: ca}
 

@@ -137,7 +137,7 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 		return nil, err
 	}
 	s.track(apiserver)
-	healthClient, err := httpsClient(s.ca.certPEM, &s.admin)
+	healthClient, err := httpsClient(s.ca.CertPEM, &s.admin)
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 // newCluster writes an admin kubeconfig for server and builds clients.
 func (s *Stack) newCluster(name, server, kubeconfigPath string) (*Cluster, error) {
 	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.ca.certPEM}
-	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: s.admin.cert, ClientKeyData: s.admin.key}
+	kubeconfig.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.ca.CertPEM}
+	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: s.admin.Cert, ClientKeyData: s.admin.Key}
 	kubeconfig.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: "admin"}
 	kubeconfig.CurrentContext = name
 	data, err := clientcmd.Write(*kubeconfig)
@@ -245,7 +245,7 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 	}
 	s.track(kwok)
 
-	componentClient, err := httpsClient(s.ca.certPEM, nil)
+	componentClient, err := httpsClient(s.ca.CertPEM, nil)
 	if err != nil {
 		return err
 	}

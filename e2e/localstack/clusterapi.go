@@ -43,7 +43,7 @@ func (s *Stack) startClusterAPI(ctx context.Context, m modules) error {
 	webhookURL := "https://127.0.0.1:" + strconv.Itoa(webhookPort)
 	config := filepath.Join(m.clusterAPI, "core", "config")
 
-	crds, err := clusterAPICRDs(filepath.Join(config, "crd", "bases"), webhookURL, s.ca.certPEM)
+	crds, err := clusterAPICRDs(filepath.Join(config, "crd", "bases"), webhookURL, s.ca.CertPEM)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Stack) startClusterAPI(ctx context.Context, m modules) error {
 	}
 
 	certDir := filepath.Join(s.WorkDir, "capi-webhook")
-	if err := writeFiles(certDir, map[string][]byte{"tls.crt": s.serving.cert, "tls.key": s.serving.key}); err != nil {
+	if err := writeFiles(certDir, map[string][]byte{"tls.crt": s.serving.Cert, "tls.key": s.serving.Key}); err != nil {
 		return err
 	}
 	manager, err := startProcess(ctx, s.logDir(), "capi-manager", s.binary("capi-manager"),
@@ -91,7 +91,7 @@ func (s *Stack) startClusterAPI(ctx context.Context, m modules) error {
 	if err != nil {
 		return err
 	}
-	return installWebhooks(ctx, s.Management.Client, webhooks, webhookURL, s.ca.certPEM)
+	return installWebhooks(ctx, s.Management.Client, webhooks, webhookURL, s.ca.CertPEM)
 }
 
 // clusterAPICRDs reads the CRDs of Cluster API and points their conversion

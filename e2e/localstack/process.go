@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
 )
 
 // stopTimeout is how long a process has to exit after SIGTERM before it is
@@ -178,14 +180,14 @@ func probe(ctx context.Context, client *http.Client, url string) error {
 
 // httpsClient trusts the stack's CA and, when given, authenticates with a
 // client certificate.
-func httpsClient(caPEM []byte, clientCert *keyPair) (*http.Client, error) {
+func httpsClient(caPEM []byte, clientCert *pki.KeyPair) (*http.Client, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("no CA certificate")
 	}
 	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if clientCert != nil {
-		pair, err := tls.X509KeyPair(clientCert.cert, clientCert.key)
+		pair, err := tls.X509KeyPair(clientCert.Cert, clientCert.Key)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
 )
 
 // Topology says where the workload cluster's API server is.
@@ -89,9 +92,9 @@ type Stack struct {
 	repoRoot     string
 	binDir       string
 	removeDir    bool
-	ca           *certificateAuthority
-	serving      keyPair
-	admin        keyPair
+	ca           *pki.CA
+	serving      pki.KeyPair
+	admin        pki.KeyPair
 	saKeyPath    string
 	etcdURL      string
 	mu           sync.Mutex
@@ -249,22 +252,26 @@ func (s *Stack) checkBinaries() error {
 
 func (s *Stack) writeCertificates() error {
 	var err error
-	if s.ca, err = newCertificateAuthority(); err != nil {
+	if s.ca, err = pki.NewCA("localstack-ca"); err != nil {
 		return err
 	}
-	if s.serving, err = s.ca.servingPair(); err != nil {
+	// Valid for local connections to any component of the stack.
+	if s.serving, err = s.ca.Serving(
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		net.IPv4(127, 0, 0, 1), net.IPv6loopback,
+	); err != nil {
 		return err
 	}
-	if s.admin, err = s.ca.clientPair("localstack-admin", "system:masters"); err != nil {
+	if s.admin, err = s.ca.Client("localstack-admin", "system:masters"); err != nil {
 		return err
 	}
 	// The API server proxies to aggregated APIs as front-proxy-client; the
 	// scheduler and controller manager read the same CA to trust it.
-	frontProxy, err := s.ca.clientPair(frontProxyUser)
+	frontProxy, err := s.ca.Client(frontProxyUser)
 	if err != nil {
 		return err
 	}
-	saKey, err := serviceAccountKey()
+	saKey, err := pki.NewKey()
 	if err != nil {
 		return err
 	}
@@ -273,13 +280,13 @@ func (s *Stack) writeCertificates() error {
 		return err
 	}
 	return writeFiles(s.pkiDir(), map[string][]byte{
-		"ca.crt":                 s.ca.certPEM,
-		"ca.key":                 s.ca.keyPEM,
-		"serving.crt":            s.serving.cert,
-		"serving.key":            s.serving.key,
+		"ca.crt":                 s.ca.CertPEM,
+		"ca.key":                 s.ca.KeyPEM,
+		"serving.crt":            s.serving.Cert,
+		"serving.key":            s.serving.Key,
 		"sa.key":                 saKey,
-		"front-proxy-client.crt": frontProxy.cert,
-		"front-proxy-client.key": frontProxy.key,
+		"front-proxy-client.crt": frontProxy.Cert,
+		"front-proxy-client.key": frontProxy.Key,
 	})
 }
 
@@ -315,4 +322,17 @@ func resolveModules(ctx context.Context, toolsModule string) (modules, error) {
 		return m, err
 	}
 	return m, nil
+}
+
+// writeFiles writes name → content into dir with private permissions.
+func writeFiles(dir string, files map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
