@@ -53,18 +53,30 @@ build_node_image() {
   log "built $node_image"
 }
 
-# build_coredns builds CoreDNS with only the plugins the Corefile kubeadm
-# writes uses; its module lists every plugin in a generated file, rewritten here
-# in a copy of the module.
-build_coredns() {
-  local out=$1
-  local stamp="$out/.coredns-$(echo "$coredns_module" | sha256sum | cut -c1-16)"
+# build_patched_module BINARY MODULE OUT PATCH [LDFLAGS] builds BINARY from
+# the main package of a copy of MODULE that PATCH (a function run in the copy)
+# changed. A stamp of the module version skips the build next time.
+build_patched_module() {
+  local binary=$1 module=$2 out=$3 patch=$4 ldflags=${5:-}
+  local stamp="$out/.$binary-$(echo "$module" | sha256sum | cut -c1-16)"
   [[ -f $stamp ]] && return 0
-  log "building coredns from $coredns_module"
-  local src=$work/coredns-src
+  log "building $binary from $module"
+  local src=$work/$binary-src
   rm -rf "$src"
-  cp -r "$(module_dir "$coredns_module")" "$src"
+  cp -r "$(module_dir "$module")" "$src"
   chmod -R u+w "$src"
+  (cd "$src" && "$patch") || { log "patching $module for $binary failed"; return 1; }
+  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod low go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$binary" .)
+  rm -rf "$src"
+  touch "$stamp"
+}
+
+# build_coredns builds CoreDNS with only the plugins the Corefile kubeadm
+# writes uses.
+build_coredns() { build_patched_module coredns "$coredns_module" "$1" coredns_kubeadm_plugins; }
+
+# coredns_kubeadm_plugins rewrites the generated file that lists every plugin.
+coredns_kubeadm_plugins() {
   {
     echo "package plugin"
     echo "import ("
@@ -72,10 +84,7 @@ build_coredns() {
       echo "  _ \"github.com/coredns/coredns/plugin/$plugin\""
     done
     echo ")"
-  } >"$src/core/plugin/zplugin.go"
-  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod low go build -trimpath -ldflags "-s -w" -o "$out/coredns" .)
-  rm -rf "$src"
-  touch "$stamp"
+  } >core/plugin/zplugin.go
 }
 
 # build_flanneld builds flannel's daemon without the backends whose
@@ -83,20 +92,13 @@ build_coredns() {
 # (needs cgo; upstream leaves it out on every architecture but amd64). The
 # node image's CNI uses host-gw.
 build_flanneld() {
-  local out=$1
-  local stamp="$out/.flanneld-$(echo "$flannel_module" | sha256sum | cut -c1-16)"
-  [[ -f $stamp ]] && return 0
-  log "building flanneld from $flannel_module"
-  local src=$work/flannel-src
-  rm -rf "$src"
-  cp -r "$(module_dir "$flannel_module")" "$src"
-  chmod -R u+w "$src"
-  grep -q 'pkg/backend/tencentvpc"' "$src/main.go"
-  sed -i -e '/pkg\/backend\/tencentvpc"/d' -e '/pkg\/backend\/udp"/d' "$src/main.go"
-  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod low go build -trimpath \
-    -ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${flannel_module#*@}" -o "$out/flanneld" .)
-  rm -rf "$src"
-  touch "$stamp"
+  build_patched_module flanneld "$flannel_module" "$1" flannel_without_unbuildable_backends \
+    "-X github.com/flannel-io/flannel/pkg/version.Version=${flannel_module#*@}"
+}
+
+flannel_without_unbuildable_backends() {
+  grep -q 'pkg/backend/tencentvpc"' main.go || return 1
+  sed -i -e '/pkg\/backend\/tencentvpc"/d' -e '/pkg\/backend\/udp"/d' main.go
 }
 
 # build_pause compiles the pause container's program from the Kubernetes
