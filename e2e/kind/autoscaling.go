@@ -31,10 +31,8 @@ import (
 const (
 	// pauseImage is preloaded in the node image: the workload's pods run
 	// it without a registry.
-	pauseImage = "registry.k8s.io/pause:3.10.2"
-	// holdFinalizer keeps an evicted pod Terminating, so that the drain of
-	// its node cannot finish.
-	holdFinalizer = "e2e.capi-autoscaler.io/hold"
+	pauseImage           = "registry.k8s.io/pause:3.10.2"
+	slowToTerminateImage = "registry.k8s.io/kube-proxy:v1.36.3"
 	// scaleDownDisabledAnnotation opts a Node out of scale-down.
 	scaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
@@ -235,15 +233,25 @@ func patchObject[T ctrlclient.Object](c ctrlclient.Client, obj T, mutate func(T)
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
-// releasePod removes the finalizers of pod, if it still exists.
-func releasePod(workload ctrlclient.Client, pod *corev1.Pod) {
+// forceDelete deletes pod without a grace period, if it still exists.
+func forceDelete(workload ctrlclient.Client, pod *corev1.Pod) {
 	GinkgoHelper()
-	err := workload.Get(ctx, ctrlclient.ObjectKeyFromObject(pod), pod)
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	Expect(err).NotTo(HaveOccurred())
-	patchObject(workload, pod, func(pod *corev1.Pod) { pod.Finalizers = nil })
+	Expect(ctrlclient.IgnoreNotFound(workload.Delete(ctx, pod, ctrlclient.GracePeriodSeconds(0)))).To(Succeed())
+	Eventually(func() error {
+		return workload.Get(ctx, ctrlclient.ObjectKeyFromObject(pod), &corev1.Pod{})
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Satisfy(apierrors.IsNotFound))
+}
+
+// slowToTerminate makes the pods of template keep running for five minutes
+// after they are asked to stop, as a server finishing its requests would:
+// `sleep` as the container's first process ignores SIGTERM, and the
+// kube-proxy image, preloaded in the node image, is the one with a shell's
+// tools. pause exits at once, and a terminated pod does not hold a drain.
+func slowToTerminate(template *corev1.PodTemplateSpec) {
+	template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
+	container := &template.Spec.Containers[0]
+	container.Image = slowToTerminateImage
+	container.Command = []string{"sleep", "infinity"}
 }
 
 // markedMachines returns the names of the Machines the autoscaler marked

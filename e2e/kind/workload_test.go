@@ -143,8 +143,9 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		expectGroupSize(workload, workers, 2)
 		drained := podsRunning(workload, second)[0].Spec.NodeName
 
-		By("Putting a small pod on " + drained + ", held by a finalizer once evicted, and emptying the node of the rest")
+		By("Putting on " + drained + " a small pod that takes minutes to terminate, and emptying the node of the rest")
 		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
+			slowToTerminate(template)
 			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 					Weight: 100,
@@ -157,11 +158,10 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		DeferCleanup(deleteWorkload, workload, small.Name)
 		held := podsRunning(workload, small)[0]
 		Expect(held.Spec.NodeName).To(Equal(drained))
-		patchObject(workload, &held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
-		DeferCleanup(releasePod, workload, &held)
+		DeferCleanup(forceDelete, workload, &held)
 		deleteWorkload(workload, second.Name)
 
-		By("Waiting until the autoscaler drains " + drained + ": tainted, the small pod evicted and Terminating")
+		By("Waiting until the autoscaler drains " + drained + ": tainted, the small pod evicted and still Terminating")
 		Eventually(func(g Gomega) {
 			g.Expect(taintedNodes(g, workload)).To(ConsistOf(drained))
 			pod := &corev1.Pod{}
@@ -191,7 +191,7 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		}).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 
 		By("Letting the held pod go and allowing scale-down again: " + drained + " is removed cleanly")
-		releasePod(workload, &held)
+		forceDelete(workload, &held)
 		patchObject(workload, node, func(node *corev1.Node) { delete(node.Annotations, scaleDownDisabledAnnotation) })
 		nodes := expectGroupSize(workload, workers, 1)
 		Expect(mapValues(nodes)).To(ConsistOf(kept))
