@@ -6,6 +6,7 @@
 package autoscaler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,15 @@ type Options struct {
 	Clock clock.WithTicker
 	// OnStatus, when set, is called with the status after every loop.
 	OnStatus func(Status)
+	// LoopTimeout bounds one loop; DefaultLoopTimeout when zero.
+	LoopTimeout time.Duration
 }
+
+// DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a
+// loop that takes minutes waits on a read that may never return, such as an
+// informer that cannot sync because RBAC forbids its list. Failing it shows
+// the cause on the status, where waiting would stop autoscaling silently.
+const DefaultLoopTimeout = 2 * time.Minute
 
 // PodLister lists the pods of a cluster as pointers to the objects of a
 // cache, which the engine does not modify. A cluster has tens of pods per
@@ -95,6 +104,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.LoopTimeout <= 0 {
+		opts.LoopTimeout = DefaultLoopTimeout
 	}
 	e := &Engine{
 		opts:    opts,
@@ -208,7 +220,12 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 		return e.publish(ctx, Status{Time: now, Err: err})
 	}
 	start := e.clock.Now()
-	status := e.steps.run(ctx, now)
+	loopCtx, cancel := context.WithTimeout(ctx, e.opts.LoopTimeout)
+	status := e.steps.run(loopCtx, now)
+	if errors.Is(loopCtx.Err(), context.DeadlineExceeded) {
+		status.Err = fmt.Errorf("the loop did not finish within %s: %w", e.opts.LoopTimeout, cmp.Or(status.Err, loopCtx.Err()))
+	}
+	cancel()
 	end := e.clock.Now()
 	e.opts.Metrics.observeFunction(e.opts.ClusterName, "main", start, end)
 	logger.V(4).Info("Finished loop", "duration", end.Sub(start))
