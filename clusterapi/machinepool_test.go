@@ -169,6 +169,18 @@ var _ = Describe("MachinePool node groups", func() {
 			Expect(recorder.events).To(BeEmpty())
 		})
 
+		It("refuses a node whose Machine is still to come rather than let the provider choose", func() {
+			mp := f.MachinePool("mp-0", 2, sizeAnnotations(0, 5))
+			f.Create(ctx, mp)
+			instance(mp, "a")
+			poolMachine(mp, "a")
+			waiting := instance(mp, "b")
+
+			Expect(groupOf(mp).DeleteNodes(ctx, []*corev1.Node{waiting})).To(MatchError(ContainSubstring("no MachinePool Machine yet")))
+			Expect(replicasOf(mp)).To(BeEquivalentTo(2))
+			Expect(markedMachines()).To(BeEmpty())
+		})
+
 		It("gives up only replicas that have no instance yet", func() {
 			mp := f.MachinePool("mp-0", 4, sizeAnnotations(0, 5))
 			f.Create(ctx, mp)

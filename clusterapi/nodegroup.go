@@ -149,15 +149,24 @@ func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	if len(errs) > 0 {
 		return kerrors.NewAggregate(errs)
 	}
-	if len(machines) > 0 {
-		if err := g.deleteMachines(ctx, machines); err != nil {
-			return err
+	if len(machineless) == 0 {
+		return g.deleteMachines(ctx, machines)
+	}
+	if g.hasMachines() {
+		// The provider supports MachinePool Machines: these instances are
+		// only waiting for theirs.
+		return fmt.Errorf("%s: %d of the nodes have no MachinePool Machine yet to mark for deletion; retry once Cluster API created it", g.ID(), len(machineless))
+	}
+	return g.deleteWithoutMachines(ctx, machineless)
+}
+
+func (g *nodeGroup) hasMachines() bool {
+	for _, m := range g.members {
+		if m.machine != nil {
+			return true
 		}
 	}
-	if len(machineless) > 0 {
-		return g.deleteWithoutMachines(ctx, machineless)
-	}
-	return nil
+	return false
 }
 
 func (g *nodeGroup) DeleteInstances(ctx context.Context, instances []nodegroups.Instance) error {
@@ -271,8 +280,9 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 	return nil
 }
 
-// deleteWithoutMachines removes registered nodes of a MachinePool that have
-// no Machine to mark, as the upstream cluster-autoscaler does: it lowers the
+// deleteWithoutMachines removes registered nodes of a MachinePool whose
+// provider does not support MachinePool Machines, as the upstream
+// cluster-autoscaler does: it lowers the
 // replicas, and the infrastructure provider chooses which instances go,
 // which may be other than the requested ones. So that lowering the replicas
 // removes instances rather than cancel ones still to come, it is refused
