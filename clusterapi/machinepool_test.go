@@ -8,12 +8,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
@@ -261,6 +263,28 @@ var _ = Describe("MachinePool node groups", func() {
 			Expect(group.DeleteInstances(ctx, group.Instances())).To(MatchError(ContainSubstring("no Machine to delete")))
 			Expect(replicasOf(mp)).To(BeEquivalentTo(1))
 		})
+	})
+
+	It("does without MachinePools where the API server does not serve them", func() {
+		f.Create(ctx, f.MachineDeployment("md-0", 1, sizeAnnotations(0, 3)))
+		watching, err := client.NewWithWatch(testEnv.Config, client.Options{Scheme: testEnv.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		withoutPools := interceptor.NewClient(watching, interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if _, ok := list.(*clusterv1.MachinePoolList); ok {
+					return &meta.NoKindMatchError{GroupKind: clusterv1.GroupVersion.WithKind("MachinePool").GroupKind(), SearchedVersions: []string{"v1beta2"}}
+				}
+				return c.List(ctx, list, opts...)
+			},
+		})
+
+		list, err := NewProvider(Options{
+			Management: withoutPools,
+			Workload:   k8sClient,
+			Cluster:    types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
+		}).NodeGroups(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Groups).To(ConsistOf(HaveField("ID()", scalable.ID(scalable.KindMachineDeployment, f.Namespace, "md-0"))))
 	})
 
 	It("scales from zero with what the infrastructure machine pool publishes, the annotations winning", func() {

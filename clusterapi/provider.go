@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -166,7 +167,14 @@ func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
 		}
 	}
 	machinePools := &clusterv1.MachinePoolList{}
-	if err := p.management.List(ctx, machinePools, client.InNamespace(p.cluster.Namespace)); err != nil {
+	err := p.management.List(ctx, machinePools, client.InNamespace(p.cluster.Namespace))
+	switch {
+	case meta.IsNoMatchError(err):
+		// A management cluster without the MachinePool CRD has none, as the
+		// upstream autoscaler assumes when discovery does not list them.
+		ctrl.LoggerFrom(ctx).V(4).Info("Not looking for MachinePools: the API server does not serve them")
+		return candidates, nil
+	case err != nil:
 		return nil, fmt.Errorf("listing the MachinePools of Cluster %s: %w", p.cluster, err)
 	}
 	for i := range machinePools.Items {
