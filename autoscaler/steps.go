@@ -477,7 +477,7 @@ func (s *steps) fillStatus(l *loop) {
 	}
 	if status.ScalingActive && len(l.groups.Groups) == 0 {
 		status.ScalingActive = false
-		status.ScalingMessage = "No MachineDeployment or MachineSet of the cluster has the autoscaler max size annotation"
+		status.ScalingMessage = "No MachineDeployment, MachineSet or MachinePool of the cluster has the autoscaler max size annotation"
 	}
 }
 

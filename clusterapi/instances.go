@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -78,6 +79,45 @@ func instanceID(machine *clusterv1.Machine, node *corev1.Node) string {
 	default:
 		return fmt.Sprintf("%s%s/%s", pendingInstancePrefix, machine.Namespace, machine.Name)
 	}
+}
+
+// machinelessMembers are the instances in a MachinePool's
+// spec.providerIDList that none of the members with a Machine stands for:
+// all of them when its infrastructure provider does not support MachinePool
+// Machines, else those whose Machine is not created yet.
+func machinelessMembers(providerIDs []string, withMachines []member, nodes *nodeIndex) []member {
+	known := sets.New[string]()
+	for _, m := range withMachines {
+		if m.machine.Spec.ProviderID != "" {
+			known.Insert(normalizeProviderID(m.machine.Spec.ProviderID))
+		}
+		if m.node != nil && m.node.Spec.ProviderID != "" {
+			known.Insert(normalizeProviderID(m.node.Spec.ProviderID))
+		}
+	}
+	var members []member
+	for _, providerID := range providerIDs {
+		normalized := normalizeProviderID(providerID)
+		if providerID == "" || known.Has(normalized) {
+			continue
+		}
+		known.Insert(normalized)
+		node := nodes.byProviderID[normalized]
+		members = append(members, member{node: node, instance: machinelessInstance(providerID, node)})
+	}
+	return members
+}
+
+// machinelessInstance is an instance of a MachinePool known only by its
+// provider ID. When it was asked for is unknown, so it is never taken for
+// one that failed to register in time; nor can it be reported as failed.
+func machinelessInstance(providerID string, node *corev1.Node) nodegroups.Instance {
+	instance := nodegroups.Instance{ID: providerID, State: nodegroups.InstanceCreating}
+	if node != nil {
+		instance.NodeName = node.Name
+		instance.State = nodegroups.InstanceRunning
+	}
+	return instance
 }
 
 func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Instance {

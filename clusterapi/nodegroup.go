@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,7 +19,9 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
 
-// member is a Machine of the group and the Node it became, if any.
+// member is a Machine of the group and the Node it became, if any. The
+// members of a MachinePool whose infrastructure provider does not support
+// MachinePool Machines have no Machine, only a provider ID.
 type member struct {
 	machine  *clusterv1.Machine
 	node     *corev1.Node
@@ -34,6 +37,7 @@ type nodeGroup struct {
 	hints         template.Hints
 	hintsErr      error
 	reader        client.Reader
+	recorder      EventRecorder
 	members       []member
 	rolloutReason string
 }
@@ -45,8 +49,9 @@ type nodeGroupOptions struct {
 	hints    template.Hints
 	hintsErr error
 	// reader reads infrastructure templates in the management cluster.
-	reader client.Reader
-	nodes  *nodeIndex
+	reader   client.Reader
+	recorder EventRecorder
+	nodes    *nodeIndex
 }
 
 func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error) {
@@ -58,12 +63,17 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	if err != nil {
 		return nil, err
 	}
-	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, reader: opts.reader, rolloutReason: rolloutReason}
+	providerIDs, err := opts.resource.ProviderIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, reader: opts.reader, recorder: opts.recorder, rolloutReason: rolloutReason}
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, machine := range machines {
 		node := opts.nodes.nodeFor(machine)
 		group.members = append(group.members, member{machine: machine, node: node, instance: instanceFor(machine, node)})
 	}
+	group.members = append(group.members, machinelessMembers(providerIDs, group.members, opts.nodes)...)
 	return group, nil
 }
 
@@ -99,21 +109,21 @@ func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 	return err
 }
 
-// DecreaseTargetSize gives up replicas that have no Machine yet. Lowering
-// the replicas below the number of Machines would let Cluster API pick which
-// existing Machines to remove, so that is refused.
+// DecreaseTargetSize gives up replicas that have no instance yet. Lowering
+// the replicas below the number of instances would let Cluster API or the
+// infrastructure provider pick which existing ones to remove, so that is
+// refused.
 func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	if delta <= 0 {
 		return fmt.Errorf("%s: size decrease must be positive, got %d", g.ID(), delta)
 	}
-	machines, err := g.resource.Machines(ctx)
+	_, existing, err := g.existingInstances(ctx)
 	if err != nil {
 		return err
 	}
-	existing := len(notDeleting(machines))
 	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
 		if current-delta < existing {
-			return 0, fmt.Errorf("%s: refusing to lower replicas from %d by %d: %d Machines exist, and only replicas without a Machine can be given up",
+			return 0, fmt.Errorf("%s: refusing to lower replicas from %d by %d: %d instances exist, and only replicas without an instance can be given up",
 				g.ID(), current, delta, existing)
 		}
 		return current - delta, nil
@@ -123,19 +133,40 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 
 func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
 	var machines []string
+	var machineless []*member
 	var errs []error
 	for _, node := range nodes {
 		m := g.memberForNode(node)
-		if m == nil {
+		switch {
+		case m == nil:
 			errs = append(errs, fmt.Errorf("node %s does not belong to %s", node.Name, g.ID()))
-			continue
+		case m.machine == nil:
+			machineless = append(machineless, m)
+		default:
+			machines = append(machines, m.machine.Name)
 		}
-		machines = append(machines, m.machine.Name)
 	}
 	if len(errs) > 0 {
 		return kerrors.NewAggregate(errs)
 	}
-	return g.deleteMachines(ctx, machines)
+	if len(machineless) == 0 {
+		return g.deleteMachines(ctx, machines)
+	}
+	if g.hasMachines() {
+		// The provider supports MachinePool Machines: these instances are
+		// only waiting for theirs.
+		return fmt.Errorf("%s: %d of the nodes have no MachinePool Machine yet to mark for deletion; retry once Cluster API created it", g.ID(), len(machineless))
+	}
+	return g.deleteWithoutMachines(ctx, machineless)
+}
+
+func (g *nodeGroup) hasMachines() bool {
+	for _, m := range g.members {
+		if m.machine != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *nodeGroup) DeleteInstances(ctx context.Context, instances []nodegroups.Instance) error {
@@ -146,6 +177,8 @@ func (g *nodeGroup) DeleteInstances(ctx context.Context, instances []nodegroups.
 		switch {
 		case m == nil:
 			errs = append(errs, fmt.Errorf("instance %s does not belong to %s", instance.ID, g.ID()))
+		case m.machine == nil:
+			errs = append(errs, fmt.Errorf("instance %s of %s has no Machine to delete; only its infrastructure provider can remove it", instance.ID, g.ID()))
 		case m.node != nil:
 			errs = append(errs, fmt.Errorf("instance %s of %s has registered node %s, which must be deleted as a node", instance.ID, g.ID(), m.node.Name))
 		default:
@@ -188,7 +221,7 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		// may scale down a MachineSet other than the one of the marked Machines.
 		return fmt.Errorf("%s: refusing to delete Machines during a rollout: %s", g.ID(), g.rolloutReason)
 	}
-	machines, err := g.resource.Machines(ctx)
+	machines, existing, err := g.existingInstances(ctx)
 	if err != nil {
 		return err
 	}
@@ -213,7 +246,6 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	existing := len(notDeleting(machines))
 
 	// Marks that were there before are not ours to remove on failure.
 	var marked []*clusterv1.Machine
@@ -227,8 +259,8 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		marked = append(marked, machine)
 	}
 	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
-		// Cluster API removes existing-current Machines on its own, marked
-		// ones first. Other marked Machines beyond that surplus could be
+		// Cluster API (or for a MachinePool, its infrastructure provider)
+		// removes existing-current instances on its own, marked ones first. Other marked Machines beyond that surplus could be
 		// removed instead of ours, and lowering the replicas while Machines
 		// are still to be created would only cancel their creation.
 		if surplus := existing - current; surplus < othersMarked {
@@ -246,6 +278,77 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 	}
 	log.V(1).Info("Deleting Machines", "machines", strings.Join(deleted, ","))
 	return nil
+}
+
+// deleteWithoutMachines removes registered nodes of a MachinePool whose
+// provider does not support MachinePool Machines, as the upstream
+// cluster-autoscaler does: it lowers the
+// replicas, and the infrastructure provider chooses which instances go,
+// which may be other than the requested ones. So that lowering the replicas
+// removes instances rather than cancel ones still to come, it is refused
+// unless the requested nodes are still listed in spec.providerIDList and the
+// replicas equal the instances listed there.
+func (g *nodeGroup) deleteWithoutMachines(ctx context.Context, members []*member) error {
+	providerIDs, err := g.resource.ProviderIDs(ctx)
+	if err != nil {
+		return err
+	}
+	listed := sets.New[string]()
+	for _, providerID := range providerIDs {
+		listed.Insert(normalizeProviderID(providerID))
+	}
+	nodeNames := make([]string, 0, len(members))
+	for _, m := range members {
+		if !listed.Has(normalizeProviderID(m.instance.ID)) {
+			return fmt.Errorf("%s: node %s (%s) is no longer in spec.providerIDList, its instance is already gone or going", g.ID(), m.node.Name, m.instance.ID)
+		}
+		nodeNames = append(nodeNames, m.node.Name)
+	}
+	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
+		if current != listed.Len() {
+			return 0, fmt.Errorf("%s: refusing to lower replicas from %d while spec.providerIDList has %d instances: the infrastructure provider might "+
+				"cancel instances still to be created or removed instead; retry once replicas and instances agree", g.ID(), current, listed.Len())
+		}
+		return current - len(members), nil
+	})
+	if err != nil {
+		return err
+	}
+	message := fmt.Sprintf("Lowered the replicas by %d for node(s) %s, which have no Machine to mark for deletion: "+
+		"the infrastructure provider chooses which instance(s) to remove, as with the upstream cluster-autoscaler, and may remove others",
+		len(members), strings.Join(nodeNames, ", "))
+	ctrl.LoggerFrom(ctx).Info(message, "nodeGroup", g.ID())
+	if g.recorder != nil {
+		g.recorder.Event(g.ID(), corev1.EventTypeWarning, ReasonDeletedWithoutMachine, message)
+	}
+	return nil
+}
+
+// existingInstances reads afresh the group's Machines and counts its
+// instances that are not being deleted: the Machines, and for a MachinePool
+// the instances in spec.providerIDList that have no Machine (yet).
+func (g *nodeGroup) existingInstances(ctx context.Context) ([]*clusterv1.Machine, int, error) {
+	machines, err := g.resource.Machines(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	providerIDs, err := g.resource.ProviderIDs(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	known := sets.New[string]()
+	for _, machine := range machines {
+		if machine.Spec.ProviderID != "" {
+			known.Insert(normalizeProviderID(machine.Spec.ProviderID))
+		}
+	}
+	machineless := sets.New[string]()
+	for _, providerID := range providerIDs {
+		if normalized := normalizeProviderID(providerID); !known.Has(normalized) {
+			machineless.Insert(normalized)
+		}
+	}
+	return machines, len(notDeleting(machines)) + machineless.Len(), nil
 }
 
 // unmark removes deletion marks after a failed deletion. It runs even when

@@ -1,7 +1,8 @@
 // Package clusterapi implements the engine's node groups with Cluster API:
-// the MachineDeployments and standalone MachineSets of one Cluster that carry
-// the autoscaler's size annotations, their Machines and the Nodes those
-// Machines became in the workload cluster.
+// the MachineDeployments, standalone MachineSets and MachinePools of one
+// Cluster that carry the autoscaler's size annotations, their Machines (and
+// a MachinePool's instances without one) and the Nodes they became in the
+// workload cluster.
 package clusterapi
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -29,6 +31,17 @@ const (
 	ReasonDeleting          = "Deleting"
 )
 
+// ReasonDeletedWithoutMachine is the reason of the Warning event recorded
+// when nodes of a MachinePool without MachinePool Machines are removed by
+// lowering its replicas, leaving the choice of instances to its provider.
+const ReasonDeletedWithoutMachine = "DeletedWithoutMachine"
+
+// EventRecorder records an event on the object behind a node group, named
+// by the group's ID.
+type EventRecorder interface {
+	Event(groupID, eventType, reason, message string)
+}
+
 // Options configure a Provider.
 type Options struct {
 	// Management reads and writes the Cluster API objects in the management
@@ -40,6 +53,9 @@ type Options struct {
 	Cluster types.NamespacedName
 	// Clock stamps deletion marks; the real clock when nil.
 	Clock clock.PassiveClock
+	// Recorder, when set, records what a node group does that a user should
+	// know of, on the object behind it.
+	Recorder EventRecorder
 }
 
 // Provider discovers the node groups of one Cluster.
@@ -48,13 +64,14 @@ type Provider struct {
 	workload   client.Reader
 	cluster    types.NamespacedName
 	clock      clock.PassiveClock
+	recorder   EventRecorder
 }
 
 var _ nodegroups.Provider = &Provider{}
 
 // NewProvider returns the Provider of the node groups of one Cluster.
 func NewProvider(opts Options) *Provider {
-	p := &Provider{management: opts.Management, workload: opts.Workload, cluster: opts.Cluster, clock: opts.Clock}
+	p := &Provider{management: opts.Management, workload: opts.Workload, cluster: opts.Cluster, clock: opts.Clock, recorder: opts.Recorder}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -62,7 +79,7 @@ func NewProvider(opts Options) *Provider {
 }
 
 // NodeGroups reads the Cluster's MachineDeployments, standalone MachineSets,
-// Machines and Nodes afresh. A resource with wrong annotations, or paused, or
+// MachinePools, Machines and Nodes afresh. A resource with wrong annotations, or paused, or
 // being deleted, is reported in Problems and leaves the others alone.
 func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KRef(p.cluster.Namespace, p.cluster.Name))
@@ -110,7 +127,7 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidAnnotation, Kept: true,
 				Message: hintsErr.Error() + "; the group cannot scale up from zero nodes until it is fixed"})
 		}
-		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.management, nodes: index})
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.management, recorder: p.recorder, nodes: index})
 		if err != nil {
 			return list, err
 		}
@@ -123,8 +140,8 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	return list, nil
 }
 
-// candidates are the Cluster's MachineDeployments and standalone MachineSets
-// that carry a size annotation. A MachineSet controlled by a
+// candidates are the Cluster's MachineDeployments, standalone MachineSets and
+// MachinePools that carry a size annotation. A MachineSet controlled by a
 // MachineDeployment is part of the MachineDeployment's group, even though it
 // inherits its annotations.
 func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
@@ -147,6 +164,23 @@ func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
 		ms := &machineSets.Items[i]
 		if ms.Spec.ClusterName == p.cluster.Name && scalable.IsStandalone(ms) && scalable.HasSizeAnnotations(ms.Annotations) {
 			candidates = append(candidates, ms)
+		}
+	}
+	machinePools := &clusterv1.MachinePoolList{}
+	err := p.management.List(ctx, machinePools, client.InNamespace(p.cluster.Namespace))
+	switch {
+	case meta.IsNoMatchError(err):
+		// A management cluster without the MachinePool CRD has none, as the
+		// upstream autoscaler assumes when discovery does not list them.
+		ctrl.LoggerFrom(ctx).V(4).Info("Not looking for MachinePools: the API server does not serve them")
+		return candidates, nil
+	case err != nil:
+		return nil, fmt.Errorf("listing the MachinePools of Cluster %s: %w", p.cluster, err)
+	}
+	for i := range machinePools.Items {
+		mp := &machinePools.Items[i]
+		if mp.Spec.ClusterName == p.cluster.Name && scalable.HasSizeAnnotations(mp.Annotations) {
+			candidates = append(candidates, mp)
 		}
 	}
 	return candidates, nil

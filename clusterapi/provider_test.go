@@ -362,7 +362,7 @@ var _ = Describe("Provider", func() {
 
 			Expect(group.DecreaseTargetSize(ctx, 2)).To(Succeed())
 			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
-			Expect(group.DecreaseTargetSize(ctx, 1)).To(MatchError(ContainSubstring("2 Machines exist")))
+			Expect(group.DecreaseTargetSize(ctx, 1)).To(MatchError(ContainSubstring("2 instances exist")))
 			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
 			Expect(markedMachines()).To(BeEmpty())
 		})

@@ -141,13 +141,18 @@ func NodeGroupID(md *clusterv1.MachineDeployment) string {
 
 // NodeGroupRow returns the status row of md's node group.
 func NodeGroupRow(g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, md *clusterv1.MachineDeployment) autoscalingv1alpha1.NodeGroupStatus {
+	return nodeGroupRowByID(g, c, ca, NodeGroupID(md))
+}
+
+// nodeGroupRowByID returns the status row of the node group id.
+func nodeGroupRowByID(g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, id string) autoscalingv1alpha1.NodeGroupStatus {
 	current := GetClusterAutoscaler(g, c, ca)
 	for _, row := range current.Status.NodeGroups {
-		if row.ID == NodeGroupID(md) {
+		if row.ID == id {
 			return row
 		}
 	}
-	g.Expect(current.Status.NodeGroups).To(ContainElement(HaveField("ID", NodeGroupID(md))), "no status row for %s", NodeGroupID(md))
+	g.Expect(current.Status.NodeGroups).To(ContainElement(HaveField("ID", id)), "no status row for %s", id)
 	return autoscalingv1alpha1.NodeGroupStatus{}
 }
 

@@ -20,6 +20,12 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	Context("Priority cutoff", func() {
 		PriorityCutoffSpec(ctx, func() PriorityCutoffSpecInput { return PriorityCutoffSpecInput{Stack: stack} })
 	})
+	Context("MachinePool from zero", func() {
+		MachinePoolFromZeroSpec(ctx, func() MachinePoolSpecInput { return MachinePoolSpecInput{Stack: stack} })
+	})
+	Context("Failing MachinePool", func() {
+		MachinePoolFailingSpec(ctx, func() MachinePoolSpecInput { return MachinePoolSpecInput{Stack: stack} })
+	})
 	Context("Bad input", func() {
 		BadInputSpec(ctx, func() BadInputSpecInput { return BadInputSpecInput{Stack: stack} })
 	})

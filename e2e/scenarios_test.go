@@ -41,3 +41,9 @@ var _ = Describe("Startup taints", Label("ci"), func() {
 		return StartupTaintsSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("MachinePool scale up and down", Label("ci"), func() {
+	MachinePoolScaleSpec(ctx, func() MachinePoolSpecInput {
+		return MachinePoolSpecInput{Stack: stack}
+	})
+})

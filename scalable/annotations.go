@@ -11,8 +11,9 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
-// The annotations that make a MachineDeployment or MachineSet a node group,
-// the same the upstream cluster-autoscaler reads with --cloud-provider=clusterapi.
+// The annotations that make a MachineDeployment, MachineSet or MachinePool a
+// node group, the same the upstream cluster-autoscaler reads with
+// --cloud-provider=clusterapi.
 const (
 	MinSizeAnnotation = clusterv1.AutoscalerMinSizeAnnotation
 	MaxSizeAnnotation = clusterv1.AutoscalerMaxSizeAnnotation

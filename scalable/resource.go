@@ -1,6 +1,6 @@
-// Package scalable puts the two kinds of Cluster API objects the autoscaler
-// resizes, MachineDeployments and standalone MachineSets, behind one
-// interface. Replicas are read and written through the /scale subresource
+// Package scalable puts the three kinds of Cluster API objects the autoscaler
+// resizes, MachineDeployments, standalone MachineSets and MachinePools,
+// behind one interface. Replicas are read and written through the /scale subresource
 // with optimistic concurrency, so a concurrent writer is never overwritten.
 package scalable
 
@@ -22,6 +22,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,10 +33,11 @@ import (
 const (
 	KindMachineDeployment = "MachineDeployment"
 	KindMachineSet        = "MachineSet"
+	KindMachinePool       = "MachinePool"
 )
 
-// Resource is a MachineDeployment or a standalone MachineSet that asks to be
-// autoscaled. The getters describe the object as it was read; the methods
+// Resource is a MachineDeployment, a standalone MachineSet or a MachinePool
+// that asks to be autoscaled. The getters describe the object as it was read; the methods
 // taking a context talk to the API server.
 type Resource interface {
 	// ID is "Kind/namespace/name", e.g. "MachineDeployment/default/md-0".
@@ -65,8 +67,14 @@ type Resource interface {
 
 	// Machines lists the Machines the resource owns, as Cluster API does:
 	// matching its selector and controlled by it (for a MachineDeployment,
-	// by one of its MachineSets).
+	// by one of its MachineSets). A MachinePool has Machines only when its
+	// infrastructure provider supports MachinePool Machines.
 	Machines(ctx context.Context) ([]*clusterv1.Machine, error)
+	// ProviderIDs reads afresh the provider IDs of the instances the
+	// infrastructure reports for a MachinePool (spec.providerIDList),
+	// whether or not they have Machines. It returns nil for a
+	// MachineDeployment or MachineSet, whose instances are all Machines.
+	ProviderIDs(ctx context.Context) ([]string, error)
 	// RolloutReason is non-empty while a MachineDeployment rolls out, when
 	// lowering its replicas could remove Machines other than the marked ones.
 	RolloutReason(ctx context.Context) (string, error)
@@ -94,7 +102,8 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// New returns the Resource for a MachineDeployment or a MachineSet. It fails
+// New returns the Resource for a MachineDeployment, a MachineSet or a
+// MachinePool. It fails
 // with an *AnnotationError when the object's annotations are wrong. Callers
 // decide whether the object asks to be autoscaled (HasSizeAnnotations) and
 // whether a MachineSet is standalone (IsStandalone).
@@ -113,8 +122,14 @@ func New(obj client.Object, opts Options) (Resource, error) {
 		r.replicas = int(ptr.Deref(o.Spec.Replicas, 0))
 		r.selector = o.Spec.Selector
 		r.template = o.Spec.Template
+	case *clusterv1.MachinePool:
+		r.kind = KindMachinePool
+		r.clusterName = o.Spec.ClusterName
+		r.replicas = int(ptr.Deref(o.Spec.Replicas, 0))
+		r.selector = machinePoolMachineSelector(o)
+		r.template = o.Spec.Template
 	default:
-		return nil, fmt.Errorf("%T %s is not a MachineDeployment or a MachineSet", obj, klog.KObj(obj))
+		return nil, fmt.Errorf("%T %s is not a MachineDeployment, a MachineSet or a MachinePool", obj, klog.KObj(obj))
 	}
 	if opts.Cluster == nil {
 		return nil, fmt.Errorf("%s: the Cluster it belongs to is required", r.ID())
@@ -143,6 +158,15 @@ func IsStandalone(ms *clusterv1.MachineSet) bool {
 	}
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
 	return err != nil || gv.Group != clusterv1.GroupVersion.Group
+}
+
+// machinePoolMachineSelector selects the Machines the MachinePool controller
+// creates for the instances of a pool, by the labels it gives them.
+func machinePoolMachineSelector(mp *clusterv1.MachinePool) metav1.LabelSelector {
+	return metav1.LabelSelector{MatchLabels: map[string]string{
+		clusterv1.MachinePoolNameLabel: format.MustFormatValue(mp.Name),
+		clusterv1.ClusterNameLabel:     mp.Spec.ClusterName,
+	}}
 }
 
 // ID formats the ID of a scalable resource: kind/namespace/name.
@@ -284,17 +308,18 @@ func (r *resource) Machines(ctx context.Context) ([]*clusterv1.Machine, error) {
 	var owned []*clusterv1.Machine
 	for i := range machines.Items {
 		machine := &machines.Items[i]
-		if owner := metav1.GetControllerOf(machine); owner != nil && owner.Kind == KindMachineSet && owners.Has(owner.UID) {
+		if owner := metav1.GetControllerOf(machine); owner != nil && owners.Has(owner.UID) {
 			owned = append(owned, machine)
 		}
 	}
 	return owned, nil
 }
 
-// machineOwners returns the UIDs of the MachineSets whose Machines belong to
-// the resource.
+// machineOwners returns the UIDs of the objects whose Machines belong to the
+// resource: the MachineSets of a MachineDeployment, or else the resource
+// itself.
 func (r *resource) machineOwners(ctx context.Context) (sets.Set[types.UID], error) {
-	if r.kind == KindMachineSet {
+	if r.kind != KindMachineDeployment {
 		return sets.New(r.obj.GetUID()), nil
 	}
 	machineSets, err := r.machineSets(ctx)
@@ -324,6 +349,20 @@ func (r *resource) machineSets(ctx context.Context) ([]*clusterv1.MachineSet, er
 	return controlled, nil
 }
 
+func (r *resource) ProviderIDs(ctx context.Context) ([]string, error) {
+	if r.kind != KindMachinePool {
+		return nil, nil
+	}
+	mp := &clusterv1.MachinePool{}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(r.obj), mp); err != nil {
+		return nil, fmt.Errorf("reading the provider IDs of %s: %w", r.ID(), err)
+	}
+	return mp.Spec.ProviderIDList, nil
+}
+
+// RolloutReason looks at MachineDeployments only. The instances of a
+// MachinePool roll out inside its infrastructure provider, which Cluster API
+// does not report.
 func (r *resource) RolloutReason(ctx context.Context) (string, error) {
 	md, ok := r.obj.(*clusterv1.MachineDeployment)
 	if !ok {

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -51,9 +52,26 @@ var _ = Describe("Resource", func() {
 			return ptr.Deref(o.Spec.Replicas, -1)
 		case *clusterv1.MachineSet:
 			return ptr.Deref(o.Spec.Replicas, -1)
+		case *clusterv1.MachinePool:
+			return ptr.Deref(o.Spec.Replicas, -1)
 		}
 		Fail("not a scalable resource")
 		return -1
+	}
+
+	// newOfKind builds a scalable resource of the kind, not yet created.
+	newOfKind := func(kind, name string, replicas int32, annotations map[string]string) client.Object {
+		GinkgoHelper()
+		switch kind {
+		case KindMachineDeployment:
+			return f.MachineDeployment(name, replicas, annotations)
+		case KindMachineSet:
+			return f.MachineSet(name, replicas, annotations, nil)
+		case KindMachinePool:
+			return f.MachinePool(name, replicas, annotations)
+		}
+		Fail("unknown kind " + kind)
+		return nil
 	}
 
 	Describe("a MachineDeployment", func() {
@@ -149,14 +167,67 @@ var _ = Describe("Resource", func() {
 		})
 	})
 
+	Describe("a MachinePool", func() {
+		It("describes itself from its spec and annotations", func() {
+			mp := f.MachinePool("mp-0", 2, map[string]string{
+				MinSizeAnnotation:                       "1",
+				MaxSizeAnnotation:                       "6",
+				ScaleDownUtilizationThresholdAnnotation: "0.3",
+			})
+			mp.Spec.Template.Labels["node-role.kubernetes.io/worker"] = ""
+			f.Create(ctx, mp)
+
+			r := newResource(mp)
+			Expect(r.ID()).To(Equal("MachinePool/" + f.Namespace + "/mp-0"))
+			Expect(r.Kind()).To(Equal(KindMachinePool))
+			Expect(r.ClusterName()).To(Equal(f.Cluster.Name))
+			Expect(r.MinSize()).To(Equal(1))
+			Expect(r.MaxSize()).To(Equal(6))
+			Expect(r.Replicas()).To(Equal(2))
+			Expect(r.Options().ScaleDownUtilizationThreshold).To(HaveValue(Equal(0.3)))
+			Expect(r.MachineTemplate().Labels).To(HaveKey("node-role.kubernetes.io/worker"))
+			Expect(r.MachineTemplate().Spec.InfrastructureRef.Kind).To(Equal(envtest.InfrastructureMachinePool.Kind))
+			Expect(r.RolloutReason(ctx)).To(BeEmpty())
+		})
+
+		It("owns the MachinePool Machines it controls", func() {
+			mp := f.MachinePool("mp-0", 2, sizeAnnotations(0, 5))
+			other := f.MachinePool("mp-1", 1, sizeAnnotations(0, 5))
+			f.Create(ctx, mp, other)
+			f.Create(ctx, f.PoolMachine("mp-0-a", mp), f.PoolMachine("mp-0-b", mp), f.PoolMachine("mp-1-a", other))
+			// A Machine with the pool's labels that the pool does not control
+			// is not its Machine.
+			orphan := f.PoolMachine("mp-0-orphan", mp)
+			orphan.OwnerReferences = nil
+			f.Create(ctx, orphan)
+
+			machines, err := newResource(mp).Machines(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(names(machines)).To(ConsistOf("mp-0-a", "mp-0-b"))
+		})
+
+		It("reads the provider IDs of its instances afresh", func() {
+			mp := f.MachinePool("mp-0", 2, sizeAnnotations(0, 5))
+			f.Create(ctx, mp)
+			r := newResource(mp)
+			Expect(r.ProviderIDs(ctx)).To(BeEmpty())
+
+			// The MachinePool controller copies them from the infrastructure.
+			mp.Spec.ProviderIDList = []string{"test:///a", "test:///b"}
+			Expect(k8sClient.Update(ctx, mp)).To(Succeed())
+			Expect(r.ProviderIDs(ctx)).To(Equal([]string{"test:///a", "test:///b"}))
+		})
+
+		It("leaves provider IDs to the Machines of the other kinds", func() {
+			md := f.MachineDeployment("md-0", 1, sizeAnnotations(0, 5))
+			f.Create(ctx, md)
+			Expect(newResource(md).ProviderIDs(ctx)).To(BeNil())
+		})
+	})
+
 	DescribeTable("replicas are written through /scale",
 		func(kind string) {
-			var obj client.Object
-			if kind == KindMachineDeployment {
-				obj = f.MachineDeployment("group", 2, sizeAnnotations(1, 4))
-			} else {
-				obj = f.MachineSet("group", 2, sizeAnnotations(1, 4), nil)
-			}
+			obj := newOfKind(kind, "group", 2, sizeAnnotations(1, 4))
 			f.Create(ctx, obj)
 			r := newResource(obj)
 
@@ -180,6 +251,7 @@ var _ = Describe("Resource", func() {
 		},
 		Entry("MachineDeployment", KindMachineDeployment),
 		Entry("MachineSet", KindMachineSet),
+		Entry("MachinePool", KindMachinePool),
 	)
 
 	It("lets a resource above max move down towards its bounds", func() {
@@ -188,28 +260,34 @@ var _ = Describe("Resource", func() {
 		Expect(newResource(md).UpdateReplicas(ctx, func(current int) (int, error) { return current - 1, nil })).To(Equal(5))
 	})
 
-	It("does not lose a replicas change made by another writer between its read and its write", func() {
-		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 10))
-		f.Create(ctx, md)
-		r := newResource(md)
+	DescribeTable("does not lose a replicas change made by another writer between its read and its write",
+		func(kind string) {
+			obj := newOfKind(kind, "group", 2, sizeAnnotations(0, 10))
+			f.Create(ctx, obj)
+			r := newResource(obj)
 
-		var seen []int
-		written, err := r.UpdateReplicas(ctx, func(current int) (int, error) {
-			seen = append(seen, current)
-			if len(seen) == 1 {
-				// Another writer adds 3 after our read.
-				behindTheBack := &clusterv1.MachineDeployment{}
-				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), behindTheBack)).To(Succeed())
-				behindTheBack.Spec.Replicas = ptr.To(*behindTheBack.Spec.Replicas + 3)
-				Expect(k8sClient.Update(ctx, behindTheBack)).To(Succeed())
-			}
-			return current + 1, nil
-		})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(seen).To(Equal([]int{2, 5}), "the write must be retried from a fresh read")
-		Expect(written).To(Equal(6))
-		Expect(specReplicas(md)).To(BeEquivalentTo(6), "both changes must be kept")
-	})
+			var seen []int
+			written, err := r.UpdateReplicas(ctx, func(current int) (int, error) {
+				seen = append(seen, current)
+				if len(seen) == 1 {
+					// Another writer adds 3 after our read.
+					behindTheBack := newOfKind(kind, "group", 0, nil)
+					Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), behindTheBack)).To(Succeed())
+					scale := &autoscalingv1.Scale{}
+					Expect(k8sClient.SubResource("scale").Get(ctx, behindTheBack, scale)).To(Succeed())
+					scale.Spec.Replicas += 3
+					Expect(k8sClient.SubResource("scale").Update(ctx, behindTheBack, client.WithSubResourceBody(scale))).To(Succeed())
+				}
+				return current + 1, nil
+			})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(seen).To(Equal([]int{2, 5}), "the write must be retried from a fresh read")
+			Expect(written).To(Equal(6))
+			Expect(specReplicas(obj)).To(BeEquivalentTo(6), "both changes must be kept")
+		},
+		Entry("MachineDeployment", KindMachineDeployment),
+		Entry("MachinePool", KindMachinePool),
+	)
 
 	It("gives up on an error from the change", func() {
 		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 10))
@@ -298,15 +376,19 @@ var _ = Describe("Resource", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
 	})
 
-	It("refuses an object with a wrong annotation, saying which and where", func() {
-		md := f.MachineDeployment("md-0", 1, map[string]string{MinSizeAnnotation: "3", MaxSizeAnnotation: "two"})
-		f.Create(ctx, md)
-		_, err := New(md, Options{Client: k8sClient, Cluster: f.Cluster})
-		var annotationErr *AnnotationError
-		Expect(errors.As(err, &annotationErr)).To(BeTrue(), "got %v", err)
-		Expect(annotationErr.ID).To(Equal("MachineDeployment/" + f.Namespace + "/md-0"))
-		Expect(annotationErr.Annotation).To(Equal(MaxSizeAnnotation))
-	})
+	DescribeTable("refuses an object with a wrong annotation, saying which and where",
+		func(kind string) {
+			obj := newOfKind(kind, "group", 1, map[string]string{MinSizeAnnotation: "3", MaxSizeAnnotation: "two"})
+			f.Create(ctx, obj)
+			_, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster})
+			var annotationErr *AnnotationError
+			Expect(errors.As(err, &annotationErr)).To(BeTrue(), "got %v", err)
+			Expect(annotationErr.ID).To(Equal(kind + "/" + f.Namespace + "/group"))
+			Expect(annotationErr.Annotation).To(Equal(MaxSizeAnnotation))
+		},
+		Entry("MachineDeployment", KindMachineDeployment),
+		Entry("MachinePool", KindMachinePool),
+	)
 })
 
 func names[T metav1.Object](objs []T) []string {

@@ -11,8 +11,9 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
-// The capacity annotations on a MachineDeployment or MachineSet, the same the
-// upstream cluster-autoscaler reads to scale a Cluster API group from zero.
+// The capacity annotations on a MachineDeployment, MachineSet or MachinePool,
+// the same the upstream cluster-autoscaler reads to scale a Cluster API
+// group from zero.
 const (
 	CPUAnnotation           = "capacity.cluster-autoscaler.kubernetes.io/cpu"
 	MemoryAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/memory"

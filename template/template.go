@@ -46,9 +46,10 @@ func (e *CannotScaleFromZeroError) Error() string {
 }
 
 // FromZero returns the template of a group that has no node, from the
-// hints of its capacity annotations and the status of its infrastructure
-// machine template (any provider, read through the reader as unstructured);
-// the hints win. It returns a *CannotScaleFromZeroError when neither says
+// hints of its capacity annotations and the status of the infrastructure
+// object its machine template refers to: an infrastructure machine template,
+// or for a MachinePool its infrastructure machine pool (any provider, read
+// through the reader as unstructured); the hints win. It returns a *CannotScaleFromZeroError when neither says
 // how much cpu and memory a node would have.
 func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hints) (*corev1.Node, error) {
 	machineTemplate := source.MachineTemplate()
@@ -122,8 +123,8 @@ func templateTaints(source Source, fromAnnotation []corev1.Taint) []corev1.Taint
 	return append(taints, fromAnnotation...)
 }
 
-// infrastructureInfo is what the infrastructure machine template publishes
-// for the autoscaler in its status.
+// infrastructureInfo is what the infrastructure machine template (or
+// machine pool) publishes for the autoscaler in its status.
 type infrastructureInfo struct {
 	description     string
 	capacity        corev1.ResourceList
@@ -132,7 +133,8 @@ type infrastructureInfo struct {
 }
 
 // infrastructureTemplate reads status.capacity and status.nodeInfo of the
-// infrastructure machine template. A template that does not exist or
+// infrastructure machine template, or a MachinePool's infrastructure machine
+// pool, which publishes them the same way. One that does not exist or
 // publishes nothing is not an error: the annotations may say enough.
 func infrastructureTemplate(ctx context.Context, reader client.Reader, source Source) (*infrastructureInfo, error) {
 	ref := source.MachineTemplate().Spec.InfrastructureRef

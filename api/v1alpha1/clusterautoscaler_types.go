@@ -414,7 +414,7 @@ const (
 	ClusterUnhealthyReason = "ClusterUnhealthy"
 	// HealthyReason: the share of unready nodes is within bounds.
 	HealthyReason = "Healthy"
-	// NoNodeGroupsReason: no MachineDeployment or MachineSet of the cluster is annotated.
+	// NoNodeGroupsReason: no MachineDeployment, MachineSet or MachinePool of the cluster is annotated.
 	NoNodeGroupsReason = "NoNodeGroups"
 )
 
@@ -435,8 +435,9 @@ type ClusterAutoscalerStatus struct {
 	// +optional
 	NodeGroupCount int32 `json:"nodeGroupCount,omitempty"`
 
-	// nodeGroups has one row per MachineDeployment or MachineSet with
-	// autoscaler annotations, including those that are misconfigured.
+	// nodeGroups has one row per MachineDeployment, MachineSet or
+	// MachinePool with autoscaler annotations, including those that are
+	// misconfigured.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
@@ -477,7 +478,8 @@ type ClusterAutoscalerStatus struct {
 
 // NodeGroupStatus is the state of one node group.
 type NodeGroupStatus struct {
-	// id is Kind/namespace/name of the MachineDeployment or MachineSet.
+	// id is Kind/namespace/name of the MachineDeployment, MachineSet or
+	// MachinePool.
 	// +required
 	// +kubebuilder:validation:MaxLength=512
 	ID string `json:"id"`

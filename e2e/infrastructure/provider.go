@@ -51,6 +51,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		&controllers.SimControlPlaneReconciler{Client: mgr.GetClient(), Kubeconfig: opts.WorkloadKubeconfig},
 		&controllers.SimMachineReconciler{Client: mgr.GetClient(), Workloads: workloads},
 		&controllers.SimMachineTemplateReconciler{Client: mgr.GetClient()},
+		&controllers.SimMachinePoolReconciler{Client: mgr.GetClient()},
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -78,6 +78,9 @@ func (s *Stack) startClusterAPI(ctx context.Context, m modules) error {
 		"--health-addr=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--diagnostics-address=127.0.0.1:"+strconv.Itoa(diagnosticsPort),
 		"--insecure-diagnostics=true",
+		// On by default since MachinePools went beta (v1.7); said here
+		// because the MachinePool specs need its controller.
+		"--feature-gates=MachinePool=true",
 	)
 	if err != nil {
 		return err

@@ -19,12 +19,13 @@ import (
 )
 
 var _ = Describe("Bad input", func() {
-	It("reports a bad capacity annotation on its group's row and MachineDeployment, and keeps autoscaling the groups", func() {
+	It("reports a bad annotation on its group's row and MachineDeployment or MachinePool, and keeps autoscaling the groups", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		fixture.Create(ctx,
 			fixture.MachineDeployment("max-only", 0, map[string]string{scalable.MaxSizeAnnotation: "5"}),
 			fixture.MachineDeployment("bad-hint", 0, map[string]string{scalable.MaxSizeAnnotation: "3", template.CPUAnnotation: "abc"}),
 			fixture.MachineDeployment("bad-size", 0, map[string]string{scalable.MinSizeAnnotation: "one", scalable.MaxSizeAnnotation: "3"}),
+			fixture.MachinePool("bad-pool", 0, map[string]string{scalable.MinSizeAnnotation: "4", scalable.MaxSizeAnnotation: "3"}),
 		)
 		key := createClusterAutoscaler(fixture)
 		DeferCleanup(deleteClusterAutoscaler, key)
@@ -44,6 +45,10 @@ var _ = Describe("Bad input", func() {
 				MatchFields(IgnoreExtras, Fields{
 					"ID": Equal(groupID("bad-size")), "MaxSize": BeNil(), "Problem": ContainSubstring(scalable.MinSizeAnnotation),
 				}),
+				MatchFields(IgnoreExtras, Fields{
+					"ID":      Equal(scalable.ID(scalable.KindMachinePool, fixture.Namespace, "bad-pool")),
+					"MaxSize": BeNil(), "Problem": ContainSubstring(scalable.MinSizeAnnotation),
+				}),
 			))
 		}, waitTimeout).Should(Succeed())
 
@@ -55,6 +60,12 @@ var _ = Describe("Bad input", func() {
 				"Reason":    Equal("InvalidAnnotation"),
 				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("MachineDeployment"), "Name": Equal("bad-hint")}),
 				"Note":      ContainSubstring(template.CPUAnnotation),
+			})))
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":      Equal(corev1.EventTypeWarning),
+				"Reason":    Equal("InvalidAnnotation"),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("MachinePool"), "Name": Equal("bad-pool")}),
+				"Note":      ContainSubstring(scalable.MinSizeAnnotation),
 			})))
 		}, waitTimeout).Should(Succeed())
 	})

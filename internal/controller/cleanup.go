@@ -21,6 +21,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 // maxCleanupRetryInterval is the longest wait between attempts to reach an
@@ -63,10 +64,10 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *a
 }
 
 // clearDeleteMachineAnnotations removes the delete-machine annotation from
-// the Cluster's Machines of MachineSets that are not being deleted. A Machine
-// keeps it while its MachineDeployment or MachineSet wants fewer Machines
-// than it has: a scale-down is under way and the annotation picks the
-// Machine that goes.
+// the Cluster's Machines of MachineSets and MachinePools that are not being
+// deleted. A Machine keeps it while its MachineDeployment, MachineSet or
+// MachinePool wants fewer Machines than it has: a scale-down is under way
+// and the annotation picks the Machine that goes.
 func (r *ClusterAutoscalerReconciler) clearDeleteMachineAnnotations(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) error {
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(ca.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ca.Spec.ClusterName}); err != nil {
@@ -109,24 +110,30 @@ func (r *ClusterAutoscalerReconciler) clearDeleteMachineAnnotations(ctx context.
 	return kerrors.NewAggregate(errs)
 }
 
-// machineGroup names the MachineDeployment, or else the MachineSet, that
+// machineGroup names the MachineDeployment, MachineSet or MachinePool that
 // decides how many Machines of its kind there are.
 type machineGroup struct {
-	deployment bool
-	name       string
+	kind string
+	name string
 }
 
-// machineGroupOf is the group of a Machine that a MachineSet controls;
-// other Machines, such as those of a control plane, have none.
+// machineGroupOf is the group of a Machine that a MachineSet or a
+// MachinePool controls; other Machines, such as those of a control plane,
+// have none.
 func machineGroupOf(machine *clusterv1.Machine) (machineGroup, bool) {
 	owner := metav1.GetControllerOf(machine)
-	if owner == nil || owner.Kind != "MachineSet" {
+	switch {
+	case owner == nil:
+		return machineGroup{}, false
+	case owner.Kind == scalable.KindMachinePool:
+		return machineGroup{kind: scalable.KindMachinePool, name: owner.Name}, true
+	case owner.Kind != scalable.KindMachineSet:
 		return machineGroup{}, false
 	}
 	if deployment, ok := machine.Labels[clusterv1.MachineDeploymentNameLabel]; ok {
-		return machineGroup{deployment: true, name: deployment}, true
+		return machineGroup{kind: scalable.KindMachineDeployment, name: deployment}, true
 	}
-	return machineGroup{name: owner.Name}, true
+	return machineGroup{kind: scalable.KindMachineSet, name: owner.Name}, true
 }
 
 // scaleDownInFlight says whether a group wants fewer Machines than the live
@@ -135,11 +142,16 @@ func (r *ClusterAutoscalerReconciler) scaleDownInFlight(ctx context.Context, nam
 	key := client.ObjectKey{Namespace: namespace, Name: group.name}
 	var replicas *int32
 	var err error
-	if group.deployment {
+	switch group.kind {
+	case scalable.KindMachineDeployment:
 		deployment := &clusterv1.MachineDeployment{}
 		err = r.Client.Get(ctx, key, deployment)
 		replicas = deployment.Spec.Replicas
-	} else {
+	case scalable.KindMachinePool:
+		pool := &clusterv1.MachinePool{}
+		err = r.Client.Get(ctx, key, pool)
+		replicas = pool.Spec.Replicas
+	default:
 		machineSet := &clusterv1.MachineSet{}
 		err = r.Client.Get(ctx, key, machineSet)
 		replicas = machineSet.Spec.Replicas

@@ -251,6 +251,16 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		staying := reachable.Machine("staying", shrinking)
 		reachable.Create(ctx, going, staying)
 		markForDeletion(going)
+		// The same for MachinePools: one wants one Machine fewer than it
+		// has, the other had its scale-down interrupted.
+		shrinkingPool := reachable.MachinePool("shrinking-pool", 1, nil)
+		steadyPool := reachable.MachinePool("steady-pool", 1, nil)
+		reachable.Create(ctx, shrinkingPool, steadyPool)
+		goingFromPool := reachable.PoolMachine("going-from-pool", shrinkingPool)
+		leftInPool := reachable.PoolMachine("left-in-pool", steadyPool)
+		reachable.Create(ctx, goingFromPool, reachable.PoolMachine("staying-in-pool", shrinkingPool), leftInPool)
+		markForDeletion(goingFromPool)
+		markForDeletion(leftInPool)
 
 		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: reachableCA.Namespace, Name: reachableCA.Name}})).To(Succeed())
 		expectGone(reachableCA)
@@ -261,6 +271,8 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		Expect(get(nodes[1]).Spec.Taints).NotTo(ContainElement(autoscalerTaint))
 		Expect(get(machines[0]).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(goingFromPool).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(leftInPool).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(deployment).Spec.Replicas).To(Equal(deployment.Spec.Replicas))
 		Expect(get(machineSet).Spec.Replicas).To(Equal(machineSet.Spec.Replicas))
 	})

@@ -145,6 +145,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
 	statusEvent := event.GenericEvent{Object: &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 
+	groupRecorder := &nodeGroupEventRecorder{ctx: engineCtx, client: r.Client, recorder: r.Recorder}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
 		Config:      desired.config,
@@ -152,11 +153,12 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 			Management: r.Client,
 			Workload:   workload,
 			Cluster:    cluster,
+			Recorder:   groupRecorder,
 		}),
 		Cluster:       workload,
 		Clientset:     clientset,
 		Recorder:      broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: workloadEventSource}),
-		GroupRecorder: &nodeGroupEventRecorder{ctx: engineCtx, client: r.Client, recorder: r.Recorder},
+		GroupRecorder: groupRecorder,
 		Metrics:       r.Metrics,
 		Clock:         r.Clock,
 		// Every loop enqueues the ClusterAutoscaler, whose reconcile

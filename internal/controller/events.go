@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -21,7 +22,7 @@ const (
 )
 
 // nodeGroupEventRecorder records the engine's node group events on the
-// MachineDeployment or MachineSet behind the group, in the management
+// MachineDeployment, MachineSet or MachinePool behind the group, in the management
 // cluster, where `kubectl describe` shows them.
 type nodeGroupEventRecorder struct {
 	// ctx is the engine's; the reads come from the manager's cache.
@@ -30,7 +31,10 @@ type nodeGroupEventRecorder struct {
 	recorder events.EventRecorder
 }
 
-var _ autoscaler.NodeGroupEventRecorder = &nodeGroupEventRecorder{}
+var (
+	_ autoscaler.NodeGroupEventRecorder = &nodeGroupEventRecorder{}
+	_ clusterapi.EventRecorder          = &nodeGroupEventRecorder{}
+)
 
 // Event records an event on the resource whose node group ID
 // (Kind/namespace/name) is groupID. Events of unknown or vanished resources
@@ -50,7 +54,8 @@ func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message strin
 }
 
 // nodeGroupObject is an empty object of the kind, namespace and name of a
-// node group ID, or nil when the ID names no MachineDeployment or MachineSet.
+// node group ID, or nil when the ID names no MachineDeployment, MachineSet
+// or MachinePool.
 func nodeGroupObject(groupID string) client.Object {
 	kind, namespace, name, ok := scalable.ParseID(groupID)
 	if !ok {
@@ -62,6 +67,8 @@ func nodeGroupObject(groupID string) client.Object {
 		obj = &clusterv1.MachineDeployment{}
 	case scalable.KindMachineSet:
 		obj = &clusterv1.MachineSet{}
+	case scalable.KindMachinePool:
+		obj = &clusterv1.MachinePool{}
 	default:
 		return nil
 	}

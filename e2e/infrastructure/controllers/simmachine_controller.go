@@ -34,8 +34,9 @@ const (
 	waitRequeue = 2 * time.Second
 )
 
-// SimMachineReconciler turns SimMachines into kwok Nodes of their workload
-// cluster, or fails or hangs as their spec says.
+// SimMachineReconciler turns SimMachines, of Machines or of SimMachinePools,
+// into kwok Nodes of their workload cluster, or fails or hangs as their spec
+// says.
 type SimMachineReconciler struct {
 	Client    client.Client
 	Workloads *WorkloadClients
@@ -88,16 +89,19 @@ func (r *SimMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	// Bootstrap data comes from the Machine's dataSecretName, which must exist
-	// before the machine can boot.
-	dataSecretName := ptr.Deref(machine.Spec.Bootstrap.DataSecretName, "")
-	if dataSecretName == "" {
-		return ctrl.Result{RequeueAfter: waitRequeue}, r.setNotReady(ctx, simMachine, waitingReason, "Waiting for bootstrap data")
-	}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: dataSecretName}, &corev1.Secret{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: waitRequeue}, r.setNotReady(ctx, simMachine, waitingReason, fmt.Sprintf("Waiting for bootstrap data Secret %s", dataSecretName))
+	// before the machine can boot. An instance of a SimMachinePool boots from
+	// the pool's, which the pool waited for.
+	if !labels.IsMachinePoolOwned(simMachine) {
+		dataSecretName := ptr.Deref(machine.Spec.Bootstrap.DataSecretName, "")
+		if dataSecretName == "" {
+			return ctrl.Result{RequeueAfter: waitRequeue}, r.setNotReady(ctx, simMachine, waitingReason, "Waiting for bootstrap data")
 		}
-		return ctrl.Result{}, err
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: dataSecretName}, &corev1.Secret{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{RequeueAfter: waitRequeue}, r.setNotReady(ctx, simMachine, waitingReason, fmt.Sprintf("Waiting for bootstrap data Secret %s", dataSecretName))
+			}
+			return ctrl.Result{}, err
+		}
 	}
 
 	switch simMachine.Spec.Provisioning {
@@ -150,7 +154,11 @@ func (r *SimMachineReconciler) ensureNode(ctx context.Context, machine *clusterv
 	if err != nil {
 		return fmt.Errorf("getting a client of the workload cluster: %w", err)
 	}
-	node := newNode(machine, simMachine)
+	version, err := r.kubeletVersion(ctx, machine)
+	if err != nil {
+		return err
+	}
+	node := newNode(machine, simMachine, version)
 	if _, err := workload.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -159,6 +167,20 @@ func (r *SimMachineReconciler) ensureNode(ctx context.Context, machine *clusterv
 	}
 	ctrl.LoggerFrom(ctx).Info("Created the Node of the SimMachine", "Node", klog.KObj(node))
 	return nil
+}
+
+// kubeletVersion is the version the machine's kubelet runs: the Machine's,
+// or for a MachinePool Machine, which has none until Cluster API reads it
+// from the Node, its MachinePool's.
+func (r *SimMachineReconciler) kubeletVersion(ctx context.Context, machine *clusterv1.Machine) (string, error) {
+	if machine.Spec.Version != "" || !labels.IsMachinePoolOwned(machine) {
+		return machine.Spec.Version, nil
+	}
+	mp, err := util.GetMachinePoolByLabels(ctx, r.Client, machine.Namespace, machine.Labels)
+	if err != nil || mp == nil {
+		return "", err
+	}
+	return mp.Spec.Template.Spec.Version, nil
 }
 
 func (r *SimMachineReconciler) reconcileDelete(ctx context.Context, simMachine *infrav1.SimMachine) error {
@@ -230,7 +252,7 @@ func providerID(simMachine *infrav1.SimMachine) string {
 // newNode is the Node a kubelet of the machine would register: the labels
 // Cluster API propagates from the Machine are there from the start, so the
 // scheduler never sees the Node without them.
-func newNode(machine *clusterv1.Machine, simMachine *infrav1.SimMachine) *corev1.Node {
+func newNode(machine *clusterv1.Machine, simMachine *infrav1.SimMachine, kubeletVersion string) *corev1.Node {
 	spec := simMachine.Spec
 	nodeLabels := labels.GetManagedLabels(machine.Labels)
 	for k, v := range spec.NodeLabels {
@@ -255,7 +277,7 @@ func newNode(machine *clusterv1.Machine, simMachine *infrav1.SimMachine) *corev1
 			NodeInfo: corev1.NodeSystemInfo{
 				Architecture:    architecture(spec),
 				OperatingSystem: operatingSystem(spec),
-				KubeletVersion:  machine.Spec.Version,
+				KubeletVersion:  kubeletVersion,
 			},
 		},
 	}

@@ -112,6 +112,49 @@ func (f *Fixture) Machine(name string, owner *clusterv1.MachineSet) *clusterv1.M
 	return machine
 }
 
+// MachinePool returns a MachinePool with the given replicas and
+// annotations, referring to an InfrastructureMachinePool called name.
+func (f *Fixture) MachinePool(name string, replicas int32, annotations map[string]string) *clusterv1.MachinePool {
+	template := f.MachineTemplate(map[string]string{}, name)
+	template.Spec.InfrastructureRef.Kind = InfrastructureMachinePool.Kind
+	return &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   f.Namespace,
+			Name:        name,
+			Labels:      map[string]string{clusterv1.ClusterNameLabel: f.Cluster.Name},
+			Annotations: annotations,
+		},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: f.Cluster.Name,
+			Replicas:    ptr.To(replicas),
+			Template:    template,
+		},
+	}
+}
+
+// PoolMachine returns a MachinePool Machine, as the MachinePool controller
+// creates one for an instance of a pool whose provider supports them.
+// owner must have been created.
+func (f *Fixture) PoolMachine(name string, owner *clusterv1.MachinePool) *clusterv1.Machine {
+	labels := maps.Clone(owner.Spec.Template.Labels)
+	labels[clusterv1.MachinePoolNameLabel] = owner.Name
+	labels[clusterv1.ClusterNameLabel] = owner.Spec.ClusterName
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: name, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: owner.Spec.ClusterName,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: InfrastructureMachinePool.Group,
+				Kind:     "TestMachinePoolMachine",
+				Name:     name,
+			},
+		},
+	}
+	gomega.ExpectWithOffset(1, controllerutil.SetControllerReference(owner, machine, f.Client.Scheme())).To(gomega.Succeed())
+	return machine
+}
+
 // Node returns a Ready workload cluster Node. Nodes are cluster-scoped, so
 // the name is prefixed with the fixture's namespace.
 func (f *Fixture) Node(name, providerID string) *corev1.Node {
@@ -153,6 +196,9 @@ func statusWriter(obj client.Object) func() {
 		status := o.Status.DeepCopy()
 		return func() { o.Status = *status }
 	case *clusterv1.MachineDeployment:
+		status := o.Status.DeepCopy()
+		return func() { o.Status = *status }
+	case *clusterv1.MachinePool:
 		status := o.Status.DeepCopy()
 		return func() { o.Status = *status }
 	case *corev1.Node:

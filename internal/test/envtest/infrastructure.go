@@ -1,6 +1,8 @@
 package envtest
 
 import (
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,14 +19,32 @@ var InfrastructureMachineTemplate = schema.GroupVersionKind{
 	Kind:    "TestMachineTemplate",
 }
 
+// InfrastructureMachinePool is the kind of a stand-in for a provider's
+// machine pool (such as DockerMachinePool), which MachinePools refer to.
+var InfrastructureMachinePool = schema.GroupVersionKind{
+	Group:   InfrastructureMachineTemplate.Group,
+	Version: InfrastructureMachineTemplate.Version,
+	Kind:    "TestMachinePool",
+}
+
 // InfrastructureMachineTemplateCRD returns the CRD of
 // InfrastructureMachineTemplate: any content is kept, and the contract label
 // tells Cluster API which version to read, as a real provider's CRD does.
 func InfrastructureMachineTemplateCRD() *apiextensionsv1.CustomResourceDefinition {
-	gvk := InfrastructureMachineTemplate
+	return schemalessCRD(InfrastructureMachineTemplate)
+}
+
+// InfrastructureMachinePoolCRD returns the CRD of InfrastructureMachinePool,
+// which keeps any content as InfrastructureMachineTemplateCRD does.
+func InfrastructureMachinePoolCRD() *apiextensionsv1.CustomResourceDefinition {
+	return schemalessCRD(InfrastructureMachinePool)
+}
+
+func schemalessCRD(gvk schema.GroupVersionKind) *apiextensionsv1.CustomResourceDefinition {
+	singular := strings.ToLower(gvk.Kind)
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   "testmachinetemplates." + gvk.Group,
+			Name:   singular + "s." + gvk.Group,
 			Labels: map[string]string{clusterv1.GroupVersion.String(): gvk.Version},
 		},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -33,8 +53,8 @@ func InfrastructureMachineTemplateCRD() *apiextensionsv1.CustomResourceDefinitio
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
 				Kind:     gvk.Kind,
 				ListKind: gvk.Kind + "List",
-				Plural:   "testmachinetemplates",
-				Singular: "testmachinetemplate",
+				Plural:   singular + "s",
+				Singular: singular,
 			},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name:    gvk.Version,

@@ -1,7 +1,7 @@
 // Package v1alpha1 contains the API of the simulated infrastructure provider
-// used by the end-to-end tests: clusters, control planes, machines and machine
-// templates that follow the Cluster API v1beta2 contract and turn Machines
-// into kwok Nodes.
+// used by the end-to-end tests: clusters, control planes, machines, machine
+// templates and machine pools that follow the Cluster API v1beta2 contract
+// and turn Machines into kwok Nodes.
 //
 // +kubebuilder:object:generate=true
 // +groupName=infrastructure.e2e.capi-autoscaler.io
@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&SimControlPlane{}, &SimControlPlaneList{},
 		&SimMachine{}, &SimMachineList{},
 		&SimMachineTemplate{}, &SimMachineTemplateList{},
+		&SimMachinePool{}, &SimMachinePoolList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
