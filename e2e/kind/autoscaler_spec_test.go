@@ -16,18 +16,20 @@ import (
 // own, capi-autoscaler installed for it on the management cluster by the
 // spec's AUTOSCALER_WORKLOAD template, then scale up, manual scaling with the
 // autoscaler off, scale down once it is on again, and scale to and from
-// zero. The spec's MachinePool steps run only for an infrastructure machine
-// pool kind, which this suite does not pass.
+// zero, for the MachineDeployment; then scale up, manual scaling and scale
+// down for the MachinePool (a DockerMachinePool).
 var _ = Describe("Cluster API's AutoscalerSpec", Label("kind"), func() {
 	capie2e.AutoscalerSpec(ctx, func() capie2e.AutoscalerSpecInput {
 		return capie2e.AutoscalerSpecInput{
-			E2EConfig:                         autoscalerSpecConfig(),
-			ClusterctlConfigPath:              clusterctlConfigPath,
-			BootstrapClusterProxy:             bootstrapClusterProxy,
-			ArtifactFolder:                    filepath.Join(artifactFolder, "autoscaler-spec"),
-			InfrastructureProvider:            ptr.To("docker"),
-			Flavor:                            ptr.To(autoscalerFlavor),
-			InfrastructureMachineTemplateKind: "dockermachinetemplates",
+			E2EConfig:                             autoscalerSpecConfig(),
+			ClusterctlConfigPath:                  clusterctlConfigPath,
+			BootstrapClusterProxy:                 bootstrapClusterProxy,
+			ArtifactFolder:                        filepath.Join(artifactFolder, "autoscaler-spec"),
+			InfrastructureProvider:                ptr.To("docker"),
+			Flavor:                                ptr.To(autoscalerFlavor),
+			InfrastructureMachineTemplateKind:     "dockermachinetemplates",
+			InfrastructureMachinePoolTemplateKind: "dockermachinepooltemplates",
+			InfrastructureMachinePoolKind:         "dockermachinepools",
 			// The tag of `make docker-build`'s image, loaded into the
 			// management cluster.
 			AutoscalerVersion:          "dev",

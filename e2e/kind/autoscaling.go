@@ -208,12 +208,15 @@ func podsRunning(workload ctrlclient.Client, deployment *appsv1.Deployment) []co
 }
 
 // deleteWorkload deletes the pauseWorkload named name and waits until its
-// pods are gone.
+// pods are gone. Pods slow to terminate are deleted without their grace
+// period: the suite is done with them.
 func deleteWorkload(workload ctrlclient.Client, name string) {
 	GinkgoHelper()
 	deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name}}
 	Expect(workload.Delete(ctx, deployment, ctrlclient.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 	Eventually(func(g Gomega) {
+		g.Expect(workload.DeleteAllOf(ctx, &corev1.Pod{}, ctrlclient.InNamespace(deployment.Namespace),
+			ctrlclient.MatchingLabels{"app": name}, ctrlclient.GracePeriodSeconds(0))).To(Succeed())
 		list := &corev1.PodList{}
 		g.Expect(workload.List(ctx, list, ctrlclient.InNamespace(deployment.Namespace), ctrlclient.MatchingLabels{"app": name})).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty())

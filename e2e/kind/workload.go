@@ -78,10 +78,11 @@ const kubeProxyWithoutConntrackLimit = `kubectl --kubeconfig /etc/kubernetes/adm
 // generate cluster --flavor topology-autoscaler` reads: Cluster API's e2e
 // data for the Docker provider, the ClusterClass quick-start and the Cluster
 // template of the autoscaler flavor, changed only where this host needs it
-// or capi-autoscaler does not support it yet: kubeadm adapted to the host
-// (adaptToHost), the MachineDeployment with the workers group's bounds, no
-// MachinePool, and no CNI ClusterResourceSet (the node image's CNI
-// configures itself).
+// or what the suite chooses: kubeadm adapted to the host (adaptToHost), the
+// MachineDeployment with the workers group's bounds, and no CNI
+// ClusterResourceSet (the node image's CNI configures itself). The
+// MachinePool stays, without bounds, as Cluster API's AutoscalerSpec
+// expects.
 func writeDockerTemplates(repositoryDir string) error {
 	testDir, err := moduleDir("sigs.k8s.io/cluster-api/test", capiVersion)
 	if err != nil {
@@ -181,6 +182,9 @@ func workloadClusterObjects(ctx context.Context, clusterctl client.Client) ([]un
 		if err := setWorkerGroups(&objs[i], workers, fromZero); err != nil {
 			return nil, err
 		}
+		// The suite's own scenarios use MachineDeployments; a MachinePool
+		// would only add a machine to the two cores.
+		unstructured.RemoveNestedField(objs[i].Object, "spec", "topology", "workers", "machinePools")
 		objs[i].SetLabels(map[string]string{clusterv1.WatchLabel: watchFilter})
 	}
 	return objs, nil
@@ -209,10 +213,9 @@ func adaptToHost(obj *unstructured.Unstructured) error {
 
 // setWorkerGroups gives the Cluster's topology one MachineDeployment per
 // group, each a copy of the template's first one, with the group's bounds
-// and pool label (replicas left to the autoscaler), and no MachinePool.
+// and pool label (replicas left to the autoscaler).
 func setWorkerGroups(cluster *unstructured.Unstructured, groups ...workerGroup) error {
 	workersPath := []string{"spec", "topology", "workers"}
-	unstructured.RemoveNestedField(cluster.Object, append(workersPath, "machinePools")...)
 	machineDeployments, _, err := unstructured.NestedSlice(cluster.Object, append(workersPath, "machineDeployments")...)
 	if err != nil {
 		return err
