@@ -52,6 +52,9 @@ type provider struct {
 	module string
 	// namespace and deployment are what `clusterctl init` leaves running.
 	namespace, deployment string
+	// managerArgs are added to the arguments of the Deployment's manager
+	// container, as a user would patch them in.
+	managerArgs []string
 }
 
 // label is the provider's folder in a clusterctl repository.
@@ -67,7 +70,13 @@ var clusterAPIProviders = []provider{
 }
 
 // autoscalerProvider is capi-autoscaler, installed from its release artifacts.
-var autoscalerProvider = provider{name: "capi-autoscaler", providerType: clusterctlv1.AddonProviderType, namespace: "capi-autoscaler-system", deployment: "capi-autoscaler-controller-manager"}
+var autoscalerProvider = provider{
+	name: "capi-autoscaler", providerType: clusterctlv1.AddonProviderType,
+	namespace: "capi-autoscaler-system", deployment: "capi-autoscaler-controller-manager",
+	// It serves the suite's own Clusters; Cluster API's AutoscalerSpec
+	// runs another capi-autoscaler, in its Cluster's namespace.
+	managerArgs: []string{"--watch-filter=" + watchFilter},
+}
 
 // moduleDir returns where the module proxy put a module of the version
 // this repository pins, downloading it if needed (no build).
@@ -150,9 +159,6 @@ func writeClusterctlConfig(path, repositoryDir, autoscalerImage string) error {
 		// ClusterClass needs the topology controllers.
 		"CLUSTER_TOPOLOGY":      "true",
 		"CAPI_AUTOSCALER_IMAGE": autoscalerImage,
-		// The installed manager serves the suite's own Clusters; Cluster
-		// API's AutoscalerSpec runs another, in its Cluster's namespace.
-		"CAPI_AUTOSCALER_WATCH_FILTER": watchFilter,
 	}
 	for name, value := range workloadClusterVariables {
 		config[name] = value
@@ -211,6 +217,9 @@ func (i *installer) install(ctx context.Context, p provider, version string) err
 		case obj.GetKind() == "Namespace" || obj.GetKind() == "CustomResourceDefinition":
 			first = append(first, i.injectCA(obj))
 		default:
+			if err := addManagerArgs(&obj, p.managerArgs); err != nil {
+				return err
+			}
 			rest = append(rest, i.injectCA(obj))
 		}
 	}
@@ -331,6 +340,38 @@ func (i *installer) injectCA(obj unstructured.Unstructured) unstructured.Unstruc
 // pullIfNotPresent keeps the kubelet from pulling: every image is loaded
 // into the management cluster and there is no registry (Cluster API's e2e
 // replaces imagePullPolicy: Always the same way).
+// addManagerArgs appends args to the manager container of a Deployment.
+func addManagerArgs(obj *unstructured.Unstructured, args []string) error {
+	if obj.GetKind() != "Deployment" || len(args) == 0 {
+		return nil
+	}
+	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		container := c.(map[string]any)
+		if container["name"] != "manager" {
+			continue
+		}
+		current, _, err := unstructured.NestedStringSlice(container, "args")
+		if err != nil {
+			return err
+		}
+		container["args"] = toAnySlice(append(current, args...))
+		return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return fmt.Errorf("Deployment %s has no manager container", obj.GetName())
+}
+
+func toAnySlice(values []string) []any {
+	out := make([]any, len(values))
+	for i, v := range values {
+		out[i] = v
+	}
+	return out
+}
+
 func pullIfNotPresent(obj *unstructured.Unstructured) {
 	if obj.GetKind() != "Deployment" {
 		return

@@ -93,7 +93,6 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 		Expect(components.Variables()).To(ConsistOf(
 			"CAPI_AUTOSCALER_IMAGE",
 			"CAPI_AUTOSCALER_LOG_VERBOSITY",
-			"CAPI_AUTOSCALER_WATCH_FILTER",
 			"CAPI_AUTOSCALER_CPU_REQUEST",
 			"CAPI_AUTOSCALER_MEMORY_REQUEST",
 			"CAPI_AUTOSCALER_MEMORY_LIMIT",
