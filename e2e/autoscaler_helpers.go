@@ -182,20 +182,29 @@ type WaitForNodeGroupNodesInput struct {
 // whose Nodes are Ready, and returns the names of those Nodes by Machine
 // name.
 func WaitForNodeGroupNodes(ctx context.Context, input WaitForNodeGroupNodesInput) map[string]string {
-	nodes := map[string]string{}
+	var nodes map[string]string
 	Eventually(func(g Gomega) {
-		clear(nodes)
 		machines := MachinesOf(g, input.Management, input.Group)
 		g.Expect(machines).To(HaveLen(input.Count))
 		for _, m := range machines {
 			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
-			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
-			node := &corev1.Node{}
-			g.Expect(input.Workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
-			g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s", node.Name)
-			nodes[m.Name] = node.Name
 		}
+		nodes = readyNodes(g, input.Workload, machines)
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "node group %s does not have %d Ready Nodes", input.Group.Name, input.Count)
+	return nodes
+}
+
+// readyNodes expects every Machine to have a Node that is Ready, and
+// returns the names of those Nodes by Machine name.
+func readyNodes(g Gomega, workload client.Client, machines []clusterv1.Machine) map[string]string {
+	nodes := make(map[string]string, len(machines))
+	for _, m := range machines {
+		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
+		node := &corev1.Node{}
+		g.Expect(workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+		g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s", node.Name)
+		nodes[m.Name] = node.Name
+	}
 	return nodes
 }
 

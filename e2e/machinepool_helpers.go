@@ -6,14 +6,12 @@ import (
 	"context"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
@@ -106,9 +104,8 @@ type WaitForMachinePoolNodesInput struct {
 // spec.providerIDList, each with a MachinePool Machine whose Node is Ready,
 // and returns the names of those Nodes by Machine name.
 func WaitForMachinePoolNodes(ctx context.Context, input WaitForMachinePoolNodesInput) map[string]string {
-	nodes := map[string]string{}
+	var nodes map[string]string
 	Eventually(func(g Gomega) {
-		clear(nodes)
 		current := &clusterv1.MachinePool{}
 		g.Expect(input.Management.Get(ctx, client.ObjectKeyFromObject(input.Pool), current)).To(Succeed())
 		g.Expect(current.Spec.ProviderIDList).To(HaveLen(input.Count))
@@ -116,12 +113,8 @@ func WaitForMachinePoolNodes(ctx context.Context, input WaitForMachinePoolNodesI
 		g.Expect(machines).To(HaveLen(input.Count))
 		for _, m := range machines {
 			g.Expect(m.Spec.ProviderID).To(BeElementOf(current.Spec.ProviderIDList), "Machine %s", m.Name)
-			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
-			node := &corev1.Node{}
-			g.Expect(input.Workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
-			g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s", node.Name)
-			nodes[m.Name] = node.Name
 		}
+		nodes = readyNodes(g, input.Workload, machines)
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "MachinePool %s does not have %d Ready Nodes", input.Pool.Name, input.Count)
 	return nodes
 }
