@@ -56,17 +56,29 @@ var _ = BeforeSuite(func() {
 
 	By("Starting the local stack, " + *topology)
 	var err error
-	stack, err = localstack.Start(ctx, localstack.Options{Topology: localstack.Topology(*topology), RepoRoot: *repoRoot, WorkDir: *workDir})
+	stack, err = localstack.Start(ctx, localstack.Options{
+		Topology: localstack.Topology(*topology), RepoRoot: *repoRoot, WorkDir: *workDir,
+		AutoscalerWorkloadIdentity: &WorkloadIdentity,
+	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		By("Stopping the local stack")
 		Expect(stack.Stop()).To(Succeed())
 	})
 
+	By("Installing the shipped RBAC: the manager runs as its ServiceAccount, and with config/workload-rbac in the workload cluster")
+	kubeconfig := InstallManagerRBAC(ctx, stack, *repoRoot)
+	InstallWorkloadRBAC(ctx, stack, *repoRoot)
+	// Registered after the stack's clean-up, so it runs first.
+	DeferCleanup(func() {
+		By("Checking that no request of the autoscaler was forbidden")
+		ExpectNoForbiddenRequests(stack)
+	})
+
 	By("Starting the autoscaler manager")
 	// No fixed ports: other stacks may run on the same machine.
 	args := append([]string{
-		"--kubeconfig=" + stack.Management.KubeconfigPath,
+		"--kubeconfig=" + kubeconfig,
 		"--diagnostics-address=0",
 		"--health-probe-bind-address=0",
 	}, strings.Fields(*managerArgs)...)

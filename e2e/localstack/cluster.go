@@ -150,12 +150,8 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 
 // newCluster writes an admin kubeconfig for server and builds clients.
 func (s *Stack) newCluster(name, server, kubeconfigPath string) (*Cluster, error) {
-	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.ca.CertPEM}
-	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: s.admin.Cert, ClientKeyData: s.admin.Key}
-	kubeconfig.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: "admin"}
-	kubeconfig.CurrentContext = name
-	data, err := clientcmd.Write(*kubeconfig)
+	data, err := clientcmd.Write(*kubeconfig(name, server, s.ca.CertPEM,
+		&clientcmdapi.AuthInfo{ClientCertificateData: s.admin.Cert, ClientKeyData: s.admin.Key}))
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,13 @@ import (
 // until Stop; its controllers catch up on whatever is created meanwhile.
 func (s *Stack) startProvider(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("simulated-provider")
-	mgr, err := infrastructure.NewManager(rest.CopyConfig(s.Management.Config), infrastructure.Options{WorkloadKubeconfig: s.Workload.Kubeconfig})
+	// The Cluster's kubeconfig Secret leads through the workload cluster's
+	// fault proxy.
+	workloadKubeconfig, err := s.proxiedAdminKubeconfig(s.Workload)
+	if err != nil {
+		return err
+	}
+	mgr, err := infrastructure.NewManager(rest.CopyConfig(s.Management.Config), infrastructure.Options{WorkloadKubeconfig: workloadKubeconfig})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
 )
 
@@ -60,6 +61,12 @@ type Options struct {
 	// empty or missing; when not set, a new temporary directory is used and
 	// removed by Stop.
 	WorkDir string
+
+	// AutoscalerWorkloadIdentity, when set, is who the autoscaler's
+	// requests to the workload cluster are made as, instead of the admin
+	// of the Cluster's kubeconfig Secret: the narrower credentials a user
+	// could give it there. Its RBAC is the caller's to create.
+	AutoscalerWorkloadIdentity *faultproxy.Identity
 }
 
 // Cluster is one API server of the stack with the components that serve it
@@ -75,6 +82,12 @@ type Cluster struct {
 	// Config and Client talk to the API server as admin.
 	Config *rest.Config
 	Client client.Client
+
+	// Proxy stands between the autoscaler and the API server: the
+	// Cluster's kubeconfig Secret and ServiceAccountKubeconfig point at it.
+	// Faults it injects hit only requests whose user agent is the
+	// autoscaler's. Nil for an API server started by StartAPIServer.
+	Proxy *faultproxy.Proxy
 }
 
 // Stack is a running local stack.
@@ -89,12 +102,14 @@ type Stack struct {
 	// WorkDir holds the certificates, kubeconfigs, data and logs.
 	WorkDir string
 
+	topology     Topology
 	repoRoot     string
 	binDir       string
 	removeDir    bool
 	ca           *pki.CA
 	serving      pki.KeyPair
 	admin        pki.KeyPair
+	frontProxy   pki.KeyPair
 	saKeyPath    string
 	etcdURL      string
 	mu           sync.Mutex
@@ -117,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{repoRoot: repoRoot, binDir: filepath.Join(repoRoot, "bin", "k8s"), WorkDir: opts.WorkDir}
+	s := &Stack{topology: opts.Topology, repoRoot: repoRoot, binDir: filepath.Join(repoRoot, "bin", "k8s"), WorkDir: opts.WorkDir}
 	if err := s.checkBinaries(); err != nil {
 		return nil, err
 	}
@@ -159,6 +174,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 			return nil, err
 		}
 	}
+	if err := s.startProxies(opts.AutoscalerWorkloadIdentity); err != nil {
+		return nil, err
+	}
 	if err := s.startClusterAPI(ctx, modules); err != nil {
 		return nil, err
 	}
@@ -180,6 +198,11 @@ func (s *Stack) StartProcess(ctx context.Context, name, binary string, args ...s
 	}
 	s.track(p)
 	return p, nil
+}
+
+// Topology is where the workload cluster's API server is.
+func (s *Stack) Topology() Topology {
+	return s.topology
 }
 
 // LogDir is where every component writes its log.
@@ -205,6 +228,13 @@ func (s *Stack) Stop() error {
 	for i := len(processes) - 1; i >= 0; i-- {
 		if err := processes[i].Stop(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for _, cluster := range []*Cluster{s.Management, s.Workload} {
+		if cluster != nil && cluster.Proxy != nil {
+			if err := cluster.Proxy.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("fault proxy of %s: %w", cluster.Name, err))
+			}
 		}
 	}
 	if s.removeDir && len(errs) == 0 {
@@ -267,8 +297,7 @@ func (s *Stack) writeCertificates() error {
 	}
 	// The API server proxies to aggregated APIs as front-proxy-client; the
 	// scheduler and controller manager read the same CA to trust it.
-	frontProxy, err := s.ca.Client(frontProxyUser)
-	if err != nil {
+	if s.frontProxy, err = s.ca.Client(frontProxyUser); err != nil {
 		return err
 	}
 	saKey, err := pki.NewKey()
@@ -285,8 +314,8 @@ func (s *Stack) writeCertificates() error {
 		"serving.crt":            s.serving.Cert,
 		"serving.key":            s.serving.Key,
 		"sa.key":                 saKey,
-		"front-proxy-client.crt": frontProxy.Cert,
-		"front-proxy-client.key": frontProxy.Key,
+		"front-proxy-client.crt": s.frontProxy.Cert,
+		"front-proxy-client.key": s.frontProxy.Key,
 	})
 }
 

@@ -1,0 +1,491 @@
+// Package faultproxy is an HTTPS proxy in front of a Kubernetes API server
+// that injects the faults a client meets in real clusters: throttling,
+// server errors, timeouts, slow responses, conflicting writes and dropped
+// watch streams. The end-to-end suite puts one in front of each API server
+// of the local stack and points the autoscaler at it.
+//
+// The proxy authenticates callers by their client certificate or passes
+// their bearer token on, and tells the API server who they are the way an
+// aggregating front proxy does (X-Remote-User/X-Remote-Group), so that the
+// API server authorizes every request as the caller's own.
+package faultproxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/pki"
+)
+
+// Fault is one kind of failure the proxy injects.
+type Fault string
+
+const (
+	// TooManyRequests answers 429 with Retry-After: 1, as API priority and
+	// fairness does under load.
+	TooManyRequests Fault = "TooManyRequests"
+	// InternalError answers 500.
+	InternalError Fault = "InternalError"
+	// ServiceUnavailable answers 503, as an API server shutting down does.
+	ServiceUnavailable Fault = "ServiceUnavailable"
+	// Timeout holds the request for Faults.Hold, or until the client gives
+	// up, then answers 504, as an API server whose request timed out does.
+	Timeout Fault = "Timeout"
+	// Delay forwards the request after a random delay of up to Faults.Hold.
+	Delay Fault = "Delay"
+	// Conflict refuses an update or patch with 409, as if another writer
+	// had changed the object first. Other requests do not get it.
+	Conflict Fault = "Conflict"
+	// DropWatch cuts a watch stream after a random time of up to
+	// Faults.Hold. Other requests do not get it.
+	DropWatch Fault = "DropWatch"
+)
+
+// AllFaults are every fault kind.
+var AllFaults = []Fault{TooManyRequests, InternalError, ServiceUnavailable, Timeout, Delay, Conflict, DropWatch}
+
+// Faults say how often targeted requests fail, and how.
+type Faults struct {
+	// Rate is the share of targeted requests that get a fault, from 0 to 1.
+	Rate float64
+	// Kinds are the faults to choose from, at random among those that apply
+	// to a request; AllFaults when empty.
+	Kinds []Fault
+	// Hold bounds Timeout's hold, Delay's delay and DropWatch's stream
+	// life; 5s when zero.
+	Hold time.Duration
+}
+
+// Identity is a user as the API server's request-header authentication
+// receives it.
+type Identity struct {
+	User   string
+	Groups []string
+}
+
+// Request is a targeted request as the proxy answered it.
+type Request struct {
+	// Verb, APIGroup, Resource, Subresource, Namespace and Name are the
+	// request as RBAC sees it.
+	Verb, APIGroup, Resource, Subresource, Namespace, Name string
+	// Status is the HTTP status answered: the injected fault's, or the API
+	// server's.
+	Status int
+	// Fault is the injected fault, empty when none.
+	Fault Fault
+}
+
+// Rule is what RBAC checks for a request: "verb group/resource[/subresource]",
+// or "verb path" for a non-resource URL.
+func (r Request) Rule() string {
+	if r.Resource == "" {
+		return r.Verb + " " + r.Name
+	}
+	resource := schema.GroupResource{Group: r.APIGroup, Resource: r.Resource}.String()
+	if r.Subresource != "" {
+		resource += "/" + r.Subresource
+	}
+	return r.Verb + " " + resource
+}
+
+// Stats count what the proxy saw of targeted requests since it started.
+type Stats struct {
+	// Requests is how many targeted requests were answered.
+	Requests int
+	// Faults counts the injected faults by kind.
+	Faults map[Fault]int
+	// Forbidden are the rules of targeted requests the API server refused
+	// with 403.
+	Forbidden sets.Set[string]
+	// Used are the rules of targeted requests the API server answered
+	// without refusing them.
+	Used sets.Set[string]
+}
+
+// Injected is the number of faults injected.
+func (s Stats) Injected() int {
+	total := 0
+	for _, n := range s.Faults {
+		total += n
+	}
+	return total
+}
+
+// Options configure a Proxy.
+type Options struct {
+	// Upstream is the API server's URL.
+	Upstream string
+	// CA signs the proxy's serving certificate and the client certificates
+	// it accepts; the upstream's serving certificate must chain to it.
+	CA *pki.CA
+	// FrontProxy is the client certificate the proxy presents to the API
+	// server to pass on a certificate-authenticated caller's identity; the
+	// API server must accept it for request-header authentication.
+	FrontProxy pki.KeyPair
+	// Target picks the requests that faults apply to, that Stats count and
+	// that Observe sees; every request when nil.
+	Target func(*http.Request) bool
+	// TargetIdentity, when set, is the identity targeted requests with a
+	// client certificate get instead of the certificate's: it stands for
+	// the narrower credentials the target would be given.
+	TargetIdentity *Identity
+	// Seed makes the proxy's random choices repeatable.
+	Seed uint64
+}
+
+// Proxy is a running fault-injecting proxy.
+type Proxy struct {
+	opts     Options
+	upstream *url.URL
+	listener net.Listener
+	server   *http.Server
+	// asFrontProxy forwards certificate-authenticated callers; asCaller
+	// forwards callers with a bearer token of their own.
+	asFrontProxy, asCaller *httputil.ReverseProxy
+	requestInfo            *apirequest.RequestInfoFactory
+
+	mu       sync.Mutex
+	faults   Faults
+	random   *rand.Rand
+	stats    Stats
+	observer func(Request)
+}
+
+// Start listens on a free loopback port and serves until Close.
+func Start(opts Options) (*Proxy, error) {
+	upstream, err := url.Parse(opts.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	serving, err := opts.CA.Serving([]string{"localhost"}, net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		return nil, err
+	}
+	servingCert, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		return nil, err
+	}
+	frontProxyCert, err := tls.X509KeyPair(opts.FrontProxy.Cert, opts.FrontProxy.Key)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(opts.CA.CertPEM) {
+		return nil, errors.New("the CA certificate does not parse")
+	}
+
+	p := &Proxy{
+		opts:     opts,
+		upstream: upstream,
+		requestInfo: &apirequest.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+		random: rand.New(rand.NewPCG(opts.Seed, opts.Seed)),
+		stats:  Stats{Faults: map[Fault]int{}, Forbidden: sets.New[string](), Used: sets.New[string]()},
+	}
+	p.asFrontProxy = p.reverseProxy(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{frontProxyCert}, MinVersion: tls.VersionTLS12})
+	p.asCaller = p.reverseProxy(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+
+	p.listener, err = tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{servingCert},
+		ClientCAs:    roots,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.server.Serve(p.listener) }()
+	return p, nil
+}
+
+// URL is where the proxy serves.
+func (p *Proxy) URL() string {
+	return "https://" + p.listener.Addr().String()
+}
+
+// Close stops serving and cuts open connections, watches included.
+func (p *Proxy) Close() error {
+	return p.server.Close()
+}
+
+// SetFaults changes the faults from the next request on; the zero Faults
+// turn them off.
+func (p *Proxy) SetFaults(faults Faults) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = faults
+}
+
+// Observe calls observe after each targeted request is answered, from the
+// request's goroutine; nil stops it.
+func (p *Proxy) Observe(observe func(Request)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observer = observe
+}
+
+// Stats returns a copy of the counts so far.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	stats := p.stats
+	stats.Faults = make(map[Fault]int, len(p.stats.Faults))
+	for k, v := range p.stats.Faults {
+		stats.Faults[k] = v
+	}
+	stats.Forbidden = p.stats.Forbidden.Clone()
+	stats.Used = p.stats.Used.Clone()
+	return stats
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	forward, err := p.authenticate(req)
+	if err != nil {
+		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		return
+	}
+	if p.opts.Target != nil && !p.opts.Target(req) {
+		forward.ServeHTTP(w, req)
+		return
+	}
+
+	info, err := p.requestInfo.NewRequestInfo(req)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	fault, hold := p.chooseFault(info)
+	recorder := &statusRecorder{ResponseWriter: w}
+	// Deferred: the reverse proxy aborts the handler with a panic when a
+	// stream it copies is cut.
+	defer func() {
+		p.record(Request{
+			Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+			Namespace: info.Namespace, Name: nameOf(info, req),
+			Status: recorder.status(), Fault: fault,
+		})
+	}()
+	switch fault {
+	case "":
+		forward.ServeHTTP(recorder, req)
+	case TooManyRequests:
+		recorder.Header().Set("Retry-After", "1")
+		writeStatus(recorder, apierrors.NewTooManyRequests("injected by the fault proxy", 1))
+	case InternalError:
+		writeStatus(recorder, apierrors.NewInternalError(errors.New("injected by the fault proxy")))
+	case ServiceUnavailable:
+		writeStatus(recorder, apierrors.NewServiceUnavailable("injected by the fault proxy"))
+	case Timeout:
+		select {
+		case <-time.After(hold):
+		case <-req.Context().Done():
+		}
+		writeStatus(recorder, apierrors.NewTimeoutError("injected by the fault proxy", 1))
+	case Delay:
+		select {
+		case <-time.After(hold):
+		case <-req.Context().Done():
+		}
+		forward.ServeHTTP(recorder, req)
+	case Conflict:
+		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		writeStatus(recorder, apierrors.NewConflict(gr, info.Name, errors.New("injected by the fault proxy")))
+	case DropWatch:
+		ctx, cancel := context.WithTimeout(req.Context(), hold)
+		defer cancel()
+		forward.ServeHTTP(recorder, req.WithContext(ctx))
+	}
+}
+
+// nameOf is the object's name, or the path of a non-resource request.
+func nameOf(info *apirequest.RequestInfo, req *http.Request) string {
+	if info.IsResourceRequest {
+		return info.Name
+	}
+	return req.URL.Path
+}
+
+// authenticate picks how to forward req: with the caller's own bearer
+// token, or as the front proxy on behalf of the caller's verified client
+// certificate.
+func (p *Proxy) authenticate(req *http.Request) (*httputil.ReverseProxy, error) {
+	// Callers must not choose the identity the API server sees.
+	for header := range req.Header {
+		if strings.HasPrefix(http.CanonicalHeaderKey(header), "X-Remote-") {
+			req.Header.Del(header)
+		}
+	}
+	if req.Header.Get("Authorization") != "" {
+		return p.asCaller, nil
+	}
+	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
+		return nil, errors.New("the fault proxy needs a client certificate or a bearer token")
+	}
+	cert := req.TLS.PeerCertificates[0]
+	identity := Identity{User: cert.Subject.CommonName, Groups: cert.Subject.Organization}
+	if p.opts.TargetIdentity != nil && (p.opts.Target == nil || p.opts.Target(req)) {
+		identity = *p.opts.TargetIdentity
+	}
+	req.Header.Set("X-Remote-User", identity.User)
+	for _, group := range identity.Groups {
+		req.Header.Add("X-Remote-Group", group)
+	}
+	return p.asFrontProxy, nil
+}
+
+// chooseFault decides, at the configured rate, which fault a request gets, and
+// for how long a fault that takes time holds it.
+func (p *Proxy) chooseFault(info *apirequest.RequestInfo) (Fault, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	faults := p.faults
+	if faults.Rate <= 0 || p.random.Float64() >= faults.Rate {
+		return "", 0
+	}
+	kinds := faults.Kinds
+	if len(kinds) == 0 {
+		kinds = AllFaults
+	}
+	applicable := slices.DeleteFunc(slices.Clone(kinds), func(f Fault) bool {
+		switch f {
+		case Conflict:
+			return info.Verb != "update" && info.Verb != "patch"
+		case DropWatch:
+			return info.Verb != "watch"
+		}
+		return false
+	})
+	if len(applicable) == 0 {
+		return "", 0
+	}
+	hold := faults.Hold
+	if hold <= 0 {
+		hold = 5 * time.Second
+	}
+	fault := applicable[p.random.IntN(len(applicable))]
+	if fault == Delay || fault == DropWatch {
+		hold = time.Duration(p.random.Int64N(int64(hold)))
+	}
+	return fault, hold
+}
+
+func (p *Proxy) record(r Request) {
+	p.mu.Lock()
+	p.stats.Requests++
+	if r.Fault != "" {
+		p.stats.Faults[r.Fault]++
+	}
+	switch {
+	case r.Status == http.StatusForbidden:
+		p.stats.Forbidden.Insert(r.Rule())
+	case r.Fault == "" || r.Fault == Delay || r.Fault == DropWatch:
+		p.stats.Used.Insert(r.Rule())
+	}
+	observe := p.observer
+	p.mu.Unlock()
+	if observe != nil {
+		observe(r)
+	}
+}
+
+func (p *Proxy) reverseProxy(tlsConfig *tls.Config) *httputil.ReverseProxy {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConfig
+	// The API server speaks HTTP/2 to clients that ask; watches stream
+	// either way.
+	transport.ForceAttemptHTTP2 = true
+	return &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(p.upstream)
+			r.Out.Host = p.upstream.Host
+		},
+		Transport: transport,
+		// Stream watch events as they come.
+		FlushInterval: -1,
+		// Cut streams are expected; the proxy counts them.
+		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if req.Context().Err() != nil {
+				// The client left, or a DropWatch cut the stream.
+				return
+			}
+			writeStatus(w, apierrors.NewServiceUnavailable("the API server cannot be reached: "+err.Error()))
+		},
+	}
+}
+
+// writeStatus answers with err's Status object, as the API server does.
+func writeStatus(w http.ResponseWriter, err apierrors.APIStatus) {
+	status := err.Status()
+	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	body, _ := json.Marshal(status)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(int(status.Code))
+	_, _ = w.Write(body)
+}
+
+// statusRecorder remembers the status a response was answered with, and
+// passes flushes on for watch streams.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if flusher, ok := r.ResponseWriter.(http.Flusher); ok {
+		flusher.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter {
+	return r.ResponseWriter
+}
+
+func (r *statusRecorder) status() int {
+	if r.code == 0 {
+		// Nothing was written: the client went away first.
+		return 499
+	}
+	return r.code
+}

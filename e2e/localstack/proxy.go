@@ -1,0 +1,98 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
+)
+
+// AutoscalerUserAgent starts the user agent of every request the
+// autoscaler manager makes; the fault proxies aim at these.
+const AutoscalerUserAgent = "capi-autoscaler"
+
+// serviceAccountTokenSeconds is how long a ServiceAccountKubeconfig's
+// token is valid: longer than any run of the suite.
+const serviceAccountTokenSeconds = 24 * 60 * 60
+
+// isAutoscaler tells the autoscaler's requests from those of the stack's
+// own components and of the tests.
+func isAutoscaler(req *http.Request) bool {
+	return strings.HasPrefix(req.UserAgent(), AutoscalerUserAgent)
+}
+
+// startProxies puts a fault proxy in front of the management API server
+// and, when it is another one, the workload API server.
+func (s *Stack) startProxies(workloadIdentity *faultproxy.Identity) error {
+	for _, cluster := range []*Cluster{s.Management, s.Workload} {
+		if cluster.Proxy != nil {
+			continue
+		}
+		proxy, err := faultproxy.Start(faultproxy.Options{
+			Upstream:   cluster.Config.Host,
+			CA:         s.ca,
+			FrontProxy: s.frontProxy,
+			Target:     isAutoscaler,
+			// Only the workload kubeconfig Secret authenticates with a
+			// certificate; the manager's own kubeconfig has a token.
+			TargetIdentity: workloadIdentity,
+		})
+		if err != nil {
+			return fmt.Errorf("fault proxy of %s: %w", cluster.Name, err)
+		}
+		cluster.Proxy = proxy
+	}
+	return nil
+}
+
+// proxiedAdminKubeconfig is an admin kubeconfig for cluster through its
+// fault proxy: what the Cluster's kubeconfig Secret holds.
+func (s *Stack) proxiedAdminKubeconfig(cluster *Cluster) ([]byte, error) {
+	return clientcmd.Write(*kubeconfig(cluster.Name, cluster.Proxy.URL(), s.ca.CertPEM,
+		&clientcmdapi.AuthInfo{ClientCertificateData: s.admin.Cert, ClientKeyData: s.admin.Key}))
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates to the
+// management cluster, through its fault proxy, with a token of the
+// ServiceAccount namespace/name, and returns its path. The ServiceAccount
+// must exist.
+func (s *Stack) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	serviceAccount := &corev1.ServiceAccount{}
+	if err := s.Management.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, serviceAccount); err != nil {
+		return "", fmt.Errorf("ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To[int64](serviceAccountTokenSeconds),
+	}}
+	if err := s.Management.Client.SubResource("token").Create(ctx, serviceAccount, token); err != nil {
+		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	data, err := clientcmd.Write(*kubeconfig(s.Management.Name, s.Management.Proxy.URL(), s.ca.CertPEM,
+		&clientcmdapi.AuthInfo{Token: token.Status.Token}))
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.WorkDir, s.Management.Name, "serviceaccount-"+namespace+"-"+name+".kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// kubeconfig is a kubeconfig with one context, for server as user.
+func kubeconfig(name, server string, caPEM []byte, user *clientcmdapi.AuthInfo) *clientcmdapi.Config {
+	config := clientcmdapi.NewConfig()
+	config.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	config.AuthInfos["user"] = user
+	config.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: "user"}
+	config.CurrentContext = name
+	return config
+}

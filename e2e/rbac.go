@@ -1,0 +1,90 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
+)
+
+// WorkloadIdentity is who the autoscaler is in the workload cluster during
+// the suite: the ServiceAccount config/workload-rbac binds its role to.
+var WorkloadIdentity = faultproxy.Identity{
+	User:   "system:serviceaccount:kube-system:capi-autoscaler",
+	Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+}
+
+// rbacKinds are the kinds of the shipped manifests that grant the manager
+// its permissions; the suite installs these and nothing else of them.
+var rbacKinds = sets.New("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+// InstallManagerRBAC creates the manager's ServiceAccount and RBAC exactly
+// as config/default installs them, and returns a kubeconfig with a token
+// of that ServiceAccount, through the management cluster's fault proxy.
+func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) string {
+	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "default"))
+	Expect(err).NotTo(HaveOccurred())
+	var serviceAccount client.ObjectKey
+	for _, obj := range objects {
+		if !rbacKinds.Has(obj.GetKind()) {
+			continue
+		}
+		Expect(stack.Management.Client.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+		if obj.GetKind() == "ServiceAccount" {
+			serviceAccount = client.ObjectKeyFromObject(obj)
+		}
+	}
+	Expect(serviceAccount.Name).NotTo(BeEmpty(), "config/default has no ServiceAccount")
+	kubeconfig, err := stack.ServiceAccountKubeconfig(ctx, serviceAccount.Namespace, serviceAccount.Name)
+	Expect(err).NotTo(HaveOccurred())
+	return kubeconfig
+}
+
+// InstallWorkloadRBAC creates config/workload-rbac in the workload cluster:
+// the role WorkloadIdentity has there.
+func InstallWorkloadRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) {
+	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "workload-rbac"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, obj := range objects {
+		Expect(stack.Workload.Client.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+	}
+}
+
+// ExpectNoForbiddenRequests fails when the API servers refused the
+// autoscaler a request during the suite: its shipped RBAC misses a
+// permission. It writes the rules the autoscaler used to rbac-used.txt in
+// the stack's log directory, to find permissions it no longer needs.
+func ExpectNoForbiddenRequests(stack *localstack.Stack) {
+	GinkgoHelper()
+	report := &strings.Builder{}
+	forbidden := map[string][]string{}
+	for _, cluster := range clustersOf(stack) {
+		stats := cluster.Proxy.Stats()
+		report.WriteString("# " + cluster.Name + "\n")
+		for _, rule := range sets.List(stats.Used) {
+			report.WriteString(rule + "\n")
+		}
+		if stats.Forbidden.Len() > 0 {
+			forbidden[cluster.Name] = sets.List(stats.Forbidden)
+		}
+	}
+	Expect(os.WriteFile(filepath.Join(stack.LogDir(), "rbac-used.txt"), []byte(report.String()), 0o600)).To(Succeed())
+	Expect(forbidden).To(BeEmpty(), "the API servers refused the autoscaler these requests: its RBAC misses them")
+}
+
+// clustersOf are the stack's distinct API servers.
+func clustersOf(stack *localstack.Stack) []*localstack.Cluster {
+	return slices.Compact([]*localstack.Cluster{stack.Management, stack.Workload})
+}
