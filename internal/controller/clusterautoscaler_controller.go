@@ -151,7 +151,8 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 }
 
 // Reconcile keeps one engine running per ClusterAutoscaler while its
-// Cluster exists and is not paused, and writes the engine's status.
+// Cluster exists, is not paused and is not owned by another
+// ClusterAutoscaler (see clusterOwner), and writes the engine's status.
 func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ca); err != nil {
@@ -354,7 +355,7 @@ func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Co
 func (r *ClusterAutoscalerReconciler) clusterAutoscalersOf(ctx context.Context, cluster client.ObjectKey) []ctrl.Request {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
 	opts := []client.ListOption{client.InNamespace(cluster.Namespace), client.MatchingFields{clusterNameField: cluster.Name}}
-	// The event filter sees the object of the event, not the ClusterAutoscalers.
+	// The event filter saw the object of the event, if any, not these.
 	if r.WatchFilterValue != "" {
 		opts = append(opts, client.MatchingLabels{clusterv1.WatchLabel: r.WatchFilterValue})
 	}
