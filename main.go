@@ -5,10 +5,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,6 +34,7 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -49,6 +55,7 @@ type options struct {
 	// --diagnostics-address, --insecure-diagnostics, --tls-min-version and
 	// --tls-cipher-suites.
 	diagnostics             flags.ManagerOptions
+	profiling               bool
 	profilerAddress         string
 	healthProbeBindAddress  string
 	leaderElect             bool
@@ -68,8 +75,10 @@ type options struct {
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	flags.AddManagerOptions(fs, &o.diagnostics)
+	fs.BoolVar(&o.profiling, "profiling", false,
+		"Serve pprof profiles under /debug/pprof/ on the diagnostics endpoint, to callers allowed to get that path (to anyone with --insecure-diagnostics).")
 	fs.StringVar(&o.profilerAddress, "profiler-address", "",
-		"The address pprof profiles are served on without authentication (e.g. localhost:6060); off when empty.")
+		"For development, with --insecure-diagnostics only: the address pprof profiles are served on over plain HTTP without authentication (e.g. localhost:6060, as Cluster API's tilt-prepare adds in debug mode); off when empty.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081",
 		"The address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
@@ -206,12 +215,16 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 
 func managerOptions(opts *options) (ctrl.Options, error) {
 	// Metrics are served over HTTPS to callers allowed to GET /metrics
-	// (with pprof and the log level next to them), or over plain HTTP with
-	// --insecure-diagnostics.
+	// (with the log level, and pprof with --profiling, next to them), or
+	// over plain HTTP with --insecure-diagnostics.
 	_, metricsOpts, err := flags.GetManagerOptions(opts.diagnostics)
 	if err != nil {
 		return ctrl.Options{}, fmt.Errorf("invalid diagnostics flags: %w", err)
 	}
+	if opts.profilerAddress != "" && !opts.diagnostics.InsecureDiagnostics {
+		return ctrl.Options{}, errors.New("--profiler-address serves pprof without authentication and is for development, with --insecure-diagnostics; --profiling serves pprof on the diagnostics endpoint")
+	}
+	setProfiling(metricsOpts, opts.profiling)
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       *metricsOpts,
@@ -235,4 +248,31 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		Unstructured: true,
 	}
 	return mgrOpts, nil
+}
+
+// pprofHandlers serve the pprof endpoints, as net/http/pprof registers them.
+var pprofHandlers = map[string]http.Handler{
+	"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+	"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+	"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+	"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+	"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+}
+
+// setProfiling serves pprof on the diagnostics endpoint when profiling is
+// on, and only then: Cluster API's options serve it whenever the endpoint
+// is secure, and never when it is not.
+func setProfiling(metricsOpts *metricsserver.Options, profiling bool) {
+	for path := range metricsOpts.ExtraHandlers {
+		if strings.HasPrefix(path, "/debug/pprof/") {
+			delete(metricsOpts.ExtraHandlers, path)
+		}
+	}
+	if !profiling {
+		return
+	}
+	if metricsOpts.ExtraHandlers == nil {
+		metricsOpts.ExtraHandlers = map[string]http.Handler{}
+	}
+	maps.Copy(metricsOpts.ExtraHandlers, pprofHandlers)
 }

@@ -32,6 +32,9 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	Context("Two clusters", func() {
 		TwoClustersSpec(ctx, func() TwoClustersSpecInput { return TwoClustersSpecInput{Stack: stack} })
 	})
+	Context("Duplicate ClusterAutoscaler", func() {
+		DuplicateClusterAutoscalerSpec(ctx, func() DuplicateClusterAutoscalerSpecInput { return DuplicateClusterAutoscalerSpecInput{Stack: stack} })
+	})
 	// It kills and restarts the suite's manager.
 	Context("Restart", Serial, func() {
 		RestartSpec(ctx, func() RestartSpecInput {

@@ -416,6 +416,12 @@ const (
 	HealthyReason = "Healthy"
 	// NoNodeGroupsReason: no MachineDeployment, MachineSet or MachinePool of the cluster is annotated.
 	NoNodeGroupsReason = "NoNodeGroups"
+	// ClusterAlreadyAutoscaledReason: another ClusterAutoscaler owns the
+	// Cluster, and this one runs no engine; the condition message names the
+	// owner. Of the ClusterAutoscalers that name a Cluster, the oldest by
+	// creation time owns it, ties broken by name; the next takes over when
+	// the owner is deleted.
+	ClusterAlreadyAutoscaledReason = "ClusterAlreadyAutoscaled"
 )
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.

@@ -33,22 +33,18 @@ const maxCleanupRetryInterval = 30 * time.Second
 // taints on the workload cluster's Nodes. Replicas stay as they are. When
 // the workload cluster stays unreachable for WorkloadCleanupTimeout the
 // taints are left, with a warning event, rather than blocking the deletion
-// forever; when the Cluster is gone or going, its Nodes and Machines go with
-// it and nothing is cleaned up.
+// forever.
 func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(ca, CleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
 
-	cluster := &clusterv1.Cluster{}
-	err := r.Client.Get(ctx, clusterKey(ca), cluster)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
+	cleanup, err := r.ownsMarks(ctx, ca)
+	if err != nil {
 		return ctrl.Result{}, err
-	case !cluster.DeletionTimestamp.IsZero():
-	default:
+	}
+	if cleanup {
 		if err := r.clearDeleteMachineAnnotations(ctx, ca); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -61,6 +57,25 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *a
 	controllerutil.RemoveFinalizer(ca, CleanupFinalizer)
 	ctrl.LoggerFrom(ctx).Info("Removed the ClusterAutoscaler's engine and marks")
 	return ctrl.Result{}, nil
+}
+
+// ownsMarks says whether the delete-machine annotations and scale-down
+// taints on the Cluster may be the ClusterAutoscaler's. Not when the Cluster
+// is gone or going, with its Nodes and Machines, nor when another
+// ClusterAutoscaler owns the Cluster: they are that one's.
+func (r *ClusterAutoscalerReconciler) ownsMarks(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (bool, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	owner, err := r.clusterOwner(ctx, ca)
+	if err != nil {
+		return false, err
+	}
+	return owner.Name == ca.Name, nil
 }
 
 // clearDeleteMachineAnnotations removes the delete-machine annotation from

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -119,6 +120,16 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 		Named(controllerName).
 		For(&autoscalingv1alpha1.ClusterAutoscaler{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClusterAutoscalers)).
+		// A ClusterAutoscaler created or deleted may change which one owns
+		// its Cluster. Unfiltered by the event filter: the one created or
+		// deleted may be served by another manager.
+		WatchesRawSource(source.Kind(mgr.GetCache(), &autoscalingv1alpha1.ClusterAutoscaler{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.clusterAutoscalerToOthers),
+			predicate.TypedFuncs[*autoscalingv1alpha1.ClusterAutoscaler]{
+				// spec.clusterName, the creation time and the name never change.
+				UpdateFunc:  func(event.TypedUpdateEvent[*autoscalingv1alpha1.ClusterAutoscaler]) bool { return false },
+				GenericFunc: func(event.TypedGenericEvent[*autoscalingv1alpha1.ClusterAutoscaler]) bool { return false },
+			})).
 		// Connecting to and losing a workload cluster.
 		WatchesRawSource(r.ClusterCache.GetClusterSource(controllerName, r.clusterToClusterAutoscalers)).
 		// A loop of an engine finished.
@@ -140,7 +151,8 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 }
 
 // Reconcile keeps one engine running per ClusterAutoscaler while its
-// Cluster exists and is not paused, and writes the engine's status.
+// Cluster exists, is not paused and is not owned by another
+// ClusterAutoscaler (see clusterOwner), and writes the engine's status.
 func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ca); err != nil {
@@ -189,6 +201,14 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	if !cluster.DeletionTimestamp.IsZero() {
 		r.stopEngine(ctx, key)
 		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
+		return nil
+	}
+	owner, err := r.clusterOwner(ctx, ca)
+	if err != nil {
+		return err
+	}
+	if owner.Name != ca.Name {
+		r.refuse(ctx, ca, owner)
 		return nil
 	}
 	if annotations.IsPaused(cluster, ca) {
@@ -327,14 +347,20 @@ func indexByClusterName(obj client.Object) []string {
 // clusterToClusterAutoscalers maps a Cluster to the ClusterAutoscalers that
 // name it (and that this manager serves, with --watch-filter).
 func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Context, cluster client.Object) []ctrl.Request {
+	return r.clusterAutoscalersOf(ctx, client.ObjectKeyFromObject(cluster))
+}
+
+// clusterAutoscalersOf lists the ClusterAutoscalers that name a Cluster and
+// that this manager serves, with --watch-filter.
+func (r *ClusterAutoscalerReconciler) clusterAutoscalersOf(ctx context.Context, cluster client.ObjectKey) []ctrl.Request {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
-	opts := []client.ListOption{client.InNamespace(cluster.GetNamespace()), client.MatchingFields{clusterNameField: cluster.GetName()}}
-	// The event filter sees the Cluster, not the ClusterAutoscalers.
+	opts := []client.ListOption{client.InNamespace(cluster.Namespace), client.MatchingFields{clusterNameField: cluster.Name}}
+	// The event filter saw the object of the event, if any, not these.
 	if r.WatchFilterValue != "" {
 		opts = append(opts, client.MatchingLabels{clusterv1.WatchLabel: r.WatchFilterValue})
 	}
 	if err := r.Client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KObj(cluster))
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KRef(cluster.Namespace, cluster.Name))
 		return nil
 	}
 	requests := make([]ctrl.Request, 0, len(list.Items))

@@ -262,8 +262,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		markForDeletion(goingFromPool)
 		markForDeletion(leftInPool)
 
-		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: reachableCA.Namespace, Name: reachableCA.Name}})).To(Succeed())
-		expectGone(reachableCA)
+		deleteClusterAutoscaler(reachableCA)
 		Expect(reconciler.engines.get(reachableCA)).To(BeNil())
 
 		autoscalerTaint := HaveField("Key", BeElementOf(nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint))
@@ -278,8 +277,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 	})
 
 	It("does not block its deletion for long on an unreachable workload cluster", func() {
-		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: unreachableCA.Namespace, Name: unreachableCA.Name}})).To(Succeed())
-		expectGone(unreachableCA)
+		deleteClusterAutoscaler(unreachableCA)
 
 		warnings := &eventsv1.EventList{}
 		Expect(k8sClient.List(ctx, warnings, client.InNamespace(unreachableCA.Namespace))).To(Succeed())
@@ -304,8 +302,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		}, waitTimeout).Should(Succeed())
 		Expect(reconciler.engines.get(key)).To(BeNil())
 
-		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
-		expectGone(key)
+		deleteClusterAutoscaler(key)
 	})
 })
 
@@ -323,12 +320,19 @@ func newWorkloadCluster(server string) *testenv.Fixture {
 	return fixture
 }
 
-// createClusterAutoscaler creates a ClusterAutoscaler for the fixture's
-// Cluster that loops every second.
+// createClusterAutoscaler creates a ClusterAutoscaler called autoscaler for
+// the fixture's Cluster that loops every second.
 func createClusterAutoscaler(fixture *testenv.Fixture) types.NamespacedName {
 	GinkgoHelper()
+	return createNamedClusterAutoscaler(fixture, "autoscaler")
+}
+
+// createNamedClusterAutoscaler creates a ClusterAutoscaler called name for
+// the fixture's Cluster that loops every second.
+func createNamedClusterAutoscaler(fixture *testenv.Fixture, name string) types.NamespacedName {
+	GinkgoHelper()
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "autoscaler"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: name},
 		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
 			ClusterName:  fixture.Cluster.Name,
 			ScanInterval: &metav1.Duration{Duration: time.Second},
