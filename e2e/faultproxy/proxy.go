@@ -280,7 +280,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	fault, hold := p.chooseFault(info)
-	recorder := &statusRecorder{ResponseWriter: w}
+	// The rule is recorded when the status is known: a watch is answered
+	// long before it ends.
+	recorder := &statusRecorder{ResponseWriter: w, onStatus: func(code int) {
+		p.recordRule(Request{Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+			Name: nameOf(info, req), Status: code, Fault: fault})
+	}}
 	// Deferred: the reverse proxy aborts the handler with a panic when a
 	// stream it copies is cut.
 	defer func() {
@@ -394,17 +399,25 @@ func (p *Proxy) chooseFault(info *apirequest.RequestInfo) (Fault, time.Duration)
 	return fault, hold
 }
 
-func (p *Proxy) record(r Request) {
+// recordRule records the RBAC rule of a request answered with r.Status:
+// refused, or used when the API server answered it.
+func (p *Proxy) recordRule(r Request) {
 	p.mu.Lock()
-	p.stats.Requests++
-	if r.Fault != "" {
-		p.stats.Faults[r.Fault]++
-	}
+	defer p.mu.Unlock()
 	switch {
 	case r.Status == http.StatusForbidden:
 		p.stats.Forbidden.Insert(r.Rule())
 	case r.Fault == "" || r.Fault == Delay || r.Fault == DropWatch:
 		p.stats.Used.Insert(r.Rule())
+	}
+}
+
+// record counts a request once it is over, and shows it to the observer.
+func (p *Proxy) record(r Request) {
+	p.mu.Lock()
+	p.stats.Requests++
+	if r.Fault != "" {
+		p.stats.Faults[r.Fault]++
 	}
 	observe := p.observer
 	p.mu.Unlock()
@@ -455,20 +468,26 @@ func writeStatus(w http.ResponseWriter, err apierrors.APIStatus) {
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
+	// onStatus is told the status once.
+	onStatus func(code int)
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
+	r.setStatus(code)
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
+	r.setStatus(http.StatusOK)
 	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) setStatus(code int) {
+	if r.code != 0 {
+		return
+	}
+	r.code = code
+	r.onStatus(code)
 }
 
 func (r *statusRecorder) Flush() {

@@ -232,3 +232,15 @@ func TestObservesAnsweredRequests(t *testing.T) {
 		Verb: "patch", APIGroup: "cluster.x-k8s.io", Resource: "machines", Namespace: "ns", Name: "m-1", Status: http.StatusOK,
 	}))
 }
+
+func TestCountsAWatchWhileItStreams(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{})
+
+	resp, err := f.admin.Get(f.proxy.URL() + "/api/v1/namespaces/a/pods?watch=true")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Eventually(func() []string { return f.proxy.Stats().Used.UnsortedList() }).Should(ConsistOf("watch pods"),
+		"a watch's permission is used as soon as it is answered, not when it ends")
+}
