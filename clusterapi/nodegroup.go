@@ -249,8 +249,10 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 
 	// Marks that were there before are not ours to remove on failure.
 	var marked []*clusterv1.Machine
+	alreadyMarked := 0
 	for _, machine := range batch {
 		if _, ok := machine.Annotations[clusterv1.DeleteMachineAnnotation]; ok {
+			alreadyMarked++
 			continue
 		}
 		if err := g.resource.MarkMachineForDeletion(ctx, machine); err != nil {
@@ -263,11 +265,16 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		// removes existing-current instances on its own, marked ones first. Other marked Machines beyond that surplus could be
 		// removed instead of ours, and lowering the replicas while Machines
 		// are still to be created would only cancel their creation.
-		if surplus := existing - current; surplus < othersMarked {
+		surplus := existing - current
+		if surplus < othersMarked {
 			return 0, fmt.Errorf("%s: refusing to lower replicas from %d: %d Machines exist and %d others are marked for deletion, "+
 				"so Cluster API might not remove the requested ones; retry once replicas and Machines agree", g.ID(), current, existing, othersMarked)
 		}
-		return current - len(batch), nil
+		// Requested Machines that were marked before and that the surplus
+		// already covers are on their way out: lowering the replicas for
+		// them again would remove one more Machine, and not a marked one.
+		covered := min(alreadyMarked, surplus-othersMarked)
+		return current - (len(batch) - covered), nil
 	})
 	if err != nil {
 		return errors.Join(err, g.unmark(ctx, marked))

@@ -431,6 +431,40 @@ var _ = Describe("Provider", func() {
 			Expect(replicasOf(ms)).To(BeEquivalentTo(1))
 		})
 
+		It("does not lower the replicas twice for a Machine they were already lowered for", func() {
+			// A scale-down marked b and lowered the replicas from 3 to 2;
+			// the MachineSet controller has not started deleting b yet.
+			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			member(ms, "a", true)
+			b, bNode := member(ms, "b", true)
+			b.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z"}
+			Expect(k8sClient.Update(ctx, b)).To(Succeed())
+			member(ms, "c", true)
+			group := groupIn(discover(), "MachineSet", "ms-0")
+
+			Expect(group.DeleteNodes(ctx, []*corev1.Node{bNode})).To(Succeed())
+			Expect(replicasOf(ms)).To(BeEquivalentTo(2), "lowering again would remove a, or c, which nobody chose")
+			Expect(markedMachines()).To(ConsistOf("b"))
+		})
+
+		It("lowers the replicas for a Machine whose mark outlived an interrupted scale-down", func() {
+			// Marked, but the replicas were never lowered (the manager
+			// stopped in between): the mark alone removes nothing.
+			ms := f.MachineSet("ms-0", 3, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			member(ms, "a", true)
+			b, bNode := member(ms, "b", true)
+			b.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z"}
+			Expect(k8sClient.Update(ctx, b)).To(Succeed())
+			member(ms, "c", true)
+			group := groupIn(discover(), "MachineSet", "ms-0")
+
+			Expect(group.DeleteNodes(ctx, []*corev1.Node{bNode})).To(Succeed())
+			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
+			Expect(markedMachines()).To(ConsistOf("b"))
+		})
+
 		It("refuses while Cluster API could remove other Machines than the marked ones", func() {
 			ms := f.MachineSet("ms-0", 3, sizeAnnotations(0, 5), nil)
 			f.Create(ctx, ms)

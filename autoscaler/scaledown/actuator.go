@@ -108,14 +108,20 @@ func (a *Actuator) SetOptions(opts ActuatorOptions) {
 	a.opts = opts
 }
 
-// Progress reports the removals in progress, for the Planner.
+// Progress reports the removals in progress, for the Planner: a node
+// deleted through its group stays in progress until it is no longer
+// listed, so that it is never chosen, and deleted, twice.
 func (a *Actuator) Progress() Progress {
-	deleting := make(map[string]bool, len(a.drains))
+	deleting := make(map[string]bool, len(a.drains)+len(a.deleted))
 	for name := range a.drains {
 		deleting[name] = true
 	}
+	for name := range a.deleted {
+		deleting[name] = true
+	}
 	return Progress{
-		Deleting: deleting, Draining: len(a.drains), LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
+		Deleting: deleting, Deleted: maps.Clone(a.deleted), Draining: len(a.drains),
+		LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
 		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods,
 	}
 }

@@ -130,7 +130,10 @@ func TestEmptyNodesAreDeletedInBulk(t *testing.T) {
 	}
 	g.Expect(f.terminating(g)).To(BeEmpty(), "DaemonSet and mirror pods are not evicted")
 	g.Expect(f.events()).To(Equal([]string{eventMarked, eventMarked, eventMarked}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now, DeletedNodes: 3}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{
+		Deleting: map[string]bool{"a1": true, "a2": true, "b1": true}, Deleted: map[string]bool{"a1": true, "a2": true, "b1": true},
+		LastDeletion: st.Now, DeletedNodes: 3,
+	}), "deleted nodes stay in progress while they are listed")
 }
 
 func TestEmptyNodeThatGotAPodStays(t *testing.T) {
@@ -173,7 +176,7 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	expectTainted(g, f.node(g, "n"), true)
 	g.Expect(f.terminating(g)).To(ConsistOf("web-0", "web-1", "low"))
 	g.Expect(f.events()).To(Equal([]string{eventMarked, eventEvicting, eventEvicting, eventEvicting}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Draining: 1, EvictedPods: 3}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Deleted: map[string]bool{}, Draining: 1, EvictedPods: 3}))
 
 	f.clock.Step(10 * time.Second)
 	f.actuator.Advance(f.ctx)
@@ -184,7 +187,10 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	f.clock.Step(10 * time.Second)
 	f.actuator.Advance(f.ctx)
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
-	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastDeletion: st.Now.Add(20 * time.Second), DeletedNodes: 1, EvictedPods: 3}))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{
+		Deleting: map[string]bool{"n": true}, Deleted: map[string]bool{"n": true},
+		LastDeletion: st.Now.Add(20 * time.Second), DeletedNodes: 1, EvictedPods: 3,
+	}), "a drained node stays in progress, never to be chosen again, while it is listed")
 }
 
 func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
@@ -221,7 +227,7 @@ func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
 			g.Expect(group.Deleted).To(BeEmpty())
 			expectTainted(g, f.node(g, "n"), false)
 			g.Expect(f.events()).To(ContainElement(HavePrefix(eventFailedPfx + "failed to drain the node within 2m0s: evicting pod default/web-1: Cannot evict pod")))
-			g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, LastFailure: st.Now.Add(2 * time.Minute), EvictedPods: 1}))
+			g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, Deleted: map[string]bool{}, LastFailure: st.Now.Add(2 * time.Minute), EvictedPods: 1}))
 		})
 	}
 }

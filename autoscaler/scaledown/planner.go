@@ -58,6 +58,9 @@ func (p *Planner) RecordScaleUp(at time.Time) {
 type Progress struct {
 	// Deleting are the names of the nodes being drained or deleted.
 	Deleting map[string]bool
+	// Deleted are those of them already deleted through their group, which
+	// still lists them: the group's target size no longer counts them.
+	Deleted map[string]bool
 	// Draining is how many of them are being drained.
 	Draining int
 	// LastDeletion and LastFailure are when a node was last deleted and

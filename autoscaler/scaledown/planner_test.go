@@ -294,6 +294,18 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantKept: map[string]scaledown.Reason{"busy": busyKept, "going": scaledown.ReasonCurrentlyBeingDeleted, "idle": scaledown.ReasonNodeGroupMinSizeReached},
 		},
 		{
+			name: "a node already deleted through its group is not chosen again, nor counted twice against the minimum size",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("gone"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy")},
+			},
+			// The group's target size no longer counts "gone".
+			group:     func(g *testGroup) { g.Min, g.Target = 1, 2 },
+			progress:  scaledown.Progress{Deleting: map[string]bool{"gone": true}, Deleted: map[string]bool{"gone": true}},
+			wantEmpty: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept, "gone": scaledown.ReasonCurrentlyBeingDeleted},
+		},
+		{
 			name:        "a rollout in progress keeps the group's nodes",
 			cluster:     busyAndIdle(),
 			group:       func(g *testGroup) { g.blocked = "rollout in progress" },

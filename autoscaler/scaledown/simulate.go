@@ -77,7 +77,7 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 		if !progress.Deleting[nodeInfo.Name()] {
 			continue
 		}
-		if group := snap.NodeGroupOf(nodeInfo.Name()); group != nil {
+		if group := snap.NodeGroupOf(nodeInfo.Name()); group != nil && !progress.Deleted[nodeInfo.Name()] {
 			state.sizes[group.ID()]--
 		}
 		for _, pod := range nodeInfo.Pods() {
