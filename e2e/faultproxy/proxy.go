@@ -11,6 +11,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,10 +25,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,6 +98,9 @@ type Request struct {
 	Status int
 	// Fault is the injected fault, empty when none.
 	Fault Fault
+	// Denied says the API server's authorization refused the request: a
+	// 403 for another reason, such as a terminating namespace, is not.
+	Denied bool
 }
 
 // Rule is what RBAC checks for a request: "verb group/resource[/subresource]",
@@ -116,8 +122,8 @@ type Stats struct {
 	Requests int
 	// Faults counts the injected faults by kind.
 	Faults map[Fault]int
-	// Forbidden are the rules of targeted requests the API server refused
-	// with 403.
+	// Forbidden are the rules of targeted requests the API server's
+	// authorization refused.
 	Forbidden sets.Set[string]
 	// Used are the rules of targeted requests the API server answered
 	// without refusing them.
@@ -282,9 +288,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	fault, hold := p.chooseFault(info)
 	// The rule is recorded when the status is known: a watch is answered
 	// long before it ends.
+	denied := &deniedFlag{}
+	req = req.WithContext(context.WithValue(req.Context(), deniedKey{}, denied))
 	recorder := &statusRecorder{ResponseWriter: w, onStatus: func(code int) {
 		p.recordRule(Request{Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
-			Name: nameOf(info, req), Status: code, Fault: fault})
+			Name: nameOf(info, req), Status: code, Fault: fault, Denied: denied.Load()})
 	}}
 	// Deferred: the reverse proxy aborts the handler with a panic when a
 	// stream it copies is cut.
@@ -292,7 +300,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		p.record(Request{
 			Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: nameOf(info, req),
-			Status: recorder.status(), Fault: fault,
+			Status: recorder.status(), Fault: fault, Denied: denied.Load(),
 		})
 	}()
 	switch fault {
@@ -405,8 +413,9 @@ func (p *Proxy) recordRule(r Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case r.Status == http.StatusForbidden:
+	case r.Denied:
 		p.stats.Forbidden.Insert(r.Rule())
+	case r.Status == http.StatusForbidden:
 	case r.Fault == "" || r.Fault == Delay || r.Fault == DropWatch:
 		p.stats.Used.Insert(r.Rule())
 	}
@@ -437,7 +446,8 @@ func (p *Proxy) reverseProxy(tlsConfig *tls.Config) *httputil.ReverseProxy {
 			r.SetURL(p.upstream)
 			r.Out.Host = p.upstream.Host
 		},
-		Transport: transport,
+		Transport:      transport,
+		ModifyResponse: noteDenial,
 		// Stream watch events as they come.
 		FlushInterval: -1,
 		// Cut streams are expected; the proxy counts them.
@@ -450,6 +460,36 @@ func (p *Proxy) reverseProxy(tlsConfig *tls.Config) *httputil.ReverseProxy {
 			writeStatus(w, apierrors.NewServiceUnavailable("the API server cannot be reached: "+err.Error()))
 		},
 	}
+}
+
+// deniedKey keys a request's deniedFlag in its context.
+type deniedKey struct{}
+
+// deniedFlag is set when the API server's authorization refused the request.
+type deniedFlag = atomic.Bool
+
+// authorizationDenial is how the API server's authorization says no, as
+// in `nodes is forbidden: User "x" cannot list resource "nodes" ...`.
+var authorizationDenial = regexp.MustCompile(`forbidden: User ".*" cannot `)
+
+// noteDenial flags a 403 that the API server's authorization answered,
+// reading the Status it sent and leaving the body for the client.
+func noteDenial(resp *http.Response) error {
+	denied, ok := resp.Request.Context().Value(deniedKey{}).(*deniedFlag)
+	if !ok || resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	status := &metav1.Status{}
+	if json.Unmarshal(body, status) == nil && authorizationDenial.MatchString(status.Message) {
+		denied.Store(true)
+	}
+	return nil
 }
 
 // writeStatus answers with err's Status object, as the API server does.

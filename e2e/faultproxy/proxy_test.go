@@ -65,6 +65,14 @@ func newFixture(t *testing.T, opts faultproxy.Options) fixture {
 				}
 			}
 		}
+		switch req.URL.Path {
+		case "/api/v1/namespaces/a/configmaps/denied":
+			writeForbidden(w, `configmaps "denied" is forbidden: User "system:serviceaccount:kube-system:capi-autoscaler" cannot get resource "configmaps" in API group "" in the namespace "a"`)
+			return
+		case "/api/v1/namespaces/a/events":
+			writeForbidden(w, `events "e" is forbidden: unable to create new content in namespace a because it is being terminated`)
+			return
+		}
 		s := seen{User: req.Header.Get("X-Remote-User"), Groups: req.Header.Values("X-Remote-Group"), Authorization: req.Header.Get("Authorization")}
 		if len(req.TLS.PeerCertificates) > 0 {
 			s.ClientCert = req.TLS.PeerCertificates[0].Subject.CommonName
@@ -243,4 +251,27 @@ func TestCountsAWatchWhileItStreams(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	g.Eventually(func() []string { return f.proxy.Stats().Used.UnsortedList() }).Should(ConsistOf("watch pods"),
 		"a watch's permission is used as soon as it is answered, not when it ends")
+}
+
+func writeForbidden(w http.ResponseWriter, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	_ = json.NewEncoder(w).Encode(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden, Message: message,
+	})
+}
+
+func TestTellsAuthorizationDenialsFromOtherRefusals(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{})
+
+	code, _, body := f.do(g, f.admin, http.MethodGet, "/api/v1/namespaces/a/configmaps/denied", "capi-autoscaler")
+	g.Expect(code).To(Equal(http.StatusForbidden))
+	g.Expect(body).To(ContainSubstring("cannot get resource"), "the client gets the API server's answer")
+	code, _, _ = f.do(g, f.admin, http.MethodPost, "/api/v1/namespaces/a/events", "capi-autoscaler")
+	g.Expect(code).To(Equal(http.StatusForbidden))
+
+	g.Eventually(func() []string { return f.proxy.Stats().Forbidden.UnsortedList() }).Should(ConsistOf("get configmaps"),
+		"a terminating namespace refuses new objects, which no permission would change")
 }
