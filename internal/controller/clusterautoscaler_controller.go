@@ -54,12 +54,15 @@ const (
 	DefaultWorkloadCleanupTimeout = 5 * time.Minute
 )
 
-// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/finalizers,verbs=update
+// The patch helper writes the ClusterAutoscaler, its finalizer and its
+// status with patches; /scale is read, then updated with the
+// resourceVersion read (optimistic concurrency). The end-to-end suite runs
+// the manager with exactly this role and fails on any request it refuses.
+// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets;machinepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
