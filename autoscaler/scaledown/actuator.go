@@ -108,10 +108,15 @@ func (a *Actuator) SetOptions(opts ActuatorOptions) {
 	a.opts = opts
 }
 
-// Progress reports the removals in progress, for the Planner.
+// Progress reports the removals in progress, for the Planner: the nodes
+// being drained, and those handed to their group until they are gone, so
+// that none is removed twice.
 func (a *Actuator) Progress() Progress {
-	deleting := make(map[string]bool, len(a.drains))
+	deleting := make(map[string]bool, len(a.drains)+len(a.deleted))
 	for name := range a.drains {
+		deleting[name] = true
+	}
+	for name := range a.deleted {
 		deleting[name] = true
 	}
 	return Progress{
