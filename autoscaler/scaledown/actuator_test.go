@@ -20,7 +20,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -191,6 +193,33 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 		Deleting: map[string]bool{"n": true}, Deleted: map[string]bool{"n": true},
 		LastDeletion: st.Now.Add(20 * time.Second), DeletedNodes: 1, EvictedPods: 3,
 	}), "a drained node stays in progress, never to be chosen again, while it is listed")
+}
+
+// The loop that finishes a drain plans next from the snapshot it took
+// before: the drained node is still in it, empty. Removing it again would
+// lower its group's replicas a second time, and Cluster API would remove a
+// Machine of its own choosing.
+func TestDeletedNodeIsNotRemovedAgain(t *testing.T) {
+	g := NewWithT(t)
+	drained, busy := node("drained"), node("busy")
+	busyPod := pod("busy-0", "3", "busy")
+	f := newActuatorFixture(t, drained, busy, pod("web-0", "100m", "drained"), busyPod)
+	group := newGroup("ng", drained, busy)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: drained, Group: group}}})
+	f.finishTerminating(g)
+	f.actuator.Advance(f.ctx)
+	g.Expect(group.Deleted).To(Equal([]string{"drained"}))
+	g.Expect(f.actuator.Progress().Deleting).To(Equal(map[string]bool{"drained": true}), "a deleted node is being deleted until it is gone")
+
+	// The group as the loop read it, before the deletion.
+	read := newGroup("ng", drained, busy)
+	snap := snapshot.New(snapshot.Input{Nodes: []*corev1.Node{drained, busy}, Pods: []*corev1.Pod{busyPod}, NodeGroups: []nodegroups.NodeGroup{read}})
+	plan := scaledown.NewPlanner(f.clock).Plan(f.ctx, snap, options(), f.actuator.Progress())
+	g.Expect(plan.Empty).To(BeEmpty())
+	g.Expect(reasons(plan.Kept)).To(HaveKeyWithValue("drained", scaledown.ReasonCurrentlyBeingDeleted))
+
+	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "busy")})).To(Succeed())
+	g.Expect(f.actuator.Progress().Deleting).To(BeEmpty(), "a node that is gone is forgotten")
 }
 
 func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {

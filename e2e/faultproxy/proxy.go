@@ -101,6 +101,10 @@ type Request struct {
 	// Denied says the API server's authorization refused the request: a
 	// 403 for another reason, such as a terminating namespace, is not.
 	Denied bool
+	// Body is the body of a create, update or patch, as the caller sent
+	// it: what tells, say, a deletion mark from its removal. Nil for other
+	// verbs.
+	Body []byte
 }
 
 // Rule is what RBAC checks for a request: "verb group/resource[/subresource]",
@@ -285,6 +289,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
+	body, err := writeBody(info, req)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
 	fault, hold := p.chooseFault(info)
 	// The rule is recorded when the status is known: a watch is answered
 	// long before it ends.
@@ -300,7 +309,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		p.record(Request{
 			Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: nameOf(info, req),
-			Status: recorder.status(), Fault: fault, Denied: denied.Load(),
+			Status: recorder.status(), Fault: fault, Denied: denied.Load(), Body: body,
 		})
 	}()
 	switch fault {
@@ -333,6 +342,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		defer cancel()
 		forward.ServeHTTP(recorder, req.WithContext(ctx))
 	}
+}
+
+// writeBody reads the body of a create, update or patch, and puts it back
+// for the API server.
+func writeBody(info *apirequest.RequestInfo, req *http.Request) ([]byte, error) {
+	switch info.Verb {
+	case "create", "update", "patch":
+	default:
+		return nil, nil
+	}
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
 }
 
 // nameOf is the object's name, or the path of a non-resource request.

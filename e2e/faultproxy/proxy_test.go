@@ -26,6 +26,7 @@ type seen struct {
 	Groups        []string `json:"groups"`
 	Authorization string   `json:"authorization"`
 	ClientCert    string   `json:"clientCert"`
+	Body          string   `json:"body,omitempty"`
 }
 
 // fixture is a fake API server behind a proxy, and clients of the proxy.
@@ -73,7 +74,12 @@ func newFixture(t *testing.T, opts faultproxy.Options) fixture {
 			writeForbidden(w, `events "e" is forbidden: unable to create new content in namespace a because it is being terminated`)
 			return
 		}
-		s := seen{User: req.Header.Get("X-Remote-User"), Groups: req.Header.Values("X-Remote-Group"), Authorization: req.Header.Get("Authorization")}
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s := seen{User: req.Header.Get("X-Remote-User"), Groups: req.Header.Values("X-Remote-Group"), Authorization: req.Header.Get("Authorization"), Body: string(body)}
 		if len(req.TLS.PeerCertificates) > 0 {
 			s.ClientCert = req.TLS.PeerCertificates[0].Subject.CommonName
 		}
@@ -98,8 +104,21 @@ func newFixture(t *testing.T, opts faultproxy.Options) fixture {
 	return fixture{proxy: proxy, admin: newClient(adminCert), token: newClient()}
 }
 
+// do sends a request, with the body {} unless it is a GET.
 func (f fixture) do(g Gomega, c *http.Client, method, path, userAgent string) (int, seen, string) {
-	req, err := http.NewRequest(method, f.proxy.URL()+path, strings.NewReader("{}"))
+	body := "{}"
+	if method == http.MethodGet {
+		body = ""
+	}
+	return f.send(g, c, method, path, userAgent, body)
+}
+
+func (f fixture) send(g Gomega, c *http.Client, method, path, userAgent, body string) (int, seen, string) {
+	var reader io.Reader = http.NoBody
+	if body != "" {
+		reader = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.proxy.URL()+path, reader)
 	g.Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("User-Agent", userAgent)
 	if c == f.token {
@@ -110,13 +129,13 @@ func (f fixture) do(g Gomega, c *http.Client, method, path, userAgent string) (i
 	resp, err := c.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	g.Expect(err).NotTo(HaveOccurred())
 	var s seen
 	if resp.StatusCode == http.StatusOK {
-		g.Expect(json.Unmarshal(body, &s)).To(Succeed())
+		g.Expect(json.Unmarshal(answer, &s)).To(Succeed())
 	}
-	return resp.StatusCode, s, string(body)
+	return resp.StatusCode, s, string(answer)
 }
 
 func isAutoscaler(req *http.Request) bool {
@@ -238,6 +257,7 @@ func TestObservesAnsweredRequests(t *testing.T) {
 	f.do(g, f.admin, http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m-1", "capi-autoscaler")
 	g.Expect(<-observed).To(Equal(faultproxy.Request{
 		Verb: "patch", APIGroup: "cluster.x-k8s.io", Resource: "machines", Namespace: "ns", Name: "m-1", Status: http.StatusOK,
+		Body: []byte("{}"),
 	}))
 }
 
@@ -274,4 +294,26 @@ func TestTellsAuthorizationDenialsFromOtherRefusals(t *testing.T) {
 
 	g.Eventually(func() []string { return f.proxy.Stats().Forbidden.UnsortedList() }).Should(ConsistOf("get configmaps"),
 		"a terminating namespace refuses new objects, which no permission would change")
+}
+
+func TestObservesTheBodiesOfWrites(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{})
+	observed := make(chan faultproxy.Request, 1)
+	f.proxy.Observe(func(r faultproxy.Request) { observed <- r })
+
+	mark := `{"metadata":{"annotations":{"cluster.x-k8s.io/delete-machine":"2026-11-23T03:30:00Z"}}}`
+	code, s, _ := f.send(g, f.admin, http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m-1", "capi-autoscaler", mark)
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(s.Body).To(Equal(mark), "the API server gets the body whole")
+	g.Expect(string((<-observed).Body)).To(Equal(mark))
+
+	eviction := `{"kind":"Eviction","metadata":{"name":"p"}}`
+	f.send(g, f.admin, http.MethodPost, "/api/v1/namespaces/ns/pods/p/eviction", "capi-autoscaler", eviction)
+	g.Expect(<-observed).To(And(HaveField("Verb", "create"), HaveField("Subresource", "eviction"), HaveField("Body", BeEquivalentTo(eviction))))
+
+	f.send(g, f.admin, http.MethodDelete, "/api/v1/nodes/n", "capi-autoscaler", `{"kind":"DeleteOptions"}`)
+	g.Expect((<-observed).Body).To(BeNil(), "only creates, updates and patches have their body observed")
+	f.do(g, f.admin, http.MethodGet, "/api/v1/nodes/n", "capi-autoscaler")
+	g.Expect((<-observed).Body).To(BeNil())
 }

@@ -82,7 +82,8 @@ func (r *ClusterAutoscalerReconciler) ownsMarks(ctx context.Context, ca *autosca
 // the Cluster's Machines of MachineSets and MachinePools that are not being
 // deleted. A Machine keeps it while its MachineDeployment, MachineSet or
 // MachinePool wants fewer Machines than it has: a scale-down is under way
-// and the annotation picks the Machine that goes.
+// and the annotation picks the Machine that goes. It runs when no engine
+// runs for the ClusterAutoscaler: at deletion, and before an engine starts.
 func (r *ClusterAutoscalerReconciler) clearDeleteMachineAnnotations(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) error {
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(ca.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ca.Spec.ClusterName}); err != nil {

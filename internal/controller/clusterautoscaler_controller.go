@@ -308,6 +308,13 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 		return nil, err
 	}
 	if running == nil {
+		// The drains of an engine live in its memory: a scale-down that a
+		// crash or a restart interrupted between marking a Machine and
+		// lowering the replicas is released, not resumed. The taints of
+		// such drains go in the engine's first loop.
+		if err := r.clearDeleteMachineAnnotations(ctx, ca); err != nil {
+			return nil, err
+		}
 		if err := r.startEngine(ctx, ca, restConfig, desired); err != nil {
 			return nil, err
 		}

@@ -287,6 +287,40 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		})))
 	})
 
+	It("removes the delete-machine annotations a crash left before starting its engine, and keeps those of scale-downs under way", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		By("leaving a mark as a manager killed between marking a Machine and lowering the replicas would")
+		md := fixture.MachineDeployment("md-0", 2, map[string]string{
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
+		})
+		fixture.Create(ctx, md)
+		ms := fixture.MachineSet("md-0-a", 2, nil, md)
+		fixture.Create(ctx, ms)
+		marked, unmarked := fixture.Machine("machine-0", ms), fixture.Machine("machine-1", ms)
+		fixture.Create(ctx, marked, unmarked)
+		markForDeletion(marked)
+		By("and a mark whose scale-down went through: the MachineSet wants one Machine fewer than it has")
+		shrinking := fixture.MachineSet("shrinking", 1, nil, nil)
+		fixture.Create(ctx, shrinking)
+		going := fixture.Machine("going", shrinking)
+		fixture.Create(ctx, going, fixture.Machine("staying", shrinking))
+		markForDeletion(going)
+
+		key := createClusterAutoscaler(fixture)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, key)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+		}, waitTimeout).Should(Succeed())
+		Expect(get(marked).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "the crashed scale-down is released")
+		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation), "Cluster API is removing this Machine")
+		Expect(get(md).Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		Expect(get(shrinking).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+
+		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
+		expectGone(key)
+	})
+
 	It("stops the engine when the Cluster goes away", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		key := createClusterAutoscaler(fixture)
