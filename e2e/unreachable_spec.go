@@ -1,0 +1,298 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+)
+
+// UnreachableDuring is what the autoscaler is doing when the workload
+// cluster's API server goes away.
+type UnreachableDuring string
+
+const (
+	// DuringScaleUp: pods are pending, the group has not grown yet.
+	DuringScaleUp UnreachableDuring = "scale-up"
+	// DuringScaleDown: a node is tainted and its pod evicted, but the pod
+	// is not gone yet.
+	DuringScaleDown UnreachableDuring = "scale-down"
+)
+
+// WorkloadUnreachableSpecInput is the input of WorkloadUnreachableSpec.
+type WorkloadUnreachableSpecInput struct {
+	Stack *localstack.Stack
+
+	// Manager returns the running autoscaler manager, which must not exit
+	// or panic.
+	Manager func() *localstack.Process
+
+	During UnreachableDuring
+
+	// Outage is how long the workload API server stays down. Beyond five
+	// failed health probes (about 50 s) the manager's ClusterCache
+	// disconnects, and connects again once the API server is back.
+	Outage time.Duration
+}
+
+// WorkloadUnreachableSpec stops the workload cluster's API server in the
+// middle of a scale-up or a scale-down, and checks that the autoscaler
+// does nothing it cannot see the outcome of (no replicas changed, no
+// Machine marked or deleted), reports the workload cluster unreachable on
+// the ClusterAutoscaler, and finishes the job on its own once the API
+// server is back, leaving nothing behind. The figures go to the report and
+// to unreachable.txt in the stack's log directory.
+//
+// It needs the SeparateWorkload topology: self-hosted, the workload API
+// server is the management one.
+func WorkloadUnreachableSpec(ctx context.Context, inputGetter func() WorkloadUnreachableSpecInput) {
+	var input WorkloadUnreachableSpecInput
+
+	BeforeEach(func() {
+		input = inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "WorkloadUnreachableSpec needs a stack")
+		Expect(input.Manager).NotTo(BeNil(), "WorkloadUnreachableSpec needs the manager")
+		Expect(input.During).To(BeElementOf(DuringScaleUp, DuringScaleDown))
+		Expect(input.Outage).To(BeNumerically(">", 0), "WorkloadUnreachableSpec needs an outage")
+		if input.Stack.Topology() != localstack.SeparateWorkload {
+			Skip("the workload cluster is unreachable only in the SeparateWorkload topology: self-hosted, its API server is the management cluster's")
+		}
+	})
+
+	It("does nothing unsafe while the workload cluster is unreachable, and recovers on its own", func() {
+		mgmt := input.Stack.Management.Client
+		namespace := CreateSpecNamespace(ctx, input.Stack, "unreachable")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
+		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+
+		var outage workloadOutage
+		switch input.During {
+		case DuringScaleUp:
+			outage = unreachableDuringScaleUp(ctx, input, namespace, cluster)
+		case DuringScaleDown:
+			outage = unreachableDuringScaleDown(ctx, input, namespace, cluster)
+		}
+
+		figures := fmt.Sprintf("unreachable during a %s, outage %s: reported unreachable %s after the API server stopped, Ready again %s and done %s after it was back",
+			input.During, input.Outage, outage.reported.Sub(outage.stopped).Round(time.Second),
+			outage.ready.Sub(outage.restarted).Round(time.Second), outage.done.Sub(outage.restarted).Round(time.Second))
+		AddReportEntry("unreachable", figures)
+		appendFigures(input.Stack, "unreachable.txt", figures)
+	})
+}
+
+// workloadOutage are the times of an outage of the workload API server.
+type workloadOutage struct {
+	// stopped and restarted are when the API server stopped and was back.
+	stopped, restarted time.Time
+	// reported is when the ClusterAutoscaler first said the workload
+	// cluster is unreachable; ready when it was Ready again.
+	reported, ready time.Time
+	// done is when the interrupted scale-up or scale-down was complete.
+	done time.Time
+}
+
+// unreachableDuringScaleUp stops the workload API server while pods wait
+// for two new nodes, before the group grows.
+func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	By("Creating a group of 4-core nodes, 1 to 3")
+	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		Client: mgmt, Cluster: cluster, Name: "workers",
+		Replicas:    ptr.To[int32](1),
+		Annotations: SizeAnnotations(1, 3),
+		Machine:     SimMachine("4"),
+		Labels:      map[string]string{ClusterLabel: cluster.Name},
+	})
+	WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+	// The pods count only once 20 s old: the API server goes away while
+	// they are pending and the group has not grown, and the autoscaler has
+	// a health probe (every 10 s) to notice before they count.
+	spec := FastClusterAutoscalerSpec(cluster.Name)
+	spec.NewPodScaleUpDelay = &metav1.Duration{Duration: 20 * time.Second}
+	ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+
+	By("Three 3-core pods: two of them wait for new nodes")
+	big := CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 3,
+		Requests:     CPURequest("3"),
+		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+	})
+	Eventually(func(g Gomega) {
+		g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
+	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+
+	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
+		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1), "the group grew while the workload cluster was unreachable")
+	})
+
+	By("Seeing the scale-up through once the API server is back")
+	WaitForPodsRunning(ctx, workload, big, ScaleUpTimeout)
+	outage.done = time.Now()
+	Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
+	for _, seen := range invariants.Replicas(md) {
+		Expect(seen.Replicas).To(BeNumerically("<=", 3), "the group was scaled beyond the two nodes needed: %v", invariants.Replicas(md))
+	}
+	expectRecovered(ctx, input, cluster, invariants, ca)
+	return outage
+}
+
+// unreachableDuringScaleDown stops the workload API server while a node is
+// being drained: its pod is evicted, and held Terminating by a finalizer.
+func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	By("Creating a group of two 4-core nodes, 1 to 3")
+	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		Client: mgmt, Cluster: cluster, Name: "workers",
+		Replicas:    ptr.To[int32](2),
+		Annotations: SizeAnnotations(1, 3),
+		Machine:     SimMachine("4"),
+		Labels:      map[string]string{ClusterLabel: cluster.Name},
+	})
+	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+	var drained, kept string
+	for _, node := range nodes {
+		if drained == "" {
+			drained = node
+		} else {
+			kept = node
+		}
+	}
+
+	By("Filling " + kept + " to 75% so that it stays, and putting a small pod on " + drained)
+	CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
+		Requests:     CPURequest("3"),
+		NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
+	})
+	small := CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: namespace.Name, Name: "small", Replicas: 1,
+		Requests:     CPURequest("500m"),
+		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+		Mutate: func(template *corev1.PodTemplateSpec) {
+			template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
+			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+					Weight: 100,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
+					}}},
+				}},
+			}}
+		},
+	})
+	pods := WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+	Expect(pods[0].Spec.NodeName).To(Equal(drained))
+	held := &pods[0]
+	By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
+	patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
+	DeferCleanup(func(ctx context.Context) {
+		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+	})
+
+	ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+
+	By("Waiting until the autoscaler drains " + drained + ": tainted, its pod evicted and Terminating")
+	Eventually(func(g Gomega) {
+		node := &corev1.Node{}
+		g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
+		g.Expect(HasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
+		pod := &corev1.Pod{}
+		g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(held), pod)).To(Succeed())
+		g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+
+	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
+		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2), "the group shrank while the workload cluster was unreachable")
+		for _, m := range MachinesOf(g, mgmt, md) {
+			g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s was marked while the workload cluster was unreachable", m.Name)
+			g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted while the workload cluster was unreachable", m.Name)
+		}
+	})
+
+	By("Letting the held pod go: the node is removed, by the drain resumed or by a new one")
+	patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+	Eventually(func() error {
+		return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
+	}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+	Eventually(func(g Gomega) {
+		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
+		g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(1))
+	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained node did not go")
+	outage.done = time.Now()
+	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+	expectRecovered(ctx, input, cluster, invariants, ca)
+	return outage
+}
+
+// stopWorkloadAPIServer stops the workload API server for the input's
+// outage, waits until the ClusterAutoscaler reports the workload cluster
+// unreachable, checks safe throughout the rest of the outage, and
+// restarts the API server: the autoscaler must be Ready again on its own.
+func stopWorkloadAPIServer(ctx context.Context, input WorkloadUnreachableSpecInput, ca *autoscalingv1alpha1.ClusterAutoscaler, safe func(g Gomega)) workloadOutage {
+	GinkgoHelper()
+	stack, mgmt := input.Stack, input.Stack.Management.Client
+	By(fmt.Sprintf("Stopping the workload API server for %s", input.Outage))
+	outage := workloadOutage{stopped: time.Now()}
+	Expect(stack.StopAPIServer(stack.Workload)).To(Succeed())
+	restarted := false
+	restart := func() {
+		Expect(stack.RestartAPIServer(ctx, stack.Workload)).To(Succeed())
+		restarted = true
+	}
+	DeferCleanup(func() {
+		// The next specs need the workload cluster.
+		if !restarted {
+			restart()
+		}
+	})
+
+	Eventually(func(g Gomega) {
+		safe(g)
+		ready := conditions.Get(GetClusterAutoscaler(g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+	}, input.Outage, AutoscalerPoll).Should(Succeed(), "the ClusterAutoscaler did not report the workload cluster unreachable within the outage")
+	outage.reported = time.Now()
+	if rest := input.Outage - outage.reported.Sub(outage.stopped); rest > 0 {
+		Consistently(safe, rest, AutoscalerPoll).Should(Succeed())
+	}
+
+	By("Starting the workload API server again")
+	restart()
+	outage.restarted = time.Now()
+	Eventually(func(g Gomega) {
+		ready := conditions.Get(GetClusterAutoscaler(g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
+	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed(), "the autoscaler did not recover")
+	outage.ready = time.Now()
+	return outage
+}
+
+// expectRecovered checks what the autoscaler left once it recovered, and
+// removes the ClusterAutoscaler.
+func expectRecovered(ctx context.Context, input WorkloadUnreachableSpecInput, cluster *clusterv1.Cluster, invariants *Invariants, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+	GinkgoHelper()
+	ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+	invariants.ExpectNoViolations()
+	ExpectManagerHealthy(input.Manager())
+	DeleteClusterAutoscaler(input.Stack.Management.Client, ca)
+}
