@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +38,10 @@ var rbacKinds = sets.New("Namespace", "ServiceAccount", "ClusterRole", "ClusterR
 func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) string {
 	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "default"))
 	Expect(err).NotTo(HaveOccurred())
+	// Namespaces first: the rest lives in them.
+	slices.SortStableFunc(objects, func(a, b *unstructured.Unstructured) int {
+		return cmp.Compare(kindOrder(a), kindOrder(b))
+	})
 	var serviceAccount client.ObjectKey
 	for _, obj := range objects {
 		if !rbacKinds.Has(obj.GetKind()) {
@@ -50,6 +56,13 @@ func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot s
 	kubeconfig, err := stack.ServiceAccountKubeconfig(ctx, serviceAccount.Namespace, serviceAccount.Name)
 	Expect(err).NotTo(HaveOccurred())
 	return kubeconfig
+}
+
+func kindOrder(obj *unstructured.Unstructured) int {
+	if obj.GetKind() == "Namespace" {
+		return 0
+	}
+	return 1
 }
 
 // InstallWorkloadRBAC creates config/workload-rbac in the workload cluster:

@@ -156,8 +156,8 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 // StopAPIServer kills the API server of cluster (SIGKILL), as a crash or a
 // network partition takes a control plane away, and nothing else: etcd
 // keeps the cluster's data, and the cluster's scheduler, controller
-// manager and kwok, its fault proxy and every client of it fail until
-// RestartAPIServer. The management cluster's API server cannot be
+// manager and kwok, and every client of it fail until RestartAPIServer.
+// Its fault proxy answers 503 until the API server is ready again. The management cluster's API server cannot be
 // stopped: Cluster API and the simulated provider need it.
 func (s *Stack) StopAPIServer(cluster *Cluster) error {
 	if cluster == s.Management {
@@ -165,6 +165,9 @@ func (s *Stack) StopAPIServer(cluster *Cluster) error {
 	}
 	if cluster.apiServer == nil {
 		return fmt.Errorf("the API server of %s is not one of the stack's", cluster.Name)
+	}
+	if cluster.Proxy != nil {
+		cluster.Proxy.SetUpstreamReady(false)
 	}
 	return cluster.apiServer.Kill()
 }
@@ -195,7 +198,13 @@ func (s *Stack) RestartAPIServer(ctx context.Context, cluster *Cluster) error {
 	if err != nil {
 		return err
 	}
-	return apiserver.waitHealthy(ctx, healthClient, cluster.Config.Host+"/readyz")
+	if err := apiserver.waitHealthy(ctx, healthClient, cluster.Config.Host+"/readyz"); err != nil {
+		return err
+	}
+	if cluster.Proxy != nil {
+		cluster.Proxy.SetUpstreamReady(true)
+	}
+	return nil
 }
 
 // newCluster writes an admin kubeconfig for server and builds clients.
