@@ -36,7 +36,23 @@ type HASpecInput struct {
 	// LeaderElectionArgs are extra flags of the replicas, e.g. Lease
 	// timings; the manager's defaults when empty.
 	LeaderElectionArgs []string
+
+	// KillAt is when the leader is killed.
+	KillAt HAKillPoint
 }
+
+// HAKillPoint is when HASpec kills the leader.
+type HAKillPoint string
+
+const (
+	// KillBeforeScaleUp: the pods are pending, and the leader has not
+	// scaled up for them yet: the new leader must.
+	KillBeforeScaleUp HAKillPoint = "before the scale-up"
+	// KillAfterScaleUp: the leader has raised the replicas, and the new
+	// nodes have not registered yet: the new leader must count them as
+	// upcoming, and not scale up for the same pods again.
+	KillAfterScaleUp HAKillPoint = "after the scale-up"
+)
 
 const (
 	// haLeaseName is the Lease of the spec's replicas: a name of its own,
@@ -53,12 +69,12 @@ const (
 )
 
 // HASpec runs two replicas of the manager with leader election, kills the
-// leader (SIGKILL, as a crash or a lost node would) while a scale-up is
-// due, and measures the failover: from the kill to the standby acquiring
-// the Lease, and to the scale-up done by it. No node group may be scaled
-// twice: the pending pods need exactly two more nodes, and the group's
-// replicas never go beyond. The figures go to the report and to ha.txt in
-// the stack's log directory.
+// leader (SIGKILL, as a crash or a lost node would) just before or just
+// after it scales up for pending pods, and measures the failover: from the
+// kill to the standby acquiring the Lease, to the scale-up, and to the
+// pods running. No node group may be scaled twice: the pending pods need
+// exactly two more nodes, and the group's replicas go from 1 to 3 once.
+// The figures go to the report and to ha.txt in the stack's log directory.
 //
 // It stops and restarts the suite's manager: run it serially.
 func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
@@ -69,20 +85,27 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		Expect(input.Stack).NotTo(BeNil(), "HASpec needs a stack")
 		Expect(input.Manager).NotTo(BeNil(), "HASpec needs the suite's manager")
 		Expect(input.Restarted).NotTo(BeNil(), "HASpec needs to tell about the restarted manager")
+		Expect(input.KillAt).To(BeElementOf(KillBeforeScaleUp, KillAfterScaleUp))
 	})
 
-	It("fails over to the standby replica, which scales up once", func() {
+	It("fails over to the standby replica, and scales up once", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
 		namespace := CreateSpecNamespace(ctx, input.Stack, "ha")
 		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
 		By("Creating a group of 4-core nodes, 1 to 6")
+		machine := SimMachine("4")
+		if input.KillAt == KillAfterScaleUp {
+			// Longer than a failover: the new leader finds the nodes of
+			// the scale-up on their way.
+			machine.ProvisioningDelay = metav1.Duration{Duration: 30 * time.Second}
+		}
 		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](1),
 			Annotations: SizeAnnotations(1, 6),
-			Machine:     SimMachine("4"),
+			Machine:     machine,
 			Labels:      map[string]string{ClusterLabel: cluster.Name},
 		})
 		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
@@ -92,10 +115,13 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		leader, standby := waitForLeader(replicas)
 		By(fmt.Sprintf("%s leads, %s stands by", leader.Name(), standby.Name()))
 
-		// The pods are left alone for a while, so that the leader can be
-		// killed once they are pending and before it scales up for them.
 		spec := FastClusterAutoscalerSpec(cluster.Name)
-		spec.NewPodScaleUpDelay = &metav1.Duration{Duration: 15 * time.Second}
+		if input.KillAt == KillBeforeScaleUp {
+			// The pods are left alone for a while, so that the leader
+			// can be killed once they are pending and before it scales
+			// up for them.
+			spec.NewPodScaleUpDelay = &metav1.Duration{Duration: 15 * time.Second}
+		}
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
@@ -109,11 +135,19 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
 		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
 		holder := lease(Default, mgmt, leaseKey).Spec.HolderIdentity
+		switch input.KillAt {
+		case KillBeforeScaleUp:
+			Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(1), "the leader scaled up before it was killed")
+		case KillAfterScaleUp:
+			Eventually(func(g Gomega) {
+				g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(3))
+			}, ScaleUpTimeout, 100*time.Millisecond).Should(Succeed(), "the leader did not scale up")
+		}
 
-		By("Killing the leader " + leader.Name() + " before it scales up")
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(1), "the leader scaled up before it was killed")
+		By("Killing the leader " + leader.Name() + " " + string(input.KillAt))
 		killed := time.Now()
 		Expect(leader.Kill()).To(Succeed())
+		Expect(ClusterNodes(Default, workload, cluster)).To(HaveLen(1), "the nodes of the scale-up registered before the leader was killed")
 
 		By("Waiting for " + standby.Name() + " to take the Lease over")
 		var acquired time.Time
@@ -139,15 +173,18 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		for _, seen := range trajectory {
 			Expect(seen.Replicas).To(BeNumerically("<=", 3), "the group was scaled beyond the two nodes needed: %v", trajectory)
 		}
+		Expect(replicasTrajectory(trajectory)).To(Equal("1→3"), "the group was scaled more than once")
 		scaledUp := firstSeen(trajectory, 3)
-		Expect(scaledUp).To(BeTemporally(">", killed), "the killed leader scaled up")
+		if input.KillAt == KillBeforeScaleUp {
+			Expect(scaledUp).To(BeTemporally(">", killed), "the killed leader scaled up")
+		}
 		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
 		ExpectManagerHealthy(standby)
 
 		round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-		figures := fmt.Sprintf("ha %s, Lease timings %s: from the kill of the leader, %s to the new leader's Lease, %s to the scale-up (%s after the Lease), %s to the pods running; replicas %s",
-			input.Stack.Topology(), leaseTimings(input.LeaderElectionArgs),
+		figures := fmt.Sprintf("ha %s, leader killed %s, Lease timings %s: from the kill, %s to the new leader's Lease, %s to the scale-up (%s after the Lease), %s to the pods running; replicas %s",
+			input.Stack.Topology(), input.KillAt, leaseTimings(input.LeaderElectionArgs),
 			round(acquired.Sub(killed)), round(scaledUp.Sub(killed)), round(scaledUp.Sub(acquired)),
 			round(running.Sub(killed)), replicasTrajectory(trajectory))
 		AddReportEntry("ha", figures)

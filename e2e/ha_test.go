@@ -14,12 +14,22 @@ import (
 // take a component away from every spec: they run serially.
 // `make test` runs the short ones (label ci); `make test-e2e` runs them all.
 var _ = Describe("High availability", Serial, func() {
-	// It stops the suite's manager for two replicas of its own.
-	Context("the leader is killed while a scale-up is due, default Lease timings", Label("full"), func() {
+	// They stop the suite's manager for two replicas of their own.
+	Context("the leader is killed before it scales up", Label("full"), func() {
 		HASpec(ctx, func() HASpecInput {
 			return HASpecInput{
 				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
+				KillAt:    KillBeforeScaleUp,
+			}
+		})
+	})
+	Context("the leader is killed after it scaled up, before the nodes register", Label("full"), func() {
+		HASpec(ctx, func() HASpecInput {
+			return HASpecInput{
+				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Restarted: func(p *localstack.Process) { suiteManager = p },
+				KillAt:    KillAfterScaleUp,
 			}
 		})
 	})

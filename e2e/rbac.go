@@ -12,11 +12,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
 )
@@ -53,9 +56,29 @@ func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot s
 		}
 	}
 	Expect(serviceAccount.Name).NotTo(BeEmpty(), "config/default has no ServiceAccount")
+	grantSimulatedInfrastructure(ctx, stack, serviceAccount)
 	kubeconfig, err := stack.ServiceAccountKubeconfig(ctx, serviceAccount.Namespace, serviceAccount.Name)
 	Expect(err).NotTo(HaveOccurred())
 	return kubeconfig
+}
+
+// grantSimulatedInfrastructure lets the manager read the simulated
+// provider's objects, such as its machine templates for scale from zero.
+// The shipped RBAC grants infrastructure.cluster.x-k8s.io, the group of
+// real providers; a provider of another group is granted the same way.
+func grantSimulatedInfrastructure(ctx context.Context, stack *localstack.Stack, serviceAccount client.ObjectKey) {
+	name := "capi-autoscaler-e2e-infrastructure"
+	Expect(stack.Management.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"},
+		}},
+	})).To(Succeed())
+	Expect(stack.Management.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: serviceAccount.Namespace, Name: serviceAccount.Name}},
+	})).To(Succeed())
 }
 
 func kindOrder(obj *unstructured.Unstructured) int {

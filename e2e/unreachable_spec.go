@@ -87,9 +87,10 @@ func WorkloadUnreachableSpec(ctx context.Context, inputGetter func() WorkloadUnr
 			outage = unreachableDuringScaleDown(ctx, input, namespace, cluster)
 		}
 
-		figures := fmt.Sprintf("unreachable during a %s, outage %s: reported unreachable %s after the API server stopped, Ready again %s and done %s after it was back",
-			input.During, input.Outage, outage.reported.Sub(outage.stopped).Round(time.Second),
-			outage.ready.Sub(outage.restarted).Round(time.Second), outage.done.Sub(outage.restarted).Round(time.Second))
+		since := func(from, to time.Time) time.Duration { return to.Sub(from).Round(time.Second) }
+		figures := fmt.Sprintf("unreachable during a %s, outage %s: reported unreachable %s after the API server stopped; after it was back, Ready again in %s, replicas changed in %s, done in %s",
+			input.During, input.Outage, since(outage.stopped, outage.reported),
+			since(outage.restarted, outage.ready), since(outage.restarted, outage.scaled), since(outage.restarted, outage.done))
 		AddReportEntry("unreachable", figures)
 		appendFigures(input.Stack, "unreachable.txt", figures)
 	})
@@ -102,8 +103,10 @@ type workloadOutage struct {
 	// reported is when the ClusterAutoscaler first said the workload
 	// cluster is unreachable; ready when it was Ready again.
 	reported, ready time.Time
-	// done is when the interrupted scale-up or scale-down was complete.
-	done time.Time
+	// scaled is when the group's replicas changed for the interrupted
+	// scale-up or scale-down; done when it was complete: the pods running
+	// on the new nodes, or the node gone.
+	scaled, done time.Time
 }
 
 // unreachableDuringScaleUp stops the workload API server while pods wait
@@ -150,6 +153,7 @@ func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpec
 	outage.done = time.Now()
 	Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
 	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("1→3"), "the group was scaled more than once")
+	outage.scaled = firstSeen(invariants.Replicas(md), 3)
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
 }
@@ -238,6 +242,8 @@ func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSp
 		g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(1))
 	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained node did not go")
 	outage.done = time.Now()
+	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("2→1"), "the group was scaled more than once")
+	outage.scaled = firstSeen(invariants.Replicas(md), 1)
 	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
