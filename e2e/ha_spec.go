@@ -183,10 +183,13 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		ExpectManagerHealthy(standby)
 
 		round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-		figures := fmt.Sprintf("ha %s, leader killed %s, Lease timings %s: from the kill, %s to the new leader's Lease, %s to the scale-up (%s after the Lease), %s to the pods running; replicas %s",
+		scaleUp := fmt.Sprintf("%s to the scale-up (%s after the Lease)", round(scaledUp.Sub(killed)), round(scaledUp.Sub(acquired)))
+		if input.KillAt == KillAfterScaleUp {
+			scaleUp = fmt.Sprintf("no scale-up (the killed leader's was %s before the kill)", round(killed.Sub(scaledUp)))
+		}
+		figures := fmt.Sprintf("ha %s, leader killed %s, Lease timings %s: from the kill, %s to the new leader's Lease, %s, %s to the pods running; replicas %s",
 			input.Stack.Topology(), input.KillAt, leaseTimings(input.LeaderElectionArgs),
-			round(acquired.Sub(killed)), round(scaledUp.Sub(killed)), round(scaledUp.Sub(acquired)),
-			round(running.Sub(killed)), replicasTrajectory(trajectory))
+			round(acquired.Sub(killed)), scaleUp, round(running.Sub(killed)), replicasTrajectory(trajectory))
 		AddReportEntry("ha", figures)
 		appendFigures(input.Stack, "ha.txt", figures)
 		DeleteClusterAutoscaler(mgmt, ca)

@@ -15,7 +15,7 @@ import (
 // `make test` runs the short ones (label ci); `make test-e2e` runs them all.
 var _ = Describe("High availability", Serial, func() {
 	// They stop the suite's manager for two replicas of their own.
-	Context("the leader is killed before it scales up", Label("full"), func() {
+	Context("the leader is killed before it scales up", Label("ci"), func() {
 		HASpec(ctx, func() HASpecInput {
 			return HASpecInput{
 				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
