@@ -88,9 +88,9 @@ func WorkloadUnreachableSpec(ctx context.Context, inputGetter func() WorkloadUnr
 		}
 
 		since := func(from, to time.Time) time.Duration { return to.Sub(from).Round(time.Second) }
-		figures := fmt.Sprintf("unreachable during a %s, outage %s: reported unreachable %s after the API server stopped; after it was back, Ready again in %s, replicas changed in %s, done in %s",
+		figures := fmt.Sprintf("unreachable during a %s, outage %s: reported unreachable %s after the API server stopped; after it was back, Ready again in %s, replicas at their goal in %s, done in %s; replicas %s",
 			input.During, input.Outage, since(outage.stopped, outage.reported),
-			since(outage.restarted, outage.ready), since(outage.restarted, outage.scaled), since(outage.restarted, outage.done))
+			since(outage.restarted, outage.ready), since(outage.restarted, outage.scaled), since(outage.restarted, outage.done), outage.trajectory)
 		AddReportEntry("unreachable", figures)
 		appendFigures(input.Stack, "unreachable.txt", figures)
 	})
@@ -107,6 +107,8 @@ type workloadOutage struct {
 	// scale-up or scale-down; done when it was complete: the pods running
 	// on the new nodes, or the node gone.
 	scaled, done time.Time
+	// trajectory is the group's replicas, as they changed.
+	trajectory string
 }
 
 // unreachableDuringScaleUp stops the workload API server while pods wait
@@ -152,8 +154,15 @@ func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpec
 	WaitForPodsRunning(ctx, workload, big, ScaleUpTimeout)
 	outage.done = time.Now()
 	Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
-	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("1→3"), "the group was scaled more than once")
+	// After a long outage, the node may be NotReady for a while (its
+	// heartbeats could not reach the API server), and a young NotReady
+	// node counts as upcoming, as upstream's: the scale-up may then come
+	// in two steps, but never beyond the two nodes needed.
+	for _, seen := range invariants.Replicas(md) {
+		Expect(seen.Replicas).To(BeNumerically("<=", 3), "the group was scaled beyond the two nodes needed: %s", replicasTrajectory(invariants.Replicas(md)))
+	}
 	outage.scaled = firstSeen(invariants.Replicas(md), 3)
+	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
 }
@@ -244,6 +253,7 @@ func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSp
 	outage.done = time.Now()
 	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("2→1"), "the group was scaled more than once")
 	outage.scaled = firstSeen(invariants.Replicas(md), 1)
+	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
 	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
