@@ -125,15 +125,7 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		By("Three 3-core pods: one fits on the node, the two others need exactly two more nodes")
-		big := CreateWorkload(ctx, WorkloadInput{
-			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 3,
-			Requests:     CPURequest("3"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-		})
-		Eventually(func(g Gomega) {
-			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+		big := CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
 		holder := lease(Default, mgmt, leaseKey).Spec.HolderIdentity
 		switch input.KillAt {
 		case KillBeforeScaleUp:

@@ -136,15 +136,7 @@ func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpec
 	ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-	By("Three 3-core pods: two of them wait for new nodes")
-	big := CreateWorkload(ctx, WorkloadInput{
-		Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 3,
-		Requests:     CPURequest("3"),
-		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-	})
-	Eventually(func(g Gomega) {
-		g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
-	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+	big := CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
 
 	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
 		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1), "the group grew while the workload cluster was unreachable")
@@ -171,67 +163,9 @@ func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpec
 // being drained: its pod is evicted, and held Terminating by a finalizer.
 func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	By("Creating a group of two 4-core nodes, 1 to 3")
-	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-		Client: mgmt, Cluster: cluster, Name: "workers",
-		Replicas:    ptr.To[int32](2),
-		Annotations: SizeAnnotations(1, 3),
-		Machine:     SimMachine("4"),
-		Labels:      map[string]string{ClusterLabel: cluster.Name},
-	})
-	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
-	var drained, kept string
-	for _, node := range nodes {
-		if drained == "" {
-			drained = node
-		} else {
-			kept = node
-		}
-	}
-
-	By("Filling " + kept + " to 75% so that it stays, and putting a small pod on " + drained)
-	CreateWorkload(ctx, WorkloadInput{
-		Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
-		Requests:     CPURequest("3"),
-		NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
-	})
-	small := CreateWorkload(ctx, WorkloadInput{
-		Client: workload, Namespace: namespace.Name, Name: "small", Replicas: 1,
-		Requests:     CPURequest("500m"),
-		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-		Mutate: func(template *corev1.PodTemplateSpec) {
-			template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
-			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-					Weight: 100,
-					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
-					}}},
-				}},
-			}}
-		},
-	})
-	pods := WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-	Expect(pods[0].Spec.NodeName).To(Equal(drained))
-	held := &pods[0]
-	By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
-	patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
-	DeferCleanup(func(ctx context.Context) {
-		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
-	})
-
-	ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+	drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
+	md, ca := drain.Group, drain.ClusterAutoscaler
 	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
-
-	By("Waiting until the autoscaler drains " + drained + ": tainted, its pod evicted and Terminating")
-	Eventually(func(g Gomega) {
-		node := &corev1.Node{}
-		g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-		g.Expect(HasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
-		pod := &corev1.Pod{}
-		g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(held), pod)).To(Succeed())
-		g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
-	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
 
 	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
 		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2), "the group shrank while the workload cluster was unreachable")
@@ -242,9 +176,9 @@ func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSp
 	})
 
 	By("Letting the held pod go: the node is removed, by the drain resumed or by a new one")
-	patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+	drain.LetGo(workload)
 	Eventually(func() error {
-		return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
+		return workload.Get(ctx, client.ObjectKeyFromObject(drain.Held), &corev1.Pod{})
 	}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
 	Eventually(func(g Gomega) {
 		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
@@ -254,7 +188,7 @@ func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSp
 	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("2→1"), "the group was scaled more than once")
 	outage.scaled = firstSeen(invariants.Replicas(md), 1)
 	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
-	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+	WaitForPodsRunning(ctx, workload, drain.Small, NodesReadyTimeout)
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
 }
