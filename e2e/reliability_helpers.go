@@ -132,3 +132,14 @@ func CreatePodsForTwoNodes(ctx context.Context, workload client.Client, namespac
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
 	return big
 }
+
+// ExpectReplicasAtMost fails when a group's replicas went beyond max: the
+// group was scaled for more than the pods needed, e.g. twice for the same
+// pods.
+func ExpectReplicasAtMost(trajectory []ReplicasSeen, max int32) {
+	GinkgoHelper()
+	Expect(trajectory).NotTo(BeEmpty(), "no replicas were seen")
+	for _, seen := range trajectory {
+		Expect(seen.Replicas).To(BeNumerically("<=", max), "the group was scaled beyond the %d replicas needed: %s", max, replicasTrajectory(trajectory))
+	}
+}

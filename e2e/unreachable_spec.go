@@ -150,9 +150,7 @@ func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpec
 	// heartbeats could not reach the API server), and a young NotReady
 	// node counts as upcoming, as upstream's: the scale-up may then come
 	// in two steps, but never beyond the two nodes needed.
-	for _, seen := range invariants.Replicas(md) {
-		Expect(seen.Replicas).To(BeNumerically("<=", 3), "the group was scaled beyond the two nodes needed: %s", replicasTrajectory(invariants.Replicas(md)))
-	}
+	ExpectReplicasAtMost(invariants.Replicas(md), 3)
 	outage.scaled = firstSeen(invariants.Replicas(md), 3)
 	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
 	expectRecovered(ctx, input, cluster, invariants, ca)
