@@ -61,6 +61,7 @@ type options struct {
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
+	leaderElection          leaderElectionTimings
 	gracefulShutdownTimeout time.Duration
 	watchNamespace          string
 	watchFilterValue        string
@@ -87,6 +88,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"The name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"The namespace of the leader election Lease; defaults to the manager's namespace.")
+	fs.DurationVar(&o.leaderElection.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long a replica waits, after the leader's last renewal, before it takes the Lease over: the longest failover after a crash.")
+	fs.DurationVar(&o.leaderElection.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew the Lease before it stops leading (and exits).")
+	fs.DurationVar(&o.leaderElection.retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How often replicas try to acquire or renew the Lease.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
 		"How long running loops get to finish on shutdown.")
 	fs.StringVar(&o.watchNamespace, "namespace", "",
@@ -136,6 +143,14 @@ func runMain() int {
 		return 1
 	}
 	return 0
+}
+
+// leaderElectionTimings are the Lease timings, Cluster API's flags and
+// client-go's defaults.
+type leaderElectionTimings struct {
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
 }
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set.
@@ -234,6 +249,9 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.leaderElection.leaseDuration,
+		RenewDeadline:                 &opts.leaderElection.renewDeadline,
+		RetryPeriod:                   &opts.leaderElection.retryPeriod,
 		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
 	}
 	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod

@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -35,11 +37,23 @@ type WatchInvariantsInput struct {
 //   - a MachineDeployment's replicas outside its [min, max] size;
 //   - a Machine deleted that the autoscaler did not choose: it carries no
 //     delete-machine mark when Cluster API starts deleting it.
+//
+// It also records each MachineDeployment's replicas as they change, for
+// the specs that check a trajectory (e.g. that no group was scaled twice).
 type Invariants struct {
 	mu         sync.Mutex
 	violations []string
 	// events counts what the watches saw, to show they saw something.
 	events int
+	// replicas are the replicas each MachineDeployment had, by name.
+	replicas map[string][]ReplicasSeen
+}
+
+// ReplicasSeen is a MachineDeployment's replicas from the moment the watch
+// saw them.
+type ReplicasSeen struct {
+	Replicas int32
+	Seen     time.Time
 }
 
 // WatchInvariants starts watching the Cluster's MachineDeployments and
@@ -51,7 +65,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		DefaultNamespaces: map[string]cache.Config{input.Cluster.Namespace: {}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	inv := &Invariants{}
+	inv := &Invariants{replicas: map[string][]ReplicasSeen{}}
 	watch := func(obj client.Object, check func(obj any)) {
 		informer, err := informers.GetInformer(ctx, obj)
 		Expect(err).NotTo(HaveOccurred())
@@ -66,6 +80,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		if !ok || md.Spec.ClusterName != input.Cluster.Name {
 			return
 		}
+		inv.recordReplicas(md)
 		inv.checkReplicas(md)
 	})
 	watch(&clusterv1.Machine{}, func(obj any) {
@@ -116,6 +131,26 @@ func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
 		}
 	}
 	inv.record("")
+}
+
+// recordReplicas adds the MachineDeployment's replicas to its trajectory
+// when they changed.
+func (inv *Invariants) recordReplicas(md *clusterv1.MachineDeployment) {
+	replicas := ptr.Deref(md.Spec.Replicas, 0)
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	trajectory := inv.replicas[md.Name]
+	if len(trajectory) == 0 || trajectory[len(trajectory)-1].Replicas != replicas {
+		inv.replicas[md.Name] = append(trajectory, ReplicasSeen{Replicas: replicas, Seen: time.Now()})
+	}
+}
+
+// Replicas is the trajectory of the MachineDeployment's replicas since the
+// watch started: its first value, then each change.
+func (inv *Invariants) Replicas(md *clusterv1.MachineDeployment) []ReplicasSeen {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.replicas[md.Name])
 }
 
 // record counts one watch event, and a violation when it is not empty.

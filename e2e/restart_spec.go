@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,57 +67,8 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
-		By("Creating a group of two 4-core nodes")
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "workers",
-			Replicas:    ptr.To[int32](2),
-			Annotations: SizeAnnotations(1, 3),
-			Machine:     SimMachine("4"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
-		})
-		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
-		var drained, kept string
-		for _, node := range nodes {
-			if drained == "" {
-				drained = node
-			} else {
-				kept = node
-			}
-		}
-
-		By("Filling " + kept + " to 75% so that it stays, and putting a small pod on " + drained)
-		CreateWorkload(ctx, WorkloadInput{
-			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
-			Requests:     CPURequest("3"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
-		})
-		// The small pod prefers the node to drain, but may move to the
-		// other one: the node is unneeded. Its grace period keeps its
-		// eviction pending for minutes.
-		small := CreateWorkload(ctx, WorkloadInput{
-			Client: workload, Namespace: namespace.Name, Name: "small", Replicas: 1,
-			Requests:     CPURequest("500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-			Mutate: func(template *corev1.PodTemplateSpec) {
-				template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
-				template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-						Weight: 100,
-						Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-							Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
-						}}},
-					}},
-				}}
-			},
-		})
-		pods := WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-		Expect(pods[0].Spec.NodeName).To(Equal(drained))
-		held := &pods[0]
-		By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
-		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
-		DeferCleanup(func(ctx context.Context) {
-			patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
-		})
+		drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
+		md, drained, kept, small, held := drain.Group, drain.Drained, drain.Kept, drain.Small, drain.Held
 
 		manager := input.Manager
 		Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", manager.Name())
@@ -141,18 +91,6 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 			default:
 			}
 		})
-
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-
-		By("Waiting until the autoscaler drains " + drained + ": tainted, its pod evicted and Terminating")
-		Eventually(func(g Gomega) {
-			node := &corev1.Node{}
-			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", drained)
-			pod := &corev1.Pod{}
-			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(held), pod)).To(Succeed())
-			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
-		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
 
 		By("Killing the manager in the middle of the drain")
 		Expect(manager.Kill()).To(Succeed())
@@ -185,7 +123,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		expectReplacementRunning(workload, small, kept)
 
 		By("Letting the held pod go and allowing scale-down again: the now empty node is removed cleanly")
-		patchPod(workload, held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+		drain.LetGo(workload)
 		Eventually(func() error {
 			return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
 		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
@@ -204,7 +142,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 		expectReplacementRunning(workload, small, kept)
 
-		DeleteClusterAutoscaler(mgmt, ca)
+		DeleteClusterAutoscaler(mgmt, drain.ClusterAutoscaler)
 	})
 }
 

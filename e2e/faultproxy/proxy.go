@@ -175,6 +175,8 @@ type Proxy struct {
 	// forwards callers with a bearer token of their own.
 	asFrontProxy, asCaller *httputil.ReverseProxy
 	requestInfo            *apirequest.RequestInfoFactory
+	// upstreamDown is set while the API server is stopped or starting.
+	upstreamDown atomic.Bool
 
 	mu       sync.Mutex
 	faults   Faults
@@ -251,6 +253,15 @@ func (p *Proxy) SetFaults(faults Faults) {
 	p.faults = faults
 }
 
+// SetUpstreamReady tells the proxy whether its API server is ready. While
+// it is not, the proxy answers every request 503 itself, as a load
+// balancer that health-checks a control plane does, and counts none: an
+// API server still starting forbids, until its RBAC caches have synced,
+// what it allows once ready.
+func (p *Proxy) SetUpstreamReady(ready bool) {
+	p.upstreamDown.Store(!ready)
+}
+
 // Observe calls observe after each targeted request is answered, from the
 // request's goroutine; nil stops it.
 func (p *Proxy) Observe(observe func(Request)) {
@@ -274,6 +285,10 @@ func (p *Proxy) Stats() Stats {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if p.upstreamDown.Load() {
+		writeStatus(w, apierrors.NewServiceUnavailable("the API server is not ready"))
+		return
+	}
 	forward, err := p.authenticate(req)
 	if err != nil {
 		writeStatus(w, apierrors.NewUnauthorized(err.Error()))

@@ -317,3 +317,19 @@ func TestObservesTheBodiesOfWrites(t *testing.T) {
 	f.do(g, f.admin, http.MethodGet, "/api/v1/nodes/n", "capi-autoscaler")
 	g.Expect((<-observed).Body).To(BeNil())
 }
+
+func TestAnswersItselfWhileTheUpstreamIsNotReady(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{Target: isAutoscaler})
+
+	f.proxy.SetUpstreamReady(false)
+	for _, userAgent := range []string{"capi-autoscaler", "kube-scheduler"} {
+		code, _, body := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", userAgent)
+		g.Expect(code).To(Equal(http.StatusServiceUnavailable), "%s: %s", userAgent, body)
+	}
+	g.Expect(f.proxy.Stats().Requests).To(BeZero(), "requests the API server never saw are not counted")
+
+	f.proxy.SetUpstreamReady(true)
+	code, _, _ := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
+	g.Expect(code).To(Equal(http.StatusOK))
+}

@@ -145,7 +145,66 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 		return nil, err
 	}
 
-	return s.newCluster(name, server, filepath.Join(dir, "kubeconfig"))
+	cluster, err := s.newCluster(name, server, filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	cluster.apiServer, cluster.apiServerStarts = apiserver, 1
+	return cluster, nil
+}
+
+// StopAPIServer kills the API server of cluster (SIGKILL), as a crash or a
+// network partition takes a control plane away, and nothing else: etcd
+// keeps the cluster's data, and the cluster's scheduler, controller
+// manager and kwok, and every client of it fail until RestartAPIServer.
+// Its fault proxy answers 503 until the API server is ready again. The management cluster's API server cannot be
+// stopped: Cluster API and the simulated provider need it.
+func (s *Stack) StopAPIServer(cluster *Cluster) error {
+	if cluster == s.Management {
+		return fmt.Errorf("the API server of %s serves the management cluster: it cannot be stopped", cluster.Name)
+	}
+	if cluster.apiServer == nil {
+		return fmt.Errorf("the API server of %s is not one of the stack's", cluster.Name)
+	}
+	if cluster.Proxy != nil {
+		cluster.Proxy.SetUpstreamReady(false)
+	}
+	return cluster.apiServer.Kill()
+}
+
+// RestartAPIServer starts the API server of cluster again after
+// StopAPIServer, with the same flags (address, etcd prefix, certificates),
+// and returns once it is ready. Its log is <name>-kube-apiserver-<n>.log
+// for its n-th start.
+func (s *Stack) RestartAPIServer(ctx context.Context, cluster *Cluster) error {
+	stopped := cluster.apiServer
+	if stopped == nil {
+		return fmt.Errorf("the API server of %s is not one of the stack's", cluster.Name)
+	}
+	select {
+	case <-stopped.Exited():
+	default:
+		return fmt.Errorf("the API server of %s is running (pid %d)", cluster.Name, stopped.Pid())
+	}
+	name := fmt.Sprintf("%s-kube-apiserver-%d", cluster.Name, cluster.apiServerStarts+1)
+	apiserver, err := startProcess(ctx, s.logDir(), name, stopped.Binary(), stopped.Args()...)
+	if err != nil {
+		return err
+	}
+	s.track(apiserver)
+	cluster.apiServer = apiserver
+	cluster.apiServerStarts++
+	healthClient, err := httpsClient(s.ca.CertPEM, &s.admin)
+	if err != nil {
+		return err
+	}
+	if err := apiserver.waitHealthy(ctx, healthClient, cluster.Config.Host+"/readyz"); err != nil {
+		return err
+	}
+	if cluster.Proxy != nil {
+		cluster.Proxy.SetUpstreamReady(true)
+	}
+	return nil
 }
 
 // newCluster writes an admin kubeconfig for server and builds clients.

@@ -88,6 +88,13 @@ type Cluster struct {
 	// Faults it injects hit only requests whose user agent is the
 	// autoscaler's. Nil for an API server started by StartAPIServer.
 	Proxy *faultproxy.Proxy
+
+	// apiServer is the API server's process: StopAPIServer stops it and
+	// RestartAPIServer replaces it.
+	apiServer *Process
+	// apiServerStarts counts the API server's processes, to give each a
+	// log of its own.
+	apiServerStarts int
 }
 
 // Stack is a running local stack.

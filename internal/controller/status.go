@@ -1,13 +1,11 @@
 package controller
 
 import (
-	"errors"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -42,7 +40,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	if status.Err != nil {
 		reason := autoscalingv1alpha1.LoopFailedReason
 		message := "The autoscaling loop failed: " + status.Err.Error()
-		if errors.Is(status.Err, clustercache.ErrClusterNotConnected) {
+		if isWorkloadClusterUnreachable(status.Err) {
 			reason = autoscalingv1alpha1.WorkloadClusterUnreachableReason
 			message = "The workload cluster cannot be reached: " + status.Err.Error()
 		}

@@ -87,6 +87,15 @@ func TestSetStatusFromLoop(t *testing.T) {
 			},
 		},
 		{
+			name:   "a workload cluster that fails its health probe while still connected",
+			status: autoscaler.Status{Time: loopTime, Err: fmt.Errorf("listing nodes: %w", errHealthProbeFailing)},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.ReadyCondition)).To(ContainSubstring("health probe of the workload cluster is failing"))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+			},
+		},
+		{
 			name:   "a failed loop",
 			status: autoscaler.Status{Time: loopTime, Err: fmt.Errorf("listing node groups: forbidden")},
 			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -44,11 +46,28 @@ var unfinishedPods = fields.AndSelectors(
 	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
 )
 
+// errHealthProbeFailing: the ClusterCache is still connected to the
+// workload cluster, but its last health probe failed. Its caches may hold
+// what the cluster looked like before it became unreachable.
+var errHealthProbeFailing = errors.New("the health probe of the workload cluster is failing")
+
+// isWorkloadClusterUnreachable tells the errors of reads from a workload
+// cluster that cannot be reached.
+func isWorkloadClusterUnreachable(err error) bool {
+	return errors.Is(err, clustercache.ErrClusterNotConnected) || errors.Is(err, errHealthProbeFailing)
+}
+
 // workloadReader is the engine's reader of one workload cluster. Every read
 // asks the ClusterCache for the cluster's current client, so that while the
 // cluster is disconnected reads fail with clustercache.ErrClusterNotConnected
 // instead of returning what a stopped cache last saw, and after a reconnect
 // they use the new cache.
+//
+// The ClusterCache disconnects only after five failed health probes, 10 s
+// apart; until then its informers keep serving what they last saw. Reads
+// fail as soon as the last probe failed, so that the engine does not scale
+// on a view it cannot refresh: it would, for instance, add nodes for pods
+// that may have been scheduled or deleted since.
 //
 // Pods are listed straight from the cache's pod informer, without the copy
 // of every pod that List makes: the informer is handed over by a
@@ -71,7 +90,7 @@ var (
 )
 
 func (r *workloadReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	reader, err := r.clusterCache.GetReader(ctx, r.cluster)
+	reader, err := r.reader(ctx)
 	if err != nil {
 		return err
 	}
@@ -79,18 +98,30 @@ func (r *workloadReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 }
 
 func (r *workloadReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	reader, err := r.clusterCache.GetReader(ctx, r.cluster)
+	reader, err := r.reader(ctx)
 	if err != nil {
 		return err
 	}
 	return reader.List(ctx, list, opts...)
 }
 
+// reader is the cached reader of the current connection, while the last
+// health probe of the cluster succeeded.
+func (r *workloadReader) reader(ctx context.Context) (client.Reader, error) {
+	if state := r.clusterCache.GetHealthCheckingState(ctx, r.cluster); state.ConsecutiveFailures > 0 {
+		// The time of the last success, not the count of failures: the
+		// message stays the same while the cluster is unreachable, and so
+		// does the status that shows it.
+		return nil, fmt.Errorf("%w (last success: %s)", errHealthProbeFailing, state.LastProbeSuccessTime.UTC().Format(time.RFC3339))
+	}
+	return r.clusterCache.GetReader(ctx, r.cluster)
+}
+
 // ListPods lists the cached pods without copying them. Until the informer
 // of the current connection has been handed over and has synced, it lists
 // through List.
 func (r *workloadReader) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
-	reader, err := r.clusterCache.GetReader(ctx, r.cluster)
+	reader, err := r.reader(ctx)
 	if err != nil {
 		return nil, err
 	}

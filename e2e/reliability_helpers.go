@@ -1,0 +1,145 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+)
+
+// StartHeldDrainInput is the input of StartHeldDrain.
+type StartHeldDrainInput struct {
+	Stack     *localstack.Stack
+	Namespace SpecNamespace
+	Cluster   *clusterv1.Cluster
+}
+
+// HeldDrain is a drain the autoscaler started and cannot finish: the pod
+// it evicted stays Terminating until the spec lets it go.
+type HeldDrain struct {
+	// Group has two 4-core nodes, 1 to 3.
+	Group *clusterv1.MachineDeployment
+	// Drained is the node being drained; Kept is filled to 75% and stays.
+	Drained, Kept string
+	// Small is the Deployment of the evicted pod, Held.
+	Small *appsv1.Deployment
+	Held  *corev1.Pod
+	// ClusterAutoscaler runs with FastClusterAutoscalerSpec.
+	ClusterAutoscaler *autoscalingv1alpha1.ClusterAutoscaler
+}
+
+// StartHeldDrain creates a group of two nodes whose second one the
+// autoscaler drains, and returns once the node is tainted and its pod
+// evicted, but held Terminating by a finalizer (and a grace period of
+// minutes): the drain is in progress and cannot finish. The finalizer is
+// removed after the spec, or earlier with LetGo.
+func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
+	GinkgoHelper()
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	By("Creating a group of two 4-core nodes, 1 to 3")
+	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		Client: mgmt, Cluster: input.Cluster, Name: "workers",
+		Replicas:    ptr.To[int32](2),
+		Annotations: SizeAnnotations(1, 3),
+		Machine:     SimMachine("4"),
+		Labels:      map[string]string{ClusterLabel: input.Cluster.Name},
+	})
+	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+	d := HeldDrain{Group: md}
+	for _, node := range nodes {
+		if d.Drained == "" {
+			d.Drained = node
+		} else {
+			d.Kept = node
+		}
+	}
+
+	By("Filling " + d.Kept + " to 75% so that it stays, and putting a small pod on " + d.Drained)
+	CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: input.Namespace.Name, Name: "big", Replicas: 1,
+		Requests:     CPURequest("3"),
+		NodeSelector: map[string]string{ClusterLabel: input.Cluster.Name, corev1.LabelHostname: d.Kept},
+	})
+	// The small pod prefers the node to drain, but may move to the other
+	// one: the node is unneeded. Its grace period keeps its eviction
+	// pending for minutes.
+	d.Small = CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: input.Namespace.Name, Name: "small", Replicas: 1,
+		Requests:     CPURequest("500m"),
+		NodeSelector: map[string]string{ClusterLabel: input.Cluster.Name},
+		Mutate: func(template *corev1.PodTemplateSpec) {
+			template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](300)
+			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+					Weight: 100,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{d.Drained},
+					}}},
+				}},
+			}}
+		},
+	})
+	pods := WaitForPodsRunning(ctx, workload, d.Small, NodesReadyTimeout)
+	Expect(pods[0].Spec.NodeName).To(Equal(d.Drained))
+	d.Held = &pods[0]
+	By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
+	patchPod(workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
+	DeferCleanup(func(ctx context.Context) { d.LetGo(workload) })
+
+	d.ClusterAutoscaler = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: input.Cluster, Spec: FastClusterAutoscalerSpec(input.Cluster.Name)})
+
+	By("Waiting until the autoscaler drains " + d.Drained + ": tainted, its pod evicted and Terminating")
+	Eventually(func(g Gomega) {
+		node := &corev1.Node{}
+		g.Expect(workload.Get(ctx, client.ObjectKey{Name: d.Drained}, node)).To(Succeed())
+		g.Expect(HasDeletionTaint(node)).To(BeTrue(), "Node %s has no deletion taint", d.Drained)
+		pod := &corev1.Pod{}
+		g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(d.Held), pod)).To(Succeed())
+		g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+	return d
+}
+
+// LetGo removes the finalizer that holds the evicted pod.
+func (d HeldDrain) LetGo(workload client.Client) {
+	GinkgoHelper()
+	patchPod(workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+}
+
+// CreatePodsForTwoNodes creates three 3-core pods for a Cluster whose only
+// node has 4 cores, and waits until the two that do not fit are pending:
+// the Cluster needs exactly two more nodes.
+func CreatePodsForTwoNodes(ctx context.Context, workload client.Client, namespace SpecNamespace, cluster *clusterv1.Cluster) *appsv1.Deployment {
+	GinkgoHelper()
+	By("Three 3-core pods: one fits on the node, the two others need exactly two more nodes")
+	big := CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 3,
+		Requests:     CPURequest("3"),
+		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+	})
+	Eventually(func(g Gomega) {
+		g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
+	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+	return big
+}
+
+// ExpectReplicasAtMost fails when a group's replicas went beyond max: the
+// group was scaled for more than the pods needed, e.g. twice for the same
+// pods.
+func ExpectReplicasAtMost(trajectory []ReplicasSeen, max int32) {
+	GinkgoHelper()
+	Expect(trajectory).NotTo(BeEmpty(), "no replicas were seen")
+	for _, seen := range trajectory {
+		Expect(seen.Replicas).To(BeNumerically("<=", max), "the group was scaled beyond the %d replicas needed: %s", max, replicasTrajectory(trajectory))
+	}
+}

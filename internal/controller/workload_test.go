@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// fakeClusterCache is connected to one cluster, served by reader, with
+// the health checking state given.
+type fakeClusterCache struct {
+	clustercache.ClusterCache
+	reader client.Reader
+	health clustercache.HealthCheckingState
+}
+
+func (c fakeClusterCache) GetReader(context.Context, client.ObjectKey) (client.Reader, error) {
+	return c.reader, nil
+}
+
+func (c fakeClusterCache) GetHealthCheckingState(context.Context, client.ObjectKey) clustercache.HealthCheckingState {
+	return c.health
+}
+
+func TestWorkloadReaderRefusesAStaleView(t *testing.T) {
+	lastSuccess := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	cluster := client.ObjectKey{Namespace: "ns", Name: "cluster"}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}}
+	tests := []struct {
+		name string
+		// health is the ClusterCache's state of its health probes of the cluster.
+		health clustercache.HealthCheckingState
+		// unreachable says that every read fails as from an unreachable cluster.
+		unreachable bool
+	}{
+		{
+			name:   "the last probe succeeded",
+			health: clustercache.HealthCheckingState{LastProbeTime: lastSuccess, LastProbeSuccessTime: lastSuccess},
+		},
+		{
+			name:        "the last probe failed, the cache is still connected",
+			health:      clustercache.HealthCheckingState{LastProbeTime: lastSuccess.Add(10 * time.Second), LastProbeSuccessTime: lastSuccess, ConsecutiveFailures: 1},
+			unreachable: true,
+		},
+		{
+			name:        "every probe failed but not enough to disconnect",
+			health:      clustercache.HealthCheckingState{LastProbeTime: lastSuccess.Add(40 * time.Second), LastProbeSuccessTime: lastSuccess, ConsecutiveFailures: 4},
+			unreachable: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			cache := fakeClusterCache{reader: fake.NewClientBuilder().WithObjects(node.DeepCopy()).Build(), health: tt.health}
+			reader := newWorkloadReader(cache, cluster, client.ObjectKey{Namespace: "ns", Name: "ca"})
+
+			nodes := &corev1.NodeList{}
+			listErr := reader.List(ctx, nodes)
+			getErr := reader.Get(ctx, client.ObjectKeyFromObject(node), &corev1.Node{})
+			_, podsErr := reader.ListPods(ctx)
+			if !tt.unreachable {
+				g.Expect(listErr).NotTo(HaveOccurred())
+				g.Expect(nodes.Items).To(HaveLen(1))
+				g.Expect(getErr).NotTo(HaveOccurred())
+				g.Expect(podsErr).NotTo(HaveOccurred())
+				return
+			}
+			for _, err := range []error{listErr, getErr, podsErr} {
+				g.Expect(err).To(MatchError(errHealthProbeFailing))
+				g.Expect(isWorkloadClusterUnreachable(err)).To(BeTrue())
+				// The same message for the whole outage: the status is
+				// not patched at every loop.
+				g.Expect(err.Error()).To(ContainSubstring("last success: 2026-03-01T10:00:00Z"))
+			}
+		})
+	}
+}
