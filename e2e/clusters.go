@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
 // KubernetesVersion is the version of the simulated Nodes.
@@ -169,4 +172,37 @@ func CreateZonalNodeGroups(ctx context.Context, input CreateZonalNodeGroupsInput
 		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: input.Management, Workload: input.Workload, Group: md, Count: int(input.Replicas)})
 	}
 	return groups
+}
+
+// CreateWorkerGroupInput is the input of CreateWorkerGroup.
+type CreateWorkerGroupInput struct {
+	Stack   *localstack.Stack
+	Cluster *clusterv1.Cluster
+	// Nodes the group starts with; its min size is 1.
+	Nodes int
+	// MaxSize the group may grow to.
+	MaxSize int
+	// Machine is the spec of its machines; 4-core nodes when zero.
+	Machine infrav1.SimMachineSpec
+}
+
+// CreateWorkerGroup creates the node group "workers" of the reliability
+// specs, labelled with ClusterLabel, waits until its Nodes are Ready, and
+// returns it with the names of its Nodes by Machine name.
+func CreateWorkerGroup(ctx context.Context, input CreateWorkerGroupInput) (*clusterv1.MachineDeployment, map[string]string) {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	machine := input.Machine
+	if machine.Capacity == nil {
+		machine = SimMachine("4")
+	}
+	By(fmt.Sprintf("Creating a group of %d %s-core nodes, 1 to %d", input.Nodes, machine.Capacity.Cpu(), input.MaxSize))
+	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		Client: mgmt, Cluster: input.Cluster, Name: "workers",
+		Replicas:    ptr.To(int32(input.Nodes)),
+		Annotations: SizeAnnotations(1, input.MaxSize),
+		Machine:     machine,
+		Labels:      map[string]string{ClusterLabel: input.Cluster.Name},
+	})
+	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: input.Nodes})
+	return md, nodes
 }

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
@@ -100,21 +99,13 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 	})
 
 	It("loses nothing, deletes nothing wrong and releases the drain in progress when the manager is killed at any step", func() {
-		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+		mgmt := input.Stack.Management.Client
 		Expect(input.Manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", input.Manager.Name())
 		namespace := CreateSpecNamespace(ctx, input.Stack, "crash")
 		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
-		By(fmt.Sprintf("Creating a group of 4-core nodes, 1 to %d", crashGroupMax))
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "workers",
-			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, crashGroupMax),
-			Machine:     SimMachine("4"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
-		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: crashGroupMax})
 		spec := FastClusterAutoscalerSpec(cluster.Name)
 		spec.ScaleDown.UnneededTime = &metav1.Duration{Duration: crashUnneededTime}
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
@@ -155,49 +146,33 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 			nth := 1 + cycle/len(CrashPoints)%point.reachedPerCycle()
 			prefix := fmt.Sprintf("Cycle %d/%d, kill after %s #%d", cycle+1, cycles, point, nth)
 
-			By(prefix + ": three 3-core pods need three nodes")
 			crash.takePeakReplicas()
 			if point == CrashAfterScaleUp {
 				crash.arm(point, nth)
 			}
-			big := CreateWorkload(ctx, WorkloadInput{
-				Client: workload, Namespace: namespace.Name, Name: fmt.Sprintf("big-%d", cycle), Replicas: 3,
-				Requests:     CPURequest("3"),
-				NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			ScaleCycle(ctx, ScaleCycleInput{
+				Stack: input.Stack, Namespace: namespace, Cluster: cluster, Group: md,
+				Name: fmt.Sprintf("cycle-%d-of-%d-kill-after-%s-%d", cycle+1, cycles, strings.ToLower(string(point)), nth),
+				AfterScaleUp: func() {
+					// Not eventually: a scale-up done twice would be
+					// scaled down again after a while.
+					Expect(crash.takePeakReplicas()).To(Equal(3), "the autoscaler asked for more nodes than the pods need")
+				},
+				BeforeScaleDown: func() {
+					if point != CrashAfterScaleUp {
+						crash.arm(point, nth)
+					}
+				},
+				AfterScaleDown: func() {
+					By(prefix + ": nothing is left behind, the restarted manager is healthy and released the drain it found")
+					ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+					result := crash.disarm()
+					Expect(result.err).NotTo(HaveOccurred(), "killing or starting the manager")
+					Expect(result.unreleased).To(BeEmpty(), "the restarted manager did not release the drain under way at the kill")
+					ExpectManagerHealthy(crash.current())
+					figures[point].add(result)
+				},
 			})
-			WaitForPodsRunning(ctx, workload, big, 2*ScaleUpTimeout)
-			// Not eventually: a scale-up done twice would be scaled down
-			// again after a while.
-			Expect(crash.takePeakReplicas()).To(Equal(3), "the autoscaler asked for more nodes than the pods need")
-			Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
-			Expect(ClusterNodes(Default, workload, cluster)).To(HaveLen(3))
-
-			By(prefix + ": small pods on every node, then the big pods go: two nodes are drained")
-			small := CreateWorkload(ctx, WorkloadInput{
-				Client: workload, Namespace: namespace.Name, Name: fmt.Sprintf("small-%d", cycle), Replicas: 3,
-				Requests:     CPURequest("300m"),
-				NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-				Mutate:       spreadOverNodes,
-			})
-			WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-			if point != CrashAfterScaleUp {
-				crash.arm(point, nth)
-			}
-			DeleteWorkload(ctx, workload, big)
-			Eventually(func(g Gomega) {
-				g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-				g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(1))
-			}, 2*ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained nodes did not go")
-			WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-
-			By(prefix + ": nothing is left behind, the restarted manager is healthy and released the drain it found")
-			ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
-			result := crash.disarm()
-			Expect(result.err).NotTo(HaveOccurred(), "killing or starting the manager")
-			Expect(result.unreleased).To(BeEmpty(), "the restarted manager did not release the drain under way at the kill")
-			ExpectManagerHealthy(crash.current())
-			figures[point].add(result)
-			DeleteWorkload(ctx, workload, small)
 		}
 
 		invariants.ExpectNoViolations()

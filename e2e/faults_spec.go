@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
@@ -57,20 +56,12 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 	})
 
 	It("loses nothing and deletes nothing wrong while the API servers fail", func() {
-		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+		mgmt := input.Stack.Management.Client
 		namespace := CreateSpecNamespace(ctx, input.Stack, "faults")
 		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
-		By("Creating a group of 4-core nodes, 1 to 3")
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "workers",
-			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 3),
-			Machine:     SimMachine("4"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
-		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
 		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
 		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
@@ -82,40 +73,23 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 
 		cycles := max(input.Cycles, 1)
 		for cycle := 1; cycle <= cycles; cycle++ {
-			By(fmt.Sprintf("Cycle %d/%d: three 3-core pods need three nodes", cycle, cycles))
-			big := CreateWorkload(ctx, WorkloadInput{
-				Client: workload, Namespace: namespace.Name, Name: fmt.Sprintf("big-%d", cycle), Replicas: 3,
-				Requests:     CPURequest("3"),
-				NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-			})
-			if input.Outage > 0 {
-				By(fmt.Sprintf("Failing every request of the autoscaler for %s: nothing may change", input.Outage))
-				setFaults(proxies, faultproxy.Faults{Rate: 1, Kinds: []faultproxy.Fault{
-					faultproxy.TooManyRequests, faultproxy.InternalError, faultproxy.ServiceUnavailable, faultproxy.Timeout, faultproxy.Conflict,
-				}, Hold: 2 * time.Second})
-				Consistently(func(g Gomega) {
-					g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-				}, input.Outage, AutoscalerPoll).Should(Succeed(), "the group changed while every write failed")
-				setFaults(proxies, input.Faults)
+			cycleInput := ScaleCycleInput{
+				Stack: input.Stack, Namespace: namespace, Cluster: cluster, Group: md,
+				Name: fmt.Sprintf("cycle-%d-of-%d", cycle, cycles),
 			}
-			WaitForPodsRunning(ctx, workload, big, 2*ScaleUpTimeout)
-			Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
-
-			By(fmt.Sprintf("Cycle %d/%d: small pods on every node, then the big pods go: two nodes are drained", cycle, cycles))
-			small := CreateWorkload(ctx, WorkloadInput{
-				Client: workload, Namespace: namespace.Name, Name: fmt.Sprintf("small-%d", cycle), Replicas: 3,
-				Requests:     CPURequest("300m"),
-				NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-				Mutate:       spreadOverNodes,
-			})
-			WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-			DeleteWorkload(ctx, workload, big)
-			Eventually(func(g Gomega) {
-				g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-				g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(1))
-			}, 2*ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained nodes did not go")
-			WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-			DeleteWorkload(ctx, workload, small)
+			if input.Outage > 0 {
+				cycleInput.WhilePending = func() {
+					By(fmt.Sprintf("Failing every request of the autoscaler for %s: nothing may change", input.Outage))
+					setFaults(proxies, faultproxy.Faults{Rate: 1, Kinds: []faultproxy.Fault{
+						faultproxy.TooManyRequests, faultproxy.InternalError, faultproxy.ServiceUnavailable, faultproxy.Timeout, faultproxy.Conflict,
+					}, Hold: 2 * time.Second})
+					Consistently(func(g Gomega) {
+						g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
+					}, input.Outage, AutoscalerPoll).Should(Succeed(), "the group changed while every write failed")
+					setFaults(proxies, input.Faults)
+				}
+			}
+			ScaleCycle(ctx, cycleInput)
 		}
 
 		By("Stopping the faults: nothing is left behind")

@@ -15,7 +15,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
@@ -94,21 +93,13 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 
-		By("Creating a group of 4-core nodes, 1 to 6")
 		machine := SimMachine("4")
 		if input.KillAt == KillAfterScaleUp {
 			// Longer than a failover: the new leader finds the nodes of
 			// the scale-up on their way.
 			machine.ProvisioningDelay = metav1.Duration{Duration: 30 * time.Second}
 		}
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "workers",
-			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 6),
-			Machine:     machine,
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
-		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 6, Machine: machine})
 
 		leaseKey := client.ObjectKey{Namespace: managerServiceAccount(ctx, mgmt).Namespace, Name: haLeaseName}
 		replicas := startReplicas(ctx, input, leaseKey)

@@ -46,15 +46,7 @@ type HeldDrain struct {
 func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	GinkgoHelper()
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	By("Creating a group of two 4-core nodes, 1 to 3")
-	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-		Client: mgmt, Cluster: input.Cluster, Name: "workers",
-		Replicas:    ptr.To[int32](2),
-		Annotations: SizeAnnotations(1, 3),
-		Machine:     SimMachine("4"),
-		Labels:      map[string]string{ClusterLabel: input.Cluster.Name},
-	})
-	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+	md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: input.Cluster, Nodes: 2, MaxSize: 3})
 	d := HeldDrain{Group: md}
 	for _, node := range nodes {
 		if d.Drained == "" {
@@ -142,4 +134,71 @@ func ExpectReplicasAtMost(trajectory []ReplicasSeen, max int32) {
 	for _, seen := range trajectory {
 		Expect(seen.Replicas).To(BeNumerically("<=", max), "the group was scaled beyond the %d replicas needed: %s", max, replicasTrajectory(trajectory))
 	}
+}
+
+// ScaleCycleInput is the input of ScaleCycle.
+type ScaleCycleInput struct {
+	Stack     *localstack.Stack
+	Namespace SpecNamespace
+	Cluster   *clusterv1.Cluster
+	// Group is a group of 4-core nodes at 1 (CreateWorkerGroup), with room
+	// for 3.
+	Group *clusterv1.MachineDeployment
+	// Name tells the cycle's workloads and steps apart.
+	Name string
+
+	// WhilePending, when set, runs once the pods that need two more nodes
+	// exist, before the spec waits for them to run.
+	WhilePending func()
+	// AfterScaleUp, when set, runs once they run on three nodes.
+	AfterScaleUp func()
+	// BeforeScaleDown, when set, runs once small pods run on every node,
+	// just before the big pods go.
+	BeforeScaleDown func()
+	// AfterScaleDown, when set, runs once the group is back at one node,
+	// before the small pods go.
+	AfterScaleDown func()
+}
+
+// ScaleCycle scales the group of a reliability spec up and down once:
+// three 3-core pods need three 4-core nodes; then a 300m pod runs on each
+// node and the big pods go, so that two nodes are drained (evictions, not
+// just empty nodes), one after the other, back to one node.
+func ScaleCycle(ctx context.Context, input ScaleCycleInput) {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	selector := map[string]string{ClusterLabel: input.Cluster.Name}
+	By(input.Name + ": three 3-core pods need three nodes")
+	big := CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: input.Namespace.Name, Name: "big-" + input.Name, Replicas: 3,
+		Requests: CPURequest("3"), NodeSelector: selector,
+	})
+	if input.WhilePending != nil {
+		input.WhilePending()
+	}
+	WaitForPodsRunning(ctx, workload, big, 2*ScaleUpTimeout)
+	Expect(Replicas(Default, mgmt, input.Group)).To(BeEquivalentTo(3))
+	Expect(ClusterNodes(Default, workload, input.Cluster)).To(HaveLen(3))
+	if input.AfterScaleUp != nil {
+		input.AfterScaleUp()
+	}
+
+	By(input.Name + ": small pods on every node, then the big pods go: two nodes are drained")
+	small := CreateWorkload(ctx, WorkloadInput{
+		Client: workload, Namespace: input.Namespace.Name, Name: "small-" + input.Name, Replicas: 3,
+		Requests: CPURequest("300m"), NodeSelector: selector, Mutate: spreadOverNodes,
+	})
+	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+	if input.BeforeScaleDown != nil {
+		input.BeforeScaleDown()
+	}
+	DeleteWorkload(ctx, workload, big)
+	Eventually(func(g Gomega) {
+		g.Expect(Replicas(g, mgmt, input.Group)).To(BeEquivalentTo(1))
+		g.Expect(ClusterNodes(g, workload, input.Cluster)).To(HaveLen(1))
+	}, 2*ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained nodes did not go")
+	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
+	if input.AfterScaleDown != nil {
+		input.AfterScaleDown()
+	}
+	DeleteWorkload(ctx, workload, small)
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,15 +114,7 @@ type workloadOutage struct {
 // for two new nodes, before the group grows.
 func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	By("Creating a group of 4-core nodes, 1 to 3")
-	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
-		Client: mgmt, Cluster: cluster, Name: "workers",
-		Replicas:    ptr.To[int32](1),
-		Annotations: SizeAnnotations(1, 3),
-		Machine:     SimMachine("4"),
-		Labels:      map[string]string{ClusterLabel: cluster.Name},
-	})
-	WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+	md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
 	// The pods count only once 20 s old: the API server goes away while
 	// they are pending and the group has not grown, and the autoscaler has
 	// a health probe (every 10 s) to notice before they count.
