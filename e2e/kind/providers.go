@@ -361,7 +361,7 @@ func addManagerArgs(obj *unstructured.Unstructured, args []string) error {
 		container["args"] = toAnySlice(append(current, args...))
 		return unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
 	}
-	return fmt.Errorf("Deployment %s has no manager container", obj.GetName())
+	return fmt.Errorf("the Deployment %s has no manager container", obj.GetName())
 }
 
 func toAnySlice(values []string) []any {
