@@ -43,7 +43,8 @@ var _ = Describe("Workload cluster unreachable", Serial, func() {
 			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleUp, Outage: 30 * time.Second}
 		})
 	})
-	Context("during a scale-down, for 30s", Label("full"), func() {
+	// `make test` runs this one in the SeparateWorkload topology.
+	Context("during a scale-down, for 30s", Label("full", "ci-separate"), func() {
 		WorkloadUnreachableSpec(ctx, func() WorkloadUnreachableSpecInput {
 			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleDown, Outage: 30 * time.Second}
 		})
