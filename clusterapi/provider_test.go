@@ -93,6 +93,12 @@ var _ = Describe("Provider", func() {
 		f.Create(ctx, node)
 		return machine, node
 	}
+	// markForDeletion marks machine as a scale-down before this one did.
+	markForDeletion := func(machine *clusterv1.Machine) {
+		GinkgoHelper()
+		machine.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z"}
+		Expect(k8sClient.Update(ctx, machine)).To(Succeed())
+	}
 	markedMachines := func() []string {
 		GinkgoHelper()
 		machines := &clusterv1.MachineList{}
@@ -431,46 +437,33 @@ var _ = Describe("Provider", func() {
 			Expect(replicasOf(ms)).To(BeEquivalentTo(1))
 		})
 
-		It("does not lower the replicas twice for a Machine they were already lowered for", func() {
+		DescribeTable("lowers the replicas for an already marked Machine only when they do not cover it yet",
+			func(replicas int) {
+				ms := f.MachineSet("ms-0", int32(replicas), sizeAnnotations(0, 5), nil)
+				f.Create(ctx, ms)
+				member(ms, "a", true)
+				b, bNode := member(ms, "b", true)
+				markForDeletion(b)
+				member(ms, "c", true)
+				group := groupIn(discover(), "MachineSet", "ms-0")
+
+				Expect(group.DeleteNodes(ctx, []*corev1.Node{bNode})).To(Succeed())
+				Expect(replicasOf(ms)).To(BeEquivalentTo(2), "lowering again would remove a, or c, which nobody chose")
+				Expect(markedMachines()).To(ConsistOf("b"))
+			},
 			// A scale-down marked b and lowered the replicas from 3 to 2;
 			// the MachineSet controller has not started deleting b yet.
-			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
-			f.Create(ctx, ms)
-			member(ms, "a", true)
-			b, bNode := member(ms, "b", true)
-			b.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z"}
-			Expect(k8sClient.Update(ctx, b)).To(Succeed())
-			member(ms, "c", true)
-			group := groupIn(discover(), "MachineSet", "ms-0")
-
-			Expect(group.DeleteNodes(ctx, []*corev1.Node{bNode})).To(Succeed())
-			Expect(replicasOf(ms)).To(BeEquivalentTo(2), "lowering again would remove a, or c, which nobody chose")
-			Expect(markedMachines()).To(ConsistOf("b"))
-		})
-
-		It("lowers the replicas for a Machine whose mark outlived an interrupted scale-down", func() {
-			// Marked, but the replicas were never lowered (the manager
-			// stopped in between): the mark alone removes nothing.
-			ms := f.MachineSet("ms-0", 3, sizeAnnotations(0, 5), nil)
-			f.Create(ctx, ms)
-			member(ms, "a", true)
-			b, bNode := member(ms, "b", true)
-			b.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z"}
-			Expect(k8sClient.Update(ctx, b)).To(Succeed())
-			member(ms, "c", true)
-			group := groupIn(discover(), "MachineSet", "ms-0")
-
-			Expect(group.DeleteNodes(ctx, []*corev1.Node{bNode})).To(Succeed())
-			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
-			Expect(markedMachines()).To(ConsistOf("b"))
-		})
+			Entry("already lowered for it", 2),
+			// The manager stopped between the mark and the lowering: the
+			// mark alone removes nothing.
+			Entry("mark outlived an interrupted scale-down", 3),
+		)
 
 		It("refuses while Cluster API could remove other Machines than the marked ones", func() {
 			ms := f.MachineSet("ms-0", 3, sizeAnnotations(0, 5), nil)
 			f.Create(ctx, ms)
 			stale, _ := member(ms, "a", true)
-			stale.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "someone else"}
-			Expect(k8sClient.Update(ctx, stale)).To(Succeed())
+			markForDeletion(stale)
 			member(ms, "b", true)
 			_, c := member(ms, "c", true)
 			group := groupIn(discover(), "MachineSet", "ms-0")
