@@ -21,6 +21,9 @@ RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
+# Karpenter v1.14.3, in hack/karpenter-compare, needs a newer Go than the
+# machine's; the go command fetches this one from the module proxy.
+KARPENTER_GO := go1.26.10
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -113,6 +116,10 @@ demo: e2e-binaries build ## Watch the autoscaler scale a simulated cluster up an
 .PHONY: perf
 perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on the local stack (not part of test; PERF_ARGS for flags).
 	go run ./hack/perf --repo-root=$(ROOT) $(PERF_ARGS)
+
+.PHONY: compare-karpenter
+compare-karpenter: ## Time Karpenter's scheduler and our scale-up planner on Karpenter's benchmark pods, in one process (COMPARE_BENCH selects benchmarks).
+	cd hack/karpenter-compare && GOTOOLCHAIN=$(KARPENTER_GO) go test -run '^$$' -bench '$(or $(COMPARE_BENCH),.)' -benchtime 1x -count 3 .
 
 .PHONY: localstack
 localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
