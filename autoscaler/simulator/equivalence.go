@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -18,7 +19,8 @@ import (
 type PodGroup struct {
 	Pods []*corev1.Pod
 	// info is parsed from Pods[0] and shared by all.
-	info *snapshot.PodInfo
+	info         *snapshot.PodInfo
+	nodeAffinity nodeaffinity.RequiredNodeAffinity
 	// interPod is true when whether a pod fits depends on where other pods
 	// are beyond the node's own resources: pod affinity or topology spread.
 	// Placing pods can make such a group fit a node it did not fit before.
@@ -27,11 +29,16 @@ type PodGroup struct {
 
 // NewPodGroup returns a group of one pod.
 func NewPodGroup(pod *corev1.Pod) *PodGroup {
-	info := snapshot.NewPodInfo(pod)
+	return newPodGroup(snapshot.NewPodInfo(pod))
+}
+
+func newPodGroup(info *snapshot.PodInfo) *PodGroup {
+	pod := info.Pod
 	return &PodGroup{
-		Pods:     []*corev1.Pod{pod},
-		info:     info,
-		interPod: len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(pod),
+		Pods:         []*corev1.Pod{pod},
+		info:         info,
+		nodeAffinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+		interPod:     len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(pod),
 	}
 }
 
@@ -64,14 +71,16 @@ func (g *PodGroup) podInfo(pod *corev1.Pod) *snapshot.PodInfo {
 }
 
 // GroupPods splits pods into equivalence groups, in the order their first
-// pods appear. Pods without a controller are groups of their own.
+// pods appear. Pods without a controller are groups of their own, but
+// share their identity with the pods of the same namespace and labels.
 func GroupPods(pods []*corev1.Pod) []*PodGroup {
 	var groups []*PodGroup
 	byOwner := map[types.UID][]*PodGroup{}
+	ids := snapshot.NewIdentities()
 	for _, pod := range pods {
 		owner := controllerUID(pod)
 		if owner == "" {
-			groups = append(groups, NewPodGroup(pod))
+			groups = append(groups, newPodGroup(snapshot.NewPodInfoOf(pod, ids)))
 			continue
 		}
 		found := false
@@ -83,7 +92,7 @@ func GroupPods(pods []*corev1.Pod) []*PodGroup {
 			}
 		}
 		if !found {
-			group := NewPodGroup(pod)
+			group := newPodGroup(snapshot.NewPodInfoOf(pod, ids))
 			byOwner[owner] = append(byOwner[owner], group)
 			groups = append(groups, group)
 		}

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"maps"
-	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,12 +15,16 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// podState is what the predicates need about one pod group, parsed once.
-// The inter-pod part (counts per topology domain) is derived from the
-// snapshot, computed up front like kube-scheduler's PreFilter and kept up to
-// date as the Scheduler places pods and adds nodes.
+// podState is what the inter-pod predicates need about the pod groups of
+// one counts signature (see countsSignature): counts per topology domain
+// derived from the snapshot, computed up front like kube-scheduler's
+// PreFilter and kept up to date as the Scheduler places pods and adds
+// nodes. Groups that differ only in what they request share one.
 type podState struct {
-	info         *snapshot.PodInfo
+	// info is the first group's; its namespace, labels and terms are every
+	// group's of the signature.
+	info *snapshot.PodInfo
+	// nodeAffinity decides which nodes count for spreading.
 	nodeAffinity nodeaffinity.RequiredNodeAffinity
 	spread       []spreadConstraint
 
@@ -55,11 +58,7 @@ type spreadConstraint struct {
 	selfMatch         int
 	honorNodeAffinity bool
 	honorNodeTaints   bool
-	// counts are the matching pods per domain of eligible nodes; min is the
-	// smallest count, kept up to date. nodes counts the eligible nodes per
-	// domain, so that a domain goes when its last node does.
-	counts, nodes map[string]int
-	min           int
+	domains           domainCounts
 }
 
 func newPodState(info *snapshot.PodInfo, level int) *podState {
@@ -134,8 +133,7 @@ func (st *podState) clone(level int) *podState {
 	copied.existingAntiAffinityCounts = maps.Clone(st.existingAntiAffinityCounts)
 	copied.spread = slices.Clone(st.spread)
 	for i := range copied.spread {
-		copied.spread[i].counts = maps.Clone(st.spread[i].counts)
-		copied.spread[i].nodes = maps.Clone(st.spread[i].nodes)
+		copied.spread[i].domains = st.spread[i].domains.clone()
 	}
 	return &copied
 }
@@ -149,7 +147,7 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 		st.antiAffinityCounts = map[topologyPair]int{}
 		st.existingAntiAffinityCounts = map[topologyPair]int{}
 		for i := range st.spread {
-			st.spread[i].counts, st.spread[i].nodes = map[string]int{}, map[string]int{}
+			st.spread[i].domains = newDomainCounts()
 		}
 		if st.hasOwnTerms() {
 			withOwnTerms = append(withOwnTerms, st)
@@ -185,13 +183,11 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 		for _, placed := range antiAffinityPods {
 			st.countExistingAntiAffinity(snap, placed.pod, placed.node, 1)
 		}
-		st.updateSpreadMinimums()
 		st.selfAffine = matchesAllTerms(snap, st.info.RequiredAffinityTerms, st.info.Pod)
 	}
 }
 
-// addNode accounts for a node and the pods on it; the caller updates the
-// spread minimums.
+// addNode accounts for a node and the pods on it.
 func (st *podState) addNode(logger klog.Logger, snap *snapshot.Snapshot, node *corev1.Node, pods []*snapshot.PodInfo) {
 	if !st.hasOwnTerms() {
 		return
@@ -202,7 +198,7 @@ func (st *podState) addNode(logger klog.Logger, snap *snapshot.Snapshot, node *c
 	}
 }
 
-// removeNode undoes addNode; the caller updates the spread minimums.
+// removeNode undoes addNode.
 func (st *podState) removeNode(logger klog.Logger, snap *snapshot.Snapshot, node *corev1.Node, pods []*snapshot.PodInfo) {
 	if !st.hasOwnTerms() {
 		return
@@ -215,12 +211,7 @@ func (st *podState) removeNode(logger klog.Logger, snap *snapshot.Snapshot, node
 		return
 	}
 	for i := range st.spread {
-		constraint := &st.spread[i]
-		domain := node.Labels[constraint.topologyKey]
-		if constraint.nodes[domain]--; constraint.nodes[domain] == 0 {
-			delete(constraint.nodes, domain)
-			delete(constraint.counts, domain)
-		}
+		st.spread[i].domains.removeNode(node.Labels[st.spread[i].topologyKey])
 	}
 }
 
@@ -231,11 +222,7 @@ func (st *podState) registerDomains(logger klog.Logger, node *corev1.Node) bool 
 		return false
 	}
 	for i := range st.spread {
-		domain := node.Labels[st.spread[i].topologyKey]
-		if _, ok := st.spread[i].counts[domain]; !ok {
-			st.spread[i].counts[domain] = 0
-		}
-		st.spread[i].nodes[domain]++
+		st.spread[i].domains.addNode(node.Labels[st.spread[i].topologyKey])
 	}
 	return true
 }
@@ -264,7 +251,7 @@ func (st *podState) countPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, nod
 			// Terminating pods do not count; looked at last, as reading the
 			// pod is what costs most here.
 			if match.spreadSelectors[i] && pod.Pod.DeletionTimestamp == nil {
-				st.spread[i].counts[node.Labels[st.spread[i].topologyKey]] += delta
+				st.spread[i].domains.add(node.Labels[st.spread[i].topologyKey], delta)
 			}
 		}
 	}
@@ -370,26 +357,13 @@ func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
 	return true
 }
 
-func (st *podState) updateSpreadMinimums() {
-	for i := range st.spread {
-		constraint := &st.spread[i]
-		if len(constraint.counts) < constraint.minDomains {
-			constraint.min = 0
-			continue
-		}
-		constraint.min = math.MaxInt
-		for _, count := range constraint.counts {
-			constraint.min = min(constraint.min, count)
-		}
-	}
-}
-
-// check runs the predicates in kube-scheduler's filter order and appends
-// the reasons of the first that fails to reasons; nil when the pod fits.
-// lasting tells whether the failure stays as more pods are placed: only
-// topology spread and pod affinity can turn in the pod's favour.
-func (st *podState) check(logger klog.Logger, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
-	pod := st.info.Pod
+// check runs the predicates in kube-scheduler's filter order for a pod of
+// group, whose counts signature is the state's, and appends the reasons of
+// the first that fails to reasons; nil when the pod fits. lasting tells
+// whether the failure stays as more pods are placed: only topology spread
+// and pod affinity can turn in the pod's favour.
+func (st *podState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
+	pod := group.info.Pod
 	node := nodeInfo.Node()
 	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
 		return append(reasons, ReasonUnschedulable), true
@@ -400,13 +374,13 @@ func (st *podState) check(logger klog.Logger, nodeInfo *snapshot.NodeInfo, reaso
 	if taint, untolerated := findUntoleratedTaint(logger, node, pod); untolerated {
 		return append(reasons, ReasonUntoleratedTaint(taint)), true
 	}
-	if match, err := st.nodeAffinity.Match(node); err != nil || !match {
+	if match, err := group.nodeAffinity.Match(node); err != nil || !match {
 		return append(reasons, ReasonNodeAffinity), true
 	}
-	if hostPortsConflict(st.info.HostPorts, nodeInfo.HostPorts()) {
+	if hostPortsConflict(group.info.HostPorts, nodeInfo.HostPorts()) {
 		return append(reasons, ReasonHostPorts), true
 	}
-	if unfit := insufficientResources(st.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
+	if unfit := insufficientResources(group.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
 		return unfit, true
 	}
 	if reason := st.checkSpread(node); reason != "" {
@@ -481,7 +455,7 @@ func (st *podState) checkSpread(node *corev1.Node) string {
 		if !ok {
 			return ReasonTopologySpreadNoLabel
 		}
-		if constraint.counts[value]+constraint.selfMatch-constraint.min > constraint.maxSkew {
+		if constraint.domains.counts[value]+constraint.selfMatch-constraint.domains.minimum(constraint.minDomains) > constraint.maxSkew {
 			return ReasonTopologySpread
 		}
 	}

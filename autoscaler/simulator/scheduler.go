@@ -44,11 +44,16 @@ type Scheduler struct {
 	// reflect.
 	version          uint64
 	antiAffinityPods []placedPod
-	// states are keyed by the parsed pod shared by a group and its subsets;
-	// tracked are those whose counts follow the snapshot through the
+	// states are keyed by the parsed pod of the first group of a counts
+	// signature, stateKeys maps the parsed pod of every group (shared by its
+	// subsets) to that key, and keys maps signatures to keys: groups that
+	// differ only in requests, such as pods without owners, share a state.
+	// tracked are the states whose counts follow the snapshot through the
 	// scheduler's own changes. A tracked state catches up with changes when
 	// it is used: a group done with costs nothing when others are placed.
 	states, tracked map[*snapshot.PodInfo]*podState
+	stateKeys       map[*snapshot.PodInfo]*snapshot.PodInfo
+	keys            map[string]*snapshot.PodInfo
 	changes         []change
 	// lastAntiAffinity is the number of changes up to the last one with
 	// anti-affinity, the only ones that matter to groups without terms.
@@ -92,7 +97,9 @@ type savedCache struct {
 func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	s := &Scheduler{
 		snap: snap, logger: klog.FromContext(ctx),
-		states: map[*snapshot.PodInfo]*podState{},
+		states:    map[*snapshot.PodInfo]*podState{},
+		stateKeys: map[*snapshot.PodInfo]*snapshot.PodInfo{},
+		keys:      map[string]*snapshot.PodInfo{},
 	}
 	s.resync()
 	return s
@@ -184,7 +191,7 @@ func (s *Scheduler) CheckGroupLasting(group *PodGroup, nodeName string) (reasons
 	if nodeInfo == nil {
 		return []string{ReasonNodeNotFound}, true
 	}
-	return s.state(group).check(s.logger, nodeInfo, nil)
+	return s.state(group).check(s.logger, group, nodeInfo, nil)
 }
 
 // PlaceOn places pod, a member of group, on the named node when it fits,
@@ -344,7 +351,7 @@ func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) Sched
 					scan.skip(i)
 					continue
 				}
-				unfit, lasting := st.check(s.logger, nodes[i], buffer[:0])
+				unfit, lasting := st.check(s.logger, group, nodes[i], buffer[:0])
 				if unfit == nil {
 					placedOn = i
 					break
@@ -410,10 +417,26 @@ func (s *Scheduler) state(group *PodGroup) *podState {
 	if st := s.staleState(group); st != nil {
 		s.computeCounts([]*podState{st})
 	}
-	if st, ok := s.tracked[group.info]; ok && st.synced < len(s.changes) {
+	key := s.stateKey(group)
+	if st, ok := s.tracked[key]; ok && st.synced < len(s.changes) {
 		s.catchUp(st)
 	}
-	return s.states[group.info]
+	return s.states[key]
+}
+
+// stateKey returns the key of the state of group's counts signature.
+func (s *Scheduler) stateKey(group *PodGroup) *snapshot.PodInfo {
+	if key, ok := s.stateKeys[group.info]; ok {
+		return key
+	}
+	signature := countsSignature(group.info.Pod)
+	key, ok := s.keys[signature]
+	if !ok {
+		key = group.info
+		s.keys[signature] = key
+	}
+	s.stateKeys[group.info] = key
+	return key
 }
 
 // catchUp applies to a tracked state the changes it has not seen, as
@@ -444,24 +467,24 @@ func (s *Scheduler) catchUp(st *podState) {
 			}
 		}
 	}
-	st.updateSpreadMinimums()
 	st.synced = len(s.changes)
 }
 
 // staleState returns the group's state, owned by the current fork level,
 // when its counts must be computed; nil when it is up to date.
 func (s *Scheduler) staleState(group *PodGroup) *podState {
-	st, ok := s.states[group.info]
+	key := s.stateKey(group)
+	st, ok := s.states[key]
 	if !ok {
-		st = newPodState(group.info, len(s.forks))
-		s.states[group.info] = st
+		st = newPodState(key, len(s.forks))
+		s.states[key] = st
 	}
-	if _, upToDate := s.tracked[group.info]; upToDate || !st.needsCounts(len(s.antiAffinityPods)) {
+	if _, upToDate := s.tracked[key]; upToDate || !st.needsCounts(len(s.antiAffinityPods)) {
 		return nil
 	}
 	if st.level != len(s.forks) {
 		st = st.clone(len(s.forks))
-		s.states[group.info] = st
+		s.states[key] = st
 	}
 	return st
 }
@@ -504,8 +527,17 @@ func (s *Scheduler) record(c change) {
 // states of every group it ever saw.
 func (s *Scheduler) forget(groups []*PodGroup) {
 	for _, group := range groups {
-		delete(s.states, group.info)
-		delete(s.tracked, group.info)
+		key, ok := s.stateKeys[group.info]
+		if !ok {
+			continue
+		}
+		delete(s.stateKeys, group.info)
+		if key == group.info {
+			// Groups of the signature that remain compute it again.
+			delete(s.states, key)
+			delete(s.tracked, key)
+			delete(s.keys, countsSignature(key.Pod))
+		}
 	}
 }
 

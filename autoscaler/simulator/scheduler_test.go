@@ -1,6 +1,8 @@
 package simulator_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -402,4 +404,91 @@ func verdicts(sched *simulator.Scheduler, groups []*simulator.PodGroup) map[stri
 		}
 	}
 	return result
+}
+
+// TestSchedulerAgreesWithARebuiltOneOnPodsWithoutOwners places pods
+// without owners, as a batch system or Karpenter's benchmark creates them,
+// one at a time and adds and removes nodes, and after every change asks
+// the long-lived scheduler and, for each group, one built from scratch on
+// the same snapshot the same questions. Such pods are each a group of their own: groups with
+// the same labels and terms share their counts, whatever they request,
+// and spread minimums follow every change.
+func TestSchedulerAgreesWithARebuiltOneOnPodsWithoutOwners(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	rnd := rand.New(rand.NewPCG(7, 11))
+	pick := func(values ...string) string { return values[rnd.IntN(len(values))] }
+	hostnameSpread := func(kv ...string) st.PodOption {
+		return func(pod *corev1.Pod) {
+			zoneSpreadConstraint(kv...)(pod)
+			pod.Spec.TopologySpreadConstraints[0].TopologyKey = corev1.LabelHostname
+		}
+	}
+	// A pod of one of the benchmark's kinds, with random labels and requests.
+	randomPod := func(i int) *corev1.Pod {
+		label := pick("a", "b", "c")
+		opts := []st.PodOption{st.WithPodLabels("app", label)}
+		switch rnd.IntN(5) {
+		case 1:
+			opts = append(opts, zoneSpreadConstraint("app", pick("a", "b", "c")))
+		case 2:
+			opts = append(opts, hostnameSpread("app", pick("a", "b", "c")))
+		case 3:
+			opts = append(opts, requiredPodAffinity(podAffinityTerm(zoneKey, "app", label)))
+		case 4:
+			opts = []st.PodOption{st.WithPodLabels("app", "loner"), requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", "loner"))}
+		}
+		return st.Pod(fmt.Sprintf("p%d", i), pick("100m", "500m", "1"), pick("256Mi", "1Gi"), opts...)
+	}
+	node := func(i int) *corev1.Node {
+		return st.Node(fmt.Sprintf("n%d", i), "4", "8Gi", st.WithNodeLabels(zoneKey, pick("z1", "z2", "z3"), corev1.LabelHostname, fmt.Sprintf("n%d", i)))
+	}
+	var nodes []*corev1.Node
+	for i := range 4 {
+		nodes = append(nodes, node(i))
+	}
+	snap := snapshot.New(snapshot.Input{Nodes: nodes})
+	var pods []*corev1.Pod
+	for i := range 60 {
+		pods = append(pods, randomPod(i))
+	}
+	groups := simulator.GroupPods(pods)
+	g.Expect(groups).To(HaveLen(len(pods)), "pods without owners are groups of their own")
+	sched := simulator.NewScheduler(ctx, snap)
+	sched.Prepare(groups...)
+
+	// verdicts are the reasons each group does not fit each node, from
+	// sched or, without it, from a scheduler of its own for each group.
+	verdicts := func(sched *simulator.Scheduler) map[string][]string {
+		result := map[string][]string{}
+		for _, group := range groups {
+			groupSched := sched
+			if groupSched == nil {
+				groupSched = simulator.NewScheduler(ctx, snap)
+			}
+			for _, nodeInfo := range snap.NodeInfos() {
+				result[group.Pods[0].Name+" on "+nodeInfo.Name()] = groupSched.CheckGroup(group, nodeInfo.Name())
+			}
+		}
+		return result
+	}
+	added := len(nodes)
+	for step, group := range groups {
+		switch {
+		case step%10 == 9:
+			sched.Fork()
+			g.Expect(sched.RemoveNode(sched.Snapshot().NodeInfos()[0].Name())).To(Succeed())
+			g.Expect(verdicts(sched)).To(Equal(verdicts(nil)), "step %d, a node removed in a fork", step)
+			sched.Revert()
+		case step%7 == 6:
+			g.Expect(sched.AddNode(snapshot.NewNodeInfo(node(added)))).To(Succeed())
+			added++
+		}
+		for _, nodeInfo := range snap.NodeInfos() {
+			if sched.PlaceOn(group, group.Pods[0], nodeInfo.Name()) == nil {
+				break
+			}
+		}
+		g.Expect(verdicts(sched)).To(Equal(verdicts(nil)), "step %d", step)
+	}
 }

@@ -34,6 +34,12 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	return newPodInfo(pod, newIdentity(pod), nil)
 }
 
+// NewPodInfoOf is NewPodInfo with an identity from ids, shared with the
+// other pods of the same namespace and labels that ids has seen.
+func NewPodInfoOf(pod *corev1.Pod, ids *Identities) *PodInfo {
+	return newPodInfo(pod, ids.Intern(pod), nil)
+}
+
 // newPodInfo parses pod, reusing a resource list for the requests.
 func newPodInfo(pod *corev1.Pod, identity *Identity, reuse corev1.ResourceList) *PodInfo {
 	info := &PodInfo{
@@ -63,34 +69,72 @@ func newIdentity(pod *corev1.Pod) *Identity {
 	return &Identity{Namespace: pod.Namespace, Labels: pod.Labels}
 }
 
-// identities interns the identities of the pods of each controller.
-type identities map[types.UID][]*Identity
+// Identities interns identities: pods with the same namespace and labels
+// get the same one, so that what the simulator remembers per identity
+// (which selectors match) is decided once for all of them. The pods of a
+// controller are compared with its earlier pods' labels, which is cheap;
+// pods without a controller, such as bare pods of a batch system, are
+// keyed by their namespace and labels.
+type Identities struct {
+	byOwner map[types.UID][]*Identity
+	byKey   map[string]*Identity
+	key     []byte
+}
 
-// intern returns the identity of an earlier pod of the same controller
-// with the same namespace and labels, or a new one.
-func (ids identities) intern(pod *corev1.Pod) *Identity {
+// NewIdentities returns an empty interner.
+func NewIdentities() *Identities {
+	return &Identities{byOwner: map[types.UID][]*Identity{}, byKey: map[string]*Identity{}}
+}
+
+// Intern returns the identity of an earlier pod with the same namespace
+// and labels, or a new one.
+func (ids *Identities) Intern(pod *corev1.Pod) *Identity {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
-		return newIdentity(pod)
+		ids.key = identityKey(ids.key[:0], pod)
+		if known, ok := ids.byKey[string(ids.key)]; ok {
+			return known
+		}
+		identity := newIdentity(pod)
+		ids.byKey[string(ids.key)] = identity
+		return identity
 	}
-	for _, known := range ids[owner.UID] {
+	for _, known := range ids.byOwner[owner.UID] {
 		if known.Namespace == pod.Namespace && maps.Equal(known.Labels, pod.Labels) {
 			return known
 		}
 	}
 	identity := newIdentity(pod)
-	ids[owner.UID] = append(ids[owner.UID], identity)
+	ids.byOwner[owner.UID] = append(ids.byOwner[owner.UID], identity)
 	return identity
 }
 
+// identityKey appends the pod's namespace and sorted labels to b, each
+// ended by a zero byte, which Kubernetes names and label values never hold.
+func identityKey(b []byte, pod *corev1.Pod) []byte {
+	b = append(append(b, pod.Namespace...), 0)
+	for _, key := range slices.Sorted(maps.Keys(pod.Labels)) {
+		b = append(append(append(b, key...), 0), pod.Labels[key]...)
+		b = append(b, 0)
+	}
+	return b
+}
+
 // remember makes identity, of a pod parsed for an earlier snapshot, the
-// one later pods of the same controller and labels share.
-func (ids identities) remember(pod *corev1.Pod, identity *Identity) {
+// one later pods of the same namespace and labels share.
+func (ids *Identities) remember(pod *corev1.Pod, identity *Identity) {
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil || slices.Contains(ids[owner.UID], identity) {
+	if owner == nil {
+		ids.key = identityKey(ids.key[:0], pod)
+		if _, ok := ids.byKey[string(ids.key)]; !ok {
+			ids.byKey[string(ids.key)] = identity
+		}
 		return
 	}
-	ids[owner.UID] = append(ids[owner.UID], identity)
+	if slices.Contains(ids.byOwner[owner.UID], identity) {
+		return
+	}
+	ids.byOwner[owner.UID] = append(ids.byOwner[owner.UID], identity)
 }
 
 // PodInfos keeps the PodInfos of the pods of the last snapshot built with
@@ -111,12 +155,12 @@ func NewPodInfos() *PodInfos {
 type parser struct {
 	kept  *PodInfos
 	next  map[*corev1.Pod]*PodInfo
-	ids   identities
+	ids   *Identities
 	reuse corev1.ResourceList
 }
 
 func newParser(kept *PodInfos, pods int) *parser {
-	p := &parser{ids: identities{}, reuse: corev1.ResourceList{}}
+	p := &parser{ids: NewIdentities(), reuse: corev1.ResourceList{}}
 	if kept != nil {
 		p.kept = kept
 		p.next = make(map[*corev1.Pod]*PodInfo, pods)
@@ -126,13 +170,13 @@ func newParser(kept *PodInfos, pods int) *parser {
 
 func (p *parser) parse(pod *corev1.Pod) *PodInfo {
 	if p.kept == nil {
-		return newPodInfo(pod, p.ids.intern(pod), p.reuse)
+		return newPodInfo(pod, p.ids.Intern(pod), p.reuse)
 	}
 	info, ok := p.kept.byPod[pod]
 	if ok {
 		p.ids.remember(pod, info.Identity)
 	} else {
-		info = newPodInfo(pod, p.ids.intern(pod), p.reuse)
+		info = newPodInfo(pod, p.ids.Intern(pod), p.reuse)
 	}
 	p.next[pod] = info
 	return info

@@ -284,3 +284,22 @@ func TestPodRequestsAgreeWithComponentHelpers(t *testing.T) {
 		})
 	}
 }
+
+func TestIdentitiesAreSharedByPodsOfTheSameNamespaceAndLabels(t *testing.T) {
+	g := NewWithT(t)
+	ids := snapshot.NewIdentities()
+	identity := func(pod *corev1.Pod) *snapshot.Identity { return snapshot.NewPodInfoOf(pod, ids).Identity }
+
+	bare := identity(st.Pod("bare-0", "1", "1Gi", st.WithPodLabels("app", "web", "tier", "front")))
+	g.Expect(identity(st.Pod("bare-1", "2", "1Gi", st.WithPodLabels("tier", "front", "app", "web")))).To(BeIdenticalTo(bare),
+		"pods without an owner share their namespace's and labels' identity, whatever they request")
+	g.Expect(identity(st.Pod("bare-2", "1", "1Gi", st.WithPodLabels("app", "web")))).NotTo(BeIdenticalTo(bare), "other labels")
+	g.Expect(identity(st.Pod("bare-3", "1", "1Gi", st.WithPodLabels("app", "web", "tier", "front"),
+		func(pod *corev1.Pod) { pod.Namespace = "other" }))).NotTo(BeIdenticalTo(bare), "another namespace")
+	// Label keys and values cannot run into each other.
+	g.Expect(identity(st.Pod("odd-0", "1", "1Gi", st.WithPodLabels("a", "bc")))).
+		NotTo(BeIdenticalTo(identity(st.Pod("odd-1", "1", "1Gi", st.WithPodLabels("ab", "c")))))
+
+	owned := identity(st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.WithPodLabels("app", "web")))
+	g.Expect(identity(st.Pod("web-1", "1", "1Gi", st.OwnedBy("web"), st.WithPodLabels("app", "web")))).To(BeIdenticalTo(owned))
+}
