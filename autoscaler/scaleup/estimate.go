@@ -29,20 +29,28 @@ type estimate struct {
 	requested snapshot.Resources
 	// reasons say why pods of a pod group are not helped.
 	reasons map[*simulator.PodGroup][]string
+	// opts are what binpacking had, to place the pods again when the
+	// estimate is chosen.
+	opts binpackOptions
 }
 
 // candidate is a node group that may grow in this loop.
 type candidate struct {
 	group    nodegroups.NodeGroup
 	template *snapshot.NodeInfo
-	// room is how many nodes the group may add by its own max size.
-	room int
-	// upcoming is how many nodes of the group are on their way.
-	upcoming int
+	// upcoming is how many nodes of the group are on their way; planned
+	// how many earlier rounds of this plan add.
+	upcoming, planned int
 	// probe is how each pending pod group fares on a new, empty node of
 	// the group.
 	probe map[*simulator.PodGroup]probeResult
 }
+
+// size is the group's size once the nodes planned so far are added.
+func (c *candidate) size() int { return c.group.TargetSize() + c.planned }
+
+// room is how many nodes the group may still add by its own max size.
+func (c *candidate) room() int { return c.group.MaxSize() - c.size() }
 
 type probeResult struct {
 	reasons []string
@@ -117,16 +125,22 @@ type pendingPods struct {
 	pods  []*corev1.Pod
 }
 
-// binpack places the pods on new nodes of the members first fit, in
+// binpack estimates, in a fork of the scheduler, what new nodes of the
+// members would do for the pods.
+func binpack(sched *simulator.Scheduler, opts binpackOptions) *estimate {
+	sched.Fork()
+	defer sched.Revert()
+	return binpackOn(sched, opts)
+}
+
+// binpackOn places the pods on new nodes of the members first fit, in
 // placement order, adding a node when no new node takes the next pod, up
 // to the limits. Pods whose fit depends on other pods (topology spread,
 // pod affinity) are tried again once others were placed, until a pass
 // places nothing, so that a zone spread fills every zone in one estimate.
-func binpack(sched *simulator.Scheduler, opts binpackOptions) *estimate {
+func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 	lead := opts.members[0]
-	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}}
-	sched.Fork()
-	defer sched.Revert()
+	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}, opts: opts}
 	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members))}
 
 	var pending []pendingPods
@@ -210,14 +224,14 @@ func (b *binpacker) placeOnNewNode(podGroup *simulator.PodGroup, pod *corev1.Pod
 		if !member.takes(podGroup) {
 			continue
 		}
-		if b.added[i] >= member.room {
+		if b.added[i] >= member.room() {
 			if reasons == nil {
 				reasons = []string{ReasonMaxGroupSize}
 			}
 			continue
 		}
 		// Named as it will be while on its way; unique, as template names are.
-		name := upcomingNodeName(member.template, member.upcoming+b.added[i])
+		name := upcomingNodeName(member.template, member.upcoming+member.planned+b.added[i])
 		_ = b.sched.AddNode(member.template.CopyAs(name))
 		unfit := b.sched.PlaceOn(podGroup, pod, name)
 		if unfit == nil {
@@ -238,7 +252,7 @@ func (b *binpacker) addingOrder() []int {
 	for i := range order {
 		order[i] = i
 	}
-	target := func(i int) int { return b.opts.members[i].group.TargetSize() }
+	target := func(i int) int { return b.opts.members[i].size() }
 	slices.SortStableFunc(order, func(x, y int) int {
 		if !b.opts.balance && (x == 0 || y == 0) {
 			// The lead first.

@@ -28,9 +28,10 @@ func TestExpanders(t *testing.T) {
 		{
 			name:      "most-pods picks the group that schedules the most pods",
 			expanders: []string{scaleup.ExpanderMostPods},
-			groups:    []*st.NodeGroup{sizedGroup("a-small", "4", "8Gi", 1), sizedGroup("b-large", "8", "16Gi", 1)},
-			pods:      st.Replicas("web", 10, "1", "1Gi"),
-			want:      map[string]int{"b-large": 1},
+			// b-large takes all 8 pods, a-small 4: nothing is left for a second round.
+			groups: []*st.NodeGroup{sizedGroup("a-small", "4", "8Gi", 1), sizedGroup("b-large", "8", "16Gi", 1)},
+			pods:   st.Replicas("web", 8, "1", "1Gi"),
+			want:   map[string]int{"b-large": 1},
 		},
 		{
 			name:      "least-waste picks the group leaving the least cpu and memory idle",

@@ -6,6 +6,7 @@ package scaleup
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -144,40 +145,88 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// first where the last plan put them, then wherever they fit.
 	podGroups := simulator.GroupPods(candidates)
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
-	podGroups = remaining(podGroups, plan.Absorbed)
+	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
 	absorbed := sched.ScheduleGroups(placementOrder(podGroups), simulator.ScheduleOptions{})
 	plan.Absorbed = append(plan.Absorbed, absorbed.Scheduled...)
 	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
-	podGroups = remaining(podGroups, absorbed.Scheduled)
+	podGroups = remaining(podGroups, placedPods(absorbed.Scheduled))
 	if len(podGroups) == 0 {
 		return plan
 	}
 
-	// Shared by the estimates of every node group, each in its own fork.
-	sched.Prepare(podGroups...)
-	groupReasons := map[string]string{}
+	skipReasons := map[string]string{}
 	var growable []*candidate
 	for _, group := range snap.NodeGroups() {
 		c, reason := s.candidate(sched, group, state, upcoming, templateErrors)
 		if reason != "" {
-			groupReasons[group.ID()] = reason
+			skipReasons[group.ID()] = reason
 			continue
 		}
-		probeCandidate(sched, c, podGroups)
 		growable = append(growable, c)
 	}
 	slices.SortFunc(growable, func(a, b *candidate) int { return strings.Compare(a.group.ID(), b.group.ID()) })
 
-	totals := totalsOf(snap.NodeInfos())
-	var estimates []*estimate
-	balanced := map[string]*estimate{}
+	// Round by round, the expanders choose an option for the pods still
+	// pending and its nodes stay for the next round, until no option helps:
+	// pods that need different node shapes get all their nodes in one loop.
+	for round := 1; ; round++ {
+		r := s.round(sched, growable, podGroups, skipReasons, plannedNodes(plan.Increases))
+		if r.chosen == nil {
+			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
+			return plan
+		}
+		chosen := r.chosen
+		keep(sched, chosen)
+		plan.Increases = addIncreases(plan.Increases, chosen.increases)
+		plan.Helped = append(plan.Helped, chosen.pods...)
+		plan.Nominations = append(plan.Nominations, chosen.nominations...)
+		for _, increase := range chosen.increases {
+			c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
+			c.planned += increase.Delta
+		}
+		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes, "pods", len(chosen.pods), "increases", len(chosen.increases))
+		podGroups = remaining(podGroups, chosen.pods)
+		if len(podGroups) == 0 {
+			return plan
+		}
+	}
+}
+
+// roundResult is one round of planning: the options for the pods still
+// pending, and the one the expanders chose, if any helps.
+type roundResult struct {
+	estimates []*estimate
+	chosen    *estimate
+	// groupReasons say why groups had no option in this round.
+	groupReasons map[string]string
+}
+
+// round estimates, for every candidate that may still grow, what its new
+// nodes would do for podGroups, and lets the expanders choose. planned is
+// how many nodes earlier rounds added.
+func (s *ScaleUp) round(sched *simulator.Scheduler, growable []*candidate, podGroups []*simulator.PodGroup,
+	skipReasons map[string]string, planned int) roundResult {
+	// Shared by the estimates of every node group, each in its own fork.
+	sched.Prepare(podGroups...)
+	r := roundResult{groupReasons: maps.Clone(skipReasons)}
+	var candidates []*candidate
 	for _, c := range growable {
-		maxNodes, capReason := s.nodesAllowed(totals, c.template)
-		if maxNodes <= 0 {
-			groupReasons[c.group.ID()] = capReason
+		if c.room() <= 0 {
+			r.groupReasons[c.group.ID()] = ReasonMaxGroupSize
 			continue
 		}
-		members := similarCandidates(c, growable, s.ignoredLabels)
+		probeCandidate(sched, c, podGroups)
+		candidates = append(candidates, c)
+	}
+	totals := totalsOf(sched.Snapshot().NodeInfos())
+	balanced := map[string]*estimate{}
+	for _, c := range candidates {
+		maxNodes, capReason := s.nodesAllowed(totals, c.template, planned)
+		if maxNodes <= 0 {
+			r.groupReasons[c.group.ID()] = capReason
+			continue
+		}
+		members := similarCandidates(c, candidates, s.ignoredLabels)
 		// Balanced, the nodes do not depend on which member leads.
 		key := membersKey(members)
 		est := balanced[key]
@@ -193,19 +242,45 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		// The same nodes, as the option of this group.
 		named := *est
 		named.group, named.template = c.group, c.template
-		estimates = append(estimates, &named)
+		r.estimates = append(r.estimates, &named)
 	}
-
-	options := slices.DeleteFunc(slices.Clone(estimates), func(est *estimate) bool { return est.nodes == 0 })
+	options := slices.DeleteFunc(slices.Clone(r.estimates), func(est *estimate) bool { return est.nodes == 0 })
 	if len(options) > 0 {
-		chosen := s.choose(options)
-		plan.Increases = chosen.increases
-		plan.Helped = chosen.pods
-		plan.Nominations = append(plan.Nominations, chosen.nominations...)
-		logger.V(2).Info("Planned scale-up", "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes, "pods", len(chosen.pods), "increases", len(plan.Increases))
+		r.chosen = s.choose(options)
 	}
-	plan.NoScaleUp = noScaleUp(podGroups, estimates, options, groupReasons)
-	return plan
+	return r
+}
+
+// keep places the chosen option's pods on its new nodes for good, for the
+// rounds that follow: binpacking the same pods on the same members again
+// gives the same nodes.
+func keep(sched *simulator.Scheduler, chosen *estimate) {
+	sched.Fork()
+	binpackOn(sched, chosen.opts)
+	sched.Commit()
+}
+
+// plannedNodes counts the nodes of increases.
+func plannedNodes(increases []Increase) int {
+	nodes := 0
+	for _, increase := range increases {
+		nodes += increase.Delta
+	}
+	return nodes
+}
+
+// addIncreases adds more to increases, keeping one increase per group, in
+// the order of group IDs.
+func addIncreases(increases, more []Increase) []Increase {
+	for _, increase := range more {
+		if i := slices.IndexFunc(increases, func(known Increase) bool { return known.Group == increase.Group }); i >= 0 {
+			increases[i].Delta += increase.Delta
+			continue
+		}
+		increases = append(increases, increase)
+	}
+	slices.SortFunc(increases, func(a, b Increase) int { return strings.Compare(a.Group.ID(), b.Group.ID()) })
+	return increases
 }
 
 // candidate returns the group with its template and room to grow, or says
@@ -224,19 +299,20 @@ func (s *ScaleUp) candidate(sched *simulator.Scheduler, group nodegroups.NodeGro
 		}
 		return nil, ReasonNoTemplate
 	}
-	room := group.MaxSize() - group.TargetSize()
-	if room <= 0 {
+	c := &candidate{group: group, template: template, upcoming: upcoming[group.ID()]}
+	if c.room() <= 0 {
 		return nil, ReasonMaxGroupSize
 	}
-	return &candidate{group: group, template: template, room: room, upcoming: upcoming[group.ID()]}, ""
+	return c, ""
 }
 
-// nodesAllowed is the most nodes like template one scale-up may add, and
-// the limit that binds: the cluster-wide limits and MaxNodesPerScaleUp.
-func (s *ScaleUp) nodesAllowed(totals clusterTotals, template *snapshot.NodeInfo) (int, string) {
+// nodesAllowed is the most nodes like template one round of a scale-up may
+// add, after the planned nodes of earlier rounds, and the limit that binds:
+// the cluster-wide limits and MaxNodesPerScaleUp.
+func (s *ScaleUp) nodesAllowed(totals clusterTotals, template *snapshot.NodeInfo, planned int) (int, string) {
 	allowed, reason := s.opts.Limits.nodesAllowed(totals, template)
-	if s.opts.MaxNodesPerScaleUp > 0 && s.opts.MaxNodesPerScaleUp < allowed {
-		allowed, reason = s.opts.MaxNodesPerScaleUp, ReasonMaxNodesPerScaleUp
+	if s.opts.MaxNodesPerScaleUp > 0 && s.opts.MaxNodesPerScaleUp-planned < allowed {
+		allowed, reason = max(s.opts.MaxNodesPerScaleUp-planned, 0), ReasonMaxNodesPerScaleUp
 	}
 	return allowed, reason
 }
@@ -356,15 +432,21 @@ func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, upco
 	return result
 }
 
+// placedPods are the pods of placements.
+func placedPods(placements []simulator.Placement) []*corev1.Pod {
+	pods := make([]*corev1.Pod, 0, len(placements))
+	for _, placement := range placements {
+		pods = append(pods, placement.Pod)
+	}
+	return pods
+}
+
 // remaining returns the pod groups without the pods placed.
-func remaining(podGroups []*simulator.PodGroup, placed []simulator.Placement) []*simulator.PodGroup {
+func remaining(podGroups []*simulator.PodGroup, placed []*corev1.Pod) []*simulator.PodGroup {
 	if len(placed) == 0 {
 		return podGroups
 	}
-	done := make(sets.Set[*corev1.Pod], len(placed))
-	for _, placement := range placed {
-		done.Insert(placement.Pod)
-	}
+	done := sets.New(placed...)
 	var result []*simulator.PodGroup
 	for _, podGroup := range podGroups {
 		pods := slices.DeleteFunc(slices.Clone(podGroup.Pods), done.Has)
@@ -377,19 +459,13 @@ func remaining(podGroups []*simulator.PodGroup, placed []simulator.Placement) []
 	return result
 }
 
-// noScaleUp lists the pods that no option helps, with each group's reason.
-func noScaleUp(podGroups []*simulator.PodGroup, estimates, options []*estimate, groupReasons map[string]string) []NoScaleUp {
-	helped := sets.New[*corev1.Pod]()
-	for _, option := range options {
-		helped.Insert(option.pods...)
-	}
+// noScaleUp lists the pods of a round that no option helped, with each
+// group's reason.
+func noScaleUp(podGroups []*simulator.PodGroup, estimates []*estimate, groupReasons map[string]string) []NoScaleUp {
 	var result []NoScaleUp
 	for _, podGroup := range podGroups {
 		var reasons map[string][]string
 		for _, pod := range podGroup.Pods {
-			if helped.Has(pod) {
-				continue
-			}
 			if reasons == nil {
 				reasons = make(map[string][]string, len(groupReasons)+len(estimates))
 				for id, reason := range groupReasons {

@@ -319,6 +319,84 @@ func TestPlan(t *testing.T) {
 			wantHelped:    2,
 		},
 		{
+			name: "pods that need different groups get them all in one plan",
+			opts: options(),
+			cluster: func() cluster {
+				return cluster{
+					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
+						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
+				}
+			},
+			wantIncreases: map[string]int{"a": 3, "b": 2},
+			wantHelped:    5,
+		},
+		{
+			name: "the most pods first, then the rest on the group that takes them",
+			opts: options(),
+			cluster: func() cluster {
+				// Round 1: one node of a takes the 7 small pods; round 2: the large
+				// pod, which alone tolerates b's taint, gets a node of b.
+				b := &st.NodeGroup{Name: "b", Max: 10, Template: st.Node("b-template", "16", "32Gi",
+					st.WithTaint("dedicated", "large", corev1.TaintEffectNoSchedule))}
+				return cluster{
+					groups: []*st.NodeGroup{sizedGroup("a", "8", "16Gi", 10), b},
+					pods: append(st.Replicas("small", 7, "1", "1Gi"),
+						st.Replicas("large", 1, "12", "1Gi", st.WithToleration("dedicated", "large", corev1.TaintEffectNoSchedule))...),
+				}
+			},
+			wantIncreases: map[string]int{"a": 1, "b": 1},
+			wantHelped:    8,
+		},
+		{
+			name: "limits cap the nodes of every round together",
+			opts: options(func(o *scaleup.Options) { o.Limits.MaxNodesTotal = 4 }),
+			cluster: func() cluster {
+				return cluster{
+					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
+						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
+				}
+			},
+			wantIncreases:      map[string]int{"a": 3, "b": 1},
+			wantHelped:         4,
+			// Both groups are capped in the last round.
+			wantNoScaleUp:      "pod didn't trigger scale-up: 2 max total nodes in cluster reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the per scale-up node cap counts every round",
+			opts: options(func(o *scaleup.Options) { o.MaxNodesPerScaleUp = 4 }),
+			cluster: func() cluster {
+				return cluster{
+					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
+						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
+				}
+			},
+			wantIncreases:      map[string]int{"a": 3, "b": 1},
+			wantHelped:         4,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 2 max nodes per scale-up reached",
+			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "a group grown in one round is not grown beyond its max size in the next",
+			opts: options(),
+			cluster: func() cluster {
+				// Round 1: a takes 2 web pods (its max) and b takes the db pods; the
+				// third web pod fits only a.
+				return cluster{
+					groups: []*st.NodeGroup{group("a", 0, 2, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
+						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
+				}
+			},
+			wantIncreases:      map[string]int{"a": 2, "b": 2},
+			wantHelped:         4,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector",
+			wantNoScaleUpCount: 1,
+		},
+		{
 			name: "thousands of replicas binpack as one group",
 			opts: options(),
 			cluster: func() cluster {
