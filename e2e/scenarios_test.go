@@ -47,3 +47,9 @@ var _ = Describe("MachinePool scale up and down", Label("ci"), func() {
 		return MachinePoolSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Mixed burst", Label("ci"), func() {
+	MixedBurstSpec(ctx, func() MixedBurstSpecInput {
+		return MixedBurstSpecInput{Stack: stack}
+	})
+})
