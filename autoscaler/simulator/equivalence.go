@@ -21,6 +21,9 @@ type PodGroup struct {
 	// info is parsed from Pods[0] and shared by all.
 	info         *snapshot.PodInfo
 	nodeAffinity nodeaffinity.RequiredNodeAffinity
+	// self is how the pods match their own terms, known once the
+	// scheduler first looks at the group.
+	self *selfTerms
 	// interPod is true when whether a pod fits depends on where other pods
 	// are beyond the node's own resources: pod affinity or topology spread.
 	// Placing pods can make such a group fit a node it did not fit before.

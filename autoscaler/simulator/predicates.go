@@ -15,13 +15,30 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// podState is what the inter-pod predicates need about the pod groups of
-// one counts signature (see countsSignature): counts per topology domain
-// derived from the snapshot, computed up front like kube-scheduler's
-// PreFilter and kept up to date as the Scheduler places pods and adds
-// nodes. Groups that differ only in what they request share one.
+// statePart says which inter-pod counts a podState keeps. What a group's
+// own terms need depends on its terms, not on its labels; what other pods'
+// anti-affinity needs depends on its namespace and labels only. Kept apart,
+// pods with other labels but the same terms, such as spreads of many apps,
+// share the first, and pods with the same labels share the second.
+type statePart uint8
+
+const (
+	// termsPart counts for the group's own affinity, anti-affinity and
+	// spread terms (see termsSignature).
+	termsPart statePart = iota
+	// labelsPart counts the placed pods whose required anti-affinity terms
+	// match the group (see labelsSignature).
+	labelsPart
+	partCount
+)
+
+// podState is what one part of the inter-pod predicates needs about the
+// pod groups of one signature: counts per topology domain derived from the
+// snapshot, computed up front like kube-scheduler's PreFilter and kept up
+// to date as the Scheduler places pods and adds nodes.
 type podState struct {
-	// info is the first group's; its namespace, labels and terms are every
+	part statePart
+	// info is the first group's; what the part depends on is every
 	// group's of the signature.
 	info *snapshot.PodInfo
 	// nodeAffinity decides which nodes count for spreading.
@@ -30,14 +47,13 @@ type podState struct {
 
 	// affinityCounts counts, per topology domain, pods matching all of the
 	// group's required affinity terms; antiAffinityCounts pods matching any
-	// of its anti-affinity terms; existingAntiAffinityCounts existing pods
-	// whose anti-affinity terms match the group.
-	affinityCounts             map[topologyPair]int
-	antiAffinityCounts         map[topologyPair]int
-	existingAntiAffinityCounts map[topologyPair]int
-	// selfAffine is true when the group's pods match all their own
-	// affinity terms.
-	selfAffine bool
+	// of its anti-affinity terms.
+	affinityCounts     map[topologyPair]int
+	antiAffinityCounts map[topologyPair]int
+	// existingAntiAffinity counts, per topology key and value, placed pods
+	// whose anti-affinity terms match the group: the keys are few, so a
+	// node is checked by its values for them.
+	existingAntiAffinity map[string]map[string]int
 	// matches remembers which terms pods of an identity match; it depends
 	// on nothing else and is shared by copies.
 	matches map[*snapshot.Identity]podMatch
@@ -54,19 +70,19 @@ type spreadConstraint struct {
 	minDomains  int
 	topologyKey string
 	selector    labels.Selector
-	// selfMatch is 1 when the group's pods match the selector themselves.
-	selfMatch         int
 	honorNodeAffinity bool
 	honorNodeTaints   bool
 	domains           domainCounts
 }
 
-func newPodState(info *snapshot.PodInfo, level int) *podState {
+func newPodState(info *snapshot.PodInfo, part statePart, level int) *podState {
 	pod := info.Pod
-	state := &podState{
-		info: info, level: level, nodeAffinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-		matches: map[*snapshot.Identity]podMatch{},
+	state := &podState{part: part, info: info, level: level}
+	if part == labelsPart {
+		return state
 	}
+	state.nodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)
+	state.matches = map[*snapshot.Identity]podMatch{}
 	for i := range pod.Spec.TopologySpreadConstraints {
 		constraint := &pod.Spec.TopologySpreadConstraints[i]
 		if constraint.WhenUnsatisfiable != corev1.DoNotSchedule {
@@ -83,9 +99,6 @@ func newPodState(info *snapshot.PodInfo, level int) *podState {
 		}
 		if constraint.MinDomains != nil {
 			spread.minDomains = int(*constraint.MinDomains)
-		}
-		if selector.Matches(labels.Set(pod.Labels)) {
-			spread.selfMatch = 1
 		}
 		state.spread = append(state.spread, spread)
 	}
@@ -114,14 +127,42 @@ func spreadSelector(pod *corev1.Pod, constraint *corev1.TopologySpreadConstraint
 }
 
 // hasOwnTerms tells whether the group's own affinity terms or spread
-// constraints need counts, beyond other pods' anti-affinity.
+// constraints need counts.
 func (st *podState) hasOwnTerms() bool {
 	return len(st.info.RequiredAffinityTerms) > 0 || len(st.info.RequiredAntiAffinityTerms) > 0 || len(st.spread) > 0
 }
 
-// needsCounts tells whether the inter-pod predicates have work to do.
+// needsCounts tells whether the part has counts to keep.
 func (st *podState) needsCounts(existingAntiAffinityPods int) bool {
-	return st.hasOwnTerms() || existingAntiAffinityPods > 0
+	if st.part == labelsPart {
+		return existingAntiAffinityPods > 0
+	}
+	return st.hasOwnTerms()
+}
+
+// selfTerms is how the pods of a group match their own terms, which their
+// labels decide: groups sharing a terms state may differ there.
+type selfTerms struct {
+	// spread is 1 for each hard spread constraint whose selector the pods
+	// match.
+	spread []int
+	// affine is true when the pods match all their own affinity terms.
+	affine bool
+}
+
+// selfTermsOf tells how pod, of a group of the state's terms signature,
+// matches the terms.
+func (st *podState) selfTermsOf(snap *snapshot.Snapshot, pod *corev1.Pod) *selfTerms {
+	self := &selfTerms{
+		spread: make([]int, len(st.spread)),
+		affine: matchesAllTerms(snap, st.info.RequiredAffinityTerms, pod),
+	}
+	for i := range st.spread {
+		if st.spread[i].selector.Matches(labels.Set(pod.Labels)) {
+			self.spread[i] = 1
+		}
+	}
+	return self
 }
 
 // clone returns a copy owned by another fork level.
@@ -130,7 +171,12 @@ func (st *podState) clone(level int) *podState {
 	copied.level = level
 	copied.affinityCounts = maps.Clone(st.affinityCounts)
 	copied.antiAffinityCounts = maps.Clone(st.antiAffinityCounts)
-	copied.existingAntiAffinityCounts = maps.Clone(st.existingAntiAffinityCounts)
+	if st.existingAntiAffinity != nil {
+		copied.existingAntiAffinity = make(map[string]map[string]int, len(st.existingAntiAffinity))
+		for key, counts := range st.existingAntiAffinity {
+			copied.existingAntiAffinity[key] = maps.Clone(counts)
+		}
+	}
 	copied.spread = slices.Clone(st.spread)
 	for i := range copied.spread {
 		copied.spread[i].domains = st.spread[i].domains.clone()
@@ -143,9 +189,15 @@ func (st *podState) clone(level int) *podState {
 func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods []placedPod, states []*podState) {
 	var withOwnTerms []*podState
 	for _, st := range states {
+		if st.part == labelsPart {
+			st.existingAntiAffinity = map[string]map[string]int{}
+			for _, placed := range antiAffinityPods {
+				st.countExistingAntiAffinity(snap, placed.pod, placed.node, 1)
+			}
+			continue
+		}
 		st.affinityCounts = map[topologyPair]int{}
 		st.antiAffinityCounts = map[topologyPair]int{}
-		st.existingAntiAffinityCounts = map[topologyPair]int{}
 		for i := range st.spread {
 			st.spread[i].domains = newDomainCounts()
 		}
@@ -178,12 +230,6 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 				}
 			}
 		}
-	}
-	for _, st := range states {
-		for _, placed := range antiAffinityPods {
-			st.countExistingAntiAffinity(snap, placed.pod, placed.node, 1)
-		}
-		st.selfAffine = matchesAllTerms(snap, st.info.RequiredAffinityTerms, st.info.Pod)
 	}
 }
 
@@ -296,6 +342,24 @@ func (st *podState) match(snap *snapshot.Snapshot, pod *snapshot.PodInfo) podMat
 	return m
 }
 
+// countChangedAntiAffinity accounts for the anti-affinity terms of the
+// pods a change placed, added or removed.
+func (st *podState) countChangedAntiAffinity(snap *snapshot.Snapshot, c change) {
+	switch {
+	case !c.antiAffinity:
+	case c.pod != nil:
+		st.countExistingAntiAffinity(snap, c.pod, c.node, 1)
+	case c.removed:
+		for _, pod := range c.pods {
+			st.countExistingAntiAffinity(snap, pod, c.node, -1)
+		}
+	default:
+		for _, pod := range c.pods {
+			st.countExistingAntiAffinity(snap, pod, c.node, 1)
+		}
+	}
+}
+
 // countExistingAntiAffinity accounts for the anti-affinity terms of a pod
 // on node that keep the group away from its domains (delta 1), or for the
 // pod being taken away (delta -1).
@@ -306,8 +370,20 @@ func (st *podState) countExistingAntiAffinity(snap *snapshot.Snapshot, existing 
 	incoming := st.info.Pod
 	for i := range existing.RequiredAntiAffinityTerms {
 		term := &existing.RequiredAntiAffinityTerms[i]
-		if term.Matches(incoming, snap.NamespaceLabels(incoming.Namespace)) {
-			countDomain(st.existingAntiAffinityCounts, node, term.TopologyKey, delta)
+		value, ok := node.Labels[term.TopologyKey]
+		if !ok || !term.Matches(incoming, snap.NamespaceLabels(incoming.Namespace)) {
+			continue
+		}
+		counts := st.existingAntiAffinity[term.TopologyKey]
+		if counts == nil {
+			counts = map[string]int{}
+			st.existingAntiAffinity[term.TopologyKey] = counts
+		}
+		if counts[value] += delta; counts[value] == 0 {
+			delete(counts, value)
+		}
+		if len(counts) == 0 {
+			delete(st.existingAntiAffinity, term.TopologyKey)
 		}
 	}
 }
@@ -357,12 +433,19 @@ func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
 	return true
 }
 
+// groupState is what the predicates need for a pod group: the states of
+// its terms and of its labels, and how its pods match their own terms.
+type groupState struct {
+	terms, labels *podState
+	self          *selfTerms
+}
+
 // check runs the predicates in kube-scheduler's filter order for a pod of
-// group, whose counts signature is the state's, and appends the reasons of
-// the first that fails to reasons; nil when the pod fits. lasting tells
-// whether the failure stays as more pods are placed: only topology spread
-// and pod affinity can turn in the pod's favour.
-func (st *podState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
+// group and appends the reasons of the first that fails to reasons; nil
+// when the pod fits. lasting tells whether the failure stays as more pods
+// are placed: only topology spread and pod affinity can turn in the pod's
+// favour.
+func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
 	pod := group.info.Pod
 	node := nodeInfo.Node()
 	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
@@ -383,10 +466,13 @@ func (st *podState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapsho
 	if unfit := insufficientResources(group.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
 		return unfit, true
 	}
-	if reason := st.checkSpread(node); reason != "" {
+	if reason := gs.terms.checkSpread(node, gs.self); reason != "" {
 		return append(reasons, reason), false
 	}
-	if reason := st.checkInterPodAffinity(node); reason != "" {
+	if gs.labels.keptAway(node) {
+		return append(reasons, ReasonExistingAntiAffinity), true
+	}
+	if reason := gs.terms.checkInterPodAffinity(node, gs.self); reason != "" {
 		return append(reasons, reason), reason != ReasonPodAffinity
 	}
 	return nil, false
@@ -448,28 +534,32 @@ func insufficientResources(request snapshot.Resources, nodeInfo *snapshot.NodeIn
 	return reasons
 }
 
-func (st *podState) checkSpread(node *corev1.Node) string {
+func (st *podState) checkSpread(node *corev1.Node, self *selfTerms) string {
 	for i := range st.spread {
 		constraint := &st.spread[i]
 		value, ok := node.Labels[constraint.topologyKey]
 		if !ok {
 			return ReasonTopologySpreadNoLabel
 		}
-		if constraint.domains.counts[value]+constraint.selfMatch-constraint.domains.minimum(constraint.minDomains) > constraint.maxSkew {
+		if constraint.domains.counts[value]+self.spread[i]-constraint.domains.minimum(constraint.minDomains) > constraint.maxSkew {
 			return ReasonTopologySpread
 		}
 	}
 	return ""
 }
 
-func (st *podState) checkInterPodAffinity(node *corev1.Node) string {
-	if len(st.existingAntiAffinityCounts) > 0 {
-		for key, value := range node.Labels {
-			if st.existingAntiAffinityCounts[topologyPair{key: key, value: value}] > 0 {
-				return ReasonExistingAntiAffinity
-			}
+// keptAway tells whether placed pods' anti-affinity keeps the group off
+// node.
+func (st *podState) keptAway(node *corev1.Node) bool {
+	for key, counts := range st.existingAntiAffinity {
+		if value, ok := node.Labels[key]; ok && counts[value] > 0 {
+			return true
 		}
 	}
+	return false
+}
+
+func (st *podState) checkInterPodAffinity(node *corev1.Node, self *selfTerms) string {
 	info := st.info
 	if len(info.RequiredAffinityTerms) > 0 {
 		podsExist := true
@@ -485,7 +575,7 @@ func (st *podState) checkInterPodAffinity(node *corev1.Node) string {
 		}
 		// The first pod of a set with affinity to itself may go anywhere,
 		// or no such set could ever start.
-		if !podsExist && (len(st.affinityCounts) > 0 || !st.selfAffine) {
+		if !podsExist && (len(st.affinityCounts) > 0 || !self.affine) {
 			return ReasonPodAffinity
 		}
 	}

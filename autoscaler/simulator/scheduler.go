@@ -44,15 +44,17 @@ type Scheduler struct {
 	// reflect.
 	version          uint64
 	antiAffinityPods []placedPod
-	// states are keyed by the parsed pod of the first group of a counts
-	// signature, stateKeys maps the parsed pod of every group (shared by its
-	// subsets) to that key, and keys maps signatures to keys: groups that
-	// differ only in requests, such as pods without owners, share a state.
-	// tracked are the states whose counts follow the snapshot through the
-	// scheduler's own changes. A tracked state catches up with changes when
-	// it is used: a group done with costs nothing when others are placed.
-	states, tracked map[*snapshot.PodInfo]*podState
-	stateKeys       map[*snapshot.PodInfo]*snapshot.PodInfo
+	// states, per part, are keyed by the parsed pod of the first group of
+	// the part's signature; stateKeys maps, per part, the parsed pod of
+	// every group (shared by its subsets) to that key, and keys maps
+	// signatures to keys: groups with the same terms, or the same labels,
+	// share a state, such as the pods without owners of one app. tracked
+	// are the states whose counts follow the snapshot through the
+	// scheduler's own changes. A tracked state catches up with changes
+	// when it is used: a group done with costs nothing when others are
+	// placed.
+	states, tracked [partCount]partStates
+	stateKeys       [partCount]map[*snapshot.PodInfo]*snapshot.PodInfo
 	keys            map[string]*snapshot.PodInfo
 	changes         []change
 	// lastAntiAffinity is the number of changes up to the last one with
@@ -62,6 +64,23 @@ type Scheduler struct {
 	resyncs int
 	// forks saves the cache at each Fork; len(forks) is the fork level.
 	forks []savedCache
+}
+
+// partStates are the states of one part, keyed by the parsed pod of the
+// first group of their signature.
+type partStates map[*snapshot.PodInfo]*podState
+
+// parts are the parts of a group's state.
+var parts = [partCount]statePart{termsPart, labelsPart}
+
+// newPartStates returns empty maps, one per part.
+func newPartStates() [partCount]partStates {
+	return [partCount]partStates{{}, {}}
+}
+
+// clonePartStates copies the maps, not the states.
+func clonePartStates(states [partCount]partStates) [partCount]partStates {
+	return [partCount]partStates{maps.Clone(states[termsPart]), maps.Clone(states[labelsPart])}
 }
 
 // change is one of the scheduler's own changes to the snapshot: a pod
@@ -87,7 +106,7 @@ type placedPod struct {
 type savedCache struct {
 	version          uint64
 	antiAffinityPods []placedPod
-	states, tracked  map[*snapshot.PodInfo]*podState
+	states, tracked  [partCount]partStates
 	changes          []change
 	lastAntiAffinity int
 	resyncs          int
@@ -97,8 +116,8 @@ type savedCache struct {
 func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	s := &Scheduler{
 		snap: snap, logger: klog.FromContext(ctx),
-		states:    map[*snapshot.PodInfo]*podState{},
-		stateKeys: map[*snapshot.PodInfo]*snapshot.PodInfo{},
+		states:    newPartStates(),
+		stateKeys: [partCount]map[*snapshot.PodInfo]*snapshot.PodInfo{{}, {}},
 		keys:      map[string]*snapshot.PodInfo{},
 	}
 	s.resync()
@@ -114,7 +133,7 @@ func (s *Scheduler) Fork() {
 	s.snap.Fork()
 	s.forks = append(s.forks, savedCache{
 		version: s.version, antiAffinityPods: s.antiAffinityPods,
-		states: maps.Clone(s.states), tracked: maps.Clone(s.tracked),
+		states: clonePartStates(s.states), tracked: clonePartStates(s.tracked),
 		changes: s.changes, lastAntiAffinity: s.lastAntiAffinity, resyncs: s.resyncs,
 	})
 }
@@ -150,8 +169,10 @@ func (s *Scheduler) Commit() {
 	s.forks = s.forks[:len(s.forks)-1]
 	// The states of the committed level now belong to the one below; no
 	// saved cache refers to them.
-	for _, st := range s.states {
-		st.level = min(st.level, len(s.forks))
+	for _, states := range s.states {
+		for _, st := range states {
+			st.level = min(st.level, len(s.forks))
+		}
 	}
 }
 
@@ -162,8 +183,10 @@ func (s *Scheduler) Prepare(groups ...*PodGroup) {
 	s.sync()
 	var stale []*podState
 	for _, group := range groups {
-		if st := s.staleState(group); st != nil {
-			stale = append(stale, st)
+		for _, part := range parts {
+			if st := s.staleState(s.stateKey(group, part), part); st != nil {
+				stale = append(stale, st)
+			}
 		}
 	}
 	s.computeCounts(stale)
@@ -411,80 +434,93 @@ func countReasons(counts map[string]int, reasons []string) {
 	}
 }
 
-// state returns the group's predicate state, up to date with the snapshot.
-func (s *Scheduler) state(group *PodGroup) *podState {
+// state returns what the predicates need for group, up to date with the
+// snapshot.
+func (s *Scheduler) state(group *PodGroup) groupState {
 	s.sync()
-	if st := s.staleState(group); st != nil {
-		s.computeCounts([]*podState{st})
+	terms, labels := s.partState(group, termsPart), s.partState(group, labelsPart)
+	if group.self == nil {
+		group.self = terms.selfTermsOf(s.snap, group.info.Pod)
 	}
-	key := s.stateKey(group)
-	if st, ok := s.tracked[key]; ok && st.synced < len(s.changes) {
-		s.catchUp(st)
-	}
-	return s.states[key]
+	return groupState{terms: terms, labels: labels, self: group.self}
 }
 
-// stateKey returns the key of the state of group's counts signature.
-func (s *Scheduler) stateKey(group *PodGroup) *snapshot.PodInfo {
-	if key, ok := s.stateKeys[group.info]; ok {
+// partState returns a part of the group's state, up to date.
+func (s *Scheduler) partState(group *PodGroup, part statePart) *podState {
+	key := s.stateKey(group, part)
+	if st, ok := s.tracked[part][key]; ok {
+		if st.synced < len(s.changes) {
+			st = s.catchUp(st)
+		}
+		return st
+	}
+	if st := s.staleState(key, part); st != nil {
+		s.computeCounts([]*podState{st})
+		return st
+	}
+	return s.states[part][key]
+}
+
+// stateKey returns the key of the state of a part of group's signature.
+func (s *Scheduler) stateKey(group *PodGroup, part statePart) *snapshot.PodInfo {
+	if key, ok := s.stateKeys[part][group.info]; ok {
 		return key
 	}
-	signature := countsSignature(group.info.Pod)
-	key, ok := s.keys[signature]
+	sig := signature(part, group.info.Pod)
+	key, ok := s.keys[sig]
 	if !ok {
 		key = group.info
-		s.keys[signature] = key
+		s.keys[sig] = key
 	}
-	s.stateKeys[group.info] = key
+	s.stateKeys[part][group.info] = key
 	return key
 }
 
 // catchUp applies to a tracked state the changes it has not seen, as
-// kube-scheduler's PreFilter extensions would have one by one.
-func (s *Scheduler) catchUp(st *podState) {
-	if !st.hasOwnTerms() && s.lastAntiAffinity <= st.synced {
-		return
+// kube-scheduler's PreFilter extensions would have one by one, and returns
+// it, copied first when a lower fork level owns it.
+func (s *Scheduler) catchUp(st *podState) *podState {
+	if st.part == labelsPart && s.lastAntiAffinity <= st.synced {
+		// Only pods with anti-affinity change the labels part.
+		return st
 	}
 	if st.level != len(s.forks) {
 		st = st.clone(len(s.forks))
-		s.states[st.info], s.tracked[st.info] = st, st
+		s.states[st.part][st.info], s.tracked[st.part][st.info] = st, st
 	}
 	for _, c := range s.changes[st.synced:] {
+		if st.part == labelsPart {
+			st.countChangedAntiAffinity(s.snap, c)
+			continue
+		}
 		switch {
 		case c.pod != nil:
 			eligible := len(st.spread) > 0 && st.spreadEligible(s.logger, c.node)
 			st.countPod(s.snap, c.pod, c.node, eligible, 1)
-			st.countExistingAntiAffinity(s.snap, c.pod, c.node, 1)
 		case c.removed:
 			st.removeNode(s.logger, s.snap, c.node, c.pods)
-			for _, pod := range c.pods {
-				st.countExistingAntiAffinity(s.snap, pod, c.node, -1)
-			}
 		default:
 			st.addNode(s.logger, s.snap, c.node, c.pods)
-			for _, pod := range c.pods {
-				st.countExistingAntiAffinity(s.snap, pod, c.node, 1)
-			}
 		}
 	}
 	st.synced = len(s.changes)
+	return st
 }
 
-// staleState returns the group's state, owned by the current fork level,
-// when its counts must be computed; nil when it is up to date.
-func (s *Scheduler) staleState(group *PodGroup) *podState {
-	key := s.stateKey(group)
-	st, ok := s.states[key]
+// staleState returns the state of a part under key, owned by the current
+// fork level, when its counts must be computed; nil when it is up to date.
+func (s *Scheduler) staleState(key *snapshot.PodInfo, part statePart) *podState {
+	st, ok := s.states[part][key]
 	if !ok {
-		st = newPodState(key, len(s.forks))
-		s.states[key] = st
+		st = newPodState(key, part, len(s.forks))
+		s.states[part][key] = st
 	}
-	if _, upToDate := s.tracked[key]; upToDate || !st.needsCounts(len(s.antiAffinityPods)) {
+	if _, upToDate := s.tracked[part][key]; upToDate || !st.needsCounts(len(s.antiAffinityPods)) {
 		return nil
 	}
 	if st.level != len(s.forks) {
 		st = st.clone(len(s.forks))
-		s.states[key] = st
+		s.states[part][key] = st
 	}
 	return st
 }
@@ -496,7 +532,7 @@ func (s *Scheduler) computeCounts(states []*podState) {
 	computeCounts(s.logger, s.snap, s.antiAffinityPods, states)
 	for _, st := range states {
 		st.synced = len(s.changes)
-		s.tracked[st.info] = st
+		s.tracked[st.part][st.info] = st
 	}
 }
 
@@ -527,16 +563,18 @@ func (s *Scheduler) record(c change) {
 // states of every group it ever saw.
 func (s *Scheduler) forget(groups []*PodGroup) {
 	for _, group := range groups {
-		key, ok := s.stateKeys[group.info]
-		if !ok {
-			continue
-		}
-		delete(s.stateKeys, group.info)
-		if key == group.info {
-			// Groups of the signature that remain compute it again.
-			delete(s.states, key)
-			delete(s.tracked, key)
-			delete(s.keys, countsSignature(key.Pod))
+		for _, part := range parts {
+			key, ok := s.stateKeys[part][group.info]
+			if !ok {
+				continue
+			}
+			delete(s.stateKeys[part], group.info)
+			if key == group.info {
+				// Groups of the signature that remain compute it again.
+				delete(s.states[part], key)
+				delete(s.tracked[part], key)
+				delete(s.keys, signature(part, key.Pod))
+			}
 		}
 	}
 }
@@ -550,7 +588,7 @@ func (s *Scheduler) sync() {
 
 func (s *Scheduler) resync() {
 	// New ones: a saved fork may share the old ones.
-	s.tracked, s.changes, s.lastAntiAffinity = map[*snapshot.PodInfo]*podState{}, nil, 0
+	s.tracked, s.changes, s.lastAntiAffinity = newPartStates(), nil, 0
 	s.resyncs++
 	s.antiAffinityPods = nil
 	for _, nodeInfo := range s.snap.NodeInfos() {

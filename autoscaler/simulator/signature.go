@@ -2,25 +2,38 @@ package simulator
 
 import (
 	"encoding/binary"
-	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// countsSignature is the same for pods whose inter-pod counts (podState)
-// are the same, whatever they request: namespace and labels, which other
-// pods' anti-affinity and the pod's own selectors match, required pod
-// affinity and anti-affinity, hard topology spread and, when spreading,
-// the node selection and tolerations that decide which nodes count. Pods
-// without owners are each a pod group of their own, but mostly share a
-// signature: the scheduler keeps one state per signature.
-func countsSignature(pod *corev1.Pod) string {
-	b := append([]byte(pod.Namespace), 0)
-	for _, key := range slices.Sorted(maps.Keys(pod.Labels)) {
-		b = append(append(append(b, key...), '='), pod.Labels[key]...)
-		b = append(b, 0)
+// signature tells which pod groups can share the state of a part: the
+// same signature, the same counts.
+func signature(part statePart, pod *corev1.Pod) string {
+	if part == labelsPart {
+		return labelsSignature(pod)
 	}
+	return termsSignature(pod)
+}
+
+// labelsSignature is the same for pods whose namespace and labels are:
+// other pods' anti-affinity terms select them alike.
+func labelsSignature(pod *corev1.Pod) string {
+	b := append([]byte{'l'}, pod.Namespace...)
+	return string(snapshot.AppendLabels(append(b, 0), pod.Labels))
+}
+
+// termsSignature is the same for pods whose own terms count the same
+// pods, whatever they request and whatever their labels (which selfTerms
+// tells apart): namespace, required pod affinity and anti-affinity, hard
+// topology spread with the values of its matchLabelKeys and, when
+// spreading, the node selection and tolerations that decide which nodes
+// count. Pods without owners are each a pod group of their own, but mostly
+// share a signature: the scheduler keeps one state per signature.
+func termsSignature(pod *corev1.Pod) string {
+	b := append([]byte{'t'}, pod.Namespace...)
+	b = append(b, 0)
 	if affinity := pod.Spec.Affinity; affinity != nil {
 		if affinity.PodAffinity != nil {
 			b = appendMarshalled(append(b, 'a'), affinity.PodAffinity)
@@ -33,12 +46,18 @@ func countsSignature(pod *corev1.Pod) string {
 		return string(b)
 	}
 	for i := range pod.Spec.TopologySpreadConstraints {
-		b = appendMarshalled(append(b, 's'), &pod.Spec.TopologySpreadConstraints[i])
+		constraint := &pod.Spec.TopologySpreadConstraints[i]
+		b = appendMarshalled(append(b, 's'), constraint)
+		for _, key := range constraint.MatchLabelKeys {
+			value, ok := pod.Labels[key]
+			b = append(append(append(b, 'k'), key...), 0)
+			if ok {
+				b = append(append(b, '='), value...)
+			}
+			b = append(b, 0)
+		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(pod.Spec.NodeSelector)) {
-		b = append(append(append(append(b, 'n'), key...), '='), pod.Spec.NodeSelector[key]...)
-		b = append(b, 0)
-	}
+	b = snapshot.AppendLabels(append(b, 'n'), pod.Spec.NodeSelector)
 	if affinity := pod.Spec.Affinity; affinity != nil && affinity.NodeAffinity != nil {
 		b = appendMarshalled(append(b, 'N'), affinity.NodeAffinity)
 	}

@@ -109,15 +109,19 @@ func (ids *Identities) Intern(pod *corev1.Pod) *Identity {
 	return identity
 }
 
-// identityKey appends the pod's namespace and sorted labels to b, each
-// ended by a zero byte, which Kubernetes names and label values never hold.
+// identityKey appends the pod's namespace and labels to b.
 func identityKey(b []byte, pod *corev1.Pod) []byte {
-	b = append(append(b, pod.Namespace...), 0)
-	for _, key := range slices.Sorted(maps.Keys(pod.Labels)) {
-		b = append(append(append(b, key...), 0), pod.Labels[key]...)
-		b = append(b, 0)
+	return AppendLabels(append(append(b, pod.Namespace...), 0), pod.Labels)
+}
+
+// AppendLabels appends labels to b, sorted, each key and value ended by a
+// zero byte, which they never hold, and the whole by one more: a key for
+// maps of labels.
+func AppendLabels(b []byte, labels map[string]string) []byte {
+	for _, key := range slices.Sorted(maps.Keys(labels)) {
+		b = append(append(append(append(b, key...), 0), labels[key]...), 0)
 	}
-	return b
+	return append(b, 0)
 }
 
 // remember makes identity, of a pod parsed for an earlier snapshot, the
