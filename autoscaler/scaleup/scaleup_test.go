@@ -358,8 +358,8 @@ func TestPlan(t *testing.T) {
 						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
 				}
 			},
-			wantIncreases:      map[string]int{"a": 3, "b": 1},
-			wantHelped:         4,
+			wantIncreases: map[string]int{"a": 3, "b": 1},
+			wantHelped:    4,
 			// Both groups are capped in the last round.
 			wantNoScaleUp:      "pod didn't trigger scale-up: 2 max total nodes in cluster reached",
 			wantNoScaleUpCount: 1,

@@ -66,10 +66,10 @@ type podState struct {
 type topologyPair struct{ key, value string }
 
 type spreadConstraint struct {
-	maxSkew     int
-	minDomains  int
-	topologyKey string
-	selector    labels.Selector
+	maxSkew           int
+	minDomains        int
+	topologyKey       string
+	selector          labels.Selector
 	honorNodeAffinity bool
 	honorNodeTaints   bool
 	domains           domainCounts
