@@ -96,6 +96,8 @@ type binpackOptions struct {
 	// cluster-wide limits; capReason says which limit that is.
 	maxNodes  int
 	capReason string
+	// classes are the fit classes of podGroups (simulator.FitClasses).
+	classes map[*simulator.PodGroup]int
 }
 
 // binpacker places pods on new nodes of the members, in a fork of the
@@ -109,10 +111,32 @@ type binpacker struct {
 	added []int
 	// nominations are where pods went, in order.
 	nominations []Nomination
+	// unfit marks, per fit class, the new nodes where its pods failed for
+	// a reason that lasts, other than cpu and memory: its pods skip them.
+	unfit map[int][]bool
 }
 
 type newNode struct {
 	name, group string
+	// free is the cpu, memory and pod room the node has left: what the
+	// binpacker placed there is all that changes it. A pod that requests
+	// more fits nowhere here, without asking the scheduler.
+	free snapshot.Resources
+}
+
+// mayTake tells whether the node has room for the cpu, memory and pod
+// count of a pod requesting request, as kube-scheduler's NodeResourcesFit
+// counts them; the scheduler decides the rest.
+func (n *newNode) mayTake(request snapshot.Resources) bool {
+	return n.free.Pods >= 1 && (request.MilliCPU <= 0 || request.MilliCPU <= n.free.MilliCPU) &&
+		(request.Memory <= 0 || request.Memory <= n.free.Memory)
+}
+
+// took accounts for a pod placed on the node.
+func (n *newNode) took(request snapshot.Resources) {
+	n.free.Pods--
+	n.free.MilliCPU -= request.MilliCPU
+	n.free.Memory -= request.Memory
 }
 
 func (b *binpacker) nominate(pod *corev1.Pod, node int) {
@@ -141,7 +165,7 @@ func binpack(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 	lead := opts.members[0]
 	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}, opts: opts}
-	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members))}
+	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members)), unfit: map[int][]bool{}}
 
 	var pending []pendingPods
 	for _, podGroup := range placementOrder(opts.podGroups) {
@@ -190,18 +214,12 @@ func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 // would not fit either. It returns how many it placed and why the next
 // did not fit.
 func (b *binpacker) placeAll(p pendingPods) (int, []string) {
-	// New nodes only fill up, so a node that did not take a pod will not
-	// take its sibling, unless placement elsewhere matters.
-	cursor := 0
+	request := p.group.Requests()
+	class := b.opts.classes[p.group]
 	for i, pod := range p.pods {
-		if p.group.DependsOnOtherPods() {
-			cursor = 0
-		}
-		for cursor < len(b.nodes) && b.sched.PlaceOn(p.group, pod, b.nodes[cursor].name) != nil {
-			cursor++
-		}
-		if cursor < len(b.nodes) {
-			b.nominate(pod, cursor)
+		if node := b.placeOnNodeAdded(p.group, class, request, pod); node >= 0 {
+			b.nodes[node].took(request)
+			b.nominate(pod, node)
 			continue
 		}
 		if reasons := b.placeOnNewNode(p.group, pod); reasons != nil {
@@ -209,6 +227,29 @@ func (b *binpacker) placeAll(p pendingPods) (int, []string) {
 		}
 	}
 	return len(p.pods), nil
+}
+
+// placeOnNodeAdded places the pod on the first new node that takes it and
+// returns its index, or -1. New nodes only fill up, so a node without
+// room for the pod's cpu or memory is skipped, and so is one where its
+// class failed for a reason that lasts.
+func (b *binpacker) placeOnNodeAdded(podGroup *simulator.PodGroup, class int, request snapshot.Resources, pod *corev1.Pod) int {
+	unfit := b.unfit[class]
+	for i := range b.nodes {
+		if i < len(unfit) && unfit[i] || !b.nodes[i].mayTake(request) {
+			continue
+		}
+		reasons, lasting := b.sched.PlaceOnLasting(podGroup, pod, b.nodes[i].name)
+		if reasons == nil {
+			return i
+		}
+		if lasting {
+			unfit = append(unfit, make([]bool, max(0, i+1-len(unfit)))...)
+			unfit[i] = true
+			b.unfit[class] = unfit
+		}
+	}
+	return -1
 }
 
 // placeOnNewNode adds a node of the first member, in adding order, whose
@@ -236,7 +277,10 @@ func (b *binpacker) placeOnNewNode(podGroup *simulator.PodGroup, pod *corev1.Pod
 		unfit := b.sched.PlaceOn(podGroup, pod, name)
 		if unfit == nil {
 			b.added[i]++
-			b.nodes = append(b.nodes, newNode{name: name, group: member.group.ID()})
+			nodeInfo := b.sched.Snapshot().NodeInfo(name)
+			free := nodeInfo.Allocatable().Clone()
+			free.Sub(nodeInfo.Requested())
+			b.nodes = append(b.nodes, newNode{name: name, group: member.group.ID(), free: free})
 			b.nominate(pod, len(b.nodes)-1)
 			return nil
 		}

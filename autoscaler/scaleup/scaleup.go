@@ -219,6 +219,7 @@ func (s *ScaleUp) round(sched *simulator.Scheduler, growable []*candidate, podGr
 		candidates = append(candidates, c)
 	}
 	totals := totalsOf(sched.Snapshot().NodeInfos())
+	classes := simulator.FitClasses(podGroups)
 	balanced := map[string]*estimate{}
 	for _, c := range candidates {
 		maxNodes, capReason := s.nodesAllowed(totals, c.template, planned)
@@ -233,7 +234,7 @@ func (s *ScaleUp) round(sched *simulator.Scheduler, growable []*candidate, podGr
 		if est == nil {
 			est = binpack(sched, binpackOptions{
 				members: members, balance: s.opts.BalanceSimilarNodeGroups,
-				podGroups: podGroups, maxNodes: maxNodes, capReason: capReason,
+				podGroups: podGroups, maxNodes: maxNodes, capReason: capReason, classes: classes,
 			})
 			if s.opts.BalanceSimilarNodeGroups {
 				balanced[key] = est

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -166,4 +167,49 @@ func hasHardSpreadConstraints(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// FitClasses numbers groups so that groups of one number differ at most in
+// the cpu and memory they request: where a pod of one of them does not fit
+// a node for another reason, and the reason lasts as more pods are placed,
+// a pod of any of them does not fit either. Pods without owners, each a
+// group of its own, mostly fall into few classes.
+func FitClasses(groups []*PodGroup) map[*PodGroup]int {
+	classes := make(map[*PodGroup]int, len(groups))
+	numbers := map[string]int{}
+	for _, group := range groups {
+		key := fitKey(group)
+		number, ok := numbers[key]
+		if !ok {
+			number = len(numbers)
+			numbers[key] = number
+		}
+		classes[group] = number
+	}
+	return classes
+}
+
+// fitKey is what the predicates read of a group's pods but cpu and memory
+// requests and what a state signature covers.
+func fitKey(group *PodGroup) string {
+	pod := group.info.Pod
+	b := append([]byte(termsSignature(pod)), 0)
+	b = append(append(b, labelsSignature(pod)...), 0)
+	b = append(append(b, pod.Spec.NodeName...), 0)
+	b = snapshot.AppendLabels(b, pod.Spec.NodeSelector)
+	if affinity := pod.Spec.Affinity; affinity != nil && affinity.NodeAffinity != nil {
+		b = appendMarshalled(append(b, 'N'), affinity.NodeAffinity)
+	}
+	for i := range pod.Spec.Tolerations {
+		b = appendMarshalled(append(b, 't'), &pod.Spec.Tolerations[i])
+	}
+	for _, port := range group.info.HostPorts {
+		b = fmt.Appendf(b, "p%s/%s/%d", port.IP, port.Protocol, port.Port)
+	}
+	requests := group.info.Requests
+	b = fmt.Appendf(b, "r%d", requests.EphemeralStorage)
+	for _, name := range slices.Sorted(maps.Keys(requests.Scalar)) {
+		b = fmt.Appendf(b, "%s=%d", name, requests.Scalar[name])
+	}
+	return string(b)
 }

@@ -220,11 +220,18 @@ func (s *Scheduler) CheckGroupLasting(group *PodGroup, nodeName string) (reasons
 // PlaceOn places pod, a member of group, on the named node when it fits,
 // and otherwise says why not.
 func (s *Scheduler) PlaceOn(group *PodGroup, pod *corev1.Pod, nodeName string) []string {
-	if reasons := s.CheckGroup(group, nodeName); reasons != nil {
-		return reasons
+	reasons, _ := s.PlaceOnLasting(group, pod, nodeName)
+	return reasons
+}
+
+// PlaceOnLasting is PlaceOn that also tells, as CheckGroupLasting does,
+// whether the failure lasts as more pods are placed.
+func (s *Scheduler) PlaceOnLasting(group *PodGroup, pod *corev1.Pod, nodeName string) (reasons []string, lasting bool) {
+	if reasons, lasting := s.CheckGroupLasting(group, nodeName); reasons != nil {
+		return reasons, lasting
 	}
 	s.place(group.podInfo(pod), s.snap.NodeInfo(nodeName).Node())
-	return nil
+	return nil, false
 }
 
 // AddNode adds a node, with the pods on it, to the snapshot.
