@@ -90,7 +90,7 @@ type binpackOptions struct {
 	// others only the pods it cannot take.
 	balance bool
 	// podGroups are the pods still pending once existing and upcoming nodes
-	// have taken what they can.
+	// have taken what they can, in placement order.
 	podGroups []*simulator.PodGroup
 	// maxNodes is the most nodes the members may add together, by the
 	// cluster-wide limits; capReason says which limit that is.
@@ -168,7 +168,7 @@ func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members)), unfit: map[int][]bool{}}
 
 	var pending []pendingPods
-	for _, podGroup := range placementOrder(opts.podGroups) {
+	for _, podGroup := range opts.podGroups {
 		if !slices.ContainsFunc(opts.members, func(member *candidate) bool { return member.takes(podGroup) }) {
 			est.reasons[podGroup] = lead.probe[podGroup].reasons
 			continue

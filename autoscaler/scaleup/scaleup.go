@@ -143,10 +143,11 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 
 	// Pods that fit where they are or on nodes on their way wait for them:
 	// first where the last plan put them, then wherever they fit.
-	podGroups := simulator.GroupPods(candidates)
+	// In placement order from here on: remaining keeps the order.
+	podGroups := placementOrder(simulator.GroupPods(candidates))
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
-	absorbed := sched.ScheduleGroups(placementOrder(podGroups), simulator.ScheduleOptions{})
+	absorbed := sched.ScheduleGroups(podGroups, simulator.ScheduleOptions{})
 	plan.Absorbed = append(plan.Absorbed, absorbed.Scheduled...)
 	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
 	podGroups = remaining(podGroups, placedPods(absorbed.Scheduled))
