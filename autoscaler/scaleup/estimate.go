@@ -111,10 +111,35 @@ type binpacker struct {
 	added []int
 	// nominations are where pods went, in order.
 	nominations []Nomination
-	// unfit marks, per fit class, the new nodes where its pods failed for
-	// a reason that lasts, other than cpu and memory: its pods skip them.
-	unfit map[int][]bool
+	// classes remember, per fit class, the new nodes where its pods failed
+	// for a reason that lasts, other than cpu and memory: its pods skip them.
+	classes map[int]*classScan
+	// roomFrom is, per cpu and memory request, the first new node that may
+	// have room for it: those before are too full, and stay so.
+	roomFrom map[podShape]int
 }
+
+// classScan is what a fit class's pods failed on for good: unfit marks
+// the new nodes, first is the first node not marked.
+type classScan struct {
+	unfit []bool
+	first int
+}
+
+func (c *classScan) isUnfit(node int) bool { return node < len(c.unfit) && c.unfit[node] }
+
+func (c *classScan) markUnfit(node int) {
+	if node >= len(c.unfit) {
+		c.unfit = append(c.unfit, make([]bool, node+1-len(c.unfit))...)
+	}
+	c.unfit[node] = true
+	for c.isUnfit(c.first) {
+		c.first++
+	}
+}
+
+// podShape is the cpu and memory a pod requests.
+type podShape struct{ milliCPU, memory int64 }
 
 type newNode struct {
 	name, group string
@@ -165,7 +190,8 @@ func binpack(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 	lead := opts.members[0]
 	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}, opts: opts}
-	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members)), unfit: map[int][]bool{}}
+	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members)),
+		classes: map[int]*classScan{}, roomFrom: map[podShape]int{}}
 
 	var pending []pendingPods
 	for _, podGroup := range opts.podGroups {
@@ -234,9 +260,20 @@ func (b *binpacker) placeAll(p pendingPods) (int, []string) {
 // room for the pod's cpu or memory is skipped, and so is one where its
 // class failed for a reason that lasts.
 func (b *binpacker) placeOnNodeAdded(podGroup *simulator.PodGroup, class int, request snapshot.Resources, pod *corev1.Pod) int {
-	unfit := b.unfit[class]
-	for i := range b.nodes {
-		if i < len(unfit) && unfit[i] || !b.nodes[i].mayTake(request) {
+	scan := b.classes[class]
+	if scan == nil {
+		scan = &classScan{}
+		b.classes[class] = scan
+	}
+	shape := podShape{milliCPU: request.MilliCPU, memory: request.Memory}
+	for i := max(scan.first, b.roomFrom[shape]); i < len(b.nodes); i++ {
+		if !b.nodes[i].mayTake(request) {
+			if i == b.roomFrom[shape] {
+				b.roomFrom[shape]++
+			}
+			continue
+		}
+		if scan.isUnfit(i) {
 			continue
 		}
 		reasons, lasting := b.sched.PlaceOnLasting(podGroup, pod, b.nodes[i].name)
@@ -244,9 +281,7 @@ func (b *binpacker) placeOnNodeAdded(podGroup *simulator.PodGroup, class int, re
 			return i
 		}
 		if lasting {
-			unfit = append(unfit, make([]bool, max(0, i+1-len(unfit)))...)
-			unfit[i] = true
-			b.unfit[class] = unfit
+			scan.markUnfit(i)
 		}
 	}
 	return -1

@@ -31,8 +31,8 @@ import (
 const ReasonNodeNotFound = "node(s) not found in the snapshot"
 
 // Scheduler places pods on the nodes of one snapshot. It caches what it
-// derives from the snapshot per pod group, like kube-scheduler's PreFilter
-// state, and keeps the cache up to date through its own changes (PlaceOn,
+// derives from the snapshot for pod groups, like kube-scheduler's PreFilter
+// state, once for the groups that share terms or labels, and keeps the cache up to date through its own changes (PlaceOn,
 // AddNode, RemoveNode, SchedulePods). Its Fork and Revert fork the snapshot
 // and the cache together, so that simulations in a row share what was
 // computed before the fork. Any other change to the snapshot makes it
