@@ -142,8 +142,8 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	upcomingGroups := addUpcomingNodes(sched, snap, upcoming)
 
 	// Pods that fit where they are or on nodes on their way wait for them:
-	// first where the last plan put them, then wherever they fit.
-	// In placement order from here on: remaining keeps the order.
+	// first where the last plan put them, then wherever they fit. The pod
+	// groups stay in placement order from here on: remaining keeps it.
 	podGroups := placementOrder(simulator.GroupPods(candidates))
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
