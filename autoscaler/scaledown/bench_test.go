@@ -2,6 +2,7 @@ package scaledown_test
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -26,13 +27,27 @@ const (
 	benchNodeSize = "16"
 )
 
-// underutilizedCluster has nodes 16-core nodes in 20 node groups, each
-// with a DaemonSet pod; four in five run 34 pods of 300m, one in five 9
-// pods of 200m, 30 pods per node on average, all owned by ReplicaSets of
+// benchSize is one cluster of the benchmarks: nodes spread evenly over
+// groups node groups.
+type benchSize struct{ nodes, groups int }
+
+// name keeps the names of the 20-group sizes as they were before the
+// groups dimension, so that older numbers compare.
+func (s benchSize) name() string {
+	name := fmt.Sprintf("nodes=%d/pods=%d", s.nodes, s.nodes*podsPerNode)
+	if s.groups != benchGroups {
+		name += fmt.Sprintf("/groups=%d", s.groups)
+	}
+	return name
+}
+
+// underutilizedCluster has nodes 16-core nodes in nodeGroups node groups,
+// each with a DaemonSet pod; four in five run 34 pods of 300m, one in five
+// 9 pods of 200m, 30 pods per node on average, all owned by ReplicaSets of
 // 50 pods.
-func underutilizedCluster(nodes int) snapshot.Input {
+func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 	in := snapshot.Input{}
-	groups := make([]*st.NodeGroup, benchGroups)
+	groups := make([]*st.NodeGroup, nodeGroups)
 	for i := range groups {
 		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes}
 		in.NodeGroups = append(in.NodeGroups, groups[i])
@@ -46,7 +61,7 @@ func underutilizedCluster(nodes int) snapshot.Input {
 		}
 	}
 	for n := range nodes {
-		group := groups[n%benchGroups]
+		group := groups[n%nodeGroups]
 		node := node(fmt.Sprintf("node-%05d", n))
 		node = st.Node(node.Name, benchNodeSize, "64Gi", createdAt(node.CreationTimestamp.Time), st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", n%3)))
 		group.Nodes = append(group.Nodes, node.Name)
@@ -63,13 +78,20 @@ func underutilizedCluster(nodes int) snapshot.Input {
 }
 
 // BenchmarkPlan measures one scale-down planning pass on a snapshot the
-// loop has already built (it is shared with scale-up).
+// loop has already built (it is shared with scale-up). It also reports the
+// heap the snapshot holds (the live heap after building it minus before,
+// both after a garbage collection: the input objects are not counted).
+// The 10,000-node size takes about 2 GB for its input: run it alone, with
+// -benchtime 1x or a few x.
 func BenchmarkPlan(b *testing.B) {
-	for _, nodes := range []int{1000, 5000} {
-		in := underutilizedCluster(nodes)
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
+	for _, size := range []benchSize{{1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
+		b.Run(size.name(), func(b *testing.B) {
+			in := underutilizedCluster(size.nodes, size.groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			before := heapAfterGC()
 			snap := snapshot.New(in)
+			after := heapAfterGC()
+			runtime.KeepAlive(in)
 			opts := options()
 			b.ReportAllocs()
 			var plan *scaledown.Plan
@@ -84,8 +106,19 @@ func BenchmarkPlan(b *testing.B) {
 			// pass even when other processes share the machine.
 			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
 			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
+			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
 		})
 	}
+}
+
+// heapAfterGC returns the memory statistics after a garbage collection:
+// HeapAlloc is then the live heap.
+func heapAfterGC() runtime.MemStats {
+	runtime.GC()
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	return stats
 }
 
 func processCPUTime(b *testing.B) time.Duration {

@@ -42,35 +42,66 @@ func membersKey(members []*candidate) string {
 }
 
 // similarTemplates: same capacity, allocatable and free resources within
-// 5%, same labels but the ignored ones.
+// 5%, same labels but the ignored ones. It allocates nothing: a scale-up
+// compares every pair of candidates, 250,000 pairs with 500 node groups.
 func similarTemplates(a, b *snapshot.NodeInfo, ignoredLabels sets.Set[string]) bool {
-	capacityA := snapshot.NewResources(a.Node().Status.Capacity)
-	capacityB := snapshot.NewResources(b.Node().Status.Capacity)
-	if !withinRatio(capacityA, capacityB, 0) || !withinRatio(a.Allocatable(), b.Allocatable(), maxSimilarDifference) {
-		return false
-	}
-	freeA, freeB := a.Allocatable().Clone(), b.Allocatable().Clone()
-	freeA.Sub(a.Requested())
-	freeB.Sub(b.Requested())
-	freeA.Pods, freeB.Pods = 0, 0
-	if !withinRatio(freeA, freeB, maxSimilarDifference) {
+	if !withinRatio(a.Capacity(), b.Capacity(), 0) || !withinRatio(a.Allocatable(), b.Allocatable(), maxSimilarDifference) ||
+		!freeWithinRatio(a, b, maxSimilarDifference) {
 		return false
 	}
 	return sameLabels(a.Node().Labels, b.Node().Labels, ignoredLabels)
 }
 
+// withinRatio tells whether every resource of a and b, pods included, is
+// within ratio of the larger of the two.
 func withinRatio(a, b snapshot.Resources, ratio float64) bool {
-	names := sets.New(a.Names()...).Insert(b.Names()...)
-	for name := range names {
-		larger, smaller := a.Get(name), b.Get(name)
-		if smaller > larger {
-			larger, smaller = smaller, larger
+	if !amountsWithinRatio(a.MilliCPU, b.MilliCPU, ratio) || !amountsWithinRatio(a.Memory, b.Memory, ratio) ||
+		!amountsWithinRatio(a.EphemeralStorage, b.EphemeralStorage, ratio) || !amountsWithinRatio(a.Pods, b.Pods, ratio) {
+		return false
+	}
+	for name, value := range a.Scalar {
+		if !amountsWithinRatio(value, b.Scalar[name], ratio) {
+			return false
 		}
-		if float64(larger-smaller) > float64(larger)*ratio {
+	}
+	for name, value := range b.Scalar {
+		if _, ok := a.Scalar[name]; !ok && !amountsWithinRatio(0, value, ratio) {
 			return false
 		}
 	}
 	return true
+}
+
+// freeWithinRatio is withinRatio for the free resources (allocatable minus
+// requested) of a and b, the pod count left out.
+func freeWithinRatio(a, b *snapshot.NodeInfo, ratio float64) bool {
+	allocA, allocB, reqA, reqB := a.Allocatable(), b.Allocatable(), a.Requested(), b.Requested()
+	if !amountsWithinRatio(allocA.MilliCPU-reqA.MilliCPU, allocB.MilliCPU-reqB.MilliCPU, ratio) ||
+		!amountsWithinRatio(allocA.Memory-reqA.Memory, allocB.Memory-reqB.Memory, ratio) ||
+		!amountsWithinRatio(allocA.EphemeralStorage-reqA.EphemeralStorage, allocB.EphemeralStorage-reqB.EphemeralStorage, ratio) {
+		return false
+	}
+	if len(allocA.Scalar)+len(allocB.Scalar)+len(reqA.Scalar)+len(reqB.Scalar) == 0 {
+		return true
+	}
+	free := func(name corev1.ResourceName) bool {
+		return amountsWithinRatio(allocA.Scalar[name]-reqA.Scalar[name], allocB.Scalar[name]-reqB.Scalar[name], ratio)
+	}
+	for _, scalars := range []map[corev1.ResourceName]int64{allocA.Scalar, reqA.Scalar, allocB.Scalar, reqB.Scalar} {
+		for name := range scalars {
+			if !free(name) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func amountsWithinRatio(larger, smaller int64, ratio float64) bool {
+	if smaller > larger {
+		larger, smaller = smaller, larger
+	}
+	return float64(larger-smaller) <= float64(larger)*ratio
 }
 
 func sameLabels(a, b map[string]string, ignored sets.Set[string]) bool {

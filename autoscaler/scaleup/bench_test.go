@@ -2,6 +2,7 @@ package scaleup_test
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -24,13 +25,27 @@ const (
 	runningPodMemory = "1Gi"
 )
 
-// syntheticCluster has nodes nodes in 20 node groups (three zones, two of
-// them tainted, two with a distinct label) full of 500m pods, and 5% of
-// 30 pods per node pending across 50 Deployments, some with node
-// selectors, tolerations, hostname anti-affinity or zone spread.
-func syntheticCluster(nodes int) snapshot.Input {
+// benchSize is one cluster of the benchmarks: nodes spread evenly over
+// groups node groups.
+type benchSize struct{ nodes, groups int }
+
+// name keeps the names of the 20-group sizes as they were before the
+// groups dimension, so that older numbers compare.
+func (s benchSize) name() string {
+	name := fmt.Sprintf("nodes=%d/pods=%d", s.nodes, s.nodes*podsPerNode)
+	if s.groups != benchGroups {
+		name += fmt.Sprintf("/groups=%d", s.groups)
+	}
+	return name
+}
+
+// syntheticCluster has nodes nodes in groups node groups (three zones,
+// five pools, two groups tainted) full of 500m pods, and 5% of 30 pods per
+// node pending across 50 Deployments, some with node selectors,
+// tolerations, hostname anti-affinity or zone spread.
+func syntheticCluster(nodes, nodeGroups int) snapshot.Input {
 	in := snapshot.Input{}
-	groups := make([]*st.NodeGroup, benchGroups)
+	groups := make([]*st.NodeGroup, nodeGroups)
 	for i := range groups {
 		zone := fmt.Sprintf("zone-%d", i%3)
 		opts := []st.NodeOption{st.WithNodeLabels(corev1.LabelTopologyZone, zone, "pool", fmt.Sprintf("pool-%d", i%5))}
@@ -43,7 +58,7 @@ func syntheticCluster(nodes int) snapshot.Input {
 	total := nodes * podsPerNode
 	running := total - total/pendingShare
 	for n := range nodes {
-		group := groups[n%benchGroups]
+		group := groups[n%nodeGroups]
 		node := group.Template.DeepCopy()
 		node.Name = fmt.Sprintf("node-%05d", n)
 		node.Labels = map[string]string{}
@@ -99,10 +114,12 @@ func withZoneSpread(key, value string) st.PodOption {
 
 // BenchmarkScaleUp measures one scale-up decision from the listed objects:
 // building the snapshot and planning.
+// The 10,000-node size takes seconds per decision and about 2 GB for its
+// input: run it alone with -benchtime 1x.
 func BenchmarkScaleUp(b *testing.B) {
-	for _, nodes := range []int{100, 1000, 5000} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
-			in := syntheticCluster(nodes)
+	for _, size := range []benchSize{{100, 20}, {1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
+		b.Run(size.name(), func(b *testing.B) {
+			in := syntheticCluster(size.nodes, size.groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			s, err := scaleup.New(options(func(o *scaleup.Options) {
 				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
@@ -136,10 +153,18 @@ func processCPUTime(b *testing.B) time.Duration {
 
 // BenchmarkScaleUpPlan measures planning alone on a snapshot built once,
 // which planning leaves as it found it.
+// It also reports the heap the snapshot holds (the live heap after
+// building it minus before, both after a garbage collection: the input
+// objects are not counted) and the heap in use with the input and the
+// snapshot (HeapInuse).
 func BenchmarkScaleUpPlan(b *testing.B) {
-	for _, nodes := range []int{1000, 5000} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, nodes*podsPerNode), func(b *testing.B) {
-			snap := snapshot.New(syntheticCluster(nodes))
+	for _, size := range []benchSize{{1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
+		b.Run(size.name(), func(b *testing.B) {
+			in := syntheticCluster(size.nodes, size.groups)
+			before := heapAfterGC()
+			snap := snapshot.New(in)
+			after := heapAfterGC()
+			runtime.KeepAlive(in)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			s, err := scaleup.New(options(func(o *scaleup.Options) {
 				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
@@ -149,11 +174,25 @@ func BenchmarkScaleUpPlan(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			var plan *scaleup.Plan
 			cpuBefore := processCPUTime(b)
 			for b.Loop() {
-				s.Plan(ctx, snap, scaleup.State{})
+				plan = s.Plan(ctx, snap, scaleup.State{})
 			}
 			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
+			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
+			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
 		})
 	}
+}
+
+// heapAfterGC returns the memory statistics after a garbage collection:
+// HeapAlloc is then the live heap.
+func heapAfterGC() runtime.MemStats {
+	runtime.GC()
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	return stats
 }

@@ -27,7 +27,7 @@ func totalsOf(nodeInfos []*snapshot.NodeInfo) clusterTotals {
 	var totals clusterTotals
 	for _, nodeInfo := range nodeInfos {
 		totals.nodes++
-		totals.capacity.Add(snapshot.NewResources(nodeInfo.Node().Status.Capacity))
+		totals.capacity.Add(nodeInfo.Capacity())
 	}
 	return totals
 }
@@ -45,7 +45,7 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 	if l.MaxNodesTotal > 0 {
 		restrict(int64(l.MaxNodesTotal-totals.nodes), ReasonMaxNodesTotal)
 	}
-	capacity := snapshot.NewResources(template.Node().Status.Capacity)
+	capacity := template.Capacity()
 	if l.Cores.Max > 0 && capacity.MilliCPU > 0 {
 		restrict((l.Cores.Max*1000-totals.capacity.MilliCPU)/capacity.MilliCPU, resourceLimitReason(corev1.ResourceCPU))
 	}

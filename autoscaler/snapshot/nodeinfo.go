@@ -11,6 +11,7 @@ import (
 // copies it on first write so that a fork never leaks into its parent.
 type NodeInfo struct {
 	node        *corev1.Node
+	capacity    Resources
 	allocatable Resources
 	pods        []*PodInfo
 	requested   Resources
@@ -25,7 +26,7 @@ type NodeInfo struct {
 
 // NewNodeInfo returns node with pods placed on it.
 func NewNodeInfo(node *corev1.Node, pods ...*PodInfo) *NodeInfo {
-	info := &NodeInfo{node: node, allocatable: NewResources(node.Status.Allocatable)}
+	info := &NodeInfo{node: node, capacity: NewResources(node.Status.Capacity), allocatable: NewResources(node.Status.Allocatable)}
 	for _, pod := range pods {
 		info.addPod(pod)
 	}
@@ -40,6 +41,11 @@ func (n *NodeInfo) Name() string { return n.node.Name }
 
 // Pods are the pods placed on the node. Do not modify the slice.
 func (n *NodeInfo) Pods() []*PodInfo { return n.pods }
+
+// Capacity is the node's capacity, converted once: cluster totals, resource
+// limits and the similarity of node groups read it again and again. Do not
+// modify its Scalar map.
+func (n *NodeInfo) Capacity() Resources { return n.capacity }
 
 // Allocatable is what the node offers to pods, including the pod count.
 func (n *NodeInfo) Allocatable() Resources { return n.allocatable }
@@ -73,6 +79,7 @@ func (n *NodeInfo) CopyAs(name string) *NodeInfo {
 func (n *NodeInfo) clone() *NodeInfo {
 	return &NodeInfo{
 		node:                         n.node,
+		capacity:                     n.capacity,
 		allocatable:                  n.allocatable,
 		pods:                         slices.Clone(n.pods),
 		requested:                    n.requested.Clone(),
