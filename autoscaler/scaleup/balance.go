@@ -18,17 +18,33 @@ const maxSimilarDifference = 0.05
 // alwaysIgnoredLabels differ between similar groups by design.
 var alwaysIgnoredLabels = []string{corev1.LabelHostname, corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaZone}
 
-// similarCandidates returns lead and the candidates similar to it: the
-// groups a scale-up led by lead may also grow, to balance them, or to take
-// the pods lead cannot, such as the other zones of a zone spread.
-func similarCandidates(lead *candidate, all []*candidate, ignoredLabels sets.Set[string]) []*candidate {
-	similar := []*candidate{lead}
-	for _, other := range all {
-		if other != lead && similarTemplates(lead.template, other.template, ignoredLabels) {
-			similar = append(similar, other)
+// linkSimilar gives every candidate the others similar to it, in the order
+// of all: the groups a scale-up it leads may also grow, to balance them, or
+// to take the pods it cannot, such as the other zones of a zone spread.
+// Templates do not change during a plan, so every round shares the links.
+func linkSimilar(all []*candidate, ignoredLabels sets.Set[string]) {
+	for i, lead := range all {
+		for _, other := range all[i+1:] {
+			if similarTemplates(lead.template, other.template, ignoredLabels) {
+				lead.similar = append(lead.similar, other)
+				other.similar = append(other.similar, lead)
+			}
 		}
 	}
-	return similar
+	for _, c := range all {
+		slices.SortFunc(c.similar, func(a, b *candidate) int { return strings.Compare(a.group.ID(), b.group.ID()) })
+	}
+}
+
+// members are lead and the similar candidates that may still grow.
+func (lead *candidate) members() []*candidate {
+	members := []*candidate{lead}
+	for _, other := range lead.similar {
+		if other.room() > 0 {
+			members = append(members, other)
+		}
+	}
+	return members
 }
 
 // membersKey identifies a set of candidates, whatever their order.

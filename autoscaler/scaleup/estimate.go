@@ -41,6 +41,8 @@ type candidate struct {
 	// upcoming is how many nodes of the group are on their way; planned
 	// how many earlier rounds of this plan add.
 	upcoming, planned int
+	// similar are the other candidates similar to this one, by group ID.
+	similar []*candidate
 	// probe is how each pending pod group fares on a new, empty node of
 	// the group.
 	probe map[*simulator.PodGroup]probeResult

@@ -166,6 +166,7 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		growable = append(growable, c)
 	}
 	slices.SortFunc(growable, func(a, b *candidate) int { return strings.Compare(a.group.ID(), b.group.ID()) })
+	linkSimilar(growable, s.ignoredLabels)
 
 	// Round by round, the expanders choose an option for the pods still
 	// pending and its nodes stay for the next round, until no option helps:
@@ -228,7 +229,7 @@ func (s *ScaleUp) round(sched *simulator.Scheduler, growable []*candidate, podGr
 			r.groupReasons[c.group.ID()] = capReason
 			continue
 		}
-		members := similarCandidates(c, candidates, s.ignoredLabels)
+		members := c.members()
 		// Balanced, the nodes do not depend on which member leads.
 		key := membersKey(members)
 		est := balanced[key]
