@@ -219,29 +219,30 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 			return in, fmt.Errorf("listing %s of the cluster: %w", list.what, err)
 		}
 	}
-	pods, err := s.listPods(ctx)
-	if err != nil {
+	if err := s.listPods(ctx, &in); err != nil {
 		return in, fmt.Errorf("listing pods of the cluster: %w", err)
 	}
 	in.Nodes = pointers(nodes.Items)
-	in.Pods = pods
 	in.DaemonSets = pointers(daemonSets.Items)
 	in.PodDisruptionBudgets = pointers(pdbs.Items)
 	in.Namespaces = pointers(namespaces.Items)
 	return in, nil
 }
 
-// listPods lists the pods without copying them when the reader is a
-// PodLister.
-func (s *steps) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+// listPods lists the pods into in: from a PodLister as its cache keeps
+// them, else through List.
+func (s *steps) listPods(ctx context.Context, in *snapshot.Input) error {
 	if lister, ok := s.opts.Cluster.(PodLister); ok {
-		return lister.ListPods(ctx)
+		pods, err := lister.ListPods(ctx)
+		in.CachedPods = pods
+		return err
 	}
 	var pods corev1.PodList
 	if err := s.opts.Cluster.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return err
 	}
-	return pointers(pods.Items), nil
+	in.Pods = pointers(pods.Items)
+	return nil
 }
 
 func pointers[T any](items []T) []*T {
@@ -442,7 +443,7 @@ func (s *steps) fillStatus(l *loop) {
 	s.opts.Metrics.recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
 	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {
-		if scaleup.IsUnschedulable(pod) {
+		if scaleup.IsUnschedulable(pod.Status.Conditions) {
 			status.UnschedulablePods++
 		}
 	}

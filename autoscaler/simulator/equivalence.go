@@ -18,8 +18,9 @@ import (
 // node is true of all, so 10,000 replicas cost about as much as one.
 type PodGroup struct {
 	Pods []*corev1.Pod
-	// info is parsed from Pods[0] and shared by all.
+	// info is parsed from first, the first of Pods, and shared by all.
 	info         *snapshot.PodInfo
+	first        *corev1.Pod
 	nodeAffinity nodeaffinity.RequiredNodeAffinity
 	// interPod is true when whether a pod fits depends on where other pods
 	// are beyond the node's own resources: pod affinity or topology spread.
@@ -29,16 +30,16 @@ type PodGroup struct {
 
 // NewPodGroup returns a group of one pod.
 func NewPodGroup(pod *corev1.Pod) *PodGroup {
-	return newPodGroup(snapshot.NewPodInfo(pod))
+	return newPodGroup(pod, snapshot.NewPodInfo(pod))
 }
 
-func newPodGroup(info *snapshot.PodInfo) *PodGroup {
-	pod := info.Pod
+func newPodGroup(pod *corev1.Pod, info *snapshot.PodInfo) *PodGroup {
 	return &PodGroup{
 		Pods:         []*corev1.Pod{pod},
 		info:         info,
+		first:        pod,
 		nodeAffinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-		interPod:     len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(pod),
+		interPod:     len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(&pod.Spec),
 	}
 }
 
@@ -62,11 +63,11 @@ func (g *PodGroup) Requests() snapshot.Resources { return g.info.Requests }
 
 // podInfo returns the parsed form of a member without parsing it again.
 func (g *PodGroup) podInfo(pod *corev1.Pod) *snapshot.PodInfo {
-	if pod == g.info.Pod {
+	if pod == g.first {
 		return g.info
 	}
 	info := *g.info
-	info.Pod = pod
+	info.Pod = snapshot.NewPod(pod)
 	return &info
 }
 
@@ -80,7 +81,7 @@ func GroupPods(pods []*corev1.Pod) []*PodGroup {
 	for _, pod := range pods {
 		owner := controllerUID(pod)
 		if owner == "" {
-			groups = append(groups, newPodGroup(snapshot.NewPodInfoOf(pod, ids)))
+			groups = append(groups, newPodGroup(pod, snapshot.NewPodInfoOf(pod, ids)))
 			continue
 		}
 		found := false
@@ -92,7 +93,7 @@ func GroupPods(pods []*corev1.Pod) []*PodGroup {
 			}
 		}
 		if !found {
-			group := newPodGroup(snapshot.NewPodInfoOf(pod, ids))
+			group := newPodGroup(pod, snapshot.NewPodInfoOf(pod, ids))
 			byOwner[owner] = append(byOwner[owner], group)
 			groups = append(groups, group)
 		}
@@ -156,9 +157,9 @@ func sameRequests(a, b corev1.ResourceList) bool {
 	return true
 }
 
-func hasHardSpreadConstraints(pod *corev1.Pod) bool {
-	for i := range pod.Spec.TopologySpreadConstraints {
-		if pod.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable == corev1.DoNotSchedule {
+func hasHardSpreadConstraints(spec *corev1.PodSpec) bool {
+	for i := range spec.TopologySpreadConstraints {
+		if spec.TopologySpreadConstraints[i].WhenUnsatisfiable == corev1.DoNotSchedule {
 			return true
 		}
 	}

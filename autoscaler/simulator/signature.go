@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // countsSignature is the same for pods whose inter-pod counts (podState)
@@ -15,7 +15,7 @@ import (
 // the node selection and tolerations that decide which nodes count. Pods
 // without owners are each a pod group of their own, but mostly share a
 // signature: the scheduler keeps one state per signature.
-func countsSignature(pod *corev1.Pod) string {
+func countsSignature(pod *snapshot.Pod) string {
 	b := append([]byte(pod.Namespace), 0)
 	for _, key := range slices.Sorted(maps.Keys(pod.Labels)) {
 		b = append(append(append(b, key...), '='), pod.Labels[key]...)
@@ -29,7 +29,7 @@ func countsSignature(pod *corev1.Pod) string {
 			b = appendMarshalled(append(b, 'A'), affinity.PodAntiAffinity)
 		}
 	}
-	if !hasHardSpreadConstraints(pod) {
+	if !hasHardSpreadConstraints(pod.Spec) {
 		return string(b)
 	}
 	for i := range pod.Spec.TopologySpreadConstraints {

@@ -33,7 +33,10 @@ type Input struct {
 	// Pods are the pods of the cluster. A pod with spec.nodeName is placed
 	// on that node (dropped when the node is not in Nodes); one without is
 	// pending. Pods that have finished are ignored.
-	Pods                 []*corev1.Pod
+	Pods []*corev1.Pod
+	// CachedPods are more pods of the cluster, in the compact form a cache
+	// keeps them in; they are treated as Pods are.
+	CachedPods           []*Pod
 	DaemonSets           []*appsv1.DaemonSet
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
 	// Namespaces give the labels that affinity terms' namespace selectors
@@ -43,8 +46,9 @@ type Input struct {
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
 	// PodInfos, when set, hands the pods parsed for the previous snapshot
-	// to this one, and keeps this one's for the next: Pods must then be
-	// the objects of a cache, never modified in place.
+	// to this one, and keeps this one's for the next: CachedPods must then
+	// be the objects of a cache, never modified in place. (Pods are
+	// parsed in every snapshot.)
 	PodInfos *PodInfos
 }
 
@@ -92,17 +96,24 @@ func New(in Input) *Snapshot {
 		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
 	}
-	parser := newParser(in.PodInfos, len(in.Pods))
+	parser := newParser(in.PodInfos, len(in.Pods)+len(in.CachedPods))
 	for _, pod := range in.Pods {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if pod.Spec.NodeName == "" {
+		switch {
+		case finished(pod.Status.Phase):
+		case pod.Spec.NodeName == "":
 			s.pending = append(s.pending, pod)
-			continue
+		default:
+			s.place(base, parser, NewPod(pod))
 		}
-		if node, ok := base.nodes[pod.Spec.NodeName]; ok {
-			node.addPod(parser.parse(pod))
+	}
+	for _, pod := range in.CachedPods {
+		switch {
+		case pod.Finished():
+		case pod.NodeName == "":
+			// Scale-up reads whole pods; pending pods are few.
+			s.pending = append(s.pending, pod.Full())
+		default:
+			s.place(base, parser, pod)
 		}
 	}
 	parser.done()
@@ -118,6 +129,14 @@ func New(in Input) *Snapshot {
 		}
 	}
 	return s
+}
+
+// place adds a bound pod of the input to its node, unless the node is not
+// in the snapshot.
+func (s *Snapshot) place(base *layer, parser *parser, pod *Pod) {
+	if node, ok := base.nodes[pod.NodeName]; ok {
+		node.addPod(parser.parse(pod))
+	}
 }
 
 // Fork starts a layer of changes that Revert drops or Commit keeps.
