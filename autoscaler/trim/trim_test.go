@@ -3,6 +3,7 @@ package trim_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -292,5 +294,98 @@ func BenchmarkTransformPod(b *testing.B) {
 	b.ResetTimer()
 	for _, pod := range pods {
 		transformer.Pod(pod)
+	}
+}
+
+// BenchmarkCachedPodsLiveHeap is the live heap each pod of a cluster costs
+// the engine: the cache's object (through the transform, in an indexer
+// keyed and indexed by namespace like an informer's store) and the parsed
+// form the snapshots keep between loops. The pods are those of the perf
+// harness (hack/perf): 30 per node, 50 per controller, with what the API
+// server adds to them.
+func BenchmarkCachedPodsLiveHeap(b *testing.B) {
+	const nodes, podsPerNode, podsPerOwner = 100, 30, 50
+	for b.Loop() {
+		before := liveHeap()
+		transformer := trim.NewTransformer()
+		store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		nodeList := make([]*corev1.Node, nodes)
+		for n := range nodes {
+			nodeList[n] = st.Node(fmt.Sprintf("node-%d", n), "16", "64Gi")
+			for p := range podsPerNode {
+				i := n*podsPerNode + p
+				compact, _ := transformer.Transform(harnessPod(i, i/podsPerOwner, nodeList[n].Name))
+				if err := store.Add(compact); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		podInfos := snapshot.NewPodInfos()
+		pods := make([]*snapshot.Pod, 0, nodes*podsPerNode)
+		for _, obj := range store.List() {
+			pods = append(pods, obj.(*snapshot.Pod))
+		}
+		snapshot.New(snapshot.Input{Nodes: nodeList, CachedPods: pods, PodInfos: podInfos})
+		pods = nil
+		after := liveHeap()
+		b.ReportMetric(float64(after-before)/(nodes*podsPerNode), "live-B/pod")
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(podInfos)
+	}
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	return stats.HeapAlloc
+}
+
+// harnessPod is pod i of the perf harness as the API server returns it.
+func harnessPod(i, owner int, nodeName string) *corev1.Pod {
+	ownerName := fmt.Sprintf("owner-%d", owner)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "perf", Name: fmt.Sprintf("pod-%d", i), UID: types.UID(fmt.Sprintf("7d3c1f2e-0000-4000-8000-%012d", i)),
+			ResourceVersion: fmt.Sprintf("%d", 100000+i), CreationTimestamp: metav1.Now(),
+			Labels:          map[string]string{"app": ownerName},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: ownerName, UID: types.UID(ownerName), Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "perf"}, {Manager: "kwok"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: nodeName,
+			Tolerations: []corev1.Toleration{
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+			},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			DNSPolicy:                     corev1.DNSClusterFirst,
+			SchedulerName:                 corev1.DefaultSchedulerName,
+			Priority:                      ptr.To[int32](0),
+			EnableServiceLinks:            ptr.To(true),
+			PreemptionPolicy:              ptr.To(corev1.PreemptLowerPriority),
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}}},
+			}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent,
+				TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+				}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+			}},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "192.168.0.1", QOSClass: corev1.PodQOSBurstable,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.k8s.io/pause:3.10", ImageID: "sha256:abc", ContainerID: "kwok://app"}},
+		},
 	}
 }
