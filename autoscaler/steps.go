@@ -47,9 +47,6 @@ type steps struct {
 	actuator *scaledown.Actuator
 	// scaleDown are the planner's options under config.
 	scaleDown scaledown.Options
-	// podInfos carries parsed pods from one loop's snapshot to the next;
-	// nil unless the pods come from a cache (Options.Cluster is a PodLister).
-	podInfos *snapshot.PodInfos
 }
 
 // history is what the engine remembers of its own actions across
@@ -89,12 +86,8 @@ func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *h
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
 	}
-	s := &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
-		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}
-	if _, cached := opts.Cluster.(PodLister); cached {
-		s.podInfos = snapshot.NewPodInfos()
-	}
-	return s, nil
+	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
+		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}, nil
 }
 
 func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
@@ -147,7 +140,6 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
-	input.PodInfos = s.podInfos
 	l.snapshot = snapshot.New(input)
 	return nil
 }

@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,6 +13,8 @@ import (
 // cluster has tens of pods per node, so a cache of Pods costs a sixth of
 // a cache of corev1.Pods. A Pod is read-only: its maps, slices and Spec
 // may be shared with other Pods, such as the replicas of one workload.
+// It keeps what a snapshot parsed of it, so that a cache's Pod is parsed
+// once, not in every loop.
 type Pod struct {
 	Namespace, Name   string
 	UID               types.UID
@@ -27,6 +31,11 @@ type Pod struct {
 	Phase      corev1.PodPhase
 	Conditions []corev1.PodCondition
 	Spec       *corev1.PodSpec
+
+	// parsed is the pod's PodInfo, once a snapshot parsed it: the engines
+	// of a cluster share its cache, and a cached pod parses the same in
+	// every loop.
+	parsed atomic.Pointer[PodInfo]
 }
 
 // NewPod returns the Pod of pod, sharing pod's maps, slices and spec.

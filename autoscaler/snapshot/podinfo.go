@@ -139,57 +139,27 @@ func (ids *Identities) remember(pod *Pod, identity *Identity) {
 	ids.byOwner[owner.UID] = append(ids.byOwner[owner.UID], identity)
 }
 
-// PodInfos keeps the PodInfos of the pods of the last snapshot built with
-// it, so that the next snapshot parses only the pods that changed: an
-// informer's cache hands out the same *Pod for as long as the pod is
-// unchanged, and replaces it when it changes. It is not safe for
-// concurrent use.
-type PodInfos struct {
-	byPod map[*Pod]*PodInfo
-}
-
-// NewPodInfos returns an empty PodInfos.
-func NewPodInfos() *PodInfos {
-	return &PodInfos{byPod: map[*Pod]*PodInfo{}}
-}
-
-// parser parses the pods of one snapshot, reusing what a PodInfos kept.
+// parser parses the pods of one snapshot. A Pod keeps what was parsed of
+// it for the snapshots that follow: an informer's cache hands out the same
+// Pod for as long as the pod is unchanged, and replaces it when it
+// changes.
 type parser struct {
-	kept  *PodInfos
-	next  map[*Pod]*PodInfo
 	ids   *Identities
 	reuse corev1.ResourceList
 }
 
-func newParser(kept *PodInfos, pods int) *parser {
-	p := &parser{ids: NewIdentities(), reuse: corev1.ResourceList{}}
-	if kept != nil {
-		p.kept = kept
-		p.next = make(map[*Pod]*PodInfo, pods)
-	}
-	return p
+func newParser() *parser {
+	return &parser{ids: NewIdentities(), reuse: corev1.ResourceList{}}
 }
 
 func (p *parser) parse(pod *Pod) *PodInfo {
-	if p.kept == nil {
-		return newPodInfo(pod, p.ids.Intern(pod), p.reuse)
-	}
-	info, ok := p.kept.byPod[pod]
-	if ok {
+	if info := pod.parsed.Load(); info != nil {
 		p.ids.remember(pod, info.Identity)
-	} else {
-		info = newPodInfo(pod, p.ids.Intern(pod), p.reuse)
+		return info
 	}
-	p.next[pod] = info
+	info := newPodInfo(pod, p.ids.Intern(pod), p.reuse)
+	pod.parsed.Store(info)
 	return info
-}
-
-// done keeps the PodInfos of this snapshot's pods for the next one; the
-// pods that are gone are forgotten.
-func (p *parser) done() {
-	if p.kept != nil {
-		p.kept.byPod = p.next
-	}
 }
 
 // AffinityTerm is a parsed corev1.PodAffinityTerm.

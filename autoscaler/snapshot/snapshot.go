@@ -35,7 +35,9 @@ type Input struct {
 	// pending. Pods that have finished are ignored.
 	Pods []*corev1.Pod
 	// CachedPods are more pods of the cluster, in the compact form a cache
-	// keeps them in; they are treated as Pods are.
+	// keeps them in; they are treated as Pods are. They must not be
+	// modified in place: a Pod is parsed once, by the first snapshot that
+	// holds it.
 	CachedPods           []*Pod
 	DaemonSets           []*appsv1.DaemonSet
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
@@ -45,11 +47,6 @@ type Input struct {
 	// NodeGroups are the autoscaled node groups; nodes are mapped to them
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
-	// PodInfos, when set, hands the pods parsed for the previous snapshot
-	// to this one, and keeps this one's for the next: CachedPods must then
-	// be the objects of a cache, never modified in place. (Pods are
-	// parsed in every snapshot.)
-	PodInfos *PodInfos
 }
 
 // Snapshot is the simulated state of one cluster. It is not safe for
@@ -96,7 +93,7 @@ func New(in Input) *Snapshot {
 		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
 	}
-	parser := newParser(in.PodInfos, len(in.Pods)+len(in.CachedPods))
+	parser := newParser()
 	for _, pod := range in.Pods {
 		switch {
 		case finished(pod.Status.Phase):
@@ -116,7 +113,6 @@ func New(in Input) *Snapshot {
 			s.place(base, parser, pod)
 		}
 	}
-	parser.done()
 	for _, namespace := range in.Namespaces {
 		s.namespaceLabels[namespace.Name] = labels.Set(namespace.Labels)
 	}

@@ -299,8 +299,8 @@ func BenchmarkTransformPod(b *testing.B) {
 
 // BenchmarkCachedPodsLiveHeap is the live heap each pod of a cluster costs
 // the engine: the cache's object (through the transform, in an indexer
-// keyed and indexed by namespace like an informer's store) and the parsed
-// form the snapshots keep between loops. The pods are those of the perf
+// keyed and indexed by namespace like an informer's store) with the parsed
+// form it keeps between loops. The pods are those of the perf
 // harness (hack/perf): 30 per node, 50 per controller, with what the API
 // server adds to them.
 func BenchmarkCachedPodsLiveHeap(b *testing.B) {
@@ -320,17 +320,15 @@ func BenchmarkCachedPodsLiveHeap(b *testing.B) {
 				}
 			}
 		}
-		podInfos := snapshot.NewPodInfos()
 		pods := make([]*snapshot.Pod, 0, nodes*podsPerNode)
 		for _, obj := range store.List() {
 			pods = append(pods, obj.(*snapshot.Pod))
 		}
-		snapshot.New(snapshot.Input{Nodes: nodeList, CachedPods: pods, PodInfos: podInfos})
+		snapshot.New(snapshot.Input{Nodes: nodeList, CachedPods: pods})
 		pods = nil
 		after := liveHeap()
 		b.ReportMetric(float64(after-before)/(nodes*podsPerNode), "live-B/pod")
 		runtime.KeepAlive(store)
-		runtime.KeepAlive(podInfos)
 	}
 }
 
