@@ -72,9 +72,10 @@ func isWorkloadClusterUnreachable(err error) bool {
 // on a view it cannot refresh: it would, for instance, add nodes for pods
 // that may have been scheduled or deleted since.
 //
-// Pods are listed straight from the cache's pod informer, without the copy
-// of every pod that List makes: the informer is handed over by a
-// ClusterCache watch (see watcher), registered again with every connection.
+// Pods are listed straight from the cache's pod informer, without copies:
+// it holds snapshot.Pods, which List cannot read. The informer is handed
+// over by a ClusterCache watch (see watcher), registered again with every
+// connection.
 type workloadReader struct {
 	clusterCache clustercache.ClusterCache
 	cluster      client.ObjectKey
