@@ -21,7 +21,9 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
 const (
@@ -36,7 +38,7 @@ const (
 // the previous loop, as it does in the manager.
 type benchCluster struct {
 	nodes []*corev1.Node
-	pods  []*corev1.Pod
+	pods  []*snapshot.Pod
 }
 
 var (
@@ -63,7 +65,7 @@ func (c *benchCluster) List(_ context.Context, list client.ObjectList, _ ...clie
 	return nil
 }
 
-func (c *benchCluster) ListPods(context.Context) ([]*corev1.Pod, error) { return c.pods, nil }
+func (c *benchCluster) ListPods(context.Context) ([]*snapshot.Pod, error) { return c.pods, nil }
 
 // idleCluster has nodes 16-core nodes spread over groups node groups
 // (three zones, five pools), a DaemonSet pod on each node and 30 pods per
@@ -76,6 +78,8 @@ func (c *benchCluster) ListPods(context.Context) ([]*corev1.Pod, error) { return
 func idleCluster(nodes, groups int, underutilized bool) (*benchCluster, *fakeProvider) {
 	cluster := &benchCluster{}
 	provider := &fakeProvider{}
+	// The cache holds pods as the manager's transform makes them.
+	cache := trim.NewTransformer()
 	for i := range groups {
 		template := st.Node(fmt.Sprintf("md-%02d", i), "16", "64Gi",
 			st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", i%3), "pool", fmt.Sprintf("pool-%d", i%5)))
@@ -85,8 +89,8 @@ func idleCluster(nodes, groups int, underutilized bool) (*benchCluster, *fakePro
 	addPods := func(nodeName string, n int, cpu, memory string) {
 		for range n {
 			owner := fmt.Sprintf("app-%d", pods/benchPodsPerOwner)
-			cluster.pods = append(cluster.pods, st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory,
-				st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner)))
+			cluster.pods = append(cluster.pods, cache.Pod(st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory,
+				st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner))))
 			pods++
 		}
 	}
@@ -98,7 +102,7 @@ func idleCluster(nodes, groups int, underutilized bool) (*benchCluster, *fakePro
 		group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + name, NodeName: name, State: nodegroups.InstanceRunning})
 		group.target++
 		cluster.nodes = append(cluster.nodes, node)
-		cluster.pods = append(cluster.pods, st.Pod(fmt.Sprintf("agent-%05d", n), "100m", "", st.OnNode(name), daemonSetOwned))
+		cluster.pods = append(cluster.pods, cache.Pod(st.Pod(fmt.Sprintf("agent-%05d", n), "100m", "", st.OnNode(name), daemonSetOwned)))
 		switch {
 		case !underutilized:
 			addPods(name, benchPodsPerNode, "300m", "1Gi")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -266,10 +267,18 @@ func TestScaleUpForUnschedulablePods(t *testing.T) {
 // reader does.
 type podLister struct {
 	client.Reader
-	pods []*corev1.Pod
+	pods []*snapshot.Pod
 }
 
-func (l podLister) ListPods(context.Context) ([]*corev1.Pod, error) { return l.pods, nil }
+func (l podLister) ListPods(context.Context) ([]*snapshot.Pod, error) { return l.pods, nil }
+
+func compact(pods []*corev1.Pod) []*snapshot.Pod {
+	out := make([]*snapshot.Pod, len(pods))
+	for i, pod := range pods {
+		out[i] = snapshot.NewPod(pod)
+	}
+	return out
+}
 
 func TestPodsAreReadFromAPodLister(t *testing.T) {
 	g := NewWithT(t)
@@ -277,7 +286,7 @@ func TestPodsAreReadFromAPodLister(t *testing.T) {
 	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster:   podLister{Reader: f.cluster, pods: st.Replicas("web", 3, "3", "1Gi")},
+		Cluster:   podLister{Reader: f.cluster, pods: compact(st.Replicas("web", 3, "3", "1Gi"))},
 		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
 	})
 	g.Expect(err).NotTo(HaveOccurred())

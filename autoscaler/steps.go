@@ -47,9 +47,6 @@ type steps struct {
 	actuator *scaledown.Actuator
 	// scaleDown are the planner's options under config.
 	scaleDown scaledown.Options
-	// podInfos carries parsed pods from one loop's snapshot to the next;
-	// nil unless the pods come from a cache (Options.Cluster is a PodLister).
-	podInfos *snapshot.PodInfos
 }
 
 // history is what the engine remembers of its own actions across
@@ -89,12 +86,8 @@ func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *h
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
 	}
-	s := &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
-		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}
-	if _, cached := opts.Cluster.(PodLister); cached {
-		s.podInfos = snapshot.NewPodInfos()
-	}
-	return s, nil
+	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
+		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}, nil
 }
 
 func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
@@ -147,7 +140,6 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
-	input.PodInfos = s.podInfos
 	l.snapshot = snapshot.New(input)
 	return nil
 }
@@ -219,29 +211,30 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 			return in, fmt.Errorf("listing %s of the cluster: %w", list.what, err)
 		}
 	}
-	pods, err := s.listPods(ctx)
-	if err != nil {
+	if err := s.listPods(ctx, &in); err != nil {
 		return in, fmt.Errorf("listing pods of the cluster: %w", err)
 	}
 	in.Nodes = pointers(nodes.Items)
-	in.Pods = pods
 	in.DaemonSets = pointers(daemonSets.Items)
 	in.PodDisruptionBudgets = pointers(pdbs.Items)
 	in.Namespaces = pointers(namespaces.Items)
 	return in, nil
 }
 
-// listPods lists the pods without copying them when the reader is a
-// PodLister.
-func (s *steps) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+// listPods lists the pods into in: from a PodLister as its cache keeps
+// them, else through List.
+func (s *steps) listPods(ctx context.Context, in *snapshot.Input) error {
 	if lister, ok := s.opts.Cluster.(PodLister); ok {
-		return lister.ListPods(ctx)
+		pods, err := lister.ListPods(ctx)
+		in.CachedPods = pods
+		return err
 	}
 	var pods corev1.PodList
 	if err := s.opts.Cluster.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return err
 	}
-	return pointers(pods.Items), nil
+	in.Pods = pointers(pods.Items)
+	return nil
 }
 
 func pointers[T any](items []T) []*T {
@@ -442,7 +435,7 @@ func (s *steps) fillStatus(l *loop) {
 	s.opts.Metrics.recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
 	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {
-		if scaleup.IsUnschedulable(pod) {
+		if scaleup.IsUnschedulable(pod.Status.Conditions) {
 			status.UnschedulablePods++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // Event reasons, the upstream ones.
@@ -263,8 +264,7 @@ func (a *Actuator) podsToEvict(ctx context.Context, nodeName string) ([]*corev1.
 	for i := range list.Items {
 		pod := &list.Items[i]
 		// The field selector is checked again: not every client honours it.
-		if pod.Spec.NodeName != nodeName || isDaemonSetPod(pod) || isMirrorPod(pod) ||
-			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || isDaemonSetPod(compact) || isMirrorPod(compact) || compact.Finished() {
 			continue
 		}
 		pods = append(pods, pod)

@@ -14,6 +14,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
 // testGroup is an in-memory node group with per-group options and a
@@ -42,10 +43,23 @@ func newGroup(name string, nodes ...*corev1.Node) *testGroup {
 // cluster is the input of a planning test: every node not named in
 // outside belongs to the group "ng".
 type cluster struct {
-	nodes   []*corev1.Node
-	pods    []*corev1.Pod
-	pdbs    []*policyv1.PodDisruptionBudget
-	outside []string
+	nodes []*corev1.Node
+	pods  []*corev1.Pod
+	// cachedPods are pods as the controller's cache keeps them.
+	cachedPods []*snapshot.Pod
+	pdbs       []*policyv1.PodDisruptionBudget
+	outside    []string
+}
+
+// cached returns the cluster with its pods as the controller's cache
+// keeps them: through trim.
+func (c cluster) cached() cluster {
+	transformer := trim.NewTransformer()
+	for _, pod := range c.pods {
+		c.cachedPods = append(c.cachedPods, transformer.Pod(pod))
+	}
+	c.pods = nil
+	return c
 }
 
 func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
@@ -59,7 +73,7 @@ func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
 	if configure != nil {
 		configure(group)
 	}
-	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, PodDisruptionBudgets: c.pdbs, NodeGroups: []nodegroups.NodeGroup{group}})
+	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, CachedPods: c.cachedPods, PodDisruptionBudgets: c.pdbs, NodeGroups: []nodegroups.NodeGroup{group}})
 }
 
 func contains(names []string, name string) bool {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // Annotations users set to steer scale-down, the upstream ones.
@@ -38,7 +40,7 @@ const (
 	podMovable
 )
 
-func roleOf(pod *corev1.Pod, priorityCutoff int32) podRole {
+func roleOf(pod *snapshot.Pod, priorityCutoff int32) podRole {
 	switch {
 	case isDaemonSetPod(pod) || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
 		return podStays
@@ -49,12 +51,12 @@ func roleOf(pod *corev1.Pod, priorityCutoff int32) podRole {
 	}
 }
 
-func isDaemonSetPod(pod *corev1.Pod) bool {
-	owner := metav1.GetControllerOf(pod)
+func isDaemonSetPod(pod *snapshot.Pod) bool {
+	owner := pod.Controller()
 	return owner != nil && owner.Kind == "DaemonSet"
 }
 
-func isMirrorPod(pod *corev1.Pod) bool {
+func isMirrorPod(pod *snapshot.Pod) bool {
 	_, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]
 	return ok
 }
@@ -62,14 +64,14 @@ func isMirrorPod(pod *corev1.Pod) bool {
 // blockingReason applies the rules that do not depend on other pods, as
 // opts turn them on: it returns why the pod must not be evicted, or ""
 // when it may be.
-func blockingReason(pod *corev1.Pod, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
+func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
 	switch pod.Annotations[SafeToEvictAnnotation] {
 	case "false":
 		return BlockingNotSafeToEvictAnnotation, fmt.Sprintf("pod is annotated %s=false", SafeToEvictAnnotation)
 	case "true":
 		return "", ""
 	}
-	controller := metav1.GetControllerOf(pod)
+	controller := pod.Controller()
 	if controller == nil {
 		return BlockingNotReplicated, "pod has no controller to recreate it"
 	}
@@ -100,7 +102,7 @@ func controllerKind(owner *metav1.OwnerReference) schema.GroupKind {
 
 // unsafeLocalVolumes are the pod's emptyDir (not in memory) and hostPath
 // volumes that the pod does not declare safe to lose.
-func unsafeLocalVolumes(pod *corev1.Pod) []string {
+func unsafeLocalVolumes(pod *snapshot.Pod) []string {
 	var allowed sets.Set[string]
 	if list := pod.Annotations[SafeToEvictLocalVolumesAnnotation]; list != "" {
 		allowed = sets.New(strings.Split(list, ",")...)
@@ -142,17 +144,17 @@ func newPDBTracker(logger klog.Logger, pdbs []*policyv1.PodDisruptionBudget) *pd
 	return t
 }
 
-func (t *pdbTracker) covers(pod *corev1.Pod) bool {
+func (t *pdbTracker) covers(pod *snapshot.Pod) bool {
 	for _, b := range t.budgets {
-		if b.matches(pod) {
+		if b.matches(pod.Namespace, pod.Labels) {
 			return true
 		}
 	}
 	return false
 }
 
-func (b *budget) matches(pod *corev1.Pod) bool {
-	return b.pdb.Namespace == pod.Namespace && b.selector.Matches(labels.Set(pod.Labels))
+func (b *budget) matches(namespace string, podLabels map[string]string) bool {
+	return b.pdb.Namespace == namespace && b.selector.Matches(labels.Set(podLabels))
 }
 
 // check tells whether evicting all of pods together stays within every
@@ -161,7 +163,7 @@ func (t *pdbTracker) check(pods []*corev1.Pod) (*corev1.Pod, string) {
 	for _, b := range t.budgets {
 		var disrupted int32
 		for _, pod := range pods {
-			if !b.matches(pod) {
+			if !b.matches(pod.Namespace, pod.Labels) {
 				continue
 			}
 			disrupted++
@@ -177,7 +179,7 @@ func (t *pdbTracker) check(pods []*corev1.Pod) (*corev1.Pod, string) {
 func (t *pdbTracker) consume(pods []*corev1.Pod) {
 	for _, b := range t.budgets {
 		for _, pod := range pods {
-			if b.matches(pod) {
+			if b.matches(pod.Namespace, pod.Labels) {
 				b.remaining--
 			}
 		}

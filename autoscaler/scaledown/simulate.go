@@ -116,12 +116,12 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 		}
 		empty = false
 		if reason, message := blockingReason(pod, state.pdbs, p.opts); reason != "" {
-			return false, blockedByPod(pod, reason, message)
+			return false, blockedByPod(klog.KRef(pod.Namespace, pod.Name), reason, message)
 		}
 		movable = append(movable, withoutNodeName(pod))
 	}
 	if pod, message := state.pdbs.check(movable); pod != nil {
-		return false, blockedByPod(pod, BlockingNotEnoughPdb, message)
+		return false, blockedByPod(klog.KObj(pod), BlockingNotEnoughPdb, message)
 	}
 
 	sched.Fork()
@@ -165,16 +165,16 @@ func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
 	return nil
 }
 
-func blockedByPod(pod *corev1.Pod, reason BlockingReason, message string) *Decision {
-	return &Decision{Reason: ReasonBlockedByPod, Message: fmt.Sprintf("pod %s/%s: %s: %s", pod.Namespace, pod.Name, reason, message)}
+func blockedByPod(pod klog.ObjectRef, reason BlockingReason, message string) *Decision {
+	return &Decision{Reason: ReasonBlockedByPod, Message: fmt.Sprintf("pod %s: %s: %s", pod, reason, message)}
 }
 
-// withoutNodeName returns a copy of pod that the simulator may place
-// anywhere: a pod bound to a node only fits that node.
-func withoutNodeName(pod *corev1.Pod) *corev1.Pod {
-	moved := *pod
+// withoutNodeName returns the pod as the simulator may place it anywhere:
+// a pod bound to a node only fits that node.
+func withoutNodeName(pod *snapshot.Pod) *corev1.Pod {
+	moved := pod.Full()
 	moved.Spec.NodeName = ""
-	return &moved
+	return moved
 }
 
 // readyNode leaves unready and starting nodes out as destinations.

@@ -14,7 +14,7 @@ import (
 func Candidates(pending []*corev1.Pod, priorityCutoff int32, newPodDelay time.Duration, now time.Time) []*corev1.Pod {
 	var candidates []*corev1.Pod
 	for _, pod := range pending {
-		if pod.DeletionTimestamp != nil || !IsUnschedulable(pod) ||
+		if pod.DeletionTimestamp != nil || !IsUnschedulable(pod.Status.Conditions) ||
 			corev1helpers.PodPriority(pod) < priorityCutoff ||
 			now.Sub(pod.CreationTimestamp.Time) < newPodDelay {
 			continue
@@ -24,9 +24,10 @@ func Candidates(pending []*corev1.Pod, priorityCutoff int32, newPodDelay time.Du
 	return candidates
 }
 
-// IsUnschedulable tells whether kube-scheduler reported that the pod fits no node.
-func IsUnschedulable(pod *corev1.Pod) bool {
-	for _, condition := range pod.Status.Conditions {
+// IsUnschedulable tells from a pod's conditions whether kube-scheduler
+// reported that the pod fits no node.
+func IsUnschedulable(conditions []corev1.PodCondition) bool {
+	for _, condition := range conditions {
 		if condition.Type == corev1.PodScheduled {
 			return condition.Status == corev1.ConditionFalse && condition.Reason == corev1.PodReasonUnschedulable
 		}

@@ -19,8 +19,9 @@ import (
 // node is true of all, so 10,000 replicas cost about as much as one.
 type PodGroup struct {
 	Pods []*corev1.Pod
-	// info is parsed from Pods[0] and shared by all.
+	// info is parsed from first, the first of Pods, and shared by all.
 	info         *snapshot.PodInfo
+	first        *corev1.Pod
 	nodeAffinity nodeaffinity.RequiredNodeAffinity
 	// self is how the pods match their own terms, known once the
 	// scheduler first looks at the group.
@@ -33,16 +34,16 @@ type PodGroup struct {
 
 // NewPodGroup returns a group of one pod.
 func NewPodGroup(pod *corev1.Pod) *PodGroup {
-	return newPodGroup(snapshot.NewPodInfo(pod))
+	return newPodGroup(pod, snapshot.NewPodInfo(pod))
 }
 
-func newPodGroup(info *snapshot.PodInfo) *PodGroup {
-	pod := info.Pod
+func newPodGroup(pod *corev1.Pod, info *snapshot.PodInfo) *PodGroup {
 	return &PodGroup{
 		Pods:         []*corev1.Pod{pod},
 		info:         info,
+		first:        pod,
 		nodeAffinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-		interPod:     len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(pod),
+		interPod:     len(info.RequiredAffinityTerms) > 0 || hasHardSpreadConstraints(&pod.Spec),
 	}
 }
 
@@ -66,11 +67,11 @@ func (g *PodGroup) Requests() snapshot.Resources { return g.info.Requests }
 
 // podInfo returns the parsed form of a member without parsing it again.
 func (g *PodGroup) podInfo(pod *corev1.Pod) *snapshot.PodInfo {
-	if pod == g.info.Pod {
+	if pod == g.first {
 		return g.info
 	}
 	info := *g.info
-	info.Pod = pod
+	info.Pod = snapshot.NewPod(pod)
 	return &info
 }
 
@@ -84,7 +85,7 @@ func GroupPods(pods []*corev1.Pod) []*PodGroup {
 	for _, pod := range pods {
 		owner := controllerUID(pod)
 		if owner == "" {
-			groups = append(groups, newPodGroup(snapshot.NewPodInfoOf(pod, ids)))
+			groups = append(groups, newPodGroup(pod, snapshot.NewPodInfoOf(pod, ids)))
 			continue
 		}
 		found := false
@@ -96,7 +97,7 @@ func GroupPods(pods []*corev1.Pod) []*PodGroup {
 			}
 		}
 		if !found {
-			group := newPodGroup(snapshot.NewPodInfoOf(pod, ids))
+			group := newPodGroup(pod, snapshot.NewPodInfoOf(pod, ids))
 			byOwner[owner] = append(byOwner[owner], group)
 			groups = append(groups, group)
 		}
@@ -160,9 +161,9 @@ func sameRequests(a, b corev1.ResourceList) bool {
 	return true
 }
 
-func hasHardSpreadConstraints(pod *corev1.Pod) bool {
-	for i := range pod.Spec.TopologySpreadConstraints {
-		if pod.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable == corev1.DoNotSchedule {
+func hasHardSpreadConstraints(spec *corev1.PodSpec) bool {
+	for i := range spec.TopologySpreadConstraints {
+		if spec.TopologySpreadConstraints[i].WhenUnsatisfiable == corev1.DoNotSchedule {
 			return true
 		}
 	}
@@ -195,7 +196,7 @@ func fitKey(group *PodGroup) string {
 	pod := group.info.Pod
 	b := append([]byte(termsSignature(pod)), 0)
 	b = append(append(b, labelsSignature(pod)...), 0)
-	b = append(append(b, pod.Spec.NodeName...), 0)
+	b = append(append(b, pod.NodeName...), 0)
 	b = snapshot.AppendLabels(b, pod.Spec.NodeSelector)
 	if affinity := pod.Spec.Affinity; affinity != nil && affinity.NodeAffinity != nil {
 		b = appendMarshalled(append(b, 'N'), affinity.NodeAffinity)

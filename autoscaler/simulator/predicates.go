@@ -81,7 +81,7 @@ func newPodState(info *snapshot.PodInfo, part statePart, level int) *podState {
 	if part == labelsPart {
 		return state
 	}
-	state.nodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)
+	state.nodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod.Full())
 	state.matches = map[*snapshot.Identity]podMatch{}
 	for i := range pod.Spec.TopologySpreadConstraints {
 		constraint := &pod.Spec.TopologySpreadConstraints[i]
@@ -107,7 +107,7 @@ func newPodState(info *snapshot.PodInfo, part statePart, level int) *podState {
 
 // spreadSelector adds the matchLabelKeys values of the pod to the selector,
 // as kube-scheduler does.
-func spreadSelector(pod *corev1.Pod, constraint *corev1.TopologySpreadConstraint) labels.Selector {
+func spreadSelector(pod *snapshot.Pod, constraint *corev1.TopologySpreadConstraint) labels.Selector {
 	selector, err := metav1.LabelSelectorAsSelector(constraint.LabelSelector)
 	if err != nil {
 		return labels.Nothing()
@@ -152,7 +152,7 @@ type selfTerms struct {
 
 // selfTermsOf tells how pod, of a group of the state's terms signature,
 // matches the terms.
-func (st *podState) selfTermsOf(snap *snapshot.Snapshot, pod *corev1.Pod) *selfTerms {
+func (st *podState) selfTermsOf(snap *snapshot.Snapshot, pod *snapshot.Pod) *selfTerms {
 	self := &selfTerms{
 		spread: make([]int, len(st.spread)),
 		affine: matchesAllTerms(snap, st.info.RequiredAffinityTerms, pod),
@@ -402,7 +402,7 @@ func countDomain(counts map[topologyPair]int, node *corev1.Node, key string, del
 	}
 }
 
-func matchesAllTerms(snap *snapshot.Snapshot, terms []snapshot.AffinityTerm, pod *corev1.Pod) bool {
+func matchesAllTerms(snap *snapshot.Snapshot, terms []snapshot.AffinityTerm, pod *snapshot.Pod) bool {
 	for i := range terms {
 		if !terms[i].Matches(pod, snap.NamespaceLabels(pod.Namespace)) {
 			return false
@@ -425,7 +425,7 @@ func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
 			}
 		}
 		if constraint.honorNodeTaints {
-			if _, untolerated := findUntoleratedTaint(logger, node, st.info.Pod); untolerated {
+			if _, untolerated := findUntoleratedTaint(logger, node, st.info.Pod.Spec.Tolerations); untolerated {
 				return false
 			}
 		}
@@ -448,13 +448,13 @@ type groupState struct {
 func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapshot.NodeInfo, reasons []string) (unfit []string, lasting bool) {
 	pod := group.info.Pod
 	node := nodeInfo.Node()
-	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
+	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod.Spec.Tolerations) {
 		return append(reasons, ReasonUnschedulable), true
 	}
-	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+	if pod.NodeName != "" && pod.NodeName != node.Name {
 		return append(reasons, ReasonNodeName), true
 	}
-	if taint, untolerated := findUntoleratedTaint(logger, node, pod); untolerated {
+	if taint, untolerated := findUntoleratedTaint(logger, node, pod.Spec.Tolerations); untolerated {
 		return append(reasons, ReasonUntoleratedTaint(taint)), true
 	}
 	if match, err := group.nodeAffinity.Match(node); err != nil || !match {
@@ -478,16 +478,16 @@ func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapsh
 	return nil, false
 }
 
-func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
+func toleratesUnschedulable(logger klog.Logger, tolerations []corev1.Toleration) bool {
 	taint := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
-	return corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &taint, false)
+	return corev1helpers.TolerationsTolerateTaint(logger, tolerations, &taint, false)
 }
 
-func findUntoleratedTaint(logger klog.Logger, node *corev1.Node, pod *corev1.Pod) (corev1.Taint, bool) {
+func findUntoleratedTaint(logger klog.Logger, node *corev1.Node, tolerations []corev1.Toleration) (corev1.Taint, bool) {
 	if len(node.Spec.Taints) == 0 {
 		return corev1.Taint{}, false
 	}
-	return corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, schedulingTaint, false)
+	return corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, tolerations, schedulingTaint, false)
 }
 
 func schedulingTaint(taint *corev1.Taint) bool {

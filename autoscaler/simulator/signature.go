@@ -3,14 +3,12 @@ package simulator
 import (
 	"encoding/binary"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // signature tells which pod groups can share the state of a part: the
 // same signature, the same counts.
-func signature(part statePart, pod *corev1.Pod) string {
+func signature(part statePart, pod *snapshot.Pod) string {
 	if part == labelsPart {
 		return labelsSignature(pod)
 	}
@@ -19,7 +17,7 @@ func signature(part statePart, pod *corev1.Pod) string {
 
 // labelsSignature is the same for pods whose namespace and labels are:
 // other pods' anti-affinity terms select them alike.
-func labelsSignature(pod *corev1.Pod) string {
+func labelsSignature(pod *snapshot.Pod) string {
 	b := append([]byte{'l'}, pod.Namespace...)
 	return string(snapshot.AppendLabels(append(b, 0), pod.Labels))
 }
@@ -31,7 +29,7 @@ func labelsSignature(pod *corev1.Pod) string {
 // spreading, the node selection and tolerations that decide which nodes
 // count. Pods without owners are each a pod group of their own, but mostly
 // share a signature: the scheduler keeps one state per signature.
-func termsSignature(pod *corev1.Pod) string {
+func termsSignature(pod *snapshot.Pod) string {
 	b := append([]byte{'t'}, pod.Namespace...)
 	b = append(b, 0)
 	if affinity := pod.Spec.Affinity; affinity != nil {
@@ -42,7 +40,7 @@ func termsSignature(pod *corev1.Pod) string {
 			b = appendMarshalled(append(b, 'A'), affinity.PodAntiAffinity)
 		}
 	}
-	if !hasHardSpreadConstraints(pod) {
+	if !hasHardSpreadConstraints(pod.Spec) {
 		return string(b)
 	}
 	for i := range pod.Spec.TopologySpreadConstraints {

@@ -77,7 +77,7 @@ func DaemonSetPods(ctx context.Context, node *corev1.Node, daemonSets []*appsv1.
 		if match, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !match {
 			continue
 		}
-		if _, untolerated := findUntoleratedTaint(logger, node, pod); untolerated {
+		if _, untolerated := findUntoleratedTaint(logger, node, pod.Spec.Tolerations); untolerated {
 			continue
 		}
 		pods = append(pods, pod)

@@ -15,7 +15,7 @@ import (
 // requests, required inter-pod affinity terms and host ports.
 // It is immutable once built.
 type PodInfo struct {
-	Pod *corev1.Pod
+	Pod *Pod
 	// Identity is shared by pods with the same namespace and labels (as far
 	// as the snapshot could tell cheaply), so that what a selector decides
 	// for one it decides for all.
@@ -31,17 +31,19 @@ type PodInfo struct {
 // NewPodInfo parses pod. A term whose selector cannot be parsed matches
 // no pod, the way kube-scheduler treats it.
 func NewPodInfo(pod *corev1.Pod) *PodInfo {
-	return newPodInfo(pod, newIdentity(pod), nil)
+	compact := NewPod(pod)
+	return newPodInfo(compact, newIdentity(compact), nil)
 }
 
 // NewPodInfoOf is NewPodInfo with an identity from ids, shared with the
 // other pods of the same namespace and labels that ids has seen.
 func NewPodInfoOf(pod *corev1.Pod, ids *Identities) *PodInfo {
-	return newPodInfo(pod, ids.Intern(pod), nil)
+	compact := NewPod(pod)
+	return newPodInfo(compact, ids.Intern(compact), nil)
 }
 
 // newPodInfo parses pod, reusing a resource list for the requests.
-func newPodInfo(pod *corev1.Pod, identity *Identity, reuse corev1.ResourceList) *PodInfo {
+func newPodInfo(pod *Pod, identity *Identity, reuse corev1.ResourceList) *PodInfo {
 	info := &PodInfo{
 		Pod:       pod,
 		Identity:  identity,
@@ -65,7 +67,7 @@ type Identity struct {
 	Labels    map[string]string
 }
 
-func newIdentity(pod *corev1.Pod) *Identity {
+func newIdentity(pod *Pod) *Identity {
 	return &Identity{Namespace: pod.Namespace, Labels: pod.Labels}
 }
 
@@ -88,8 +90,8 @@ func NewIdentities() *Identities {
 
 // Intern returns the identity of an earlier pod with the same namespace
 // and labels, or a new one.
-func (ids *Identities) Intern(pod *corev1.Pod) *Identity {
-	owner := metav1.GetControllerOfNoCopy(pod)
+func (ids *Identities) Intern(pod *Pod) *Identity {
+	owner := pod.Controller()
 	if owner == nil {
 		ids.key = identityKey(ids.key[:0], pod)
 		if known, ok := ids.byKey[string(ids.key)]; ok {
@@ -110,7 +112,7 @@ func (ids *Identities) Intern(pod *corev1.Pod) *Identity {
 }
 
 // identityKey appends the pod's namespace and labels to b.
-func identityKey(b []byte, pod *corev1.Pod) []byte {
+func identityKey(b []byte, pod *Pod) []byte {
 	return AppendLabels(append(append(b, pod.Namespace...), 0), pod.Labels)
 }
 
@@ -126,8 +128,8 @@ func AppendLabels(b []byte, labels map[string]string) []byte {
 
 // remember makes identity, of a pod parsed for an earlier snapshot, the
 // one later pods of the same namespace and labels share.
-func (ids *Identities) remember(pod *corev1.Pod, identity *Identity) {
-	owner := metav1.GetControllerOfNoCopy(pod)
+func (ids *Identities) remember(pod *Pod, identity *Identity) {
+	owner := pod.Controller()
 	if owner == nil {
 		ids.key = identityKey(ids.key[:0], pod)
 		if _, ok := ids.byKey[string(ids.key)]; !ok {
@@ -141,57 +143,27 @@ func (ids *Identities) remember(pod *corev1.Pod, identity *Identity) {
 	ids.byOwner[owner.UID] = append(ids.byOwner[owner.UID], identity)
 }
 
-// PodInfos keeps the PodInfos of the pods of the last snapshot built with
-// it, so that the next snapshot parses only the pods that changed: an
-// informer's cache hands out the same *corev1.Pod for as long as the pod
-// is unchanged, and replaces it when it changes. It is not safe for
-// concurrent use.
-type PodInfos struct {
-	byPod map[*corev1.Pod]*PodInfo
-}
-
-// NewPodInfos returns an empty PodInfos.
-func NewPodInfos() *PodInfos {
-	return &PodInfos{byPod: map[*corev1.Pod]*PodInfo{}}
-}
-
-// parser parses the pods of one snapshot, reusing what a PodInfos kept.
+// parser parses the pods of one snapshot. A Pod keeps what was parsed of
+// it for the snapshots that follow: an informer's cache hands out the same
+// Pod for as long as the pod is unchanged, and replaces it when it
+// changes.
 type parser struct {
-	kept  *PodInfos
-	next  map[*corev1.Pod]*PodInfo
 	ids   *Identities
 	reuse corev1.ResourceList
 }
 
-func newParser(kept *PodInfos, pods int) *parser {
-	p := &parser{ids: NewIdentities(), reuse: corev1.ResourceList{}}
-	if kept != nil {
-		p.kept = kept
-		p.next = make(map[*corev1.Pod]*PodInfo, pods)
-	}
-	return p
+func newParser() *parser {
+	return &parser{ids: NewIdentities(), reuse: corev1.ResourceList{}}
 }
 
-func (p *parser) parse(pod *corev1.Pod) *PodInfo {
-	if p.kept == nil {
-		return newPodInfo(pod, p.ids.Intern(pod), p.reuse)
-	}
-	info, ok := p.kept.byPod[pod]
-	if ok {
+func (p *parser) parse(pod *Pod) *PodInfo {
+	if info := pod.parsed.Load(); info != nil {
 		p.ids.remember(pod, info.Identity)
-	} else {
-		info = newPodInfo(pod, p.ids.Intern(pod), p.reuse)
+		return info
 	}
-	p.next[pod] = info
+	info := newPodInfo(pod, p.ids.Intern(pod), p.reuse)
+	pod.parsed.Store(info)
 	return info
-}
-
-// done keeps the PodInfos of this snapshot's pods for the next one; the
-// pods that are gone are forgotten.
-func (p *parser) done() {
-	if p.kept != nil {
-		p.kept.byPod = p.next
-	}
 }
 
 // AffinityTerm is a parsed corev1.PodAffinityTerm.
@@ -206,14 +178,14 @@ type AffinityTerm struct {
 
 // Matches tells whether pod, in a namespace with the given labels, is
 // selected by the term.
-func (t *AffinityTerm) Matches(pod *corev1.Pod, namespaceLabels labels.Set) bool {
+func (t *AffinityTerm) Matches(pod *Pod, namespaceLabels labels.Set) bool {
 	if t.Namespaces.Has(pod.Namespace) || t.NamespaceSelector.Matches(namespaceLabels) {
 		return t.Selector.Matches(labels.Set(pod.Labels))
 	}
 	return false
 }
 
-func newAffinityTerms(pod *corev1.Pod, terms []corev1.PodAffinityTerm) []AffinityTerm {
+func newAffinityTerms(pod *Pod, terms []corev1.PodAffinityTerm) []AffinityTerm {
 	if len(terms) == 0 {
 		return nil
 	}
@@ -258,7 +230,7 @@ func (p HostPort) ConflictsWith(other HostPort) bool {
 		(p.IP == other.IP || p.IP == wildcardIP || other.IP == wildcardIP)
 }
 
-func podHostPorts(pod *corev1.Pod) []HostPort {
+func podHostPorts(pod *Pod) []HostPort {
 	var ports []HostPort
 	add := func(containers []corev1.Container, sidecarsOnly bool) {
 		for i := range containers {

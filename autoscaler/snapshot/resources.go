@@ -50,16 +50,16 @@ func NewResources(list corev1.ResourceList) Resources {
 // requests when set, and the pod overhead (k8s.io/component-helpers/resource).
 // Pods is always 1.
 func PodRequests(pod *corev1.Pod) Resources {
-	return podRequests(pod, nil)
+	return podRequests(NewPod(pod), nil)
 }
 
 // podRequests is PodRequests reusing a resource list, to spare allocations
 // when building a snapshot of many pods.
-func podRequests(pod *corev1.Pod, reuse corev1.ResourceList) Resources {
-	if r, ok := containerRequests(pod); ok {
+func podRequests(pod *Pod, reuse corev1.ResourceList) Resources {
+	if r, ok := containerRequests(pod.Spec); ok {
 		return r
 	}
-	r := NewResources(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{Reuse: reuse}))
+	r := NewResources(resourcehelper.PodRequests(pod.Full(), resourcehelper.PodResourcesOptions{Reuse: reuse}))
 	r.Pods = 1
 	return r
 }
@@ -70,13 +70,13 @@ func podRequests(pod *corev1.Pod, reuse corev1.ResourceList) Resources {
 // requests. It adds quantities before converting them, as PodRequests does,
 // and saves building a ResourceList, the bulk of the cost of a snapshot.
 // ok is false for other pods.
-func containerRequests(pod *corev1.Pod) (r Resources, ok bool) {
-	if len(pod.Spec.InitContainers) > 0 || pod.Spec.Resources != nil || pod.Spec.Overhead != nil {
+func containerRequests(spec *corev1.PodSpec) (r Resources, ok bool) {
+	if len(spec.InitContainers) > 0 || spec.Resources != nil || spec.Overhead != nil {
 		return Resources{}, false
 	}
 	var cpu, memory, ephemeralStorage resource.Quantity
-	for i := range pod.Spec.Containers {
-		for name, quantity := range pod.Spec.Containers[i].Resources.Requests {
+	for i := range spec.Containers {
+		for name, quantity := range spec.Containers[i].Resources.Requests {
 			switch name {
 			case corev1.ResourceCPU:
 				cpu.Add(quantity)

@@ -33,7 +33,12 @@ type Input struct {
 	// Pods are the pods of the cluster. A pod with spec.nodeName is placed
 	// on that node (dropped when the node is not in Nodes); one without is
 	// pending. Pods that have finished are ignored.
-	Pods                 []*corev1.Pod
+	Pods []*corev1.Pod
+	// CachedPods are more pods of the cluster, in the compact form a cache
+	// keeps them in; they are treated as Pods are. They must not be
+	// modified in place: a Pod is parsed once, by the first snapshot that
+	// holds it.
+	CachedPods           []*Pod
 	DaemonSets           []*appsv1.DaemonSet
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
 	// Namespaces give the labels that affinity terms' namespace selectors
@@ -42,10 +47,6 @@ type Input struct {
 	// NodeGroups are the autoscaled node groups; nodes are mapped to them
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
-	// PodInfos, when set, hands the pods parsed for the previous snapshot
-	// to this one, and keeps this one's for the next: Pods must then be
-	// the objects of a cache, never modified in place.
-	PodInfos *PodInfos
 }
 
 // Snapshot is the simulated state of one cluster. It is not safe for
@@ -92,20 +93,26 @@ func New(in Input) *Snapshot {
 		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
 	}
-	parser := newParser(in.PodInfos, len(in.Pods))
+	parser := newParser()
 	for _, pod := range in.Pods {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if pod.Spec.NodeName == "" {
+		switch {
+		case finished(pod.Status.Phase):
+		case pod.Spec.NodeName == "":
 			s.pending = append(s.pending, pod)
-			continue
-		}
-		if node, ok := base.nodes[pod.Spec.NodeName]; ok {
-			node.addPod(parser.parse(pod))
+		default:
+			s.place(base, parser, NewPod(pod))
 		}
 	}
-	parser.done()
+	for _, pod := range in.CachedPods {
+		switch {
+		case pod.Finished():
+		case pod.NodeName == "":
+			// Scale-up reads whole pods; pending pods are few.
+			s.pending = append(s.pending, pod.Full())
+		default:
+			s.place(base, parser, pod)
+		}
+	}
 	for _, namespace := range in.Namespaces {
 		s.namespaceLabels[namespace.Name] = labels.Set(namespace.Labels)
 	}
@@ -118,6 +125,14 @@ func New(in Input) *Snapshot {
 		}
 	}
 	return s
+}
+
+// place adds a bound pod of the input to its node, unless the node is not
+// in the snapshot.
+func (s *Snapshot) place(base *layer, parser *parser, pod *Pod) {
+	if node, ok := base.nodes[pod.NodeName]; ok {
+		node.addPod(parser.parse(pod))
+	}
 }
 
 // Fork starts a layer of changes that Revert drops or Commit keeps.

@@ -1,11 +1,11 @@
-// Package trim shrinks the Pods and Nodes a cache keeps for the engine to
-// what the engine reads. A workload cluster has tens of pods per node and
-// the cache holds every one of them, so the cached Pod is the bulk of the
-// autoscaler's memory: trimming drops the fields the engine never reads
-// (images, commands, environment, probes, volume mounts, container
-// statuses, managed fields...) and shares the parts that the pods of one
-// workload have in common (labels, owner, containers, tolerations,
-// affinity) between them.
+// Package trim turns the Pods a cache receives into the compact
+// snapshot.Pods the engine reads, and trims the Nodes. A workload cluster
+// has tens of pods per node and the cache holds every one of them, so the
+// cached pod is the bulk of the autoscaler's memory: a snapshot.Pod keeps
+// the fields the engine reads, not the 1.2 KiB struct of a corev1.Pod;
+// its spec keeps what scheduling reads, not images, commands, environment,
+// probes or volume mounts; and the pods of one workload share their common
+// parts (labels, owner, spec, conditions) between them.
 //
 // Objects returned by a Transformer share memory with each other: they
 // must be read only, as objects read from a cache always are.
@@ -17,10 +17,10 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // PodAnnotations are the only pod annotations the engine reads; the
@@ -36,103 +36,96 @@ var PodAnnotations = []string{
 // with the earlier ones.
 const maxOwners = 8192
 
-// Transformer trims the objects of one or more caches. It is safe for
+// Transformer converts the objects of one or more caches. It is safe for
 // concurrent use.
 type Transformer struct {
 	mu sync.Mutex
-	// last is the last pod trimmed of each controller: the pods of one
+	// last is the last pod converted of each controller: the pods of one
 	// workload share their common parts with it.
-	last map[types.UID]*corev1.Pod
+	last map[types.UID]*snapshot.Pod
 }
 
 // NewTransformer returns a Transformer that remembers no pod yet.
 func NewTransformer() *Transformer {
-	return &Transformer{last: map[types.UID]*corev1.Pod{}}
+	return &Transformer{last: map[types.UID]*snapshot.Pod{}}
 }
 
-// Transform trims a *corev1.Pod or *corev1.Node in place and returns it;
-// it returns other objects unchanged. It has the signature of a cache
-// transform function.
+// Transform returns a *snapshot.Pod for a *corev1.Pod and trims a
+// *corev1.Node in place; it returns other objects unchanged. It has the
+// signature of a cache transform function; a cache of Pods transformed
+// this way holds snapshot.Pods, which only the informer's store and
+// handlers can read (client.Reader cannot).
 func (t *Transformer) Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		t.Pod(o)
+		return t.Pod(o), nil
 	case *corev1.Node:
 		Node(o)
 	}
 	return obj, nil
 }
 
-// Pod keeps of pod what the engine reads; the parts equal to those of the
-// last pod of the same controller are shared with it.
-func (t *Transformer) Pod(pod *corev1.Pod) {
-	pod.ObjectMeta = metav1.ObjectMeta{
-		Name:                       pod.Name,
-		Namespace:                  pod.Namespace,
-		UID:                        pod.UID,
-		ResourceVersion:            pod.ResourceVersion,
-		CreationTimestamp:          pod.CreationTimestamp,
-		DeletionTimestamp:          pod.DeletionTimestamp,
-		DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-		Labels:                     pod.Labels,
-		Annotations:                engineAnnotations(pod.Annotations),
-		OwnerReferences:            slices.Clip(pod.OwnerReferences),
-	}
+// Pod returns what the engine reads of pod; the parts equal to those of the
+// last pod of the same controller are shared with it. pod is not modified.
+func (t *Transformer) Pod(pod *corev1.Pod) *snapshot.Pod {
 	spec := &pod.Spec
-	pod.Spec = corev1.PodSpec{
-		NodeName:                      spec.NodeName,
-		NodeSelector:                  spec.NodeSelector,
-		Affinity:                      spec.Affinity,
-		Tolerations:                   slices.Clip(spec.Tolerations),
-		TopologySpreadConstraints:     slices.Clip(spec.TopologySpreadConstraints),
-		Priority:                      spec.Priority,
-		Overhead:                      spec.Overhead,
-		Resources:                     spec.Resources,
-		HostNetwork:                   spec.HostNetwork,
-		TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
-		Volumes:                       localVolumes(spec.Volumes),
-		Containers:                    containers(spec.Containers),
-		InitContainers:                containers(spec.InitContainers),
-	}
-	pod.Status = corev1.PodStatus{
-		Phase:      pod.Status.Phase,
-		Conditions: scheduledCondition(pod.Status.Conditions),
+	out := &snapshot.Pod{
+		Namespace:         pod.Namespace,
+		Name:              pod.Name,
+		UID:               pod.UID,
+		ResourceVersion:   pod.ResourceVersion,
+		CreationTimestamp: pod.CreationTimestamp,
+		DeletionTimestamp: pod.DeletionTimestamp,
+		Labels:            pod.Labels,
+		Annotations:       engineAnnotations(pod.Annotations),
+		OwnerReferences:   slices.Clip(pod.OwnerReferences),
+		NodeName:          spec.NodeName,
+		Phase:             pod.Status.Phase,
+		Conditions:        scheduledCondition(pod.Status.Conditions),
+		// NodeName stays out of the spec, so that replicas on different
+		// nodes share it.
+		Spec: &corev1.PodSpec{
+			NodeSelector:                  spec.NodeSelector,
+			Affinity:                      spec.Affinity,
+			Tolerations:                   slices.Clip(spec.Tolerations),
+			TopologySpreadConstraints:     slices.Clip(spec.TopologySpreadConstraints),
+			Priority:                      spec.Priority,
+			Overhead:                      spec.Overhead,
+			Resources:                     spec.Resources,
+			HostNetwork:                   spec.HostNetwork,
+			TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
+			Volumes:                       localVolumes(spec.Volumes),
+			Containers:                    containers(spec.Containers),
+			InitContainers:                containers(spec.InitContainers),
+		},
 	}
 
-	owner := metav1.GetControllerOfNoCopy(pod)
+	owner := out.Controller()
 	if owner == nil {
-		return
+		return out
 	}
 	t.mu.Lock()
 	previous := t.last[owner.UID]
 	if len(t.last) >= maxOwners {
 		clear(t.last)
 	}
-	t.last[owner.UID] = pod
+	t.last[owner.UID] = out
 	t.mu.Unlock()
 	if previous != nil {
-		shareWith(pod, previous)
+		shareWith(out, previous)
 	}
+	return out
 }
 
-// shareWith makes pod use previous's labels, owners, containers,
-// tolerations and scheduling constraints where they are equal.
-func shareWith(pod, previous *corev1.Pod) {
+// shareWith makes pod use previous's namespace, labels, owners, spec and
+// conditions where they are equal.
+func shareWith(pod, previous *snapshot.Pod) {
+	reuse(&pod.Namespace, previous.Namespace)
 	reuse(&pod.Labels, previous.Labels)
 	reuse(&pod.Annotations, previous.Annotations)
 	reuse(&pod.OwnerReferences, previous.OwnerReferences)
-	reuse(&pod.Spec.NodeSelector, previous.Spec.NodeSelector)
-	reuse(&pod.Spec.Affinity, previous.Spec.Affinity)
-	reuse(&pod.Spec.Tolerations, previous.Spec.Tolerations)
-	reuse(&pod.Spec.TopologySpreadConstraints, previous.Spec.TopologySpreadConstraints)
-	reuse(&pod.Spec.Priority, previous.Spec.Priority)
-	reuse(&pod.Spec.Overhead, previous.Spec.Overhead)
-	reuse(&pod.Spec.Resources, previous.Spec.Resources)
-	reuse(&pod.Spec.TerminationGracePeriodSeconds, previous.Spec.TerminationGracePeriodSeconds)
-	reuse(&pod.Spec.Volumes, previous.Spec.Volumes)
-	reuse(&pod.Spec.Containers, previous.Spec.Containers)
-	reuse(&pod.Spec.InitContainers, previous.Spec.InitContainers)
-	reuse(&pod.Status.Conditions, previous.Status.Conditions)
+	reuse(&pod.Conditions, previous.Conditions)
+	reuse(&pod.Spec, previous.Spec)
 }
 
 // reuse sets *field to previous when they are equal.

@@ -70,8 +70,9 @@ func (h *harness) createCluster(ctx context.Context, name string, burstMax int) 
 
 // clusterAutoscaler uses the defaults (scanInterval 10s, random expander)
 // except: scale-down may plan right after a scale-up (delayAfterAdd 0) but
-// never removes anything during a run (unneededTime 1h), and the burst
-// group's machines, which never provision, do not time out (2h).
+// never removes anything during a run (unneededTime 1h), the pods' owners
+// (ConfigMaps standing in for ReplicaSets) do not block a removal, and the
+// burst group's machines, which never provision, do not time out (2h).
 func clusterAutoscaler(cluster string) *autoscalingv1alpha1.ClusterAutoscaler {
 	return &autoscalingv1alpha1.ClusterAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster},
@@ -79,8 +80,9 @@ func clusterAutoscaler(cluster string) *autoscalingv1alpha1.ClusterAutoscaler {
 			ClusterName:          cluster,
 			MaxNodeProvisionTime: &metav1.Duration{Duration: 2 * time.Hour},
 			ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
-				DelayAfterAdd: &metav1.Duration{},
-				UnneededTime:  &metav1.Duration{Duration: time.Hour},
+				DelayAfterAdd:                     &metav1.Duration{},
+				UnneededTime:                      &metav1.Duration{Duration: time.Hour},
+				SkipNodesWithCustomControllerPods: ptr.To(false),
 			},
 		},
 	}

@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -35,6 +36,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 const (
@@ -330,23 +332,25 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 // watchUnschedulablePods triggers the engines of a Cluster when one of its
 // pods becomes unschedulable, so that scale-ups need not wait for the next scan.
 func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context, cluster client.ObjectKey) error {
-	return r.ClusterCache.Watch(ctx, cluster, clustercache.NewWatcher(clustercache.TypedWatcherOptions[*corev1.Pod, ctrl.Request]{
-		Name:    unschedulablePodsWatch,
-		Watcher: r.controller,
-		Kind:    &corev1.Pod{},
-		EventHandler: handler.TypedFuncs[*corev1.Pod, ctrl.Request]{
-			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-				if scaleup.IsUnschedulable(e.Object) {
+	unschedulable := func(obj any) bool {
+		pod, ok := obj.(*snapshot.Pod)
+		return ok && scaleup.IsUnschedulable(pod.Conditions)
+	}
+	return r.ClusterCache.Watch(ctx, cluster, podInformerWatcher{name: unschedulablePodsWatch, watch: func(informer cache.Informer) error {
+		_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if unschedulable(obj) {
 					r.triggerEngines(cluster)
 				}
 			},
-			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-				if scaleup.IsUnschedulable(e.ObjectNew) && !scaleup.IsUnschedulable(e.ObjectOld) {
+			UpdateFunc: func(oldObj, newObj any) {
+				if unschedulable(newObj) && !unschedulable(oldObj) {
 					r.triggerEngines(cluster)
 				}
 			},
-		},
-	}))
+		})
+		return err
+	}})
 }
 
 // indexByClusterName indexes ClusterAutoscalers under clusterNameField.

@@ -21,6 +21,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 )
 
@@ -163,7 +164,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
 		workload := reconciler.engines.get(reachableCA).workload
 
-		listed := func(g Gomega) *corev1.Pod {
+		listed := func(g Gomega) *snapshot.Pod {
 			pods, err := workload.ListPods(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, listed := range pods {
@@ -174,7 +175,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 			g.Expect(pods).To(ContainElement(HaveField("Name", pod.Name)))
 			return nil
 		}
-		var cached *corev1.Pod
+		var cached *snapshot.Pod
 		Eventually(func(g Gomega) {
 			cached = listed(g)
 			g.Expect(listed(g)).To(BeIdenticalTo(cached), "every loop reads the cached pod itself, not a copy")

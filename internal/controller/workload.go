@@ -10,12 +10,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
@@ -23,8 +25,9 @@ import (
 // per workload cluster. The engine only reads Nodes, Pods, DaemonSets,
 // PodDisruptionBudgets and Namespaces, and informers start on first read, so
 // nothing else is cached. Managed fields are dropped from every object;
-// Pods, the bulk of the cache, and Nodes are trimmed to what the engine
-// reads, and the pods of one workload share their common parts. Pods that
+// Nodes are trimmed to what the engine reads. Pods, the bulk of the cache,
+// are kept as snapshot.Pods (see trim), which only the pod informer's store
+// and handlers can read: client.Reader cannot Get or List them. Pods that
 // have finished (completed Jobs) hold no resources and are not cached.
 func WorkloadCacheOptions() clustercache.CacheOptions {
 	transformer := trim.NewTransformer()
@@ -69,9 +72,10 @@ func isWorkloadClusterUnreachable(err error) bool {
 // on a view it cannot refresh: it would, for instance, add nodes for pods
 // that may have been scheduled or deleted since.
 //
-// Pods are listed straight from the cache's pod informer, without the copy
-// of every pod that List makes: the informer is handed over by a
-// ClusterCache watch (see watcher), registered again with every connection.
+// Pods are listed straight from the cache's pod informer, without copies:
+// it holds snapshot.Pods, which List cannot read. The informer is handed
+// over by a ClusterCache watch (see watcher), registered again with every
+// connection.
 type workloadReader struct {
 	clusterCache clustercache.ClusterCache
 	cluster      client.ObjectKey
@@ -118,31 +122,25 @@ func (r *workloadReader) reader(ctx context.Context) (client.Reader, error) {
 }
 
 // ListPods lists the cached pods without copying them. Until the informer
-// of the current connection has been handed over and has synced, it lists
-// through List.
-func (r *workloadReader) ListPods(ctx context.Context) ([]*corev1.Pod, error) {
-	reader, err := r.reader(ctx)
-	if err != nil {
+// of the current connection has been handed over and has synced, it waits.
+func (r *workloadReader) ListPods(ctx context.Context) ([]*snapshot.Pod, error) {
+	if _, err := r.reader(ctx); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	informer := r.informer
-	r.mu.Unlock()
-	if informer == nil || informer.IsStopped() || !informer.HasSynced() {
-		var list corev1.PodList
-		if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		pods := make([]*corev1.Pod, len(list.Items))
-		for i := range list.Items {
-			pods[i] = &list.Items[i]
-		}
-		return pods, nil
+	var informer toolscache.SharedIndexInformer
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		r.mu.Lock()
+		informer = r.informer
+		r.mu.Unlock()
+		return informer != nil && !informer.IsStopped() && informer.HasSynced(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the pod informer to sync: %w", err)
 	}
 	objects := informer.GetStore().List()
-	pods := make([]*corev1.Pod, 0, len(objects))
+	pods := make([]*snapshot.Pod, 0, len(objects))
 	for _, obj := range objects {
-		if pod, ok := obj.(*corev1.Pod); ok {
+		if pod, ok := obj.(*snapshot.Pod); ok {
 			pods = append(pods, pod)
 		}
 	}
@@ -158,14 +156,27 @@ func newWorkloadReader(clusterCache clustercache.ClusterCache, cluster client.Ob
 
 // watcher hands the pod informer of a new connection over to the reader.
 func (r *workloadReader) watcher() clustercache.Watcher {
-	return podInformerWatcher{reader: r}
+	return podInformerWatcher{name: "clusterautoscaler-pod-lister-" + r.name, watch: func(informer cache.Informer) error {
+		shared, ok := informer.(toolscache.SharedIndexInformer)
+		if !ok {
+			return fmt.Errorf("the pod informer of cluster %s is a %T, not a SharedIndexInformer", r.cluster, informer)
+		}
+		r.mu.Lock()
+		r.informer = shared
+		r.mu.Unlock()
+		return nil
+	}}
 }
 
+// podInformerWatcher passes the pod informer of each connection to watch.
+// The informer's objects are snapshot.Pods, which the typed watches of
+// controller-runtime cannot handle.
 type podInformerWatcher struct {
-	reader *workloadReader
+	name  string
+	watch func(cache.Informer) error
 }
 
-func (w podInformerWatcher) Name() string          { return "clusterautoscaler-pod-lister-" + w.reader.name }
+func (w podInformerWatcher) Name() string          { return w.name }
 func (w podInformerWatcher) Object() client.Object { return &corev1.Pod{} }
 
 func (w podInformerWatcher) Watch(c cache.Cache) error {
@@ -173,12 +184,5 @@ func (w podInformerWatcher) Watch(c cache.Cache) error {
 	if err != nil {
 		return err
 	}
-	shared, ok := informer.(toolscache.SharedIndexInformer)
-	if !ok {
-		return fmt.Errorf("the pod informer of cluster %s is a %T, not a SharedIndexInformer", w.reader.cluster, informer)
-	}
-	w.reader.mu.Lock()
-	w.reader.informer = shared
-	w.reader.mu.Unlock()
-	return nil
+	return w.watch(informer)
 }

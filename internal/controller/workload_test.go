@@ -8,9 +8,15 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
 // fakeClusterCache is connected to one cluster, served by reader, with
@@ -33,6 +39,7 @@ func TestWorkloadReaderRefusesAStaleView(t *testing.T) {
 	lastSuccess := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	cluster := client.ObjectKey{Namespace: "ns", Name: "cluster"}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0"}}
 	tests := []struct {
 		name string
 		// health is the ClusterCache's state of its health probes of the cluster.
@@ -61,16 +68,18 @@ func TestWorkloadReaderRefusesAStaleView(t *testing.T) {
 			ctx := t.Context()
 			cache := fakeClusterCache{reader: fake.NewClientBuilder().WithObjects(node.DeepCopy()).Build(), health: tt.health}
 			reader := newWorkloadReader(cache, cluster, client.ObjectKey{Namespace: "ns", Name: "ca"})
+			reader.informer = syncedPodInformer(t, pod)
 
 			nodes := &corev1.NodeList{}
 			listErr := reader.List(ctx, nodes)
 			getErr := reader.Get(ctx, client.ObjectKeyFromObject(node), &corev1.Node{})
-			_, podsErr := reader.ListPods(ctx)
+			pods, podsErr := reader.ListPods(ctx)
 			if !tt.unreachable {
 				g.Expect(listErr).NotTo(HaveOccurred())
 				g.Expect(nodes.Items).To(HaveLen(1))
 				g.Expect(getErr).NotTo(HaveOccurred())
 				g.Expect(podsErr).NotTo(HaveOccurred())
+				g.Expect(pods).To(ConsistOf(HaveField("Name", pod.Name)))
 				return
 			}
 			for _, err := range []error{listErr, getErr, podsErr} {
@@ -82,4 +91,23 @@ func TestWorkloadReaderRefusesAStaleView(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncedPodInformer is a synced pod informer of a cluster that holds pods,
+// with the transform of the workload clusters' caches.
+func syncedPodInformer(t *testing.T, pods ...*corev1.Pod) toolscache.SharedIndexInformer {
+	t.Helper()
+	objects := make([]runtime.Object, len(pods))
+	for i, pod := range pods {
+		objects[i] = pod.DeepCopy()
+	}
+	informer := informers.NewSharedInformerFactory(kubefake.NewClientset(objects...), 0).Core().V1().Pods().Informer()
+	if err := informer.SetTransform(trim.NewTransformer().Transform); err != nil {
+		t.Fatal(err)
+	}
+	go informer.RunWithContext(t.Context())
+	if !toolscache.WaitForCacheSync(t.Context().Done(), informer.HasSynced) {
+		t.Fatal("the pod informer did not sync")
+	}
+	return informer
 }
