@@ -158,7 +158,7 @@ func BenchmarkIdleLoop(b *testing.B) {
 				}
 				ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 				// The first loop parses every pod; the next ones reuse them.
-				status := runLoop(b, ctx, engine, clk)
+				status := runLoop(ctx, b, engine, clk)
 				wantUnneeded := 0
 				if underutilized {
 					wantUnneeded = size.nodes / 5
@@ -170,7 +170,7 @@ func BenchmarkIdleLoop(b *testing.B) {
 				b.ReportAllocs()
 				cpuBefore := processCPUTime(b)
 				for b.Loop() {
-					status = runLoop(b, ctx, engine, clk)
+					status = runLoop(ctx, b, engine, clk)
 				}
 				// CPU time, garbage collection included, tells the cost of
 				// a loop even when other processes share the machine.
@@ -188,7 +188,7 @@ func BenchmarkIdleLoop(b *testing.B) {
 
 // runLoop runs one loop a second after the last: the unneeded nodes stay
 // far from their unneeded time.
-func runLoop(b *testing.B, ctx context.Context, engine *autoscaler.Engine, clk *clocktesting.FakeClock) autoscaler.Status {
+func runLoop(ctx context.Context, b *testing.B, engine *autoscaler.Engine, clk *clocktesting.FakeClock) autoscaler.Status {
 	clk.Step(time.Second)
 	status := engine.RunOnce(ctx, clk.Now())
 	if status.Err != nil {
