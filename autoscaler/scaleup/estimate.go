@@ -113,9 +113,9 @@ type binpacker struct {
 	added []int
 	// nominations are where pods went, in order.
 	nominations []Nomination
-	// classes remember, per fit class, the new nodes where its pods failed
+	// scans remember, per fit class, the new nodes where its pods failed
 	// for a reason that lasts, other than cpu and memory: its pods skip them.
-	classes map[int]*classScan
+	scans map[int]*classScan
 	// roomFrom is, per cpu and memory request, the first new node that may
 	// have room for it: those before are too full, and stay so.
 	roomFrom map[podShape]int
@@ -193,7 +193,7 @@ func binpackOn(sched *simulator.Scheduler, opts binpackOptions) *estimate {
 	lead := opts.members[0]
 	est := &estimate{group: lead.group, template: lead.template, reasons: map[*simulator.PodGroup][]string{}, opts: opts}
 	b := &binpacker{sched: sched, opts: opts, added: make([]int, len(opts.members)),
-		classes: map[int]*classScan{}, roomFrom: map[podShape]int{}}
+		scans: map[int]*classScan{}, roomFrom: map[podShape]int{}}
 
 	var pending []pendingPods
 	for _, podGroup := range opts.podGroups {
@@ -262,10 +262,10 @@ func (b *binpacker) placeAll(p pendingPods) (int, []string) {
 // room for the pod's cpu or memory is skipped, and so is one where its
 // class failed for a reason that lasts.
 func (b *binpacker) placeOnNodeAdded(podGroup *simulator.PodGroup, class int, request snapshot.Resources, pod *corev1.Pod) int {
-	scan := b.classes[class]
+	scan := b.scans[class]
 	if scan == nil {
 		scan = &classScan{}
-		b.classes[class] = scan
+		b.scans[class] = scan
 	}
 	shape := podShape{milliCPU: request.MilliCPU, memory: request.Memory}
 	for i := max(scan.first, b.roomFrom[shape]); i < len(b.nodes); i++ {
