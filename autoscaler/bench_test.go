@@ -3,7 +3,6 @@ package autoscaler_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
 )
 
 const (
@@ -168,13 +168,13 @@ func BenchmarkIdleLoop(b *testing.B) {
 						status.UnneededNodes, wantUnneeded, status.UnschedulablePods, status.ScalingActive, status.ScalingMessage)
 				}
 				b.ReportAllocs()
-				cpuBefore := processCPUTime(b)
+				cpu := benchmark.StartCPU(b)
 				for b.Loop() {
 					status = runLoop(ctx, b, engine, clk)
 				}
 				// CPU time, garbage collection included, tells the cost of
 				// a loop even when other processes share the machine.
-				b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+				cpu.Report()
 				b.ReportMetric(float64(status.UnneededNodes), "unneeded-nodes")
 				for _, group := range provider.groups {
 					if len(group.increases)+len(group.deletedNodes)+len(group.deletedInstances) > 0 {
@@ -195,12 +195,4 @@ func runLoop(ctx context.Context, b *testing.B, engine *autoscaler.Engine, clk *
 		b.Fatal(status.Err)
 	}
 	return status
-}
-
-func processCPUTime(b *testing.B) time.Duration {
-	var usage syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 }

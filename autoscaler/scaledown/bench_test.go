@@ -3,9 +3,7 @@ package scaledown_test
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -15,6 +13,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
 )
 
 const (
@@ -88,14 +87,14 @@ func BenchmarkPlan(b *testing.B) {
 		b.Run(size.name(), func(b *testing.B) {
 			in := underutilizedCluster(size.nodes, size.groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-			before := heapAfterGC()
+			before := benchmark.HeapAfterGC()
 			snap := snapshot.New(in)
-			after := heapAfterGC()
+			after := benchmark.HeapAfterGC()
 			runtime.KeepAlive(in)
 			opts := options()
 			b.ReportAllocs()
 			var plan *scaledown.Plan
-			cpuBefore := processCPUTime(b)
+			cpu := benchmark.StartCPU(b)
 			for b.Loop() {
 				// A new planner each time: one that remembers the last
 				// pass would order the candidates differently.
@@ -104,29 +103,12 @@ func BenchmarkPlan(b *testing.B) {
 			}
 			// CPU time, garbage collection included, tells the cost of a
 			// pass even when other processes share the machine.
-			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+			cpu.Report()
 			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
 			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
 		})
 	}
-}
-
-// heapAfterGC returns the memory statistics after a garbage collection:
-// HeapAlloc is then the live heap.
-func heapAfterGC() runtime.MemStats {
-	runtime.GC()
-	var stats runtime.MemStats
-	runtime.ReadMemStats(&stats)
-	return stats
-}
-
-func processCPUTime(b *testing.B) time.Duration {
-	var usage syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 }
 
 var _ nodegroups.NodeGroup = &st.NodeGroup{}

@@ -3,9 +3,7 @@ package scaleup_test
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +12,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
 )
 
 const (
@@ -130,25 +129,17 @@ func BenchmarkScaleUp(b *testing.B) {
 			}
 			b.ReportAllocs()
 			var plan *scaleup.Plan
-			cpuBefore := processCPUTime(b)
+			cpu := benchmark.StartCPU(b)
 			for b.Loop() {
 				plan = s.Plan(ctx, snapshot.New(in), scaleup.State{})
 			}
 			// CPU time, garbage collection included, tells the cost of a
 			// decision even when other processes share the machine.
-			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+			cpu.Report()
 			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
 			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
 		})
 	}
-}
-
-func processCPUTime(b *testing.B) time.Duration {
-	var usage syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 }
 
 // BenchmarkScaleUpPlan measures planning alone on a snapshot built once,
@@ -161,9 +152,9 @@ func BenchmarkScaleUpPlan(b *testing.B) {
 	for _, size := range []benchSize{{1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
 		b.Run(size.name(), func(b *testing.B) {
 			in := syntheticCluster(size.nodes, size.groups)
-			before := heapAfterGC()
+			before := benchmark.HeapAfterGC()
 			snap := snapshot.New(in)
-			after := heapAfterGC()
+			after := benchmark.HeapAfterGC()
 			runtime.KeepAlive(in)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			s, err := scaleup.New(options(func(o *scaleup.Options) {
@@ -175,24 +166,15 @@ func BenchmarkScaleUpPlan(b *testing.B) {
 			}
 			b.ReportAllocs()
 			var plan *scaleup.Plan
-			cpuBefore := processCPUTime(b)
+			cpu := benchmark.StartCPU(b)
 			for b.Loop() {
 				plan = s.Plan(ctx, snap, scaleup.State{})
 			}
-			b.ReportMetric(float64((processCPUTime(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/op")
+			cpu.Report()
 			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
 			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
 			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
 		})
 	}
-}
-
-// heapAfterGC returns the memory statistics after a garbage collection:
-// HeapAlloc is then the live heap.
-func heapAfterGC() runtime.MemStats {
-	runtime.GC()
-	var stats runtime.MemStats
-	runtime.ReadMemStats(&stats)
-	return stats
 }

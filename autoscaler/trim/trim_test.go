@@ -22,6 +22,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
 )
 
 // deploymentPod is a pod as the API server returns it for a Deployment,
@@ -307,7 +308,7 @@ func BenchmarkTransformPod(b *testing.B) {
 func BenchmarkCachedPodsLiveHeap(b *testing.B) {
 	const nodes, podsPerNode, podsPerOwner = 100, 30, 50
 	for b.Loop() {
-		before := liveHeap()
+		before := benchmark.HeapAfterGC().HeapAlloc
 		transformer := trim.NewTransformer()
 		store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 		nodeList := make([]*corev1.Node, nodes)
@@ -328,7 +329,7 @@ func BenchmarkCachedPodsLiveHeap(b *testing.B) {
 		// The list is dead after this call: the heap counted after it holds
 		// what the store and the parsed pods keep.
 		snapshot.New(snapshot.Input{Nodes: nodeList, CachedPods: pods})
-		after := liveHeap()
+		after := benchmark.HeapAfterGC().HeapAlloc
 		b.ReportMetric(float64(after-before)/(nodes*podsPerNode), "live-B/pod")
 		runtime.KeepAlive(store)
 	}
@@ -356,13 +357,6 @@ func BenchmarkSnapshotOfCachedPods(b *testing.B) {
 	for b.Loop() {
 		snapshot.New(snapshot.Input{Nodes: nodeList, CachedPods: pods})
 	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	var stats runtime.MemStats
-	runtime.ReadMemStats(&stats)
-	return stats.HeapAlloc
 }
 
 // harnessPod is pod i of the perf harness as the API server returns it.

@@ -30,6 +30,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
 )
 
 // instanceTypeCount is the size of Karpenter's benchmark catalogue.
@@ -51,14 +52,14 @@ func BenchmarkKarpenter(b *testing.B) {
 			ctx := options.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
 			scheduler := newKarpenterScheduler(ctx, b, pods)
 			var results scheduling.Results
-			cpu := startCPU(b)
+			cpu := benchmark.StartCPU(b)
 			for b.Loop() {
 				var err error
 				if results, err = scheduler.Solve(ctx, pods); err != nil {
 					b.Fatal(err)
 				}
 			}
-			cpu.report(b)
+			cpu.Report()
 			cores := 0
 			for _, claim := range results.NewNodeClaims {
 				cores += cheapestCores(claim.InstanceTypeOptions)
@@ -123,11 +124,11 @@ func BenchmarkCapiAutoscaler(b *testing.B) {
 				planner := newPlanner(b)
 				snap := snapshot.New(in)
 				var plan *scaleup.Plan
-				cpu := startCPU(b)
+				cpu := benchmark.StartCPU(b)
 				for b.Loop() {
 					plan = planner.Plan(ctx, snap, scaleup.State{})
 				}
-				cpu.report(b)
+				cpu.Report()
 				nodes, cores := added(snap, plan)
 				b.ReportMetric(float64(len(plan.Helped)), "pods-placed")
 				b.ReportMetric(float64(nodes), "nodes")
