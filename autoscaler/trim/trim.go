@@ -69,35 +69,25 @@ func (t *Transformer) Transform(obj any) (any, error) {
 // last pod of the same controller are shared with it. pod is not modified.
 func (t *Transformer) Pod(pod *corev1.Pod) *snapshot.Pod {
 	spec := &pod.Spec
-	out := &snapshot.Pod{
-		Namespace:         pod.Namespace,
-		Name:              pod.Name,
-		UID:               pod.UID,
-		ResourceVersion:   pod.ResourceVersion,
-		CreationTimestamp: pod.CreationTimestamp,
-		DeletionTimestamp: pod.DeletionTimestamp,
-		Labels:            pod.Labels,
-		Annotations:       engineAnnotations(pod.Annotations),
-		OwnerReferences:   slices.Clip(pod.OwnerReferences),
-		NodeName:          spec.NodeName,
-		Phase:             pod.Status.Phase,
-		Conditions:        scheduledCondition(pod.Status.Conditions),
-		// NodeName stays out of the spec, so that replicas on different
-		// nodes share it.
-		Spec: &corev1.PodSpec{
-			NodeSelector:                  spec.NodeSelector,
-			Affinity:                      spec.Affinity,
-			Tolerations:                   slices.Clip(spec.Tolerations),
-			TopologySpreadConstraints:     slices.Clip(spec.TopologySpreadConstraints),
-			Priority:                      spec.Priority,
-			Overhead:                      spec.Overhead,
-			Resources:                     spec.Resources,
-			HostNetwork:                   spec.HostNetwork,
-			TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
-			Volumes:                       localVolumes(spec.Volumes),
-			Containers:                    containers(spec.Containers),
-			InitContainers:                containers(spec.InitContainers),
-		},
+	out := snapshot.NewPod(pod)
+	out.Annotations = engineAnnotations(pod.Annotations)
+	out.OwnerReferences = slices.Clip(pod.OwnerReferences)
+	out.Conditions = scheduledCondition(pod.Status.Conditions)
+	// NodeName stays out of the spec, so that replicas on different nodes
+	// share it.
+	out.Spec = &corev1.PodSpec{
+		NodeSelector:                  spec.NodeSelector,
+		Affinity:                      spec.Affinity,
+		Tolerations:                   slices.Clip(spec.Tolerations),
+		TopologySpreadConstraints:     slices.Clip(spec.TopologySpreadConstraints),
+		Priority:                      spec.Priority,
+		Overhead:                      spec.Overhead,
+		Resources:                     spec.Resources,
+		HostNetwork:                   spec.HostNetwork,
+		TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
+		Volumes:                       localVolumes(spec.Volumes),
+		Containers:                    containers(spec.Containers),
+		InitContainers:                containers(spec.InitContainers),
 	}
 
 	owner := out.Controller()
