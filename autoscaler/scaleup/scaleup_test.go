@@ -82,6 +82,16 @@ func group(name string, target, max int, opts ...st.NodeOption) *st.NodeGroup {
 	return &st.NodeGroup{Name: name, Max: max, Target: target, Template: st.Node(name+"-template", "4", "8Gi", opts...)}
 }
 
+// twoPools has two empty groups of 4-cpu nodes, pools a (at most maxA
+// nodes) and b (at most 10), 3 pods of 3 cpu for a and 2 for b.
+func twoPools(maxA int) cluster {
+	return cluster{
+		groups: []*st.NodeGroup{group("a", 0, maxA, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
+		pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
+			st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
+	}
+}
+
 // members adds n registered nodes to g, like its template.
 func members(g *st.NodeGroup, n int) []*corev1.Node {
 	var nodes []*corev1.Node
@@ -322,11 +332,7 @@ func TestPlan(t *testing.T) {
 			name: "pods that need different groups get them all in one plan",
 			opts: options(),
 			cluster: func() cluster {
-				return cluster{
-					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
-					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
-						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
-				}
+				return twoPools(10)
 			},
 			wantIncreases: map[string]int{"a": 3, "b": 2},
 			wantHelped:    5,
@@ -352,11 +358,7 @@ func TestPlan(t *testing.T) {
 			name: "limits cap the nodes of every round together",
 			opts: options(func(o *scaleup.Options) { o.Limits.MaxNodesTotal = 4 }),
 			cluster: func() cluster {
-				return cluster{
-					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
-					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
-						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
-				}
+				return twoPools(10)
 			},
 			wantIncreases: map[string]int{"a": 3, "b": 1},
 			wantHelped:    4,
@@ -368,11 +370,7 @@ func TestPlan(t *testing.T) {
 			name: "the per scale-up node cap counts every round",
 			opts: options(func(o *scaleup.Options) { o.MaxNodesPerScaleUp = 4 }),
 			cluster: func() cluster {
-				return cluster{
-					groups: []*st.NodeGroup{group("a", 0, 10, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
-					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
-						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
-				}
+				return twoPools(10)
 			},
 			wantIncreases:      map[string]int{"a": 3, "b": 1},
 			wantHelped:         4,
@@ -385,11 +383,7 @@ func TestPlan(t *testing.T) {
 			cluster: func() cluster {
 				// Round 1: a takes 2 web pods (its max) and b takes the db pods; the
 				// third web pod fits only a.
-				return cluster{
-					groups: []*st.NodeGroup{group("a", 0, 2, st.WithNodeLabels("pool", "a")), group("b", 0, 10, st.WithNodeLabels("pool", "b"))},
-					pods: append(st.Replicas("web", 3, "3", "1Gi", st.WithNodeSelector("pool", "a")),
-						st.Replicas("db", 2, "3", "1Gi", st.WithNodeSelector("pool", "b"))...),
-				}
+				return twoPools(2)
 			},
 			wantIncreases:      map[string]int{"a": 2, "b": 2},
 			wantHelped:         4,
