@@ -17,7 +17,6 @@ import (
 )
 
 const (
-	benchGroups   = 20
 	podsPerNode   = 30
 	idleShare     = 5  // one node in 5 (20%) is underutilized
 	busyPods      = 34 // 300m/1Gi each: 66% of cpu
@@ -25,20 +24,6 @@ const (
 	podsPerOwner  = 50
 	benchNodeSize = "16"
 )
-
-// benchSize is one cluster of the benchmarks: nodes spread evenly over
-// groups node groups.
-type benchSize struct{ nodes, groups int }
-
-// name keeps the names of the 20-group sizes as they were before the
-// groups dimension, so that older numbers compare.
-func (s benchSize) name() string {
-	name := fmt.Sprintf("nodes=%d/pods=%d", s.nodes, s.nodes*podsPerNode)
-	if s.groups != benchGroups {
-		name += fmt.Sprintf("/groups=%d", s.groups)
-	}
-	return name
-}
 
 // underutilizedCluster has nodes 16-core nodes in nodeGroups node groups,
 // each with a DaemonSet pod; four in five run 34 pods of 300m, one in five
@@ -83,9 +68,15 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 // The 10,000-node size takes about 2 GB for its input: run it alone, with
 // -benchtime 1x or a few x.
 func BenchmarkPlan(b *testing.B) {
-	for _, size := range []benchSize{{1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
-		b.Run(size.name(), func(b *testing.B) {
-			in := underutilizedCluster(size.nodes, size.groups)
+	for _, size := range []benchmark.ClusterSize{
+		{Nodes: 1000, Groups: benchmark.DefaultGroups},
+		{Nodes: 1000, Groups: 100},
+		{Nodes: 1000, Groups: 500},
+		{Nodes: 5000, Groups: benchmark.DefaultGroups},
+		{Nodes: 10000, Groups: benchmark.DefaultGroups},
+	} {
+		b.Run(size.Name(podsPerNode), func(b *testing.B) {
+			in := underutilizedCluster(size.Nodes, size.Groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			before := benchmark.HeapAfterGC()
 			snap := snapshot.New(in)

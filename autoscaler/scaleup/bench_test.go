@@ -16,27 +16,12 @@ import (
 )
 
 const (
-	benchGroups      = 20
 	podsPerNode      = 30
 	pendingShare     = 20 // one pod in 20 (5%) is pending
 	pendingOwners    = 50
 	runningPodCPU    = "500m"
 	runningPodMemory = "1Gi"
 )
-
-// benchSize is one cluster of the benchmarks: nodes spread evenly over
-// groups node groups.
-type benchSize struct{ nodes, groups int }
-
-// name keeps the names of the 20-group sizes as they were before the
-// groups dimension, so that older numbers compare.
-func (s benchSize) name() string {
-	name := fmt.Sprintf("nodes=%d/pods=%d", s.nodes, s.nodes*podsPerNode)
-	if s.groups != benchGroups {
-		name += fmt.Sprintf("/groups=%d", s.groups)
-	}
-	return name
-}
 
 // syntheticCluster has nodes nodes in groups node groups (three zones,
 // five pools, two groups tainted) full of 500m pods, and 5% of 30 pods per
@@ -116,9 +101,16 @@ func withZoneSpread(key, value string) st.PodOption {
 // The 10,000-node size takes seconds per decision and about 2 GB for its
 // input: run it alone with -benchtime 1x.
 func BenchmarkScaleUp(b *testing.B) {
-	for _, size := range []benchSize{{100, 20}, {1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
-		b.Run(size.name(), func(b *testing.B) {
-			in := syntheticCluster(size.nodes, size.groups)
+	for _, size := range []benchmark.ClusterSize{
+		{Nodes: 100, Groups: benchmark.DefaultGroups},
+		{Nodes: 1000, Groups: benchmark.DefaultGroups},
+		{Nodes: 1000, Groups: 100},
+		{Nodes: 1000, Groups: 500},
+		{Nodes: 5000, Groups: benchmark.DefaultGroups},
+		{Nodes: 10000, Groups: benchmark.DefaultGroups},
+	} {
+		b.Run(size.Name(podsPerNode), func(b *testing.B) {
+			in := syntheticCluster(size.Nodes, size.Groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			s, err := scaleup.New(options(func(o *scaleup.Options) {
 				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
@@ -149,9 +141,15 @@ func BenchmarkScaleUp(b *testing.B) {
 // objects are not counted) and the heap in use with the input and the
 // snapshot (HeapInuse).
 func BenchmarkScaleUpPlan(b *testing.B) {
-	for _, size := range []benchSize{{1000, 20}, {1000, 100}, {1000, 500}, {5000, 20}, {10000, 20}} {
-		b.Run(size.name(), func(b *testing.B) {
-			in := syntheticCluster(size.nodes, size.groups)
+	for _, size := range []benchmark.ClusterSize{
+		{Nodes: 1000, Groups: benchmark.DefaultGroups},
+		{Nodes: 1000, Groups: 100},
+		{Nodes: 1000, Groups: 500},
+		{Nodes: 5000, Groups: benchmark.DefaultGroups},
+		{Nodes: 10000, Groups: benchmark.DefaultGroups},
+	} {
+		b.Run(size.Name(podsPerNode), func(b *testing.B) {
+			in := syntheticCluster(size.Nodes, size.Groups)
 			before := benchmark.HeapAfterGC()
 			snap := snapshot.New(in)
 			after := benchmark.HeapAfterGC()

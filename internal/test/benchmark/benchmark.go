@@ -5,6 +5,7 @@
 package benchmark
 
 import (
+	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
@@ -42,4 +43,23 @@ func HeapAfterGC() runtime.MemStats {
 	var stats runtime.MemStats
 	runtime.ReadMemStats(&stats)
 	return stats
+}
+
+// DefaultGroups is the number of node groups of the engine benchmarks'
+// clusters unless a size says otherwise.
+const DefaultGroups = 20
+
+// ClusterSize is one cluster of the engine benchmarks: Nodes spread evenly
+// over Groups node groups.
+type ClusterSize struct{ Nodes, Groups int }
+
+// Name names the size by its nodes and pods, and by its groups when they
+// are not DefaultGroups, so that numbers from before the groups dimension
+// compare.
+func (s ClusterSize) Name(podsPerNode int) string {
+	name := fmt.Sprintf("nodes=%d/pods=%d", s.Nodes, s.Nodes*podsPerNode)
+	if s.Groups != DefaultGroups {
+		name += fmt.Sprintf("/groups=%d", s.Groups)
+	}
+	return name
 }
