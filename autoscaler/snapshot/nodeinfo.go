@@ -19,6 +19,8 @@ type NodeInfo struct {
 	// podsWithRequiredAntiAffinity is kept apart because every incoming pod
 	// must be checked against them, on every node.
 	podsWithRequiredAntiAffinity []*PodInfo
+	// attachLimits are the node's CSI attach limits, shared by copies.
+	attachLimits AttachLimits
 	// order places the node in the snapshot's lists, which are sorted by
 	// it: the snapshot sets it when the node is added.
 	order uint64
@@ -38,6 +40,18 @@ func (n *NodeInfo) Node() *corev1.Node { return n.node }
 
 // Name is the node's name.
 func (n *NodeInfo) Name() string { return n.node.Name }
+
+// WithAttachLimits returns the node, not yet in a snapshot, with CSI
+// attach limits, such as a template's.
+func (n *NodeInfo) WithAttachLimits(limits AttachLimits) *NodeInfo {
+	copied := n.clone()
+	copied.attachLimits = limits
+	return copied
+}
+
+// AttachLimits are the node's CSI attach limits, from its CSINode; nil when
+// it has none. Do not modify the map.
+func (n *NodeInfo) AttachLimits() AttachLimits { return n.attachLimits }
 
 // Pods are the pods placed on the node. Do not modify the slice.
 func (n *NodeInfo) Pods() []*PodInfo { return n.pods }
@@ -85,6 +99,7 @@ func (n *NodeInfo) clone() *NodeInfo {
 		requested:                    n.requested.Clone(),
 		hostPorts:                    slices.Clone(n.hostPorts),
 		podsWithRequiredAntiAffinity: slices.Clone(n.podsWithRequiredAntiAffinity),
+		attachLimits:                 n.attachLimits,
 		order:                        n.order,
 	}
 }

@@ -26,6 +26,8 @@ type PodInfo struct {
 	RequiredAffinityTerms     []AffinityTerm
 	RequiredAntiAffinityTerms []AffinityTerm
 	HostPorts                 []HostPort
+	// Claims are the PersistentVolumeClaims of the pod's volumes.
+	Claims []ClaimRef
 }
 
 // NewPodInfo parses pod. A term whose selector cannot be parsed matches
@@ -49,6 +51,7 @@ func newPodInfo(pod *Pod, identity *Identity, reuse corev1.ResourceList) *PodInf
 		Identity:  identity,
 		Requests:  podRequests(pod, reuse),
 		HostPorts: podHostPorts(pod),
+		Claims:    podClaims(pod),
 	}
 	if affinity := pod.Spec.Affinity; affinity != nil {
 		if affinity.PodAffinity != nil {

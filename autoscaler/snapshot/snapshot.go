@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -44,6 +45,16 @@ type Input struct {
 	// Namespaces give the labels that affinity terms' namespace selectors
 	// match; they may be left out when no pod uses namespace selectors.
 	Namespaces []*corev1.Namespace
+	// PersistentVolumeClaims, PersistentVolumes and StorageClasses are what
+	// the volume predicates read; CSINodes give nodes their CSI attach
+	// limits. StorageError, when set, is why they could not be read: the
+	// simulator then reports pods with claims as not evaluated instead of
+	// guessing where they fit.
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	PersistentVolumes      []*corev1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
+	CSINodes               []*storagev1.CSINode
+	StorageError           error
 	// NodeGroups are the autoscaled node groups; nodes are mapped to them
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
@@ -64,6 +75,7 @@ type Snapshot struct {
 	daemonSets      []*appsv1.DaemonSet
 	pdbs            []*policyv1.PodDisruptionBudget
 	namespaceLabels map[string]labels.Set
+	storage         *Storage
 
 	groups      []nodegroups.NodeGroup
 	groupByNode map[string]nodegroups.NodeGroup
@@ -79,6 +91,7 @@ func New(in Input) *Snapshot {
 		daemonSets:      in.DaemonSets,
 		pdbs:            in.PodDisruptionBudgets,
 		namespaceLabels: make(map[string]labels.Set, len(in.Namespaces)),
+		storage:         newStorage(&in),
 		groups:          in.NodeGroups,
 		groupByNode:     map[string]nodegroups.NodeGroup{},
 		groupNodes:      map[string][]string{},
@@ -92,6 +105,11 @@ func New(in Input) *Snapshot {
 		info.order = s.nextOrder()
 		base.nodes[node.Name] = info
 		base.added = append(base.added, node.Name)
+	}
+	for _, csiNode := range in.CSINodes {
+		if node, ok := base.nodes[csiNode.Name]; ok {
+			node.attachLimits = attachLimitsOf(csiNode)
+		}
 	}
 	parser := newParser()
 	for _, pod := range in.Pods {
@@ -300,6 +318,9 @@ func (s *Snapshot) DaemonSets() []*appsv1.DaemonSet { return s.daemonSets }
 
 // PodDisruptionBudgets of the cluster.
 func (s *Snapshot) PodDisruptionBudgets() []*policyv1.PodDisruptionBudget { return s.pdbs }
+
+// Storage is what the snapshot knows of the cluster's volumes.
+func (s *Snapshot) Storage() *Storage { return s.storage }
 
 // NamespaceLabels returns the labels of a namespace, nil when unknown.
 func (s *Snapshot) NamespaceLabels(namespace string) labels.Set { return s.namespaceLabels[namespace] }
