@@ -53,3 +53,7 @@ var _ = Describe("Mixed burst", Label("ci"), func() {
 		return MixedBurstSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Scheduler agreement", Label("ci"), func() {
+	SchedulerAgreementSpec(ctx, agreementInput)
+})
