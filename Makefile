@@ -117,6 +117,11 @@ demo: e2e-binaries build ## Watch the autoscaler scale a simulated cluster up an
 perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on the local stack (not part of test; PERF_ARGS for flags).
 	go run ./hack/perf --repo-root=$(ROOT) $(PERF_ARGS)
 
+.PHONY: agreement
+agreement: e2e-binaries build ## Compare kube-scheduler's and the simulator's feasible nodes on 5,000 generated pods for each of 3 seeds (docs/simulation.md; AGREEMENT_ARGS for flags).
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.focus="Scheduler agreement" -e2e.manager=$(BIN)/manager \
+		-e2e.agreement-pods=5000 -e2e.agreement-runs=3 -e2e.agreement-nodes-per-kind=12 $(AGREEMENT_ARGS)
+
 .PHONY: compare-karpenter
 compare-karpenter: ## Time Karpenter's scheduler and our scale-up planner on Karpenter's benchmark pods, in one process (COMPARE_BENCH selects benchmarks).
 	cd hack/karpenter-compare && GOTOOLCHAIN=$(KARPENTER_GO) go test -run '^$$' -bench '$(or $(COMPARE_BENCH),.)' -benchtime 1x -count 3 .

@@ -150,7 +150,10 @@ func (g *generator) requests(pod *corev1.Pod) {
 		app[corev1.ResourceEphemeralStorage] = resource.MustParse(pick(g, storages))
 	}
 	if g.chance(0.08) {
-		app[GPUResource] = *resource.NewQuantity(int64(g.between(1, 3)), resource.DecimalSI)
+		// Extended resources cannot be overcommitted: limits equal requests.
+		gpus := *resource.NewQuantity(int64(g.between(1, 3)), resource.DecimalSI)
+		app[GPUResource] = gpus
+		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{GPUResource: gpus}
 	}
 	switch {
 	case g.chance(0.1):
