@@ -206,7 +206,7 @@ func computeCounts(logger klog.Logger, snap *snapshot.Snapshot, antiAffinityPods
 		}
 	}
 	if len(withOwnTerms) > 0 {
-		eligible := make([]bool, len(withOwnTerms))
+		eligible := make([]spreadEligibility, len(withOwnTerms))
 		// The states whose terms the pods of an identity match, found once
 		// per identity: most pods matter to none of the states.
 		counting := map[*snapshot.Identity][]int{}
@@ -249,34 +249,33 @@ func (st *podState) removeNode(logger klog.Logger, snap *snapshot.Snapshot, node
 	if !st.hasOwnTerms() {
 		return
 	}
-	eligible := len(st.spread) > 0 && st.spreadEligible(logger, node)
+	eligible := st.spreadEligibility(logger, node)
 	for _, pod := range pods {
 		st.countPod(snap, pod, node, eligible, -1)
 	}
-	if !eligible {
-		return
-	}
 	for i := range st.spread {
-		st.spread[i].domains.removeNode(node.Labels[st.spread[i].topologyKey])
+		if st.spread[i].counts(eligible) {
+			st.spread[i].domains.removeNode(node.Labels[st.spread[i].topologyKey])
+		}
 	}
 }
 
-// registerDomains adds the node's spread domains, with no pods yet, when the
-// node counts for spreading, and tells whether it does.
-func (st *podState) registerDomains(logger klog.Logger, node *corev1.Node) bool {
-	if len(st.spread) == 0 || !st.spreadEligible(logger, node) {
-		return false
-	}
+// registerDomains adds the node's spread domains, with no pods yet, for the
+// constraints the node counts for, and tells which those are.
+func (st *podState) registerDomains(logger klog.Logger, node *corev1.Node) spreadEligibility {
+	eligible := st.spreadEligibility(logger, node)
 	for i := range st.spread {
-		st.spread[i].domains.addNode(node.Labels[st.spread[i].topologyKey])
+		if st.spread[i].counts(eligible) {
+			st.spread[i].domains.addNode(node.Labels[st.spread[i].topologyKey])
+		}
 	}
-	return true
+	return eligible
 }
 
 // countPod accounts for a pod placed on node (delta 1) or taken away
 // (delta -1), except for its own anti-affinity terms (see
 // countExistingAntiAffinity).
-func (st *podState) countPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node *corev1.Node, spreadEligible bool, delta int) {
+func (st *podState) countPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, node *corev1.Node, eligible spreadEligibility, delta int) {
 	if !st.hasOwnTerms() {
 		return
 	}
@@ -292,13 +291,11 @@ func (st *podState) countPod(snap *snapshot.Snapshot, pod *snapshot.PodInfo, nod
 			countDomain(st.antiAffinityCounts, node, info.RequiredAntiAffinityTerms[i].TopologyKey, delta)
 		}
 	}
-	if spreadEligible {
-		for i := range st.spread {
-			// Terminating pods do not count; looked at last, as reading the
-			// pod is what costs most here.
-			if match.spreadSelectors[i] && pod.Pod.DeletionTimestamp == nil {
-				st.spread[i].domains.add(node.Labels[st.spread[i].topologyKey], delta)
-			}
+	for i := range st.spread {
+		// Terminating pods do not count; looked at last, as reading the
+		// pod is what costs most here.
+		if match.spreadSelectors[i] && st.spread[i].counts(eligible) && pod.Pod.DeletionTimestamp == nil {
+			st.spread[i].domains.add(node.Labels[st.spread[i].topologyKey], delta)
 		}
 	}
 }
@@ -411,26 +408,41 @@ func matchesAllTerms(snap *snapshot.Snapshot, terms []snapshot.AffinityTerm, pod
 	return true
 }
 
-// spreadEligible tells whether a node's domains count for topology spread:
-// it has every topology key and passes the inclusion policies.
-func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
+// spreadEligibility is what decides which spread constraints a node's
+// domains count for, as kube-scheduler's PodTopologySpread decides it: a
+// node counts for none unless it has every constraint's topology key, and
+// then for each constraint whose inclusion policies it passes.
+type spreadEligibility struct {
+	keys, affinity, taints bool
+}
+
+// counts tells whether a node of that eligibility counts for the
+// constraint.
+func (c *spreadConstraint) counts(e spreadEligibility) bool {
+	return e.keys && (e.affinity || !c.honorNodeAffinity) && (e.taints || !c.honorNodeTaints)
+}
+
+// spreadEligibility tells which of the group's spread constraints a node
+// counts for.
+func (st *podState) spreadEligibility(logger klog.Logger, node *corev1.Node) spreadEligibility {
+	var honorAffinity, honorTaints bool
 	for i := range st.spread {
-		constraint := &st.spread[i]
-		if _, ok := node.Labels[constraint.topologyKey]; !ok {
-			return false
+		if _, ok := node.Labels[st.spread[i].topologyKey]; !ok {
+			return spreadEligibility{}
 		}
-		if constraint.honorNodeAffinity {
-			if match, err := st.nodeAffinity.Match(node); err != nil || !match {
-				return false
-			}
-		}
-		if constraint.honorNodeTaints {
-			if _, untolerated := findUntoleratedTaint(logger, node, st.info.Pod.Spec.Tolerations); untolerated {
-				return false
-			}
-		}
+		honorAffinity = honorAffinity || st.spread[i].honorNodeAffinity
+		honorTaints = honorTaints || st.spread[i].honorNodeTaints
 	}
-	return true
+	e := spreadEligibility{keys: len(st.spread) > 0, affinity: true, taints: true}
+	if honorAffinity {
+		match, err := st.nodeAffinity.Match(node)
+		e.affinity = err == nil && match
+	}
+	if honorTaints {
+		_, untolerated := findUntoleratedTaint(logger, node, st.info.Pod.Spec.Tolerations)
+		e.taints = !untolerated
+	}
+	return e
 }
 
 // groupState is what the predicates need for a pod group: the states of

@@ -279,6 +279,24 @@ func TestPredicates(t *testing.T) {
 				func(pod *corev1.Pod) { pod.Spec.TopologySpreadConstraints[0].MinDomains = ptr.To[int32](2) }), node: "n1",
 			wantReasons: []string{"node(s) didn't match pod topology spread constraints"},
 		},
+		{
+			// Found by the scheduler agreement harness: kube-scheduler applies
+			// each constraint's inclusion policies to that constraint only.
+			name: "a tainted node counts for the constraints that do not honor taints",
+			nodes: []*corev1.Node{
+				st.Node("n1", "2", "4Gi", zoneA, st.WithTaint("dedicated", "db", corev1.TaintEffectNoSchedule)),
+				st.Node("n2", "2", "4Gi", zoneB),
+			},
+			pods: []*corev1.Pod{st.Pod("web-0", "", "", st.OnNode("n2"), st.WithPodLabels("app", "web"))},
+			pod: st.Pod("web-1", "1", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web"),
+				func(pod *corev1.Pod) {
+					hostSpread := pod.Spec.TopologySpreadConstraints[0]
+					hostSpread.TopologyKey, hostSpread.MaxSkew = corev1.LabelHostname, 5
+					hostSpread.NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
+					pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, hostSpread)
+				}), node: "n2",
+			wantReasons: []string{"node(s) didn't match pod topology spread constraints"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -502,8 +502,7 @@ func (s *Scheduler) catchUp(st *podState) *podState {
 		}
 		switch {
 		case c.pod != nil:
-			eligible := len(st.spread) > 0 && st.spreadEligible(s.logger, c.node)
-			st.countPod(s.snap, c.pod, c.node, eligible, 1)
+			st.countPod(s.snap, c.pod, c.node, st.spreadEligibility(s.logger, c.node), 1)
 		case c.removed:
 			st.removeNode(s.logger, s.snap, c.node, c.pods)
 		default:
