@@ -450,6 +450,8 @@ func (st *podState) spreadEligibility(logger klog.Logger, node *corev1.Node) spr
 type groupState struct {
 	terms, labels *podState
 	self          *selfTerms
+	// volumes is nil for groups without claims.
+	volumes *podVolumes
 }
 
 // check runs the predicates in kube-scheduler's filter order for a pod of
@@ -477,6 +479,11 @@ func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapsh
 	}
 	if unfit := insufficientResources(group.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
 		return unfit, true
+	}
+	if gs.volumes != nil {
+		if reason := gs.volumes.check(nodeInfo); reason != "" {
+			return append(reasons, reason), true
+		}
 	}
 	if reason := gs.terms.checkSpread(node, gs.self); reason != "" {
 		return append(reasons, reason), false
