@@ -25,7 +25,7 @@ var (
 	agreementSeed         = flag.Uint64("e2e.agreement-seed", 1, "First seed of the scheduler agreement spec")
 	agreementRuns         = flag.Int("e2e.agreement-runs", 1, "Seeds the scheduler agreement spec runs, from -e2e.agreement-seed on")
 	agreementNodesPerKind = flag.Int("e2e.agreement-nodes-per-kind", 6, "Largest number of nodes of one kind in the scheduler agreement spec's clusters")
-	agreementVolumes      = flag.Bool("e2e.agreement-volumes", false, "Generate volumes in the scheduler agreement spec")
+	agreementVolumes      = flag.Bool("e2e.agreement-volumes", true, "Generate volumes (claims, persistent volumes, storage classes, CSI attach limits) in the scheduler agreement spec")
 )
 
 // SchedulerAgreementSpecInput is the input of SchedulerAgreementSpec.

@@ -54,23 +54,7 @@ type KnownDifference struct {
 }
 
 // KnownDifferences are the known differences, checked in order.
-var KnownDifferences = []KnownDifference{
-	{
-		Name: "volumes",
-		Why: "the simulator of this branch has no volume predicates yet (bound volumes' node affinity, " +
-			"WaitForFirstConsumer claims, CSI attach limits): it places pods with claims as if they had none",
-		Explains: func(d Disagreement) bool { return hasClaims(d.Pod) },
-	},
-}
-
-func hasClaims(pod *corev1.Pod) bool {
-	for _, volume := range pod.Spec.Volumes {
-		if volume.PersistentVolumeClaim != nil || volume.Ephemeral != nil {
-			return true
-		}
-	}
-	return false
-}
+var KnownDifferences = []KnownDifference{}
 
 // feasibility is what kube-scheduler decided for one pod.
 type feasibility interface {
