@@ -119,7 +119,7 @@ perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on th
 
 .PHONY: agreement
 agreement: e2e-binaries build ## Compare kube-scheduler's and the simulator's feasible nodes on 5,000 generated pods for each of 3 seeds (docs/simulation.md; AGREEMENT_ARGS for flags).
-	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.focus="Scheduler agreement" -e2e.manager=$(BIN)/manager \
+	go test -v -tags e2e -timeout 60m ./e2e/ -args -ginkgo.focus="Scheduler agreement" -e2e.manager=$(BIN)/manager \
 		-e2e.agreement-pods=5000 -e2e.agreement-runs=3 -e2e.agreement-nodes-per-kind=12 $(AGREEMENT_ARGS)
 
 .PHONY: compare-karpenter
