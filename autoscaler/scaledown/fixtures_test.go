@@ -48,6 +48,8 @@ type cluster struct {
 	// cachedPods are pods as the controller's cache keeps them.
 	cachedPods []*snapshot.Pod
 	pdbs       []*policyv1.PodDisruptionBudget
+	claims     []*corev1.PersistentVolumeClaim
+	volumes    []*corev1.PersistentVolume
 	outside    []string
 }
 
@@ -73,7 +75,11 @@ func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
 	if configure != nil {
 		configure(group)
 	}
-	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, CachedPods: c.cachedPods, PodDisruptionBudgets: c.pdbs, NodeGroups: []nodegroups.NodeGroup{group}})
+	return snapshot.New(snapshot.Input{
+		Nodes: c.nodes, Pods: c.pods, CachedPods: c.cachedPods, PodDisruptionBudgets: c.pdbs,
+		PersistentVolumeClaims: c.claims, PersistentVolumes: c.volumes,
+		NodeGroups: []nodegroups.NodeGroup{group},
+	})
 }
 
 func contains(names []string, name string) bool {

@@ -26,6 +26,21 @@ func busyAndIdle(idlePodOpts ...st.PodOption) cluster {
 	}
 }
 
+// zonalVolume is busyAndIdle with busy in zone a and idle in zone b, and
+// the idle pod's volume reachable from the given zone only.
+func zonalVolume(zone string) cluster {
+	return cluster{
+		nodes: []*corev1.Node{
+			node("busy", st.WithNodeLabels(corev1.LabelTopologyZone, "a")),
+			node("idle", st.WithNodeLabels(corev1.LabelTopologyZone, "b")),
+		},
+		pods:   []*corev1.Pod{pod("busy-0", "3", "busy"), pod("idle-0", "500m", "idle", st.WithClaims("data"))},
+		claims: []*corev1.PersistentVolumeClaim{st.BoundClaim("data", "pv-data")},
+		volumes: []*corev1.PersistentVolume{st.PersistentVolume("pv-data",
+			st.BoundTo("data"), st.RequiringNode(corev1.LabelTopologyZone, zone))},
+	}
+}
+
 // twoGPUNodes are two idle nodes with one nvidia.com/gpu each.
 func twoGPUNodes() cluster {
 	return cluster{nodes: []*corev1.Node{
@@ -193,6 +208,18 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			},
 			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonNoPlaceToMovePods},
 			wantMessage: "Insufficient cpu",
+		},
+		{
+			name:        "a pod whose volume cannot be reached from the node with room stays",
+			cluster:     zonalVolume("b"),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonNoPlaceToMovePods},
+			wantMessage: "didn't match PersistentVolume's node affinity",
+		},
+		{
+			name:      "a pod whose volume the node with room reaches moves",
+			cluster:   zonalVolume("a"),
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
 		{
 			name: "pods below the priority cutoff need no place and never block",
