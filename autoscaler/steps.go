@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -214,11 +215,41 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 	if err := s.listPods(ctx, &in); err != nil {
 		return in, fmt.Errorf("listing pods of the cluster: %w", err)
 	}
+	s.readStorage(ctx, &in)
 	in.Nodes = pointers(nodes.Items)
 	in.DaemonSets = pointers(daemonSets.Items)
 	in.PodDisruptionBudgets = pointers(pdbs.Items)
 	in.Namespaces = pointers(namespaces.Items)
 	return in, nil
+}
+
+// readStorage lists the storage objects the volume predicates read into
+// in. A failure does not stop the loop: pods without claims are simulated
+// as usual, and those with claims are reported as not evaluated.
+func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
+	var (
+		claims   corev1.PersistentVolumeClaimList
+		volumes  corev1.PersistentVolumeList
+		classes  storagev1.StorageClassList
+		csiNodes storagev1.CSINodeList
+	)
+	for _, list := range []struct {
+		what string
+		list client.ObjectList
+	}{
+		{"PersistentVolumeClaims", &claims}, {"PersistentVolumes", &volumes},
+		{"StorageClasses", &classes}, {"CSINodes", &csiNodes},
+	} {
+		if err := s.opts.Cluster.List(ctx, list.list, client.UnsafeDisableDeepCopy); err != nil {
+			in.StorageError = fmt.Errorf("listing %s of the cluster: %w", list.what, err)
+			klog.FromContext(ctx).Error(err, "Cannot read the storage objects of the cluster; pods with volume claims will not be simulated", "kind", list.what)
+			return
+		}
+	}
+	in.PersistentVolumeClaims = pointers(claims.Items)
+	in.PersistentVolumes = pointers(volumes.Items)
+	in.StorageClasses = pointers(classes.Items)
+	in.CSINodes = pointers(csiNodes.Items)
 }
 
 // listPods lists the pods into in: from a PodLister as its cache keeps

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -23,6 +24,8 @@ const (
 	GPUCountAnnotation      = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
 	LabelsAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/labels"
 	TaintsAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/taints"
+	// CSIDriverAnnotation gives CSI attach limits, "driver=count,...".
+	CSIDriverAnnotation = snapshot.AttachLimitsAnnotation
 )
 
 // DefaultGPUResource is the resource GPUs are counted as when the gpu-type
@@ -40,6 +43,8 @@ type Hints struct {
 	Labels map[string]string
 	// Taints are the taints annotation.
 	Taints []corev1.Taint
+	// AttachLimits are the CSI attach limits of the csi-driver annotation.
+	AttachLimits snapshot.AttachLimits
 }
 
 // ParseHints reads the capacity annotations of the object id names. It fails
@@ -55,6 +60,11 @@ func ParseHints(id string, annotations map[string]string) (Hints, error) {
 	}
 	if hints.Taints, err = taintsFromAnnotation(id, annotations); err != nil {
 		return Hints{}, err
+	}
+	if value, ok := annotations[CSIDriverAnnotation]; ok {
+		if hints.AttachLimits, err = snapshot.ParseAttachLimits(value); err != nil {
+			return Hints{}, &scalable.AnnotationError{ID: id, Annotation: CSIDriverAnnotation, Value: value, Reason: err.Error()}
+		}
 	}
 	return hints, nil
 }

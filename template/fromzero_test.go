@@ -64,6 +64,7 @@ var _ = Describe("FromZero", func() {
 			GPUCountAnnotation:      "2",
 			LabelsAnnotation:        "pool=gpu,example.com/tier=batch",
 			TaintsAnnotation:        "nvidia.com/gpu=present:NoSchedule",
+			CSIDriverAnnotation:     "ebs.csi.aws.com=25",
 		}
 		source.template.Spec.FailureDomain = "zone-b"
 		source.template.Spec.Taints = []clusterv1.MachineTaint{{
@@ -102,6 +103,7 @@ var _ = Describe("FromZero", func() {
 			corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute},
 			corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule},
 		))
+		Expect(node.Annotations).To(HaveKeyWithValue(CSIDriverAnnotation, "ebs.csi.aws.com=25"), "the simulator reads the attach limits there")
 	})
 
 	It("builds a node from the infrastructure template's status", func() {

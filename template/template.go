@@ -87,8 +87,13 @@ func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hi
 	}
 	maps.Copy(labels, hints.Labels)
 
+	var annotations map[string]string
+	if len(hints.AttachLimits) > 0 {
+		// The simulator reads the limits from the template node.
+		annotations = map[string]string{CSIDriverAnnotation: hints.AttachLimits.String()}
+	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec:       corev1.NodeSpec{Taints: templateTaints(source, hints.Taints)},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,

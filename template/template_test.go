@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -29,16 +30,18 @@ func (s *fakeSource) MachineTemplate() clusterv1.MachineTemplateSpec { return s.
 func TestParseHints(t *testing.T) {
 	g := NewWithT(t)
 	hints, err := ParseHints(testID, map[string]string{
-		CPUAnnotation:    "4",
-		LabelsAnnotation: "pool=gpu",
-		TaintsAnnotation: "dedicated=gpu:NoSchedule",
+		CPUAnnotation:       "4",
+		LabelsAnnotation:    "pool=gpu",
+		TaintsAnnotation:    "dedicated=gpu:NoSchedule",
+		CSIDriverAnnotation: "ebs.csi.aws.com=25",
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(hints.Capacity).To(HaveKeyWithValue(corev1.ResourceCPU, BeComparableTo(resource.MustParse("4"))))
 	g.Expect(hints.Labels).To(Equal(map[string]string{"pool": "gpu"}))
 	g.Expect(hints.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}))
+	g.Expect(hints.AttachLimits).To(Equal(snapshot.AttachLimits{"ebs.csi.aws.com": 25}))
 
-	for _, annotation := range []string{CPUAnnotation, LabelsAnnotation, TaintsAnnotation} {
+	for _, annotation := range []string{CPUAnnotation, LabelsAnnotation, TaintsAnnotation, CSIDriverAnnotation} {
 		_, err := ParseHints(testID, map[string]string{annotation: "abc"})
 		expectAnnotationError(g, err, annotation)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -77,6 +78,43 @@ func syntheticCluster(nodes, nodeGroups int) snapshot.Input {
 	return in
 }
 
+const benchmarkDriver = "ebs.csi.example.com"
+
+// withVolumes gives the synthetic cluster volumes: every node a CSI attach
+// limit of 25, every tenth running pod a CSI volume in its node's zone,
+// the pods of one pending Deployment in ten a claim each bound to a zonal
+// volume (as StatefulSet pods have), and of another one in ten a claim of
+// a WaitForFirstConsumer class limited to two zones. Pods with claims of
+// their own are pod groups of their own: the costly case.
+func withVolumes(in snapshot.Input) snapshot.Input {
+	in.StorageClasses = []*storagev1.StorageClass{st.StorageClass("two-zones", benchmarkDriver, storagev1.VolumeBindingWaitForFirstConsumer, "zone-0", "zone-1")}
+	zoneOf := map[string]string{}
+	for _, node := range in.Nodes {
+		zoneOf[node.Name] = node.Labels[corev1.LabelTopologyZone]
+		in.CSINodes = append(in.CSINodes, st.CSINode(node.Name, benchmarkDriver, 25))
+	}
+	bind := func(pod *corev1.Pod, zone string) {
+		claim, volume := "data-"+pod.Name, "pv-"+pod.Name
+		st.WithClaims(claim)(pod)
+		in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, st.BoundClaim(claim, volume))
+		in.PersistentVolumes = append(in.PersistentVolumes, st.PersistentVolume(volume,
+			st.BoundTo(claim), st.CSIVolume(benchmarkDriver), st.RequiringNode(corev1.LabelTopologyZone, zone)))
+	}
+	for i, pod := range in.Pods {
+		switch owner := pod.OwnerReferences[0].Name; {
+		case pod.Spec.NodeName != "" && i%10 == 0:
+			bind(pod, zoneOf[pod.Spec.NodeName])
+		case owner == "pending-5" || owner == "pending-15" || owner == "pending-25" || owner == "pending-35" || owner == "pending-45":
+			bind(pod, fmt.Sprintf("zone-%d", i%3))
+		case owner == "pending-6" || owner == "pending-16" || owner == "pending-26" || owner == "pending-36" || owner == "pending-46":
+			claim := "scratch-" + pod.Name
+			st.WithClaims(claim)(pod)
+			in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, st.UnboundClaim(claim, "two-zones"))
+		}
+	}
+	return in
+}
+
 func withRequiredAntiAffinity(topologyKey, key, value string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
@@ -110,28 +148,36 @@ func BenchmarkScaleUp(b *testing.B) {
 		{Nodes: 10000, Groups: benchmark.DefaultGroups},
 	} {
 		b.Run(size.Name(podsPerNode), func(b *testing.B) {
-			in := syntheticCluster(size.Nodes, size.Groups)
-			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-			s, err := scaleup.New(options(func(o *scaleup.Options) {
-				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
-				o.BalanceSimilarNodeGroups = true
-			}))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			var plan *scaleup.Plan
-			cpu := benchmark.StartCPU(b)
-			for b.Loop() {
-				plan = s.Plan(ctx, snapshot.New(in), scaleup.State{})
-			}
-			// CPU time, garbage collection included, tells the cost of a
-			// decision even when other processes share the machine.
-			cpu.Report()
-			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
-			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
+			benchmarkScaleUp(b, syntheticCluster(size.Nodes, size.Groups))
 		})
 	}
+	// Volumes make pods with claims of their own groups of one.
+	b.Run(benchmark.ClusterSize{Nodes: 1000, Groups: benchmark.DefaultGroups}.Name(podsPerNode)+"/volumes", func(b *testing.B) {
+		benchmarkScaleUp(b, withVolumes(syntheticCluster(1000, benchmark.DefaultGroups)))
+	})
+}
+
+// benchmarkScaleUp measures decisions on in.
+func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
+	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+	s, err := scaleup.New(options(func(o *scaleup.Options) {
+		o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
+		o.BalanceSimilarNodeGroups = true
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var plan *scaleup.Plan
+	cpu := benchmark.StartCPU(b)
+	for b.Loop() {
+		plan = s.Plan(ctx, snapshot.New(in), scaleup.State{})
+	}
+	// CPU time, garbage collection included, tells the cost of a
+	// decision even when other processes share the machine.
+	cpu.Report()
+	b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
+	b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
 }
 
 // BenchmarkScaleUpPlan measures planning alone on a snapshot built once,

@@ -23,9 +23,10 @@ type PodGroup struct {
 	info         *snapshot.PodInfo
 	first        *corev1.Pod
 	nodeAffinity nodeaffinity.RequiredNodeAffinity
-	// self is how the pods match their own terms, known once the
-	// scheduler first looks at the group.
-	self *selfTerms
+	// self is how the pods match their own terms, and volumes what their
+	// claims need, known once the scheduler first looks at the group.
+	self    *selfTerms
+	volumes *podVolumes
 	// interPod is true when whether a pod fits depends on where other pods
 	// are beyond the node's own resources: pod affinity or topology spread.
 	// Placing pods can make such a group fit a node it did not fit before.
@@ -117,7 +118,7 @@ func controllerUID(pod *corev1.Pod) types.UID {
 // sameSchedulingSpec compares everything the simulator looks at. Labels
 // matter because a pod may match its own affinity or spread selectors.
 func sameSchedulingSpec(a, b *corev1.Pod) bool {
-	if a.Namespace != b.Namespace || a.Spec.NodeName != b.Spec.NodeName ||
+	if a.Namespace != b.Namespace || a.Spec.NodeName != b.Spec.NodeName || !sameClaims(a, b) ||
 		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Spec.NodeSelector, b.Spec.NodeSelector) ||
 		len(a.Spec.Containers) != len(b.Spec.Containers) || len(a.Spec.InitContainers) != len(b.Spec.InitContainers) {
 		return false
@@ -144,6 +145,28 @@ func sameSchedulingSpec(a, b *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// sameClaims tells whether two pods use the same claims. Pods with
+// generic ephemeral volumes never do: each has claims of its own, which
+// count against attach limits apart.
+func sameClaims(a, b *corev1.Pod) bool {
+	claimsOf := func(pod *corev1.Pod) ([]string, bool) {
+		var claims []string
+		for i := range pod.Spec.Volumes {
+			volume := &pod.Spec.Volumes[i]
+			if volume.Ephemeral != nil {
+				return nil, false
+			}
+			if volume.PersistentVolumeClaim != nil {
+				claims = append(claims, volume.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		return claims, true
+	}
+	claimsA, okA := claimsOf(a)
+	claimsB, okB := claimsOf(b)
+	return okA && okB && slices.Equal(claimsA, claimsB)
 }
 
 // sameRequests is equality.Semantic.DeepEqual for resource lists, without
@@ -206,6 +229,9 @@ func fitKey(group *PodGroup) string {
 	}
 	for _, port := range group.info.HostPorts {
 		b = fmt.Appendf(b, "p%s/%s/%d", port.IP, port.Protocol, port.Port)
+	}
+	for _, claim := range group.info.Claims {
+		b = fmt.Appendf(b, "c%s/%t", claim.Name, claim.Ephemeral)
 	}
 	requests := group.info.Requests
 	b = fmt.Appendf(b, "r%d", requests.EphemeralStorage)

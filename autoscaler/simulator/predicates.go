@@ -438,6 +438,8 @@ func (st *podState) spreadEligible(logger klog.Logger, node *corev1.Node) bool {
 type groupState struct {
 	terms, labels *podState
 	self          *selfTerms
+	// volumes is nil for groups without claims.
+	volumes *podVolumes
 }
 
 // check runs the predicates in kube-scheduler's filter order for a pod of
@@ -465,6 +467,11 @@ func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapsh
 	}
 	if unfit := insufficientResources(group.info.Requests, nodeInfo, reasons); len(unfit) > 0 {
 		return unfit, true
+	}
+	if gs.volumes != nil {
+		if reason := gs.volumes.check(nodeInfo); reason != "" {
+			return append(reasons, reason), true
+		}
 	}
 	if reason := gs.terms.checkSpread(node, gs.self); reason != "" {
 		return append(reasons, reason), false

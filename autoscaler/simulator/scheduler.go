@@ -64,6 +64,9 @@ type Scheduler struct {
 	resyncs int
 	// forks saves the cache at each Fork; len(forks) is the fork level.
 	forks []savedCache
+	// volumes resolves claims against the snapshot's storage objects,
+	// which simulations do not change.
+	volumes *volumeIndex
 }
 
 // partStates are the states of one part, keyed by the parsed pod of the
@@ -119,6 +122,7 @@ func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 		states:    newPartStates(),
 		stateKeys: [partCount]map[*snapshot.PodInfo]*snapshot.PodInfo{{}, {}},
 		keys:      map[string]*snapshot.PodInfo{},
+		volumes:   newVolumeIndex(snap.Storage()),
 	}
 	s.resync()
 	return s
@@ -449,7 +453,10 @@ func (s *Scheduler) state(group *PodGroup) groupState {
 	if group.self == nil {
 		group.self = terms.selfTermsOf(s.snap, group.info.Pod)
 	}
-	return groupState{terms: terms, labels: labels, self: group.self}
+	if group.volumes == nil && len(group.info.Claims) > 0 {
+		group.volumes = s.volumes.resolve(group.info)
+	}
+	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes}
 }
 
 // partState returns a part of the group's state, up to date.

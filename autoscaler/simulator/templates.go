@@ -29,27 +29,48 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 		if snap.Template(group.ID()) != nil {
 			continue
 		}
-		example := templateMember(snap, group)
-		if example == nil {
+		var example *corev1.Node
+		var limits snapshot.AttachLimits
+		if member := templateMember(snap, group); member != nil {
+			example, limits = member.Node(), member.AttachLimits()
+		} else {
 			var err error
 			if example, err = group.TemplateNode(ctx); err != nil {
 				failed[group.ID()] = err
 				continue
 			}
+			if limits, err = templateAttachLimits(example); err != nil {
+				failed[group.ID()] = err
+				continue
+			}
 		}
 		node := rules.TemplateNode(example, group.ID())
-		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets()))
-		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable)
+		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets()).WithAttachLimits(limits))
+		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable, "attachLimits", limits)
 	}
 	return failed
 }
 
+// templateAttachLimits reads the CSI attach limits a template node of a
+// group without nodes carries (snapshot.AttachLimitsAnnotation).
+func templateAttachLimits(node *corev1.Node) (snapshot.AttachLimits, error) {
+	value, ok := node.Annotations[snapshot.AttachLimitsAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	limits, err := snapshot.ParseAttachLimits(value)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", snapshot.AttachLimitsAnnotation, err)
+	}
+	return limits, nil
+}
+
 // templateMember returns the first registered member of the group that
 // shows what a new node would be, or nil.
-func templateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *corev1.Node {
+func templateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *snapshot.NodeInfo {
 	for _, name := range snap.RegisteredNodes(group.ID()) {
 		if nodeInfo := snap.NodeInfo(name); nodeInfo != nil && nodefacts.UsableAsTemplate(nodeInfo.Node()) {
-			return nodeInfo.Node()
+			return nodeInfo
 		}
 	}
 	return nil

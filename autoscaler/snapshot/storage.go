@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,6 +46,16 @@ func ParseAttachLimits(value string) (AttachLimits, error) {
 		limits[driver] = n
 	}
 	return limits, nil
+}
+
+// String formats the limits as AttachLimitsAnnotation does, drivers in
+// order.
+func (l AttachLimits) String() string {
+	pairs := make([]string, 0, len(l))
+	for _, driver := range slices.Sorted(maps.Keys(l)) {
+		pairs = append(pairs, driver+"="+strconv.Itoa(l[driver]))
+	}
+	return strings.Join(pairs, ",")
 }
 
 // attachLimitsOf reads the limits a CSINode reports.

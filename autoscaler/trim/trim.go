@@ -85,7 +85,7 @@ func (t *Transformer) Pod(pod *corev1.Pod) *snapshot.Pod {
 		Resources:                     spec.Resources,
 		HostNetwork:                   spec.HostNetwork,
 		TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
-		Volumes:                       localVolumes(spec.Volumes),
+		Volumes:                       engineVolumes(spec.Volumes),
 		Containers:                    containers(spec.Containers),
 		InitContainers:                containers(spec.InitContainers),
 	}
@@ -170,13 +170,19 @@ func containers(in []corev1.Container) []corev1.Container {
 	return out
 }
 
-// localVolumes are the emptyDir and hostPath volumes, which decide
-// whether a pod may be moved.
-func localVolumes(in []corev1.Volume) []corev1.Volume {
+// engineVolumes are the volumes the engine reads: emptyDir and hostPath
+// volumes, which decide whether a pod may be moved, and the claims, which
+// decide where it fits. Of a generic ephemeral volume only its name
+// matters: it names the pod's claim.
+func engineVolumes(in []corev1.Volume) []corev1.Volume {
 	var out []corev1.Volume
 	for _, volume := range in {
-		if volume.EmptyDir != nil || volume.HostPath != nil {
-			out = append(out, corev1.Volume{Name: volume.Name, VolumeSource: corev1.VolumeSource{EmptyDir: volume.EmptyDir, HostPath: volume.HostPath}})
+		kept := corev1.VolumeSource{EmptyDir: volume.EmptyDir, HostPath: volume.HostPath, PersistentVolumeClaim: volume.PersistentVolumeClaim}
+		if volume.Ephemeral != nil {
+			kept.Ephemeral = &corev1.EphemeralVolumeSource{}
+		}
+		if kept != (corev1.VolumeSource{}) {
+			out = append(out, corev1.Volume{Name: volume.Name, VolumeSource: kept})
 		}
 	}
 	return out

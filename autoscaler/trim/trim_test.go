@@ -74,6 +74,8 @@ func deploymentPod(name string) *corev1.Pod {
 				{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 				}}}},
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-web-0"}}},
+				{Name: "work", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}}}},
 			},
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 		},
@@ -112,8 +114,11 @@ func TestPodKeepsWhatTheEngineDecidesOn(t *testing.T) {
 	g.Expect(compact.Controller()).To(Equal(&pod.OwnerReferences[0]))
 	g.Expect(full.Labels).To(Equal(pod.Labels), "selectors of PDBs, affinity and spreading match labels")
 	g.Expect(full.Annotations).To(Equal(map[string]string{scaledown.SafeToEvictLocalVolumesAnnotation: "scratch"}))
-	g.Expect(full.Spec.Volumes).To(HaveLen(2), "the emptyDir and hostPath volumes, which block a move")
+	g.Expect(full.Spec.Volumes).To(HaveLen(4), "the emptyDir and hostPath volumes, which block a move, and the claims, which decide where the pod fits")
 	g.Expect(full.Spec.Volumes[1].HostPath).To(Equal(pod.Spec.Volumes[1].HostPath))
+	g.Expect(full.Spec.Volumes[2].PersistentVolumeClaim).To(Equal(pod.Spec.Volumes[3].PersistentVolumeClaim))
+	g.Expect(full.Spec.Volumes[3].Name).To(Equal("work"), "a generic ephemeral volume's name names its claim")
+	g.Expect(full.Spec.Volumes[3].Ephemeral).NotTo(BeNil())
 	g.Expect(full.Status.Phase).To(Equal(corev1.PodRunning))
 	g.Expect(full.CreationTimestamp).To(Equal(pod.CreationTimestamp))
 

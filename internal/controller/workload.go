@@ -23,8 +23,9 @@ import (
 
 // WorkloadCacheOptions are the options of the caches the ClusterCache keeps
 // per workload cluster. The engine only reads Nodes, Pods, DaemonSets,
-// PodDisruptionBudgets and Namespaces, and informers start on first read, so
-// nothing else is cached. Managed fields are dropped from every object;
+// PodDisruptionBudgets, Namespaces and the storage objects of volumes
+// (claims, persistent volumes, storage classes, CSINodes), and informers
+// start on first read, so nothing else is cached. Managed fields are dropped from every object;
 // Nodes are trimmed to what the engine reads. Pods, the bulk of the cache,
 // are kept as snapshot.Pods (see trim), which only the pod informer's store
 // and handlers can read: client.Reader cannot Get or List them. Pods that
