@@ -77,6 +77,7 @@ func MissingClaimSpec(ctx context.Context, inputGetter func() MissingClaimSpecIn
 			events := PodEvents(g, workload, namespace.Name, "NotTriggerScaleUp")[pods[0].Name]
 			g.Expect(EventMessages(events)).To(ContainElement(ContainSubstring(`persistentvolumeclaim "missing" not found`)))
 		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		expectNotTriggerReason(mgmt, ca, `persistentvolumeclaim "missing" not found`)
 		// A few more loops: the pod stays pending and the group at 0.
 		Consistently(func(g Gomega) {
 			g.Expect(Replicas(g, mgmt, md)).To(BeZero())
