@@ -138,7 +138,9 @@ type CreateBoundClaimsInput struct {
 // CreateBoundClaims creates claims bound to PersistentVolumes of a CSI
 // driver, the way a statically provisioned volume is reserved for a claim:
 // the volume's claimRef names the claim, the claim's volumeName names the
-// volume, and kube-controller-manager's PV controller completes the binding.
+// volume, and kube-controller-manager's PV controller completes the binding
+// (a claim created already bound, with the bind-completed annotation, is
+// marked Lost if the controller syncs it before it knows the volume).
 // It waits until every claim is Bound, and deletes the volumes after the
 // spec (the claims go with the namespace). It returns the volumes by claim.
 func CreateBoundClaims(ctx context.Context, input CreateBoundClaimsInput) map[string]*corev1.PersistentVolume {
