@@ -57,3 +57,21 @@ var _ = Describe("Mixed burst", Label("ci"), func() {
 var _ = Describe("Scheduler agreement", Label("ci"), func() {
 	SchedulerAgreementSpec(ctx, agreementInput)
 })
+
+var _ = Describe("Zonal StatefulSet", Label("ci"), func() {
+	ZonalStatefulSetSpec(ctx, func() ZonalStatefulSetSpecInput {
+		return ZonalStatefulSetSpecInput{Stack: stack}
+	})
+})
+
+var _ = Describe("CSI attach limit", Label("ci"), func() {
+	CSIAttachLimitSpec(ctx, func() CSIAttachLimitSpecInput {
+		return CSIAttachLimitSpecInput{Stack: stack}
+	})
+})
+
+var _ = Describe("Missing claim", Label("ci"), func() {
+	MissingClaimSpec(ctx, func() MissingClaimSpecInput {
+		return MissingClaimSpecInput{Stack: stack}
+	})
+})
