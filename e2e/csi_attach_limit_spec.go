@@ -16,6 +16,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
 
 // CSIAttachLimitSpecInput is the input of CSIAttachLimitSpec.
@@ -30,9 +31,6 @@ const (
 	attachLimit  = 2
 )
 
-// csiDriverAnnotation tells the attach limits of a node group's Nodes when
-// it has none to learn them from: "driver=count[,driver=count]".
-const csiDriverAnnotation = "capacity.cluster-autoscaler.kubernetes.io/csi-driver"
 
 // CSIAttachLimitSpec shows a node group growing for pods whose volumes
 // exceed what one Node can attach, although their cpu would fit on one
@@ -124,7 +122,7 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 	It("grows a group from zero by the attach limit of its csi-driver annotation", func() {
 		By("Creating a node group of 4-core machines at 0, 0 to 4, whose annotation says they attach 2 volumes of the driver")
 		annotations := SizeAnnotations(0, 4)
-		annotations[csiDriverAnnotation] = fmt.Sprintf("%s=%d", attachDriver, attachLimit)
+		annotations[template.CSIDriverAnnotation] = fmt.Sprintf("%s=%d", attachDriver, attachLimit)
 		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers", Replicas: ptr.To[int32](0),
 			Annotations: annotations, Machine: machine,
