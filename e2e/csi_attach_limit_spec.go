@@ -31,7 +31,6 @@ const (
 	attachLimit  = 2
 )
 
-
 // CSIAttachLimitSpec shows a node group growing for pods whose volumes
 // exceed what one Node can attach, although their cpu would fit on one
 // Node: 4 pods with a volume each, on 4-core Nodes that attach 2 volumes of
