@@ -280,12 +280,16 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 	It("does not block its deletion for long on an unreachable workload cluster", func() {
 		deleteClusterAutoscaler(unreachableCA)
 
-		warnings := &eventsv1.EventList{}
-		Expect(k8sClient.List(ctx, warnings, client.InNamespace(unreachableCA.Namespace))).To(Succeed())
-		Expect(warnings.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-			"Type":   Equal(corev1.EventTypeWarning),
-			"Reason": Equal(autoscalingv1alpha1.WorkloadClusterUnreachableReason),
-		})))
+		// Events are sent in the background: the deletion may be done
+		// before its warning is written.
+		Eventually(func(g Gomega) {
+			warnings := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, warnings, client.InNamespace(unreachableCA.Namespace))).To(Succeed())
+			g.Expect(warnings.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":   Equal(corev1.EventTypeWarning),
+				"Reason": Equal(autoscalingv1alpha1.WorkloadClusterUnreachableReason),
+			})))
+		}).Should(Succeed())
 	})
 
 	It("removes the delete-machine annotations a crash left before starting its engine, and keeps those of scale-downs under way", func() {
