@@ -34,10 +34,11 @@ type Options struct {
 	Config      Config
 	// NodeGroups discovers the node groups of the cluster.
 	NodeGroups nodegroups.Provider
-	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets and
-	// namespaces of the cluster, usually from a cache; the objects are
-	// treated as read-only. When it is also a PodLister, pods are read
-	// through ListPods.
+	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets,
+	// namespaces and the storage objects (PersistentVolumeClaims,
+	// PersistentVolumes, StorageClasses, CSINodes) of the cluster, usually
+	// from a cache; the objects are treated as read-only. When it is also
+	// a PodLister, pods are read through ListPods.
 	Cluster client.Reader
 	// Clientset changes the cluster: it taints nodes and evicts pods on
 	// scale-down.
@@ -55,6 +56,9 @@ type Options struct {
 	OnStatus func(Status)
 	// LoopTimeout bounds one loop; DefaultLoopTimeout when zero.
 	LoopTimeout time.Duration
+	// StorageReadTimeout bounds the reads of the storage objects in a
+	// loop; DefaultStorageReadTimeout when zero.
+	StorageReadTimeout time.Duration
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a
@@ -62,6 +66,12 @@ type Options struct {
 // informer that cannot sync because RBAC forbids its list. Failing it shows
 // the cause on the status, where waiting would stop autoscaling silently.
 const DefaultLoopTimeout = 2 * time.Minute
+
+// DefaultStorageReadTimeout bounds the reads of the storage objects. The
+// loop goes on without them when they time out: only pods with claims
+// need them, and a cache's informer that RBAC keeps from syncing would
+// otherwise hold every loop until LoopTimeout, stopping all autoscaling.
+const DefaultStorageReadTimeout = 10 * time.Second
 
 // PodLister lists the pods of a cluster as pointers to the objects of a
 // cache, which the engine does not modify. A cluster has tens of pods per
@@ -108,6 +118,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.LoopTimeout <= 0 {
 		opts.LoopTimeout = DefaultLoopTimeout
+	}
+	if opts.StorageReadTimeout <= 0 {
+		opts.StorageReadTimeout = DefaultStorageReadTimeout
 	}
 	e := &Engine{
 		opts:    opts,

@@ -224,9 +224,12 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 }
 
 // readStorage lists the storage objects the volume predicates read into
-// in. A failure does not stop the loop: pods without claims are simulated
-// as usual, and those with claims are reported as not evaluated.
+// in, within StorageReadTimeout. A failure does not stop the loop: pods
+// without claims are simulated as usual, and those with claims are
+// reported as not evaluated.
 func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StorageReadTimeout)
+	defer cancel()
 	var (
 		claims   corev1.PersistentVolumeClaimList
 		volumes  corev1.PersistentVolumeList

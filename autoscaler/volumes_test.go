@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -82,6 +83,30 @@ func TestPodsWithClaimsThatCannotBeEvaluatedAreReportedNotGuessed(t *testing.T) 
 		ContainSubstring("NotTriggerScaleUp"), ContainSubstring("volumes not evaluated"))))
 }
 
+func TestStorageReadsThatHangDoNotHoldTheLoop(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	f := newFixture(t, []*fakeGroup{group},
+		st.Pod("db-0", "1", "1Gi", st.OwnedBy("db"), st.WithClaims("data-db-0")),
+		st.Pod("web", "1", "1Gi", st.OwnedBy("web")),
+	)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		// A cache waits for an informer that RBAC keeps from syncing
+		// until the read's context ends.
+		Cluster:            hangingList{Reader: f.cluster, hangs: &storagev1.StorageClassList{}},
+		StorageReadTimeout: 100 * time.Millisecond,
+		Clientset:          f.clientset, Recorder: f.recorder, Clock: f.clock,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	status := engine.RunOnce(context.Background(), f.clock.Now())
+
+	g.Expect(status.Err).NotTo(HaveOccurred())
+	g.Expect(group.increases).To(Equal([]int{1}), "one node for the pod without claims")
+	g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring("volumes not evaluated: listing StorageClasses of the cluster"))))
+}
+
 func TestMissingClaimIsNamedInNotTriggerScaleUp(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
@@ -108,4 +133,19 @@ func (f failingList) List(ctx context.Context, list client.ObjectList, opts ...c
 		return errors.New("forbidden")
 	}
 	return f.Reader.List(ctx, list, opts...)
+}
+
+// hangingList is a cluster whose lists of one kind wait until their
+// context ends.
+type hangingList struct {
+	client.Reader
+	hangs client.ObjectList
+}
+
+func (h hangingList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if fmt.Sprintf("%T", list) == fmt.Sprintf("%T", h.hangs) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Reader.List(ctx, list, opts...)
 }
