@@ -262,22 +262,34 @@ func CreateWorkload(ctx context.Context, input WorkloadInput) *appsv1.Deployment
 
 // PodsOf lists the pods of a Deployment created by CreateWorkload.
 func PodsOf(g Gomega, c client.Client, deployment *appsv1.Deployment) []corev1.Pod {
-	pods := &corev1.PodList{}
-	g.Expect(c.List(ctx, pods, client.InNamespace(deployment.Namespace), client.MatchingLabels(deployment.Spec.Selector.MatchLabels))).To(Succeed())
-	return pods.Items
+	return podsSelected(g, c, deployment.Namespace, deployment.Spec.Selector)
 }
 
 // WaitForPodsRunning waits until every pod of deployment runs and returns
 // the pods.
 func WaitForPodsRunning(ctx context.Context, c client.Client, deployment *appsv1.Deployment, timeout time.Duration) []corev1.Pod {
+	return waitForPodsRunning(ctx, c, "Deployment "+deployment.Name, deployment.Namespace, deployment.Spec.Selector,
+		int(ptr.Deref(deployment.Spec.Replicas, 1)), timeout)
+}
+
+// podsSelected lists the pods of a workload by its selector's labels.
+func podsSelected(g Gomega, c client.Client, namespace string, selector *metav1.LabelSelector) []corev1.Pod {
+	pods := &corev1.PodList{}
+	g.Expect(c.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(selector.MatchLabels))).To(Succeed())
+	return pods.Items
+}
+
+// waitForPodsRunning waits until the workload has its replicas, all
+// Running, and returns them.
+func waitForPodsRunning(ctx context.Context, c client.Client, workload, namespace string, selector *metav1.LabelSelector, replicas int, timeout time.Duration) []corev1.Pod {
 	var pods []corev1.Pod
 	Eventually(func(g Gomega) {
-		pods = PodsOf(g, c, deployment)
-		g.Expect(pods).To(HaveLen(int(ptr.Deref(deployment.Spec.Replicas, 1))))
+		pods = podsSelected(g, c, namespace, selector)
+		g.Expect(pods).To(HaveLen(replicas))
 		for _, pod := range pods {
 			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s on %q", pod.Name, pod.Spec.NodeName)
 		}
-	}, timeout, AutoscalerPoll).Should(Succeed(), "pods of Deployment %s are not all Running", deployment.Name)
+	}, timeout, AutoscalerPoll).WithContext(ctx).Should(Succeed(), "pods of %s are not all Running", workload)
 	return pods
 }
 

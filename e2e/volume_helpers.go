@@ -90,23 +90,14 @@ func StatefulSetClaims(claimTemplate, name string, replicas int) []string {
 // StatefulSetPods lists the pods of a StatefulSet created by
 // CreateStatefulSet.
 func StatefulSetPods(g Gomega, c client.Client, sts *appsv1.StatefulSet) []corev1.Pod {
-	pods := &corev1.PodList{}
-	g.Expect(c.List(ctx, pods, client.InNamespace(sts.Namespace), client.MatchingLabels(sts.Spec.Selector.MatchLabels))).To(Succeed())
-	return pods.Items
+	return podsSelected(g, c, sts.Namespace, sts.Spec.Selector)
 }
 
 // WaitForStatefulSetPodsRunning waits until every pod of sts runs and
 // returns the pods.
 func WaitForStatefulSetPodsRunning(ctx context.Context, c client.Client, sts *appsv1.StatefulSet, timeout time.Duration) []corev1.Pod {
-	var pods []corev1.Pod
-	Eventually(func(g Gomega) {
-		pods = StatefulSetPods(g, c, sts)
-		g.Expect(pods).To(HaveLen(int(ptr.Deref(sts.Spec.Replicas, 1))))
-		for _, pod := range pods {
-			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "pod %s on %q", pod.Name, pod.Spec.NodeName)
-		}
-	}, timeout, AutoscalerPoll).Should(Succeed(), "pods of StatefulSet %s are not all Running", sts.Name)
-	return pods
+	return waitForPodsRunning(ctx, c, "StatefulSet "+sts.Name, sts.Namespace, sts.Spec.Selector,
+		int(ptr.Deref(sts.Spec.Replicas, 1)), timeout)
 }
 
 // DeleteStatefulSet deletes a StatefulSet and waits until its pods are
