@@ -157,9 +157,9 @@ func BenchmarkScaleUp(b *testing.B) {
 	})
 }
 
-// benchmarkScaleUp measures decisions on in.
-func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
-	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+// benchmarkedScaleUp is the scale-up the benchmarks measure: expanders
+// least-waste then random, balancing on.
+func benchmarkedScaleUp(b *testing.B) *scaleup.ScaleUp {
 	s, err := scaleup.New(options(func(o *scaleup.Options) {
 		o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
 		o.BalanceSimilarNodeGroups = true
@@ -167,6 +167,13 @@ func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// benchmarkScaleUp measures decisions on in.
+func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
+	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+	s := benchmarkedScaleUp(b)
 	b.ReportAllocs()
 	var plan *scaleup.Plan
 	cpu := benchmark.StartCPU(b)
@@ -201,13 +208,7 @@ func BenchmarkScaleUpPlan(b *testing.B) {
 			after := benchmark.HeapAfterGC()
 			runtime.KeepAlive(in)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-			s, err := scaleup.New(options(func(o *scaleup.Options) {
-				o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
-				o.BalanceSimilarNodeGroups = true
-			}))
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := benchmarkedScaleUp(b)
 			b.ReportAllocs()
 			var plan *scaleup.Plan
 			cpu := benchmark.StartCPU(b)
