@@ -61,50 +61,53 @@ func TestAttachLimitsOfATemplateFromZeroDecideHowManyNodes(t *testing.T) {
 }
 
 func TestPodsWithClaimsThatCannotBeEvaluatedAreReportedNotGuessed(t *testing.T) {
-	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
-	f := newFixture(t, []*fakeGroup{group},
-		st.Pod("db-0", "1", "1Gi", st.OwnedBy("db"), st.WithClaims("data-db-0")),
-		st.Pod("web", "1", "1Gi", st.OwnedBy("web")),
-	)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster:   failingList{Reader: f.cluster, fails: &corev1.PersistentVolumeList{}},
-		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	for _, tt := range []struct {
+		name string
+		// cluster wraps the fixture's reader.
+		cluster     func(client.Reader) client.Reader
+		wantMessage string
+	}{
+		{
+			name: "a list that fails, as an RBAC denial does",
+			cluster: func(reader client.Reader) client.Reader {
+				return failingList{Reader: reader, fails: &corev1.PersistentVolumeList{}}
+			},
+			wantMessage: "volumes not evaluated: listing PersistentVolumes of the cluster: forbidden",
+		},
+		{
+			// A cache waits for an informer that RBAC keeps from syncing
+			// until the read's context ends.
+			name: "a list that hangs, as a cache's does",
+			cluster: func(reader client.Reader) client.Reader {
+				return hangingList{Reader: reader, hangs: &storagev1.StorageClassList{}}
+			},
+			wantMessage: "volumes not evaluated: listing StorageClasses of the cluster: context deadline exceeded",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+			f := newFixture(t, []*fakeGroup{group},
+				st.Pod("db-0", "1", "1Gi", st.OwnedBy("db"), st.WithClaims("data-db-0")),
+				st.Pod("web", "1", "1Gi", st.OwnedBy("web")),
+			)
+			engine, err := autoscaler.New(autoscaler.Options{
+				ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+				Cluster:            tt.cluster(f.cluster),
+				StorageReadTimeout: 100 * time.Millisecond,
+				Clientset:          f.clientset, Recorder: f.recorder, Clock: f.clock,
+			})
+			g.Expect(err).NotTo(HaveOccurred())
 
-	status := engine.RunOnce(context.Background(), f.clock.Now())
+			status := engine.RunOnce(context.Background(), f.clock.Now())
 
-	g.Expect(status.Err).NotTo(HaveOccurred(), "the loop goes on without the storage objects")
-	g.Expect(group.increases).To(Equal([]int{1}), "one node for the pod without claims")
-	g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring("volumes not evaluated: listing PersistentVolumes of the cluster: forbidden"))))
-	g.Expect(f.podEvents()).To(ContainElement(And(
-		ContainSubstring("NotTriggerScaleUp"), ContainSubstring("volumes not evaluated"))))
-}
-
-func TestStorageReadsThatHangDoNotHoldTheLoop(t *testing.T) {
-	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
-	f := newFixture(t, []*fakeGroup{group},
-		st.Pod("db-0", "1", "1Gi", st.OwnedBy("db"), st.WithClaims("data-db-0")),
-		st.Pod("web", "1", "1Gi", st.OwnedBy("web")),
-	)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		// A cache waits for an informer that RBAC keeps from syncing
-		// until the read's context ends.
-		Cluster:            hangingList{Reader: f.cluster, hangs: &storagev1.StorageClassList{}},
-		StorageReadTimeout: 100 * time.Millisecond,
-		Clientset:          f.clientset, Recorder: f.recorder, Clock: f.clock,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	status := engine.RunOnce(context.Background(), f.clock.Now())
-
-	g.Expect(status.Err).NotTo(HaveOccurred())
-	g.Expect(group.increases).To(Equal([]int{1}), "one node for the pod without claims")
-	g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring("volumes not evaluated: listing StorageClasses of the cluster"))))
+			g.Expect(status.Err).NotTo(HaveOccurred(), "the loop goes on without the storage objects")
+			g.Expect(group.increases).To(Equal([]int{1}), "one node for the pod without claims")
+			g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring(tt.wantMessage))))
+			g.Expect(f.podEvents()).To(ContainElement(And(
+				ContainSubstring("NotTriggerScaleUp"), ContainSubstring("volumes not evaluated"))))
+		})
+	}
 }
 
 func TestMissingClaimIsNamedInNotTriggerScaleUp(t *testing.T) {
