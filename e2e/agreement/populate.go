@@ -3,7 +3,6 @@ package agreement
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/clustergen"
 )
 
@@ -29,7 +29,7 @@ func populate(ctx context.Context, c client.Client, gen *clustergen.Cluster) err
 		}
 	}
 	if err := forEach(ctx, gen.Nodes, func(ctx context.Context, node *corev1.Node) error {
-		return createReadyNode(ctx, c, node.DeepCopy())
+		return localstack.CreateReadyNode(ctx, c, node.DeepCopy())
 	}); err != nil {
 		return err
 	}
@@ -62,30 +62,6 @@ func populate(ctx context.Context, c client.Client, gen *clustergen.Cluster) err
 		status := pod.Status
 		return createWithStatus(ctx, c, pod, func() { pod.Status = status })
 	})
-}
-
-// createReadyNode creates node, reports it Ready through the status
-// subresource, as kwok does, then removes the not-ready taint the API
-// server put on it, as the node lifecycle controller does.
-func createReadyNode(ctx context.Context, c client.Client, node *corev1.Node) error {
-	status := node.Status
-	if err := c.Create(ctx, node); err != nil {
-		return fmt.Errorf("creating node %s: %w", node.Name, err)
-	}
-	now := metav1.Now()
-	node.Status = status
-	node.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "set by the agreement harness",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
-	if err := c.Status().Update(ctx, node); err != nil {
-		return fmt.Errorf("making node %s Ready: %w", node.Name, err)
-	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
-	if err := c.Update(ctx, node); err != nil {
-		return fmt.Errorf("removing the not-ready taint of node %s: %w", node.Name, err)
-	}
-	return nil
 }
 
 // createWithStatus creates obj, then writes the status that restore puts

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -411,7 +410,7 @@ func (h *harness) populateWorkload(ctx context.Context, workload *localstack.Clu
 	h.logf("%s: creating %d static nodes and %d pods", workload.Name, nodes, nodes*podsPerNode)
 	started := time.Now()
 	if err := parallel(ctx, nodes, 16, func(ctx context.Context, i int) error {
-		return createReadyNode(ctx, c, staticNode(fmt.Sprintf("static-%05d", i)))
+		return localstack.CreateReadyNode(ctx, c, staticNode(fmt.Sprintf("static-%05d", i)))
 	}); err != nil {
 		return fmt.Errorf("creating static nodes: %w", err)
 	}
@@ -431,28 +430,6 @@ func (h *harness) populateWorkload(ctx context.Context, workload *localstack.Clu
 		return fmt.Errorf("creating pods: %w", err)
 	}
 	h.logf("%s: populated in %s", workload.Name, time.Since(started).Round(time.Millisecond))
-	return nil
-}
-
-// createReadyNode creates node, reports it Ready through the status
-// subresource, as kwok does, then removes the not-ready taint the API
-// server put on it, as the node lifecycle controller does.
-func createReadyNode(ctx context.Context, c client.Client, node *corev1.Node) error {
-	if err := c.Create(ctx, node); err != nil {
-		return err
-	}
-	now := metav1.Now()
-	node.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "set by the perf harness",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
-	if err := c.Status().Update(ctx, node); err != nil {
-		return fmt.Errorf("making node %s Ready: %w", node.Name, err)
-	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
-	if err := c.Update(ctx, node); err != nil {
-		return fmt.Errorf("removing the not-ready taint of node %s: %w", node.Name, err)
-	}
 	return nil
 }
 
