@@ -276,17 +276,8 @@ func (v *podVolumes) check(nodeInfo *snapshot.NodeInfo) string {
 // those the node's pods attach.
 func (v *podVolumes) exceedsAttachLimits(nodeInfo *snapshot.NodeInfo) bool {
 	limits := nodeInfo.AttachLimits()
-	if len(v.attachments) == 0 || len(limits) == 0 {
-		return false
-	}
-	limited := false
-	for _, a := range v.attachments {
-		if _, ok := limits[a.driver]; ok {
-			limited = true
-			break
-		}
-	}
-	if !limited {
+	limited := func(a attachment) bool { _, ok := limits[a.driver]; return ok }
+	if len(limits) == 0 || !slices.ContainsFunc(v.attachments, limited) {
 		return false
 	}
 	attached := map[string]string{}
@@ -295,20 +286,24 @@ func (v *podVolumes) exceedsAttachLimits(nodeInfo *snapshot.NodeInfo) bool {
 			attached[a.unique] = a.driver
 		}
 	}
-	counts := map[string]int{}
-	for _, driver := range attached {
-		counts[driver]++
-	}
-	added := map[string]bool{}
+	// Only the drivers of new volumes are checked, as kube-scheduler
+	// does: a node already over a limit still takes pods whose volumes
+	// it has.
+	added := map[string]int{}
+	seen := map[string]bool{}
 	for _, a := range v.attachments {
-		if _, ok := attached[a.unique]; ok || added[a.unique] {
+		if _, ok := attached[a.unique]; ok || seen[a.unique] {
 			continue
 		}
-		added[a.unique] = true
-		counts[a.driver]++
+		seen[a.unique] = true
+		added[a.driver]++
 	}
-	for driver, count := range counts {
-		if limit, ok := limits[driver]; ok && count > limit {
+	perDriver := map[string]int{}
+	for _, driver := range attached {
+		perDriver[driver]++
+	}
+	for driver, count := range added {
+		if limit, ok := limits[driver]; ok && perDriver[driver]+count > limit {
 			return true
 		}
 	}

@@ -149,6 +149,24 @@ func TestVolumePredicates(t *testing.T) {
 			want: map[string][]string{"n": nil},
 		},
 		{
+			name:  "a node over its limit still takes a pod whose volume it has, as kube-scheduler lets it",
+			nodes: []*corev1.Node{st.Node("n", "4", "8Gi")},
+			pods: []*corev1.Pod{
+				st.Pod("running", "1", "1Gi", st.OnNode("n"), st.WithClaims("shared")),
+				st.Pod("running-too", "1", "1Gi", st.OnNode("n"), st.WithClaims("other")),
+			},
+			storage: snapshot.Input{
+				PersistentVolumeClaims: []*corev1.PersistentVolumeClaim{st.BoundClaim("shared", "pv-shared"), st.BoundClaim("other", "pv-other")},
+				PersistentVolumes: []*corev1.PersistentVolume{
+					st.PersistentVolume("pv-shared", st.BoundTo("shared"), st.CSIVolume(attachDriver)),
+					st.PersistentVolume("pv-other", st.BoundTo("other"), st.CSIVolume(attachDriver)),
+				},
+				CSINodes: []*storagev1.CSINode{st.CSINode("n", attachDriver, 1)},
+			},
+			pod:  st.Pod("p", "1", "1Gi", st.WithClaims("shared")),
+			want: map[string][]string{"n": nil},
+		},
+		{
 			name:  "claims not bound yet count for their class's provisioner",
 			nodes: []*corev1.Node{st.Node("n", "4", "8Gi")},
 			pods:  []*corev1.Pod{st.Pod("running", "1", "1Gi", st.OnNode("n"), st.WithClaims("first"))},
