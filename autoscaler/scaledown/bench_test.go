@@ -2,7 +2,6 @@ package scaledown_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,25 +62,15 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 
 // BenchmarkPlan measures one scale-down planning pass on a snapshot the
 // loop has already built (it is shared with scale-up). It also reports the
-// heap the snapshot holds (the live heap after building it minus before,
-// both after a garbage collection: the input objects are not counted).
+// heap the snapshot holds (benchmark.NewSnapshot).
 // The 10,000-node size takes about 2 GB for its input: run it alone, with
 // -benchtime 1x or a few x.
 func BenchmarkPlan(b *testing.B) {
-	for _, size := range []benchmark.ClusterSize{
-		{Nodes: 1000, Groups: benchmark.DefaultGroups},
-		{Nodes: 1000, Groups: 100},
-		{Nodes: 1000, Groups: 500},
-		{Nodes: 5000, Groups: benchmark.DefaultGroups},
-		{Nodes: 10000, Groups: benchmark.DefaultGroups},
-	} {
+	for _, size := range benchmark.PlanSizes {
 		b.Run(size.Name(podsPerNode), func(b *testing.B) {
 			in := underutilizedCluster(size.Nodes, size.Groups)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-			before := benchmark.HeapAfterGC()
-			snap := snapshot.New(in)
-			after := benchmark.HeapAfterGC()
-			runtime.KeepAlive(in)
+			snap, heap := benchmark.NewSnapshot(in)
 			opts := options()
 			b.ReportAllocs()
 			var plan *scaledown.Plan
@@ -96,8 +85,7 @@ func BenchmarkPlan(b *testing.B) {
 			// pass even when other processes share the machine.
 			cpu.Report()
 			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
-			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
+			heap.Report(b)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package scaleup_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -189,24 +188,12 @@ func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
 
 // BenchmarkScaleUpPlan measures planning alone on a snapshot built once,
 // which planning leaves as it found it.
-// It also reports the heap the snapshot holds (the live heap after
-// building it minus before, both after a garbage collection: the input
-// objects are not counted) and the heap in use with the input and the
-// snapshot (HeapInuse).
+// It also reports the heap the snapshot holds (benchmark.NewSnapshot).
 func BenchmarkScaleUpPlan(b *testing.B) {
-	for _, size := range []benchmark.ClusterSize{
-		{Nodes: 1000, Groups: benchmark.DefaultGroups},
-		{Nodes: 1000, Groups: 100},
-		{Nodes: 1000, Groups: 500},
-		{Nodes: 5000, Groups: benchmark.DefaultGroups},
-		{Nodes: 10000, Groups: benchmark.DefaultGroups},
-	} {
+	for _, size := range benchmark.PlanSizes {
 		b.Run(size.Name(podsPerNode), func(b *testing.B) {
 			in := syntheticCluster(size.Nodes, size.Groups)
-			before := benchmark.HeapAfterGC()
-			snap := snapshot.New(in)
-			after := benchmark.HeapAfterGC()
-			runtime.KeepAlive(in)
+			snap, heap := benchmark.NewSnapshot(in)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			s := benchmarkedScaleUp(b)
 			b.ReportAllocs()
@@ -218,8 +205,7 @@ func BenchmarkScaleUpPlan(b *testing.B) {
 			cpu.Report()
 			b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
 			b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "snapshot-MiB")
-			b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
+			heap.Report(b)
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // CPUTimer measures the CPU time the process spends, user and system.
@@ -62,4 +64,36 @@ func (s ClusterSize) Name(podsPerNode int) string {
 		name += fmt.Sprintf("/groups=%d", s.Groups)
 	}
 	return name
+}
+
+// PlanSizes are the clusters the planning benchmarks of scale-up and
+// scale-down run on.
+var PlanSizes = []ClusterSize{
+	{Nodes: 1000, Groups: DefaultGroups},
+	{Nodes: 1000, Groups: 100},
+	{Nodes: 1000, Groups: 500},
+	{Nodes: 5000, Groups: DefaultGroups},
+	{Nodes: 10000, Groups: DefaultGroups},
+}
+
+// SnapshotHeap is the heap a snapshot holds, measured as it was built.
+type SnapshotHeap struct{ live, inUse uint64 }
+
+// NewSnapshot builds the snapshot of in and measures the heap it holds:
+// the live heap after building it minus before, both after a garbage
+// collection (the input objects are not counted), and the heap in use
+// with the input and the snapshot (HeapInuse).
+func NewSnapshot(in snapshot.Input) (*snapshot.Snapshot, SnapshotHeap) {
+	before := HeapAfterGC()
+	snap := snapshot.New(in)
+	after := HeapAfterGC()
+	runtime.KeepAlive(in)
+	return snap, SnapshotHeap{live: after.HeapAlloc - before.HeapAlloc, inUse: after.HeapInuse}
+}
+
+// Report reports the heap as snapshot-MiB and heap-inuse-MiB. Call it
+// after the benchmark's loop, which resets what was reported before.
+func (h SnapshotHeap) Report(b *testing.B) {
+	b.ReportMetric(float64(h.live)/(1<<20), "snapshot-MiB")
+	b.ReportMetric(float64(h.inUse)/(1<<20), "heap-inuse-MiB")
 }
