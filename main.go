@@ -216,6 +216,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 
 	reconciler := &controller.ClusterAutoscalerReconciler{
 		Client:                 mgr.GetClient(),
+		APIReader:              mgr.GetAPIReader(),
 		ClusterCache:           clusterCache,
 		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),

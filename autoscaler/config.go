@@ -96,6 +96,10 @@ type ScaleDownConfig struct {
 	MaxGracefulTermination time.Duration
 	// MaxPodEvictionTime is how long refused evictions are retried.
 	MaxPodEvictionTime time.Duration
+	// NodeDeletionTimeout is how long a node handed to its group for
+	// deletion may stay, while its instance is not being deleted, before
+	// it is given back.
+	NodeDeletionTimeout time.Duration
 }
 
 // BackoffConfig configures the backoff of groups that failed to scale up.
@@ -151,6 +155,7 @@ func DefaultConfig() Config {
 			MaxEmptyBulkDelete:     10,
 			MaxGracefulTermination: 10 * time.Minute,
 			MaxPodEvictionTime:     2 * time.Minute,
+			NodeDeletionTimeout:    5 * time.Minute,
 			MaxParallelDrains:      1,
 
 			SkipNodesWithLocalStorage:         true,

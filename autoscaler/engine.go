@@ -175,6 +175,7 @@ func (e *Engine) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting autoscaling loop")
 	defer logger.Info("Stopped autoscaling loop")
+	defer e.releaseDrains(ctx)
 
 	for {
 		e.RunOnce(ctx, e.clock.Now())
@@ -191,6 +192,20 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// releaseTimeout bounds the release of the drains in progress when the
+// engine stops.
+const releaseTimeout = 30 * time.Second
+
+// releaseDrains gives back the nodes being drained when the engine stops
+// (a pause, a deletion, a restart): nothing drives their drains any more,
+// and they must not stay tainted meanwhile. Nodes already handed to their
+// group keep their taint until they are gone.
+func (e *Engine) releaseDrains(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	e.actuator.ReleaseAll(ctx, "the autoscaler stopped autoscaling the cluster")
 }
 
 // settle lets a burst of triggers, e.g. the pods of a new Deployment

@@ -42,6 +42,9 @@ type fakeGroup struct {
 	deletedInstances []string
 	deletedNodes     []string
 	increaseErr      error
+	// scaleDownRefusal is what CheckScaleDown and DeleteNodes return.
+	scaleDownRefusal error
+	cancelled        []string
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -79,9 +82,26 @@ func (g *fakeGroup) DeleteInstances(_ context.Context, instances []nodegroups.In
 	return nil
 }
 
-func (g *fakeGroup) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
-	if g.target-len(nodes) < g.min {
-		return fmt.Errorf("size %d would go below the minimum %d", g.target-len(nodes), g.min)
+func (g *fakeGroup) CheckScaleDown(_ context.Context, removing int) error {
+	if g.scaleDownRefusal != nil {
+		return g.scaleDownRefusal
+	}
+	if g.target-removing < g.min {
+		return fmt.Errorf("size %d would go below the minimum %d", g.target-removing, g.min)
+	}
+	return nil
+}
+
+func (g *fakeGroup) CancelDeletion(_ context.Context, nodes []*corev1.Node) error {
+	for _, node := range nodes {
+		g.cancelled = append(g.cancelled, node.Name)
+	}
+	return nil
+}
+
+func (g *fakeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	if err := g.CheckScaleDown(ctx, len(nodes)); err != nil {
+		return err
 	}
 	for _, node := range nodes {
 		g.deletedNodes = append(g.deletedNodes, node.Name)

@@ -27,6 +27,7 @@ type Metrics struct {
 	nodeGroupTarget        *prometheus.GaugeVec
 	nodeGroupBackoff       *prometheus.GaugeVec
 	errors                 *prometheus.CounterVec
+	replicasOverwritten    *prometheus.CounterVec
 }
 
 const namespace = "cluster_autoscaler"
@@ -60,10 +61,12 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 		nodeGroupTarget:  gauge("node_group_target_count", "Target number of nodes in the node group.", "node_group"),
 		nodeGroupBackoff: gauge("node_group_backoff_status", "Whether the node group is backing off: 1 yes, 0 no.", "node_group", "reason"),
 		errors:           counter("errors_total", "Number of errors in the autoscaler loop.", "type"),
+		replicasOverwritten: counter("node_group_replicas_overwritten_total",
+			"Number of times another writer changed a node group's target size after the autoscaler set it.", "node_group"),
 	}
 	registerer.MustRegister(m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount,
 		m.scaledUpNodes, m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
-		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors)
+		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten)
 	return m
 }
 
@@ -110,6 +113,13 @@ func (m *Metrics) recordEvictions(cluster string, pods int) {
 	m.evictedPods.WithLabelValues(cluster).Add(float64(pods))
 }
 
+func (m *Metrics) recordReplicasOverwritten(cluster, group string) {
+	if m == nil {
+		return
+	}
+	m.replicasOverwritten.WithLabelValues(cluster, group).Inc()
+}
+
 func (m *Metrics) setUnneededNodes(cluster string, nodes int) {
 	if m == nil {
 		return
@@ -154,7 +164,7 @@ func (m *Metrics) Forget(cluster string) {
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount, m.scaledUpNodes,
 		m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
-		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors,
+		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten,
 	} {
 		vec.DeletePartialMatch(labels)
 	}

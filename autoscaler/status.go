@@ -17,6 +17,9 @@ type Status struct {
 	ScalingActive bool
 	// ScalingMessage says why scaling is not active.
 	ScalingMessage string
+	// OtherAutoscaler names another cluster autoscaler acting on the
+	// cluster, which keeps this one from scaling; "" when there is none.
+	OtherAutoscaler string
 
 	Nodes      int
 	ReadyNodes int

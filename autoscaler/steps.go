@@ -32,6 +32,9 @@ const (
 	EventFailedToScaleUpGroup = "FailedToScaleUpGroup"
 	EventScaleUpTimedOut      = "ScaleUpTimedOut"
 	EventDeleteUnregistered   = "DeleteUnregistered"
+	// EventNodeNotDeleted says that a group did not remove a node it was
+	// handed for deletion, which was given back.
+	EventNodeNotDeleted = "NodeNotDeleted"
 )
 
 // steps are the parts of a loop, built for one configuration. What must
@@ -58,13 +61,26 @@ type history struct {
 	// loop, to count what each loop removed.
 	scaleDownProgress scaledown.Progress
 	// problems are the messages of the groups that could not be autoscaled
-	// in the last loop, by group ID, so that each problem is reported in an
-	// event once, when it appears or changes.
+	// in the last loop, by group ID and reason, so that each problem is
+	// reported in an event once, when it appears or changes.
 	problems map[string]string
 	// nominations are where the last scale-up plan placed pending pods, so
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
+	// givenBack are, by group ID, the last node each group was handed for
+	// deletion and did not remove, shown on its status row for a while.
+	givenBack map[string]givenBack
 }
+
+// givenBack is a node deletion that a group did not carry out.
+type givenBack struct {
+	message string
+	at      time.Time
+}
+
+// givenBackShownFor is how long a node a group did not remove stays on the
+// group's status row.
+const givenBackShownFor = time.Hour
 
 // loop is what the steps of one loop share.
 type loop struct {
@@ -74,6 +90,9 @@ type loop struct {
 	snapshot *snapshot.Snapshot
 	timedOut []clusterstate.TimedOutScaleUp
 	healthy  bool
+	// otherAutoscaler names another cluster autoscaler acting on the
+	// cluster, which keeps this one from acting; "" when there is none.
+	otherAutoscaler string
 	// increased are the nodes added to each group in this loop.
 	increased map[string]int
 	status    Status
@@ -105,8 +124,9 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	}
 	s.handleFailures(ctx, l)
 	s.checkHealth(l)
+	s.checkOtherAutoscalers(ctx, l)
 	s.continueScaleDown(ctx, l)
-	if l.healthy {
+	if l.healthy && l.otherAutoscaler == "" {
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		if s.config.ScaleDown.Enabled {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
@@ -150,12 +170,17 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Problem) {
 	current := make(map[string]string, len(problems))
 	for _, problem := range problems {
-		current[problem.ID] = problem.Message
-		if s.history.problems[problem.ID] == problem.Message {
+		// A group may have problems of several reasons at once.
+		key := problem.ID + " " + problem.Reason
+		current[key] = problem.Message
+		if s.history.problems[key] == problem.Message {
 			continue
 		}
 		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
 		s.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
+		if problem.Reason == nodegroups.ReasonReplicasOverwritten {
+			s.opts.Metrics.recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
+		}
 	}
 	s.history.problems = current
 }
@@ -433,14 +458,26 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 	return reasons
 }
 
-// continueScaleDown drives the drains in progress and removes deletion
-// taints that no removal owns, e.g. left by a restart. It runs even while
-// the cluster is unhealthy, so that no node stays cordoned for nothing.
+// continueScaleDown drives the removals in progress, each re-checked
+// against the group read afresh, and releases what no removal owns, e.g.
+// left by a restart. It runs even while the cluster is unhealthy, so that
+// no node stays tainted for nothing. While scale-down is off, or another
+// autoscaler acts on the cluster, drains in progress are given back.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
-	s.actuator.Advance(ctx)
-	if err := s.actuator.CleanUpTaints(ctx, l.nodes); err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to remove leftover deletion taints")
-		s.opts.Metrics.recordError(s.opts.ClusterName, "scaleDownError")
+	switch {
+	case l.otherAutoscaler != "":
+		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
+	case !s.config.ScaleDown.Enabled:
+		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
+	}
+	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Groups: l.groups.Groups, Minimums: s.scaleDown.Minimums})
+	for _, r := range released {
+		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+		s.opts.Metrics.recordError(s.opts.ClusterName, "nodeNotDeleted")
+		if s.history.givenBack == nil {
+			s.history.givenBack = map[string]givenBack{}
+		}
+		s.history.givenBack[r.GroupID] = givenBack{message: r.Message, at: l.now}
 	}
 }
 
@@ -474,9 +511,14 @@ func (s *steps) fillStatus(l *loop) {
 		}
 	}
 	problems := make(map[string]string, len(l.groups.Problems))
+	for id, g := range s.history.givenBack {
+		if l.now.Sub(g.at) < givenBackShownFor {
+			problems[id] = g.message
+		}
+	}
 	for _, problem := range l.groups.Problems {
 		if problem.Kept {
-			problems[problem.ID] = problem.Message
+			problems[problem.ID] = strings.Join(slices.DeleteFunc([]string{problem.Message, problems[problem.ID]}, func(m string) bool { return m == "" }), "; ")
 		} else {
 			status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{ID: problem.ID, Problem: problem.Message})
 		}
@@ -501,6 +543,11 @@ func (s *steps) fillStatus(l *loop) {
 			BackoffReason:    backoff.Message,
 			Problem:          problems[group.ID()],
 		})
+	}
+	if l.otherAutoscaler != "" {
+		status.ScalingActive = false
+		status.OtherAutoscaler = l.otherAutoscaler
+		status.ScalingMessage = "Another cluster autoscaler acts on the cluster, so this one does not scale it until it is gone: " + l.otherAutoscaler
 	}
 	if status.ScalingActive && len(l.groups.Groups) == 0 {
 		status.ScalingActive = false
@@ -578,6 +625,7 @@ func actuatorOptions(config Config, clk clock.PassiveClock) scaledown.ActuatorOp
 		MaxPodEvictionTime:          config.ScaleDown.MaxPodEvictionTime,
 		MaxGracefulTermination:      config.ScaleDown.MaxGracefulTermination,
 		CordonNodeBeforeTerminating: config.ScaleDown.CordonNodeBeforeTerminating,
+		NodeDeletionTimeout:         config.ScaleDown.NodeDeletionTimeout,
 		Clock:                       clk,
 	}
 }

@@ -131,6 +131,35 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	return err
 }
 
+func (g *nodeGroup) CheckScaleDown(ctx context.Context, removing int) error {
+	return g.resource.CheckScaleDown(ctx, removing)
+}
+
+// CancelDeletion removes the autoscaler's marks from the Machines of the
+// nodes, read afresh, unless Cluster API is deleting them already. Nodes
+// without a Machine have no mark to remove.
+func (g *nodeGroup) CancelDeletion(ctx context.Context, nodes []*corev1.Node) error {
+	machines, err := g.resource.Machines(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*clusterv1.Machine{}
+	for _, machine := range machines {
+		byName[machine.Name] = machine
+	}
+	var toUnmark []*clusterv1.Machine
+	for _, node := range nodes {
+		m := g.memberForNode(node)
+		if m == nil || m.machine == nil {
+			continue
+		}
+		if machine := byName[m.machine.Name]; machine != nil && machine.DeletionTimestamp.IsZero() {
+			toUnmark = append(toUnmark, machine)
+		}
+	}
+	return g.unmark(ctx, toUnmark)
+}
+
 func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
 	var machines []string
 	var machineless []*member
@@ -216,10 +245,12 @@ func (g *nodeGroup) memberForInstance(id string) *member {
 // marked Machines first. If lowering fails, the marks are removed again.
 func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("nodeGroup", g.ID())
-	if g.rolloutReason != "" {
-		// With several MachineSets, lowering the MachineDeployment's replicas
-		// may scale down a MachineSet other than the one of the marked Machines.
-		return fmt.Errorf("%s: refusing to delete Machines during a rollout: %s", g.ID(), g.rolloutReason)
+	// Checked on the group as it is now, before anything is marked; the
+	// write of the replicas checks again, on what it writes over. During a
+	// rollout, lowering a MachineDeployment's replicas may scale down a
+	// MachineSet other than the one of the marked Machines.
+	if err := g.resource.CheckScaleDown(ctx, len(names)); err != nil {
+		return err
 	}
 	machines, existing, err := g.existingInstances(ctx)
 	if err != nil {

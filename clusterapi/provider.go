@@ -45,8 +45,12 @@ type EventRecorder interface {
 // Options configure a Provider.
 type Options struct {
 	// Management reads and writes the Cluster API objects in the management
-	// cluster. /scale reads always go to the API server.
+	// cluster, usually through a cache.
 	Management client.Client
+	// ManagementAPIReader reads from the management cluster's API server,
+	// without a cache, what a change of replicas or a deletion mark
+	// decides on; Management when nil.
+	ManagementAPIReader client.Reader
 	// Workload reads the Nodes of the workload cluster.
 	Workload client.Reader
 	// Cluster is the namespace and name of the Cluster.
@@ -61,17 +65,21 @@ type Options struct {
 // Provider discovers the node groups of one Cluster.
 type Provider struct {
 	management client.Client
+	apiReader  client.Reader
 	workload   client.Reader
-	cluster    types.NamespacedName
-	clock      clock.PassiveClock
-	recorder   EventRecorder
+	// writes are the replicas the engine wrote, across discoveries.
+	writes   *scalable.Writes
+	cluster  types.NamespacedName
+	clock    clock.PassiveClock
+	recorder EventRecorder
 }
 
 var _ nodegroups.Provider = &Provider{}
 
 // NewProvider returns the Provider of the node groups of one Cluster.
 func NewProvider(opts Options) *Provider {
-	p := &Provider{management: opts.Management, workload: opts.Workload, cluster: opts.Cluster, clock: opts.Clock, recorder: opts.Recorder}
+	p := &Provider{management: opts.Management, apiReader: opts.ManagementAPIReader, workload: opts.Workload, cluster: opts.Cluster,
+		clock: opts.Clock, recorder: opts.Recorder, writes: scalable.NewWrites()}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -101,7 +109,7 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	index := newNodeIndex(nodes.Items)
 
 	for _, obj := range candidates {
-		resource, err := scalable.New(obj, scalable.Options{Client: p.management, Cluster: cluster, Clock: p.clock})
+		resource, err := scalable.New(obj, scalable.Options{Client: p.management, APIReader: p.apiReader, Writes: p.writes, Cluster: cluster, Clock: p.clock})
 		var annotationErr *scalable.AnnotationError
 		switch {
 		case errors.As(err, &annotationErr):
@@ -122,6 +130,9 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 		// to copy, so the group stays autoscaled, as upstream keeps it:
 		// scale-down and min size go on, and so do scale-ups while it has a
 		// node. Leaving it out would stop all of that for a typo in a hint.
+		if message := resource.ReplicasOverwritten(); message != "" {
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: nodegroups.ReasonReplicasOverwritten, Kept: true, Message: message})
+		}
 		hints, hintsErr := template.ParseHints(resource.ID(), resource.Annotations())
 		if hintsErr != nil {
 			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidAnnotation, Kept: true,

@@ -521,7 +521,7 @@ var _ = Describe("Provider", func() {
 			group := groupIn(discover(), "MachineDeployment", "md-0")
 
 			Expect(group.ScaleDownBlockedReason()).To(ContainSubstring("rolling out"))
-			Expect(group.DeleteNodes(ctx, []*corev1.Node{node})).To(MatchError(ContainSubstring("rollout")))
+			Expect(group.DeleteNodes(ctx, []*corev1.Node{node})).To(MatchError(ContainSubstring("rolling out")))
 			Expect(markedMachines()).To(BeEmpty())
 			Expect(replicasOf(md)).To(BeEquivalentTo(2))
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,20 +77,50 @@ type Resource interface {
 	// MachineDeployment or MachineSet, whose instances are all Machines.
 	ProviderIDs(ctx context.Context) ([]string, error)
 	// RolloutReason is non-empty while a MachineDeployment rolls out, when
-	// lowering its replicas could remove Machines other than the marked ones.
+	// lowering its replicas could remove Machines other than the marked ones:
+	// its RollingOut condition, its up-to-date replicas, several active
+	// MachineSets, or a generation (e.g. a new template) that its controller
+	// has not observed yet and that was not the autoscaler's own write.
 	RolloutReason(ctx context.Context) (string, error)
-	// UpdateReplicas reads the replicas through /scale, asks change for the
-	// new value and writes it with the resourceVersion read. When another
-	// writer got in between, it starts again from a fresh read, so neither
-	// change is lost. A write that moves the replicas below MinSize or above
-	// MaxSize is refused with an *OutOfBoundsError. It returns the replicas
-	// written.
+	// CheckScaleDown reads the resource and its Cluster afresh from the API
+	// server and returns an error that says why lowering its replicas by
+	// removing must not happen now: it is gone, being deleted, paused, no
+	// longer annotated, rolling out, or would go below MinSize.
+	CheckScaleDown(ctx context.Context, removing int) error
+	// ReplicasOverwritten says, when another writer changed the replicas
+	// after the autoscaler last wrote them, what happened; else "". It
+	// stays until the autoscaler writes them again.
+	ReplicasOverwritten() string
+	// UpdateReplicas reads the resource and its Cluster afresh, asks change
+	// for the new replicas and writes them through /scale with the
+	// resourceVersion read. When another writer got in between, it starts
+	// again from a fresh read, so neither change is lost, and what it
+	// checks is what it writes on. It refuses a resource that is gone,
+	// paused, being deleted or no longer annotated (*NotScalableError), a
+	// decrease while it rolls out (*NotScalableError), and a write that
+	// moves the replicas below MinSize or above MaxSize (*OutOfBoundsError).
+	// It returns the replicas written.
 	UpdateReplicas(ctx context.Context, change func(current int) (int, error)) (int, error)
 	// MarkMachineForDeletion sets the delete-machine annotation, so that
-	// Cluster API removes this Machine first when the replicas go down.
+	// Cluster API removes this Machine first when the replicas go down, and
+	// records on the Machine that the autoscaler placed it.
 	MarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error
-	// UnmarkMachineForDeletion removes the delete-machine annotation.
+	// UnmarkMachineForDeletion removes the delete-machine annotation when
+	// the autoscaler placed it; a mark placed by anyone else stays.
 	UnmarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error
+}
+
+// MarkedAnnotation records on a Machine that the autoscaler set its
+// delete-machine annotation, so that only such marks are ever removed:
+// an operator's or another tool's mark is theirs.
+const MarkedAnnotation = "autoscaling.cluster.x-k8s.io/delete-machine"
+
+// IsMarkedByAutoscaler tells whether the Machine's delete-machine mark is
+// the autoscaler's.
+func IsMarkedByAutoscaler(machine *clusterv1.Machine) bool {
+	_, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]
+	_, ours := machine.Annotations[MarkedAnnotation]
+	return marked && ours
 }
 
 // Options are what New needs besides the object.
@@ -100,6 +131,12 @@ type Options struct {
 	Cluster *clusterv1.Cluster
 	// Clock stamps deletion marks.
 	Clock clock.PassiveClock
+	// APIReader reads, from the API server rather than a cache, what a
+	// write decides on; Client when nil.
+	APIReader client.Reader
+	// Writes remembers the autoscaler's writes of replicas across reads of
+	// the resource; nil remembers nothing.
+	Writes *Writes
 }
 
 // New returns the Resource for a MachineDeployment, a MachineSet or a
@@ -108,34 +145,36 @@ type Options struct {
 // decide whether the object asks to be autoscaled (HasSizeAnnotations) and
 // whether a MachineSet is standalone (IsStandalone).
 func New(obj client.Object, opts Options) (Resource, error) {
-	r := &resource{client: opts.Client, clock: opts.Clock, obj: obj}
+	r := &resource{client: opts.Client, clock: opts.Clock, obj: obj, opts: opts}
 	switch o := obj.(type) {
 	case *clusterv1.MachineDeployment:
 		r.kind = KindMachineDeployment
 		r.clusterName = o.Spec.ClusterName
-		r.replicas = int(ptr.Deref(o.Spec.Replicas, 0))
 		r.selector = o.Spec.Selector
 		r.template = o.Spec.Template
 	case *clusterv1.MachineSet:
 		r.kind = KindMachineSet
 		r.clusterName = o.Spec.ClusterName
-		r.replicas = int(ptr.Deref(o.Spec.Replicas, 0))
 		r.selector = o.Spec.Selector
 		r.template = o.Spec.Template
 	case *clusterv1.MachinePool:
 		r.kind = KindMachinePool
 		r.clusterName = o.Spec.ClusterName
-		r.replicas = int(ptr.Deref(o.Spec.Replicas, 0))
 		r.selector = machinePoolMachineSelector(o)
 		r.template = o.Spec.Template
 	default:
 		return nil, fmt.Errorf("%T %s is not a MachineDeployment, a MachineSet or a MachinePool", obj, klog.KObj(obj))
 	}
+	r.replicas, _ = SpecReplicas(obj)
 	if opts.Cluster == nil {
 		return nil, fmt.Errorf("%s: the Cluster it belongs to is required", r.ID())
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
+	}
+	r.apiReader, r.reader = opts.APIReader, opts.Client
+	if r.apiReader == nil {
+		r.apiReader = opts.Client
 	}
 	r.paused = annotations.IsPaused(opts.Cluster, obj)
 
@@ -208,8 +247,13 @@ func (e *OutOfBoundsError) Error() string {
 
 type resource struct {
 	client client.Client
-	clock  clock.PassiveClock
-	obj    client.Object
+	// reader reads the resource's Machines and MachineSets: the client's
+	// cache, or the API server for a resource read afresh.
+	reader    client.Reader
+	apiReader client.Reader
+	clock     clock.PassiveClock
+	obj       client.Object
+	opts      Options
 
 	kind        string
 	clusterName string
@@ -258,38 +302,109 @@ func (r *resource) checkBounds(current, desired int) error {
 }
 
 func (r *resource) UpdateReplicas(ctx context.Context, change func(current int) (int, error)) (int, error) {
-	if err := r.checkScalable(); err != nil {
-		return 0, err
-	}
 	log := ctrl.LoggerFrom(ctx).WithValues(r.kind, klog.KObj(r.obj))
 	var written int
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		scale := &autoscalingv1.Scale{}
-		if err := r.client.SubResource("scale").Get(ctx, r.obj, scale); err != nil {
-			return fmt.Errorf("reading the replicas of %s: %w", r.ID(), err)
+		fresh, err := r.fresh(ctx)
+		if err != nil {
+			return err
 		}
-		current := int(scale.Spec.Replicas)
+		if err := fresh.checkScalable(); err != nil {
+			return err
+		}
+		current := fresh.replicas
 		desired, err := change(current)
 		if err != nil {
 			return err
 		}
-		if err := r.checkBounds(current, desired); err != nil {
+		if desired < current {
+			err = fresh.checkScaleDown(ctx, current, desired)
+		} else {
+			err = fresh.checkBounds(current, desired)
+		}
+		if err != nil {
 			return err
 		}
 		if desired == current {
 			written = current
 			return nil
 		}
-		scale.Spec.Replicas = int32(desired)
+		// The resourceVersion of the object read: a write that changed it
+		// since, such as a new template, makes this one conflict and be
+		// checked again.
+		scale := &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace(), Name: r.Name(), ResourceVersion: fresh.obj.GetResourceVersion()},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: int32(desired)},
+		}
 		if err := r.client.SubResource("scale").Update(ctx, r.obj, client.WithSubResourceBody(scale)); err != nil {
 			log.V(4).Info("Writing replicas failed", "from", current, "to", desired, "err", err.Error())
 			return fmt.Errorf("writing the replicas of %s: %w", r.ID(), err)
 		}
+		// A change of spec.replicas raises the generation by one.
+		r.opts.Writes.record(r.ID(), desired, fresh.obj.GetGeneration()+1, r.clock.Now())
 		log.V(2).Info("Changed replicas", "from", current, "to", desired)
 		written = desired
 		return nil
 	})
 	return written, err
+}
+
+func (r *resource) CheckScaleDown(ctx context.Context, removing int) error {
+	fresh, err := r.fresh(ctx)
+	if err != nil {
+		return err
+	}
+	return fresh.checkScaleDown(ctx, fresh.replicas, fresh.replicas-removing)
+}
+
+// checkScaleDown says why the replicas must not go from current down to
+// desired, on the resource as it was read.
+func (r *resource) checkScaleDown(ctx context.Context, current, desired int) error {
+	if err := r.checkScalable(); err != nil {
+		return err
+	}
+	reason, err := r.RolloutReason(ctx)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return &NotScalableError{ID: r.ID(), Reason: reason}
+	}
+	return r.checkBounds(current, desired)
+}
+
+// fresh reads the resource and its Cluster again from the API server.
+func (r *resource) fresh(ctx context.Context) (*resource, error) {
+	obj, ok := r.obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: cannot copy %T", r.ID(), r.obj)
+	}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(r.obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &NotScalableError{ID: r.ID(), Reason: "it no longer exists"}
+		}
+		return nil, fmt.Errorf("reading %s: %w", r.ID(), err)
+	}
+	if !HasSizeAnnotations(obj.GetAnnotations()) {
+		return nil, &NotScalableError{ID: r.ID(), Reason: "it no longer has the autoscaler's size annotations"}
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace(), Name: r.clusterName}, cluster); err != nil {
+		return nil, fmt.Errorf("reading Cluster %s of %s: %w", r.clusterName, r.ID(), err)
+	}
+	opts := r.opts
+	opts.Cluster = cluster
+	fresh, err := New(obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	// What is decided on a fresh read must not come from a cache.
+	fresh.(*resource).reader = r.apiReader
+	return fresh.(*resource), nil
+}
+
+func (r *resource) ReplicasOverwritten() string {
+	return r.opts.Writes.overwritten(r.ID(), r.obj.GetGeneration(), r.replicas)
 }
 
 func (r *resource) Machines(ctx context.Context) ([]*clusterv1.Machine, error) {
@@ -302,7 +417,7 @@ func (r *resource) Machines(ctx context.Context) ([]*clusterv1.Machine, error) {
 		return nil, fmt.Errorf("%s has an invalid selector: %w", r.ID(), err)
 	}
 	machines := &clusterv1.MachineList{}
-	if err := r.client.List(ctx, machines, client.InNamespace(r.Namespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	if err := r.reader.List(ctx, machines, client.InNamespace(r.Namespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("listing the Machines of %s: %w", r.ID(), err)
 	}
 	var owned []*clusterv1.Machine
@@ -336,7 +451,7 @@ func (r *resource) machineOwners(ctx context.Context) (sets.Set[types.UID], erro
 // machineSets lists the MachineSets a MachineDeployment controls.
 func (r *resource) machineSets(ctx context.Context) ([]*clusterv1.MachineSet, error) {
 	list := &clusterv1.MachineSetList{}
-	if err := r.client.List(ctx, list, client.InNamespace(r.Namespace()),
+	if err := r.reader.List(ctx, list, client.InNamespace(r.Namespace()),
 		client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: r.Name()}); err != nil {
 		return nil, fmt.Errorf("listing the MachineSets of %s: %w", r.ID(), err)
 	}
@@ -354,7 +469,7 @@ func (r *resource) ProviderIDs(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	mp := &clusterv1.MachinePool{}
-	if err := r.client.Get(ctx, client.ObjectKeyFromObject(r.obj), mp); err != nil {
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(r.obj), mp); err != nil {
 		return nil, fmt.Errorf("reading the provider IDs of %s: %w", r.ID(), err)
 	}
 	return mp.Spec.ProviderIDList, nil
@@ -367,6 +482,10 @@ func (r *resource) RolloutReason(ctx context.Context) (string, error) {
 	md, ok := r.obj.(*clusterv1.MachineDeployment)
 	if !ok {
 		return "", nil
+	}
+	if md.Generation > md.Status.ObservedGeneration && !r.opts.Writes.own(r.ID(), md.Status.ObservedGeneration, md.Generation) {
+		return fmt.Sprintf("%s is rolling out (generation %d, e.g. a new template, not yet observed by its controller, which observed %d)",
+			r.ID(), md.Generation, md.Status.ObservedGeneration), nil
 	}
 	if conditions.IsTrue(md, clusterv1.MachineDeploymentRollingOutCondition) {
 		return fmt.Sprintf("%s is rolling out (condition %s is True)", r.ID(), clusterv1.MachineDeploymentRollingOutCondition), nil
@@ -401,7 +520,9 @@ func (r *resource) MarkMachineForDeletion(ctx context.Context, machine *clusterv
 	if machine.Annotations == nil {
 		machine.Annotations = map[string]string{}
 	}
-	machine.Annotations[clusterv1.DeleteMachineAnnotation] = r.clock.Now().UTC().Format(time.RFC3339)
+	now := r.clock.Now().UTC().Format(time.RFC3339)
+	machine.Annotations[clusterv1.DeleteMachineAnnotation] = now
+	machine.Annotations[MarkedAnnotation] = now
 	if err := r.client.Patch(ctx, machine, client.MergeFrom(original)); err != nil {
 		return fmt.Errorf("marking Machine %s of %s for deletion: %w", klog.KObj(machine), r.ID(), err)
 	}
@@ -410,14 +531,54 @@ func (r *resource) MarkMachineForDeletion(ctx context.Context, machine *clusterv
 }
 
 func (r *resource) UnmarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error {
-	if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; !marked {
+	if !IsMarkedByAutoscaler(machine) {
 		return nil
 	}
 	original := machine.DeepCopy()
 	delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
+	delete(machine.Annotations, MarkedAnnotation)
 	if err := r.client.Patch(ctx, machine, client.MergeFrom(original)); err != nil {
 		return fmt.Errorf("removing the deletion mark of Machine %s of %s: %w", klog.KObj(machine), r.ID(), err)
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Removed deletion mark from Machine", "Machine", klog.KObj(machine), r.kind, klog.KObj(r.obj))
 	return nil
+}
+
+// EmptyObject is an empty object of the kind, namespace and name of a
+// resource ID, to read it into, or nil when the ID names no
+// MachineDeployment, MachineSet or MachinePool.
+func EmptyObject(id string) client.Object {
+	kind, namespace, name, ok := ParseID(id)
+	if !ok {
+		return nil
+	}
+	var obj client.Object
+	switch kind {
+	case KindMachineDeployment:
+		obj = &clusterv1.MachineDeployment{}
+	case KindMachineSet:
+		obj = &clusterv1.MachineSet{}
+	case KindMachinePool:
+		obj = &clusterv1.MachinePool{}
+	default:
+		return nil
+	}
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj
+}
+
+// SpecReplicas is spec.replicas of a MachineDeployment, MachineSet or
+// MachinePool; ok is false for other objects and when it is unset.
+func SpecReplicas(obj client.Object) (replicas int, ok bool) {
+	var value *int32
+	switch o := obj.(type) {
+	case *clusterv1.MachineDeployment:
+		value = o.Spec.Replicas
+	case *clusterv1.MachineSet:
+		value = o.Spec.Replicas
+	case *clusterv1.MachinePool:
+		value = o.Spec.Replicas
+	}
+	return int(ptr.Deref(value, 0)), value != nil
 }

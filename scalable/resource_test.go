@@ -38,7 +38,7 @@ var _ = Describe("Resource", func() {
 
 	newResource := func(obj client.Object) Resource {
 		GinkgoHelper()
-		r, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock})
+		r, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock, Writes: NewWrites()})
 		Expect(err).NotTo(HaveOccurred())
 		return r
 	}
@@ -374,6 +374,124 @@ var _ = Describe("Resource", func() {
 
 		err := newResource(ms).MarkMachineForDeletion(ctx, machine)
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+	})
+
+	// A decision to lower the replicas can be minutes old when it is carried
+	// out (a drain): the resource is read again when the replicas are
+	// written, and the write is refused on what changed since.
+	Describe("lowering replicas decides on the resource as it is now", func() {
+		var md *clusterv1.MachineDeployment
+		var r Resource
+		BeforeEach(func() {
+			md = f.MachineDeployment("md-0", 3, sizeAnnotations(1, 5))
+			f.Create(ctx, md)
+			f.Create(ctx, f.MachineSet("md-0-abc", 3, nil, md))
+			r = newResource(md)
+		})
+		lower := func() error {
+			_, err := r.UpdateReplicas(ctx, func(current int) (int, error) { return current - 1, nil })
+			return err
+		}
+		update := func(change func(*clusterv1.MachineDeployment)) {
+			GinkgoHelper()
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			change(md)
+			Expect(k8sClient.Update(ctx, md)).To(Succeed())
+		}
+
+		It("refuses right after a template change its controller has not observed", func() {
+			update(func(md *clusterv1.MachineDeployment) { md.Spec.Template.Labels["version"] = "v2" })
+
+			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(ContainSubstring("generation 2, e.g. a new template, not yet observed")))
+			Expect(lower()).To(MatchError(ContainSubstring("rolling out")))
+			Expect(specReplicas(md)).To(BeEquivalentTo(3))
+			Expect(r.UpdateReplicas(ctx, func(current int) (int, error) { return current + 1, nil })).To(Equal(4), "growing is no risk")
+		})
+
+		It("refuses once the Cluster was paused", func() {
+			f.Cluster.Spec.Paused = ptr.To(true)
+			Expect(k8sClient.Update(ctx, f.Cluster)).To(Succeed())
+
+			Expect(r.Paused()).To(BeFalse(), "as it was read")
+			Expect(lower()).To(MatchError(ContainSubstring("paused")))
+			Expect(specReplicas(md)).To(BeEquivalentTo(3))
+		})
+
+		It("refuses once the resource has the paused annotation", func() {
+			update(func(md *clusterv1.MachineDeployment) { md.Annotations[clusterv1.PausedAnnotation] = "" })
+			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(ContainSubstring("paused")))
+		})
+
+		It("refuses once the size annotations are gone", func() {
+			update(func(md *clusterv1.MachineDeployment) {
+				delete(md.Annotations, MinSizeAnnotation)
+				delete(md.Annotations, MaxSizeAnnotation)
+			})
+			Expect(lower()).To(MatchError(ContainSubstring("no longer has the autoscaler's size annotations")))
+			Expect(specReplicas(md)).To(BeEquivalentTo(3))
+		})
+
+		It("refuses below a min size raised since", func() {
+			update(func(md *clusterv1.MachineDeployment) { md.Annotations[MinSizeAnnotation] = "3" })
+			var outOfBounds *OutOfBoundsError
+			Expect(errors.As(lower(), &outOfBounds)).To(BeTrue())
+			Expect(specReplicas(md)).To(BeEquivalentTo(3))
+		})
+
+		It("refuses once the resource is gone", func() {
+			Expect(k8sClient.Delete(ctx, md)).To(Succeed())
+			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(ContainSubstring("no longer exists")))
+		})
+
+		It("takes its own writes of replicas for no rollout", func() {
+			Expect(lower()).To(Succeed())
+			Expect(lower()).To(Succeed(), "two writes of its own, none observed by a controller")
+			Expect(specReplicas(md)).To(BeEquivalentTo(1))
+		})
+	})
+
+	It("notices replicas another writer changed after its own write", func() {
+		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 5))
+		f.Create(ctx, md)
+		writes := NewWrites()
+		read := func() Resource {
+			GinkgoHelper()
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			r, err := New(md, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock, Writes: writes})
+			Expect(err).NotTo(HaveOccurred())
+			return r
+		}
+		Expect(read().UpdateReplicas(ctx, func(current int) (int, error) { return current + 1, nil })).To(Equal(3))
+		Expect(read().ReplicasOverwritten()).To(BeEmpty())
+
+		// A GitOps tool writes back what it declares.
+		md.Spec.Replicas = ptr.To[int32](2)
+		Expect(k8sClient.Update(ctx, md)).To(Succeed())
+
+		Expect(read().ReplicasOverwritten()).To(ContainSubstring("replicas changed from 3, which the autoscaler set at 2026-01-02T03:04:05Z, to 2 by another writer"))
+		Expect(read().UpdateReplicas(ctx, func(current int) (int, error) { return current + 1, nil })).To(Equal(3))
+		Expect(read().ReplicasOverwritten()).To(BeEmpty(), "until the autoscaler writes them again")
+	})
+
+	It("removes only the deletion marks it placed", func() {
+		ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+		f.Create(ctx, ms)
+		ours, operators := f.Machine("ms-0-a", ms), f.Machine("ms-0-b", ms)
+		operators.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "yes"}
+		f.Create(ctx, ours, operators)
+		r := newResource(ms)
+
+		Expect(r.MarkMachineForDeletion(ctx, ours)).To(Succeed())
+		Expect(IsMarkedByAutoscaler(ours)).To(BeTrue())
+		Expect(IsMarkedByAutoscaler(operators)).To(BeFalse())
+
+		Expect(r.UnmarkMachineForDeletion(ctx, ours)).To(Succeed())
+		Expect(r.UnmarkMachineForDeletion(ctx, operators)).To(Succeed())
+		stored := &clusterv1.Machine{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ours), stored)).To(Succeed())
+		Expect(stored.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(operators), stored)).To(Succeed())
+		Expect(stored.Annotations).To(HaveKeyWithValue(clusterv1.DeleteMachineAnnotation, "yes"), "an operator's mark stays")
 	})
 
 	DescribeTable("refuses an object with a wrong annotation, saying which and where",

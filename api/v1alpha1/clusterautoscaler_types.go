@@ -339,6 +339,17 @@ type ScaleDownConfig struct {
 	// +optional
 	// +kubebuilder:default=false
 	CordonNodeBeforeTerminating *bool `json:"cordonNodeBeforeTerminating,omitempty"`
+
+	// nodeDeletionTimeout is how long a node handed to Cluster API for
+	// deletion (its Machine marked, its group's replicas lowered) may stay
+	// while its Machine is not being deleted, e.g. because another writer
+	// set the replicas back. Then the autoscaler gives it back: it removes
+	// its taint, its cordon and the Machine's mark, and says so in a
+	// Warning event and on the group's status row.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="nodeDeletionTimeout must be at least 10s"
+	NodeDeletionTimeout *metav1.Duration `json:"nodeDeletionTimeout,omitempty"`
 }
 
 // BackoffConfig configures the backoff of node groups that failed to scale up.
@@ -422,6 +433,11 @@ const (
 	// creation time owns it, ties broken by name; the next takes over when
 	// the owner is deleted.
 	ClusterAlreadyAutoscaledReason = "ClusterAlreadyAutoscaled"
+	// OtherAutoscalerActiveReason: another cluster autoscaler, such as the
+	// upstream one, acts on the workload cluster (its deletion taint on a
+	// node, its Lease or status ConfigMap recently written); nothing is
+	// scaled until it is gone. The condition message names the evidence.
+	OtherAutoscalerActiveReason = "OtherAutoscalerActive"
 )
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.

@@ -41,9 +41,22 @@ type NodeGroup interface {
 	TemplateNode(ctx context.Context) (*corev1.Node, error)
 	// IncreaseSize raises the target size by delta (> 0) within MaxSize.
 	IncreaseSize(ctx context.Context, delta int) error
+	// CheckScaleDown reads the group afresh and returns an error that says
+	// why removing `removing` of its nodes must not happen now: the group
+	// is rolling out, paused, being deleted or gone, no longer autoscaled,
+	// or would go below its min size. Every destructive step of a
+	// scale-down asks it first, because a decision taken minutes earlier,
+	// when the drain started, may no longer hold.
+	CheckScaleDown(ctx context.Context, removing int) error
 	// DeleteNodes removes the given registered nodes of the group and lowers
-	// the target size accordingly; it refuses to go below MinSize.
+	// the target size accordingly. It checks what CheckScaleDown checks at
+	// the moment it lowers the target size, and refuses when that fails.
 	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
+	// CancelDeletion gives back nodes that DeleteNodes handed to the
+	// infrastructure and that it did not remove (e.g. another writer set
+	// the target size back): it removes the marks DeleteNodes placed on
+	// their instances, unless their removal has started.
+	CancelDeletion(ctx context.Context, nodes []*corev1.Node) error
 	// DeleteInstances removes members of the group that have not registered a
 	// node (failed or never provisioned) and lowers the target size.
 	DeleteInstances(ctx context.Context, instances []Instance) error
@@ -68,6 +81,11 @@ type List struct {
 	// autoscaled, and ones in Groups that can do less than they should.
 	Problems []Problem
 }
+
+// ReasonReplicasOverwritten is the Problem reason of a group whose target
+// size another writer changed after the autoscaler set it, e.g. a GitOps
+// tool or a ClusterClass topology writing back the replicas it declares.
+const ReasonReplicasOverwritten = "ReplicasOverwritten"
 
 // Problem explains why a would-be node group is not autoscaled, or what a
 // node group cannot do.

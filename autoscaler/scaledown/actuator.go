@@ -1,6 +1,7 @@
 package scaledown
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,10 +22,12 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// Event reasons, the upstream ones.
+// Event reasons: the upstream ones, and ScaleDownCancelled for a removal
+// given up because its decision no longer holds, which is no failure.
 const (
-	EventReasonScaleDown       = "ScaleDown"
-	EventReasonScaleDownFailed = "ScaleDownFailed"
+	EventReasonScaleDown          = "ScaleDown"
+	EventReasonScaleDownFailed    = "ScaleDownFailed"
+	EventReasonScaleDownCancelled = "ScaleDownCancelled"
 )
 
 // ActuatorOptions configure node removal. Like Options, they have no
@@ -38,8 +41,13 @@ type ActuatorOptions struct {
 	MaxGracefulTermination time.Duration
 	// CordonNodeBeforeTerminating cordons (spec.unschedulable) the nodes
 	// being removed, on top of the deletion taint, as upstream's
-	// --cordon-node-before-terminating; a removal given up uncordons them.
+	// --cordon-node-before-terminating. Releasing a node uncordons it when
+	// the autoscaler cordoned it, whatever this says by then.
 	CordonNodeBeforeTerminating bool
+	// NodeDeletionTimeout is how long a node handed to its group for
+	// deletion may stay while its instance is not being deleted; then it
+	// is given back.
+	NodeDeletionTimeout time.Duration
 	// Clock times the drains.
 	Clock clock.PassiveClock
 }
@@ -56,29 +64,36 @@ func (o ActuatorOptions) Validate() error {
 	if o.MaxPodEvictionTime <= 0 || o.MaxGracefulTermination < 0 {
 		return errors.New("maxPodEvictionTime must be positive, maxGracefulTermination not negative")
 	}
+	if o.NodeDeletionTimeout <= 0 {
+		return errors.New("nodeDeletionTimeout must be positive")
+	}
 	return nil
 }
 
 // Actuator removes the nodes a Plan chooses. Empty nodes are tainted and
 // deleted at once, in Start. Other nodes are drained over several loops:
-// Start taints the node and sends the first evictions, each Advance sends
+// Start taints the node and sends the first evictions, each Continue sends
 // the evictions that were refused again, checks which pods are gone and,
 // once all are, deletes the node. No call waits for pods, so the loop is
 // never blocked, and a drain that outlives its time limits fails and
 // leaves the node as it was, minus the pods already evicted.
 //
-// The drains in progress live in memory: after a restart CleanUpTaints
-// releases their nodes. It is not safe for concurrent use.
+// Before every step that changes the cluster (taint, evict, delete) the
+// Actuator asks the node's group, read afresh, whether the removal still
+// holds (NodeGroup.CheckScaleDown), and checks the cluster minimums on the
+// loop's nodes; when not, it gives the node back. It takes off a node only
+// the taint and cordon it recorded there (ReleaseNode), so a restart or a
+// new leader releases exactly those. It is not safe for concurrent use.
 type Actuator struct {
 	client   kubernetes.Interface
 	recorder record.EventRecorder
 	opts     ActuatorOptions
 
 	drains map[string]*drain
-	// deleted are the nodes handed to their group for deletion: they keep
-	// the deletion taint until they are gone from the cluster, so that no pod
+	// handedOver are the nodes deleted through their group: they keep the
+	// deletion taint until they are gone from the cluster, so that no pod
 	// lands on them while their Machine goes away.
-	deleted                   map[string]bool
+	handedOver                map[string]*handOver
 	lastDeletion, lastFailure time.Time
 	deletedNodes, evictedPods int
 }
@@ -94,13 +109,39 @@ type drain struct {
 	refused error
 }
 
+// handOver is a node deleted through its group, waiting to be gone.
+type handOver struct {
+	node  *corev1.Node
+	group nodegroups.NodeGroup
+	at    time.Time
+}
+
+// View is what a loop sees of the cluster, against which the Actuator
+// re-checks the removals it carries on.
+type View struct {
+	// Nodes are the nodes of the cluster.
+	Nodes []*corev1.Node
+	// Groups are the node groups, with their instances.
+	Groups []nodegroups.NodeGroup
+	// Minimums are the cluster-wide totals that removals must leave.
+	Minimums ClusterMinimums
+}
+
+// Released is a node handed over for deletion that was still there after
+// NodeDeletionTimeout, and was given back.
+type Released struct {
+	Node    string
+	GroupID string
+	Message string
+}
+
 // NewActuator returns an Actuator that talks to the workload cluster
 // through client and reports through recorder.
 func NewActuator(client kubernetes.Interface, recorder record.EventRecorder, opts ActuatorOptions) (*Actuator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}, deleted: map[string]bool{}}, nil
+	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}, handedOver: map[string]*handOver{}}, nil
 }
 
 // SetOptions changes the options from the next call on; the drains in
@@ -113,15 +154,17 @@ func (a *Actuator) SetOptions(opts ActuatorOptions) {
 // deleted through its group stays in progress until it is no longer
 // listed, so that it is never chosen, and deleted, twice.
 func (a *Actuator) Progress() Progress {
-	deleting := make(map[string]bool, len(a.drains)+len(a.deleted))
+	deleting := make(map[string]bool, len(a.drains)+len(a.handedOver))
+	deleted := make(map[string]bool, len(a.handedOver))
 	for name := range a.drains {
 		deleting[name] = true
 	}
-	for name := range a.deleted {
+	for name := range a.handedOver {
 		deleting[name] = true
+		deleted[name] = true
 	}
 	return Progress{
-		Deleting: deleting, Deleted: maps.Clone(a.deleted), Draining: len(a.drains),
+		Deleting: deleting, Deleted: deleted, Draining: len(a.drains),
 		LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
 		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods,
 	}
@@ -135,101 +178,277 @@ func (a *Actuator) Start(ctx context.Context, plan *Plan) {
 	}
 }
 
-// Advance drives the drains in progress one step.
-func (a *Actuator) Advance(ctx context.Context) {
-	for _, name := range slices.Sorted(maps.Keys(a.drains)) {
-		a.step(ctx, a.drains[name])
+// Continue carries on the removals in progress under the loop's view:
+// each drain, re-checked, takes one step; nodes handed over and still
+// there after NodeDeletionTimeout are given back and returned; what the
+// autoscaler left on nodes that no removal owns (after a restart, a crash,
+// or a failure to release) is released. It runs every loop, even while the
+// cluster is unhealthy, so that no node stays tainted for nothing.
+func (a *Actuator) Continue(ctx context.Context, view View) []Released {
+	members := membersByNode(view.Groups)
+	released := a.checkHandedOver(ctx, view, members)
+	totals := a.remainingTotals(view)
+	for _, d := range a.drainsInOrder() {
+		if reason := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals); reason != "" {
+			a.cancel(ctx, d.node, reason)
+			continue
+		}
+		a.step(ctx, d)
+	}
+	a.releaseLeftovers(ctx, view.Nodes, members)
+	return released
+}
+
+// ReleaseAll gives back the nodes being drained, saying why; nodes already
+// handed to their group stay tainted until they are gone. The engine calls
+// it when it stops (a pause, a deletion, a restart) and when scale-down is
+// turned off, so that no node stays tainted while nothing drives its drain.
+func (a *Actuator) ReleaseAll(ctx context.Context, reason string) {
+	for _, d := range a.drainsInOrder() {
+		a.cancel(ctx, d.node, reason)
 	}
 }
 
-// CleanUpTaints removes the deletion taint from the nodes that carry it but are
-// not being removed: left by a restart, a crash, or a failure to remove it.
-// Call it once at start and then every loop with the nodes as listed.
-func (a *Actuator) CleanUpTaints(ctx context.Context, nodes []*corev1.Node) error {
-	logger := klog.FromContext(ctx)
-	listed := make(map[string]bool, len(nodes))
-	for _, node := range nodes {
+// member is a node's place in the loop's view.
+type member struct {
+	group    nodegroups.NodeGroup
+	deleting bool
+}
+
+func membersByNode(groups []nodegroups.NodeGroup) map[string]member {
+	members := map[string]member{}
+	for _, group := range groups {
+		for _, instance := range group.Instances() {
+			if instance.NodeName != "" {
+				members[instance.NodeName] = member{group: group, deleting: instance.State == nodegroups.InstanceDeleting}
+			}
+		}
+	}
+	return members
+}
+
+// checkHandedOver forgets the handed-over nodes that are gone, and gives
+// back those still there after NodeDeletionTimeout whose instance is not
+// being deleted: their group did not remove them, e.g. because another
+// writer set its replicas back, and they must not stay tainted and marked.
+func (a *Actuator) checkHandedOver(ctx context.Context, view View, members map[string]member) []Released {
+	listed := make(map[string]bool, len(view.Nodes))
+	for _, node := range view.Nodes {
 		listed[node.Name] = true
 	}
-	for name := range a.deleted {
-		if !listed[name] {
-			delete(a.deleted, name)
-		}
-	}
-	var errs []error
-	for _, node := range nodes {
-		if !HasDeletionTaint(node) || a.drains[node.Name] != nil || a.deleted[node.Name] {
+	now := a.opts.Clock.Now()
+	var released []Released
+	for _, name := range slices.Sorted(maps.Keys(a.handedOver)) {
+		h := a.handedOver[name]
+		m, ok := members[name]
+		switch {
+		case !listed[name]:
+			delete(a.handedOver, name)
+			continue
+		case ok && m.deleting:
+			// The infrastructure is removing it; draining can take a while.
+			continue
+		case now.Sub(h.at) < a.opts.NodeDeletionTimeout:
 			continue
 		}
-		if err := removeDeletionTaint(ctx, a.client, node.Name, a.opts.CordonNodeBeforeTerminating); err != nil {
-			errs = append(errs, fmt.Errorf("removing the deletion taint of node %s: %w", node.Name, err))
+		group := h.group
+		if ok {
+			group = m.group
+		}
+		message := fmt.Sprintf("node %s was handed to node group %s for deletion %s ago and is still there, its instance not being deleted "+
+			"(did another writer change the group's replicas?); it is given back: taint and deletion mark removed",
+			name, group.ID(), now.Sub(h.at).Round(time.Second))
+		if err := group.CancelDeletion(ctx, []*corev1.Node{h.node}); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to remove the deletion mark of a node given back, will retry", "node", klog.KObj(h.node), "nodeGroup", group.ID())
 			continue
 		}
-		logger.Info("Removed a leftover deletion taint", "node", klog.KObj(node))
+		delete(a.handedOver, name)
+		a.release(ctx, h.node)
+		// A failed removal: scale-down waits DelayAfterFailure rather than
+		// take the node again at once, and fight the other writer.
+		a.lastFailure = now
+		a.recorder.Event(h.node, corev1.EventTypeWarning, EventReasonScaleDownFailed, message)
+		klog.FromContext(ctx).Info("Gave back a node its group did not remove", "node", klog.KObj(h.node), "nodeGroup", group.ID(), "handedOverAt", h.at)
+		released = append(released, Released{Node: name, GroupID: group.ID(), Message: message})
 	}
-	return errors.Join(errs...)
+	return released
 }
 
-// deleteEmpty taints the nodes, makes sure that no pod landed on them
-// since the plan, and deletes them, one DeleteNodes call per group.
+// remainingTotals are the capacities of the listed nodes that no removal
+// in progress takes away.
+func (a *Actuator) remainingTotals(view View) snapshot.Resources {
+	var totals snapshot.Resources
+	for _, node := range view.Nodes {
+		if a.drains[node.Name] == nil && a.handedOver[node.Name] == nil {
+			totals.Add(snapshot.NewResources(node.Status.Capacity))
+		}
+	}
+	return totals
+}
+
+// recheck says why removing the node must not go on, or "". removing
+// counts the removals of the group that have not lowered its replicas yet,
+// this one included. totals are what the cluster keeps; a removal that
+// goes on is taken off them.
+func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources) string {
+	if err := group.CheckScaleDown(ctx, removing); err != nil {
+		return err.Error()
+	}
+	capacity := snapshot.NewResources(node.Status.Capacity)
+	if message := minimums.Violated(*totals, capacity); message != "" {
+		return message
+	}
+	totals.Sub(capacity)
+	return ""
+}
+
+func (a *Actuator) drainsInOrder() []*drain {
+	drains := slices.Collect(maps.Values(a.drains))
+	slices.SortFunc(drains, func(x, y *drain) int {
+		return cmp.Or(x.startedAt.Compare(y.startedAt), cmp.Compare(x.node.Name, y.node.Name))
+	})
+	return drains
+}
+
+// drainsOfGroupUpTo counts the drains of d's group that started before
+// d, and d: when the group can lose fewer nodes than it is drained of, the
+// latest drains are the ones given back.
+func (a *Actuator) drainsOfGroupUpTo(d *drain) int {
+	count := 0
+	for _, other := range a.drains {
+		if other.group.ID() == d.group.ID() && (other.startedAt.Before(d.startedAt) || other.startedAt.Equal(d.startedAt) && other.node.Name <= d.node.Name) {
+			count++
+		}
+	}
+	return count
+}
+
+// releaseLeftovers releases the nodes that carry the autoscaler's taint or
+// cordon but that no removal owns, except those whose instance is being
+// deleted, which keep the taint until they are gone. Taints and cordons
+// the autoscaler did not place are never touched.
+func (a *Actuator) releaseLeftovers(ctx context.Context, nodes []*corev1.Node, members map[string]member) {
+	logger := klog.FromContext(ctx)
+	for _, node := range nodes {
+		if !hasOwnMarks(node) || a.drains[node.Name] != nil || a.handedOver[node.Name] != nil {
+			continue
+		}
+		if m, ok := members[node.Name]; ok && m.deleting {
+			continue
+		}
+		if err := ReleaseNode(ctx, a.client, node.Name); err != nil {
+			logger.Error(err, "Failed to release a node left tainted, will retry", "node", klog.KObj(node))
+			continue
+		}
+		logger.Info("Released a node left tainted by an earlier removal", "node", klog.KObj(node))
+	}
+}
+
+// deleteEmpty checks each group afresh, taints its nodes, makes sure that
+// no pod landed on them since the plan, and deletes them, one DeleteNodes
+// call per group.
 func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	logger := klog.FromContext(ctx)
 	now := a.opts.Clock.Now()
 	groups := map[string]nodegroups.NodeGroup{}
-	nodes := map[string][]*corev1.Node{}
+	byGroup := map[string][]*corev1.Node{}
 	for _, removal := range removals {
-		node := removal.Node
-		if err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating); err != nil {
-			a.fail(ctx, node, fmt.Sprintf("failed to taint empty node: %v", err))
-			continue
-		}
-		pods, err := a.podsToEvict(ctx, node.Name)
-		if err != nil {
-			a.fail(ctx, node, fmt.Sprintf("failed to list the pods of empty node: %v", err))
-			continue
-		}
-		if len(pods) > 0 {
-			// Not a failure: the scheduler used the node before the taint.
-			logger.V(2).Info("Node is no longer empty, keeping it", "node", klog.KObj(node), "pod", klog.KObj(pods[0]))
-			a.release(ctx, node)
-			continue
-		}
-		a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDown, "marked the node as toBeDeleted/unschedulable")
 		groups[removal.Group.ID()] = removal.Group
-		nodes[removal.Group.ID()] = append(nodes[removal.Group.ID()], node)
+		byGroup[removal.Group.ID()] = append(byGroup[removal.Group.ID()], removal.Node)
 	}
-	for _, id := range slices.Sorted(maps.Keys(nodes)) {
-		if err := groups[id].DeleteNodes(ctx, nodes[id]); err != nil {
-			for _, node := range nodes[id] {
+	for _, id := range slices.Sorted(maps.Keys(byGroup)) {
+		group := groups[id]
+		if err := group.CheckScaleDown(ctx, len(byGroup[id])+a.drainsOfGroup(id)); err != nil {
+			for _, node := range byGroup[id] {
+				a.cancel(ctx, node, err.Error())
+			}
+			continue
+		}
+		var tainted []*corev1.Node
+		for _, node := range byGroup[id] {
+			if a.taint(ctx, node, now) {
+				tainted = append(tainted, node)
+			}
+		}
+		var empty []*corev1.Node
+		for _, node := range tainted {
+			pods, err := a.podsToEvict(ctx, node.Name)
+			switch {
+			case err != nil:
+				a.fail(ctx, node, fmt.Sprintf("failed to list the pods of empty node: %v", err))
+			case len(pods) > 0:
+				// Not a failure: the scheduler used the node before the taint.
+				logger.V(2).Info("Node is no longer empty, keeping it", "node", klog.KObj(node), "pod", klog.KObj(pods[0]))
+				a.release(ctx, node)
+			default:
+				empty = append(empty, node)
+			}
+		}
+		if len(empty) == 0 {
+			continue
+		}
+		if err := group.DeleteNodes(ctx, empty); err != nil {
+			for _, node := range empty {
 				a.fail(ctx, node, fmt.Sprintf("failed to delete empty node: %v", err))
 			}
 			continue
 		}
 		a.lastDeletion = now
-		a.deletedNodes += len(nodes[id])
-		for _, node := range nodes[id] {
-			a.deleted[node.Name] = true
+		a.deletedNodes += len(empty)
+		for _, node := range empty {
+			a.handedOver[node.Name] = &handOver{node: node, group: group, at: now}
 			logger.Info("Removed empty node", "node", klog.KObj(node), "nodeGroup", id)
 		}
 	}
 }
 
-// startDrain taints the node and takes the first drain step.
+// startDrain checks the group afresh, taints the node and takes the first
+// drain step.
 func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
 	node := removal.Node
 	if a.drains[node.Name] != nil {
 		return
 	}
-	now := a.opts.Clock.Now()
-	if err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating); err != nil {
-		a.fail(ctx, node, fmt.Sprintf("failed to taint node: %v", err))
+	if err := removal.Group.CheckScaleDown(ctx, a.drainsOfGroup(removal.Group.ID())+1); err != nil {
+		a.cancel(ctx, node, err.Error())
 		return
 	}
-	a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDown, "marked the node as toBeDeleted/unschedulable")
+	now := a.opts.Clock.Now()
+	if !a.taint(ctx, node, now) {
+		return
+	}
 	klog.FromContext(ctx).Info("Draining node", "node", klog.KObj(node), "nodeGroup", removal.Group.ID())
 	d := &drain{node: node, group: removal.Group, startedAt: now, evictedAt: map[types.UID]time.Time{}}
 	a.drains[node.Name] = d
 	a.step(ctx, d)
+}
+
+// taint puts the deletion taint on the node and says whether it did. A
+// node that another autoscaler is removing is left alone; other failures
+// count as failed removals.
+func (a *Actuator) taint(ctx context.Context, node *corev1.Node, now time.Time) bool {
+	err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating)
+	var foreign *ForeignTaintError
+	switch {
+	case errors.As(err, &foreign):
+		klog.FromContext(ctx).Info("Not removing a node that another cluster autoscaler is removing", "node", klog.KObj(node))
+		return false
+	case err != nil:
+		a.fail(ctx, node, fmt.Sprintf("failed to taint node: %v", err))
+		return false
+	}
+	a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDown, "marked the node as toBeDeleted/unschedulable")
+	return true
+}
+
+func (a *Actuator) drainsOfGroup(id string) int {
+	count := 0
+	for _, d := range a.drains {
+		if d.group.ID() == id {
+			count++
+		}
+	}
+	return count
 }
 
 // fail gives the node back: it removes the taint, records the failure
@@ -241,11 +460,19 @@ func (a *Actuator) fail(ctx context.Context, node *corev1.Node, message string) 
 	a.recorder.Event(node, corev1.EventTypeWarning, EventReasonScaleDownFailed, message)
 }
 
-// release forgets the node and removes its taint. A taint that cannot be
-// removed now is removed by CleanUpTaints later.
+// cancel gives the node back because the decision to remove it no longer
+// holds, e.g. its group started rolling out: no failure of the removal.
+func (a *Actuator) cancel(ctx context.Context, node *corev1.Node, reason string) {
+	klog.FromContext(ctx).Info("Scale-down cancelled", "node", klog.KObj(node), "reason", reason)
+	a.release(ctx, node)
+	a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDownCancelled, "node released, its removal no longer holds: "+reason)
+}
+
+// release forgets the node and takes off what the autoscaler put on it.
+// What cannot be removed now is removed by Continue later.
 func (a *Actuator) release(ctx context.Context, node *corev1.Node) {
 	delete(a.drains, node.Name)
-	if err := removeDeletionTaint(ctx, a.client, node.Name, a.opts.CordonNodeBeforeTerminating); err != nil {
+	if err := ReleaseNode(ctx, a.client, node.Name); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to remove the deletion taint, will retry", "node", klog.KObj(node))
 	}
 }

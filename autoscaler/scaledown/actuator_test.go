@@ -2,6 +2,7 @@ package scaledown_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -62,11 +63,27 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
 	})
 	actuator, err := scaledown.NewActuator(f.client, f.recorder, scaledown.ActuatorOptions{
-		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, Clock: f.clock,
+		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock,
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	f.actuator = actuator
 	return f
+}
+
+// advance runs the actuator's per-loop step on the nodes as the API server
+// has them and the given groups.
+func (f *actuatorFixture) advance(g Gomega, groups ...nodegroups.NodeGroup) []scaledown.Released {
+	return f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Groups: groups})
+}
+
+func (f *actuatorFixture) nodes(g Gomega) []*corev1.Node {
+	list, err := f.client.CoreV1().Nodes().List(f.ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	nodes := make([]*corev1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		nodes = append(nodes, &list.Items[i])
+	}
+	return nodes
 }
 
 func (f *actuatorFixture) node(g Gomega, name string) *corev1.Node {
@@ -156,13 +173,13 @@ func TestFailedDeletionLeavesNothingBehind(t *testing.T) {
 	a1 := node("a1")
 	f := newActuatorFixture(t, a1)
 	group := newGroup("ng", a1)
-	group.Min = 1 // DeleteNodes refuses to go below it
+	group.DeleteNodesErr = errors.New("the API server is unavailable")
 
 	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
 
 	g.Expect(group.Deleted).To(BeEmpty())
 	expectTainted(g, f.node(g, "a1"), false)
-	g.Expect(f.events()).To(ConsistOf(eventMarked, HavePrefix(eventFailedPfx+"failed to delete empty node: size 0 would go below the minimum 1")))
+	g.Expect(f.events()).To(ConsistOf(eventMarked, HavePrefix(eventFailedPfx+"failed to delete empty node: the API server is unavailable")))
 	g.Expect(f.actuator.Progress().LastFailure).To(Equal(st.Now))
 }
 
@@ -181,13 +198,13 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{"n": true}, Deleted: map[string]bool{}, Draining: 1, EvictedPods: 3}))
 
 	f.clock.Step(10 * time.Second)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while its pods terminate")
 	g.Expect(f.events()).To(BeEmpty(), "a pod is announced once")
 
 	f.finishTerminating(g)
 	f.clock.Step(10 * time.Second)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
 	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{
 		Deleting: map[string]bool{"n": true}, Deleted: map[string]bool{"n": true},
@@ -207,7 +224,7 @@ func TestDeletedNodeIsNotRemovedAgain(t *testing.T) {
 	group := newGroup("ng", drained, busy)
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: drained, Group: group}}})
 	f.finishTerminating(g)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(group.Deleted).To(Equal([]string{"drained"}))
 	g.Expect(f.actuator.Progress().Deleting).To(Equal(map[string]bool{"drained": true}), "a deleted node is being deleted until it is gone")
 
@@ -218,7 +235,8 @@ func TestDeletedNodeIsNotRemovedAgain(t *testing.T) {
 	g.Expect(plan.Empty).To(BeEmpty())
 	g.Expect(reasons(plan.Kept)).To(HaveKeyWithValue("drained", scaledown.ReasonCurrentlyBeingDeleted))
 
-	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "busy")})).To(Succeed())
+	g.Expect(f.client.CoreV1().Nodes().Delete(f.ctx, "drained", metav1.DeleteOptions{})).To(Succeed())
+	f.advance(g)
 	g.Expect(f.actuator.Progress().Deleting).To(BeEmpty(), "a node that is gone is forgotten")
 }
 
@@ -244,10 +262,10 @@ func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
 			for range 4 { // every 30s, as the loop would, for 2 minutes
 				f.finishTerminating(g)
 				f.clock.Step(30 * time.Second)
-				f.actuator.Advance(f.ctx)
+				f.advance(g)
 			}
 			f.finishTerminating(g)
-			f.actuator.Advance(f.ctx)
+			f.advance(g)
 
 			if tt.wantDeleted {
 				g.Expect(group.Deleted).To(Equal([]string{"n"}))
@@ -271,29 +289,43 @@ func TestDrainFailsWhenPodsDoNotTerminate(t *testing.T) {
 
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	f.clock.Step(10*time.Minute + 30*time.Second)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and headroom")
 
 	f.clock.Step(time.Second)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(group.Deleted).To(BeEmpty())
 	expectTainted(g, f.node(g, "n"), false)
 	g.Expect(f.events()).To(ContainElement(eventFailedPfx + "pod default/stubborn did not terminate within 10m30s of its eviction"))
 	g.Expect(f.actuator.Progress().Draining).To(BeZero())
 }
 
-func TestCleanUpTaintsReleasesNodesNoLongerBeingRemoved(t *testing.T) {
+func TestContinueReleasesOnlyWhatTheAutoscalerLeft(t *testing.T) {
 	g := NewWithT(t)
 	taint := st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule)
-	leftover, draining, other := node("leftover", taint), node("draining"), node("other", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
-	f := newActuatorFixture(t, leftover, draining, other, pod("web-0", "100m", "draining"))
+	ours := withAnnotation(scaledown.TaintedAnnotation, "1767268800")
+	cordonedByUs := func(n *corev1.Node) {
+		n.Spec.Unschedulable = true
+		withAnnotation(scaledown.CordonedAnnotation, "1767268800")(n)
+	}
+	cordonedByAdmin := func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	leftover, draining := node("leftover", taint, ours, cordonedByUs), node("draining")
+	upstream := node("upstream", taint)
+	admin := node("admin", taint, ours, cordonedByAdmin)
+	other := node("other", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
+	f := newActuatorFixture(t, leftover, draining, upstream, admin, other, pod("web-0", "100m", "draining"))
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: draining, Group: newGroup("ng", draining)}}})
 
-	nodes := []*corev1.Node{f.node(g, "leftover"), f.node(g, "draining"), f.node(g, "other")}
-	g.Expect(f.actuator.CleanUpTaints(f.ctx, nodes)).To(Succeed())
+	f.advance(g)
 
 	expectTainted(g, f.node(g, "leftover"), false)
+	g.Expect(f.node(g, "leftover").Spec.Unschedulable).To(BeFalse(), "the autoscaler's cordon is undone")
+	g.Expect(f.node(g, "leftover").Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
 	expectTainted(g, f.node(g, "draining"), true)
+	expectTainted(g, f.node(g, "upstream"), true)
+	g.Expect(f.node(g, "upstream").Spec.Taints).To(HaveLen(1), "another autoscaler's taint is left alone")
+	expectTainted(g, f.node(g, "admin"), false)
+	g.Expect(f.node(g, "admin").Spec.Unschedulable).To(BeTrue(), "an administrator's cordon stays")
 	g.Expect(f.node(g, "other").Spec.Taints).To(HaveLen(1), "other taints are left alone")
 }
 
@@ -304,17 +336,17 @@ func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {
 	group := newGroup("ng", empty, drained)
 	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: drained, Group: group}}})
 	f.finishTerminating(g)
-	f.actuator.Advance(f.ctx)
+	f.advance(g)
 	g.Expect(group.Deleted).To(ConsistOf("empty", "drained"))
 
 	// Cluster API deletes the Machines, and then the Nodes, some time later.
-	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "empty"), f.node(g, "drained")})).To(Succeed())
+	f.advance(g)
 	expectTainted(g, f.node(g, "empty"), true)
 	expectTainted(g, f.node(g, "drained"), true)
 
 	// A node of the same name that joins later is not the deleted one.
-	g.Expect(f.actuator.CleanUpTaints(f.ctx, nil)).To(Succeed())
-	g.Expect(f.actuator.CleanUpTaints(f.ctx, []*corev1.Node{f.node(g, "empty")})).To(Succeed())
+	f.actuator.Continue(f.ctx, scaledown.View{})
+	f.advance(g)
 	expectTainted(g, f.node(g, "empty"), false)
 }
 
@@ -325,7 +357,7 @@ func TestNodesAreCordonedBeforeRemovalOnlyWhenAsked(t *testing.T) {
 			empty, kept := node("empty"), node("kept")
 			f := newActuatorFixture(t, empty, kept)
 			f.actuator.SetOptions(scaledown.ActuatorOptions{
-				MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, Clock: f.clock,
+				MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock,
 				CordonNodeBeforeTerminating: cordon,
 			})
 			group := newGroup("ng", empty)
@@ -341,4 +373,176 @@ func TestNodesAreCordonedBeforeRemovalOnlyWhenAsked(t *testing.T) {
 			g.Expect(f.node(g, "kept").Spec.Unschedulable).To(BeFalse(), "a removal given up leaves the node schedulable")
 		})
 	}
+}
+
+// A drain takes minutes; when it ends the group may be rolling out, paused,
+// no longer autoscaled or at a raised min size. Lowering its replicas then
+// could remove a Machine nobody chose: every step asks the group afresh.
+func TestDrainIsGivenBackWhenItsGroupNoLongerAllowsIt(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"), pod("web-1", "100m", "n"))
+	f.refuse = func(name string) bool { return name == "web-1" }
+	group := newGroup("ng", n, node("other"))
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	g.Expect(f.terminating(g)).To(ConsistOf("web-0"))
+	f.events()
+
+	group.ScaleDownRefusal = errors.New("MachineDeployment/default/md is rolling out (generation 3 not yet observed)")
+	f.finishTerminating(g)
+	f.refuse = func(string) bool { return false }
+	f.clock.Step(10 * time.Second)
+	f.advance(g, group)
+
+	g.Expect(group.Deleted).To(BeEmpty(), "nothing is deleted once the decision no longer holds")
+	g.Expect(f.terminating(g)).To(BeEmpty(), "no more pods are evicted")
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.events()).To(ConsistOf("Normal ScaleDownCancelled node released, its removal no longer holds: MachineDeployment/default/md is rolling out (generation 3 not yet observed)"))
+	g.Expect(f.actuator.Progress()).To(Equal(scaledown.Progress{Deleting: map[string]bool{}, Deleted: map[string]bool{}, EvictedPods: 1}),
+		"a cancelled removal is no failure")
+}
+
+func TestEmptyNodesOfAGroupThatNoLongerAllowsItAreNotTainted(t *testing.T) {
+	g := NewWithT(t)
+	a1 := node("a1")
+	f := newActuatorFixture(t, a1)
+	group := newGroup("ng", a1)
+	group.ScaleDownRefusal = errors.New("MachineDeployment/default/md is paused")
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+
+	g.Expect(group.Deleted).To(BeEmpty())
+	g.Expect(f.node(g, "a1").Spec.Taints).To(BeEmpty())
+	g.Expect(f.events()).To(ConsistOf(HavePrefix("Normal ScaleDownCancelled")))
+}
+
+func TestDrainIsGivenBackWhenTheClusterMinimumWasRaised(t *testing.T) {
+	g := NewWithT(t)
+	n, other := node("n"), node("other")
+	f := newActuatorFixture(t, n, other, pod("web-0", "100m", "n"))
+	f.refuse = func(string) bool { return true }
+	group := newGroup("ng", n, other)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+
+	f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Groups: []nodegroups.NodeGroup{group}, Minimums: scaledown.ClusterMinimums{Cores: 8}})
+
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.events()).To(ContainElement("Normal ScaleDownCancelled node released, its removal no longer holds: the cluster would have fewer than the minimum 8 cores"))
+}
+
+func TestReleaseAllGivesBackDrainsButNotHandedOverNodes(t *testing.T) {
+	g := NewWithT(t)
+	empty, busy := node("empty"), node("busy")
+	f := newActuatorFixture(t, empty, busy, pod("web-0", "100m", "busy"))
+	f.refuse = func(string) bool { return true }
+	group := newGroup("ng", empty, busy)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: busy, Group: group}}})
+
+	f.actuator.ReleaseAll(f.ctx, "the Cluster was paused")
+
+	expectTainted(g, f.node(g, "busy"), false)
+	expectTainted(g, f.node(g, "empty"), true)
+	g.Expect(f.actuator.Progress().Deleting).To(Equal(map[string]bool{"empty": true}))
+	g.Expect(f.events()).To(ContainElement("Normal ScaleDownCancelled node released, its removal no longer holds: the Cluster was paused"))
+}
+
+func TestReleaseUndoesTheCordonEvenWhenCordoningWasTurnedOff(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	f.refuse = func(string) bool { return true }
+	opts := scaledown.ActuatorOptions{MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock, CordonNodeBeforeTerminating: true}
+	f.actuator.SetOptions(opts)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+	g.Expect(f.node(g, "n").Spec.Unschedulable).To(BeTrue())
+
+	opts.CordonNodeBeforeTerminating = false
+	f.actuator.SetOptions(opts)
+	f.actuator.ReleaseAll(f.ctx, "scale-down is disabled")
+
+	g.Expect(f.node(g, "n").Spec.Unschedulable).To(BeFalse(), "the node the autoscaler cordoned is uncordoned")
+	g.Expect(f.node(g, "n").Annotations).To(BeEmpty())
+}
+
+func TestAdministratorsCordonSurvivesARelease(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	f.refuse = func(string) bool { return true }
+	opts := scaledown.ActuatorOptions{MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock, CordonNodeBeforeTerminating: true}
+	f.actuator.SetOptions(opts)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+
+	f.actuator.ReleaseAll(f.ctx, "scale-down is disabled")
+
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.node(g, "n").Spec.Unschedulable).To(BeTrue(), "the administrator cordoned it")
+}
+
+func TestNodeAnotherAutoscalerIsRemovingIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	theirs := node("theirs", st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule))
+	f := newActuatorFixture(t, theirs)
+	group := newGroup("ng", theirs)
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
+	f.advance(g, group)
+
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "theirs"), true)
+	g.Expect(f.node(g, "theirs").Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
+	g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
+}
+
+// A node handed to Cluster API whose Machine is not deleted, e.g. because
+// a GitOps tool wrote the old replicas back, must not stay tainted and
+// marked for ever.
+func TestHandedOverNodeIsGivenBackWhenItsGroupDoesNotRemoveIt(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n)
+	group := newGroup("ng", n)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
+	g.Expect(group.Deleted).To(Equal([]string{"n"}))
+	f.events()
+
+	// The replicas went back up: the node is a member again, not deleting.
+	current := newGroup("ng", n)
+	f.clock.Step(4 * time.Minute)
+	g.Expect(f.advance(g, current)).To(BeEmpty())
+	expectTainted(g, f.node(g, "n"), true)
+
+	f.clock.Step(time.Minute)
+	released := f.advance(g, current)
+
+	g.Expect(released).To(ConsistOf(HaveField("Node", "n")))
+	g.Expect(released[0].Message).To(ContainSubstring("was handed to node group ng for deletion 5m0s ago and is still there"))
+	g.Expect(current.Cancelled).To(Equal([]string{"n"}), "its deletion mark is removed")
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.events()).To(ConsistOf(HavePrefix(eventFailedPfx + "node n was handed to node group ng")))
+	g.Expect(f.actuator.Progress().Deleting).To(BeEmpty())
+}
+
+func TestHandedOverNodeWhoseInstanceIsDeletingKeepsItsTaint(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n)
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+
+	f.clock.Step(time.Hour)
+	released := f.advance(g, &deletingGroup{NodeGroup: newGroup("ng", n)})
+
+	g.Expect(released).To(BeEmpty(), "Cluster API is draining it; that takes as long as it takes")
+	expectTainted(g, f.node(g, "n"), true)
+}
+
+// deletingGroup reports its members as being deleted.
+type deletingGroup struct{ nodegroups.NodeGroup }
+
+func (g *deletingGroup) Instances() []nodegroups.Instance {
+	instances := g.NodeGroup.Instances()
+	for i := range instances {
+		instances[i].State = nodegroups.InstanceDeleting
+	}
+	return instances
 }

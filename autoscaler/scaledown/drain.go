@@ -93,7 +93,7 @@ func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
 		return
 	}
 	delete(a.drains, d.node.Name)
-	a.deleted[d.node.Name] = true
+	a.handedOver[d.node.Name] = &handOver{node: d.node, group: d.group, at: a.opts.Clock.Now()}
 	a.lastDeletion = a.opts.Clock.Now()
 	a.deletedNodes++
 	klog.FromContext(ctx).Info("Removed drained node", "node", klog.KObj(d.node), "nodeGroup", d.group.ID())

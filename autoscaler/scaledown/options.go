@@ -2,12 +2,15 @@ package scaledown
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // Options configure scale-down planning. They have no defaults of their
@@ -61,6 +64,26 @@ type ClusterMinimums struct {
 	// GPUs are the least GPUs of each type, by resource name (e.g.
 	// nvidia.com/gpu), the way scale-up counts them against their maximum.
 	GPUs map[corev1.ResourceName]int64
+}
+
+// Violated says how removing a node of the given capacity from a cluster
+// with the given totals would take it below a minimum, or "" when it would
+// not. The planner asks before choosing a node, the actuator again before
+// each step of its removal.
+func (m ClusterMinimums) Violated(totals, capacity snapshot.Resources) string {
+	if m.Cores > 0 && totals.MilliCPU-capacity.MilliCPU < m.Cores*1000 {
+		return fmt.Sprintf("the cluster would have fewer than the minimum %d cores", m.Cores)
+	}
+	if m.MemoryBytes > 0 && totals.Memory-capacity.Memory < m.MemoryBytes {
+		return fmt.Sprintf("the cluster would have less than the minimum %d bytes of memory", m.MemoryBytes)
+	}
+	for _, gpu := range slices.Sorted(maps.Keys(m.GPUs)) {
+		minimum, onNode := m.GPUs[gpu], capacity.Scalar[gpu]
+		if minimum > 0 && onNode > 0 && totals.Scalar[gpu]-onNode < minimum {
+			return fmt.Sprintf("the cluster would have fewer than the minimum %d %s", minimum, gpu)
+		}
+	}
+	return ""
 }
 
 // Validate tells whether a Planner can work with the options.

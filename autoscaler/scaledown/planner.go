@@ -4,8 +4,7 @@
 //
 // A loop calls, in order:
 //
-//	actuator.Advance(ctx)                        // drive drains in progress
-//	actuator.CleanUpTaints(ctx, nodes)           // leftovers of a restart or crash
+//	actuator.Continue(ctx, view)   // drive removals, release leftovers
 //	plan := planner.Plan(ctx, snap, opts, actuator.Progress())
 //	actuator.Start(ctx, plan)
 //

@@ -3,8 +3,6 @@ package scaledown
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -149,18 +147,8 @@ func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
 	if size, minSize := state.sizes[c.group.ID()], c.group.MinSize(); size-1 < minSize {
 		return &Decision{Reason: ReasonNodeGroupMinSizeReached, Message: fmt.Sprintf("node group %s would have %d nodes, its minimum is %d", c.group.ID(), size-1, minSize)}
 	}
-	capacity := snapshot.NewResources(c.nodeInfo.Node().Status.Capacity)
-	if minimum := p.opts.Minimums.Cores; minimum > 0 && state.totals.MilliCPU-capacity.MilliCPU < minimum*1000 {
-		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have fewer than the minimum %d cores", minimum)}
-	}
-	if minimum := p.opts.Minimums.MemoryBytes; minimum > 0 && state.totals.Memory-capacity.Memory < minimum {
-		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have less than the minimum %d bytes of memory", minimum)}
-	}
-	for _, gpu := range slices.Sorted(maps.Keys(p.opts.Minimums.GPUs)) {
-		minimum, onNode := p.opts.Minimums.GPUs[gpu], capacity.Scalar[gpu]
-		if minimum > 0 && onNode > 0 && state.totals.Scalar[gpu]-onNode < minimum {
-			return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: fmt.Sprintf("the cluster would have fewer than the minimum %d %s", minimum, gpu)}
-		}
+	if message := p.opts.Minimums.Violated(state.totals, snapshot.NewResources(c.nodeInfo.Node().Status.Capacity)); message != "" {
+		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: message}
 	}
 	return nil
 }

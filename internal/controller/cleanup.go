@@ -7,11 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,7 +20,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
-	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 )
 
 // maxCleanupRetryInterval is the longest wait between attempts to reach an
@@ -45,7 +44,7 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *a
 		return ctrl.Result{}, err
 	}
 	if cleanup {
-		if err := r.clearDeleteMachineAnnotations(ctx, ca); err != nil {
+		if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
 			return ctrl.Result{}, err
 		}
 		retryAfter, err := r.removeScaleDownTaints(ctx, ca)
@@ -78,109 +77,6 @@ func (r *ClusterAutoscalerReconciler) ownsMarks(ctx context.Context, ca *autosca
 	return owner.Name == ca.Name, nil
 }
 
-// clearDeleteMachineAnnotations removes the delete-machine annotation from
-// the Cluster's Machines of MachineSets and MachinePools that are not being
-// deleted. A Machine keeps it while its MachineDeployment, MachineSet or
-// MachinePool wants fewer Machines than it has: a scale-down is under way
-// and the annotation picks the Machine that goes. It runs when no engine
-// runs for the ClusterAutoscaler: at deletion, and before an engine starts.
-func (r *ClusterAutoscalerReconciler) clearDeleteMachineAnnotations(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) error {
-	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(ca.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ca.Spec.ClusterName}); err != nil {
-		return fmt.Errorf("listing the Machines of Cluster %s: %w", clusterKey(ca), err)
-	}
-	live := map[machineGroup]int{}
-	groupOf := map[*clusterv1.Machine]machineGroup{}
-	for i := range machines.Items {
-		machine := &machines.Items[i]
-		group, ok := machineGroupOf(machine)
-		if !ok || !machine.DeletionTimestamp.IsZero() {
-			continue
-		}
-		live[group]++
-		groupOf[machine] = group
-	}
-
-	var errs []error
-	for machine, group := range groupOf {
-		if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; !marked {
-			continue
-		}
-		inFlight, err := r.scaleDownInFlight(ctx, ca.Namespace, group, live[group])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if inFlight {
-			ctrl.LoggerFrom(ctx).Info("Keeping the delete-machine annotation of a Machine whose scale-down is under way", "Machine", klog.KObj(machine))
-			continue
-		}
-		original := machine.DeepCopy()
-		delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
-		if err := r.Client.Patch(ctx, machine, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing the delete-machine annotation of Machine %s: %w", klog.KObj(machine), err))
-			continue
-		}
-		ctrl.LoggerFrom(ctx).Info("Removed the delete-machine annotation", "Machine", klog.KObj(machine))
-	}
-	return kerrors.NewAggregate(errs)
-}
-
-// machineGroup names the MachineDeployment, MachineSet or MachinePool that
-// decides how many Machines of its kind there are.
-type machineGroup struct {
-	kind string
-	name string
-}
-
-// machineGroupOf is the group of a Machine that a MachineSet or a
-// MachinePool controls; other Machines, such as those of a control plane,
-// have none.
-func machineGroupOf(machine *clusterv1.Machine) (machineGroup, bool) {
-	owner := metav1.GetControllerOf(machine)
-	switch {
-	case owner == nil:
-		return machineGroup{}, false
-	case owner.Kind == scalable.KindMachinePool:
-		return machineGroup{kind: scalable.KindMachinePool, name: owner.Name}, true
-	case owner.Kind != scalable.KindMachineSet:
-		return machineGroup{}, false
-	}
-	if deployment, ok := machine.Labels[clusterv1.MachineDeploymentNameLabel]; ok {
-		return machineGroup{kind: scalable.KindMachineDeployment, name: deployment}, true
-	}
-	return machineGroup{kind: scalable.KindMachineSet, name: owner.Name}, true
-}
-
-// scaleDownInFlight says whether a group wants fewer Machines than the live
-// ones it has.
-func (r *ClusterAutoscalerReconciler) scaleDownInFlight(ctx context.Context, namespace string, group machineGroup, live int) (bool, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: group.name}
-	var replicas *int32
-	var err error
-	switch group.kind {
-	case scalable.KindMachineDeployment:
-		deployment := &clusterv1.MachineDeployment{}
-		err = r.Client.Get(ctx, key, deployment)
-		replicas = deployment.Spec.Replicas
-	case scalable.KindMachinePool:
-		pool := &clusterv1.MachinePool{}
-		err = r.Client.Get(ctx, key, pool)
-		replicas = pool.Spec.Replicas
-	default:
-		machineSet := &clusterv1.MachineSet{}
-		err = r.Client.Get(ctx, key, machineSet)
-		replicas = machineSet.Spec.Replicas
-	}
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading the replicas of %s: %w", key, err)
-	}
-	return replicas != nil && int(*replicas) < live, nil
-}
-
 // removeScaleDownTaints removes the engine's taints from the workload
 // cluster's Nodes. While the cluster is unreachable it asks to be retried
 // after a while, until WorkloadCleanupTimeout after the deletion, when it
@@ -199,11 +95,19 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 		}
 		ctrl.LoggerFrom(ctx).Info("Giving up removing the scale-down taints of an unreachable workload cluster", "waited", r.WorkloadCleanupTimeout)
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.WorkloadClusterUnreachableReason, cleanupAction,
-			"The workload cluster could not be reached within %s of the deletion: the %s and %s taints stay on the Nodes that have them",
-			r.WorkloadCleanupTimeout, nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint)
+			"The workload cluster could not be reached within %s of the deletion: the autoscaler's %s taints stay on the Nodes that have them",
+			r.WorkloadCleanupTimeout, nodefacts.ToBeDeletedTaint)
 		return 0, nil
 	}
 
+	restConfig, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca))
+	if err != nil {
+		return 0, err
+	}
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return 0, fmt.Errorf("creating a clientset for workload cluster %s: %w", clusterKey(ca), err)
+	}
 	nodes := &corev1.NodeList{}
 	if err := workload.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing the Nodes of workload cluster %s: %w", clusterKey(ca), err)
@@ -211,36 +115,14 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 	var errs []error
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
-		taints := withoutScaleDownTaints(node.Spec.Taints)
-		if len(taints) == len(node.Spec.Taints) {
+		if !scaledown.OwnsDeletionTaint(node) && node.Annotations[scaledown.CordonedAnnotation] == "" {
 			continue
 		}
-		original := node.DeepCopy()
-		node.Spec.Taints = taints
-		if scaledown.HasDeletionTaint(original) && ca.Spec.ScaleDown != nil && ptr.Deref(ca.Spec.ScaleDown.CordonNodeBeforeTerminating, false) {
-			// The engine cordoned the nodes it was removing.
-			node.Spec.Unschedulable = false
-		}
-		if err := workload.Patch(ctx, node, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing the scale-down taints of Node %s: %w", node.Name, err))
+		if err := scaledown.ReleaseNode(ctx, clientset, node.Name); err != nil {
+			errs = append(errs, fmt.Errorf("removing the scale-down taint of Node %s: %w", node.Name, err))
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("Removed the scale-down taints", "Node", klog.KObj(node))
+		ctrl.LoggerFrom(ctx).Info("Removed the scale-down taint", "Node", klog.KObj(node))
 	}
 	return 0, kerrors.NewAggregate(errs)
-}
-
-// withoutScaleDownTaints returns taints without the engine's own, or taints
-// itself when it has none of them.
-func withoutScaleDownTaints(taints []corev1.Taint) []corev1.Taint {
-	kept := make([]corev1.Taint, 0, len(taints))
-	for _, taint := range taints {
-		if !nodefacts.IsAutoscalerTaint(taint.Key) {
-			kept = append(kept, taint)
-		}
-	}
-	if len(kept) == len(taints) {
-		return taints
-	}
-	return kept
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 )
 
 const (
@@ -76,6 +77,10 @@ type ClusterAutoscalerReconciler struct {
 	// Client reads and writes the management cluster, through the
 	// manager's cache.
 	Client client.Client
+	// APIReader reads the management cluster's API server without a
+	// cache, for what a scale-down decides on at the moment it acts;
+	// Client when nil.
+	APIReader client.Reader
 	// ClusterCache connects to workload clusters.
 	ClusterCache clustercache.ClusterCache
 	// Recorder records events in the management cluster.
@@ -314,7 +319,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 		// crash or a restart interrupted between marking a Machine and
 		// lowering the replicas is released, not resumed. The taints of
 		// such drains go in the engine's first loop.
-		if err := r.clearDeleteMachineAnnotations(ctx, ca); err != nil {
+		if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
 			return nil, err
 		}
 		if err := r.startEngine(ctx, ca, restConfig, desired); err != nil {

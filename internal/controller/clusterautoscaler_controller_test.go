@@ -21,8 +21,10 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 const (
@@ -241,9 +243,12 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 
 	It("removes its taints and delete-machine annotations when deleted, and leaves replicas alone", func() {
 		By("leaving marks as an interrupted scale-down would")
-		taintNode(nodes[0], nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint, keptTaint)
-		taintNode(nodes[1], nodefacts.DeletionCandidateTaint)
+		taintNode(nodes[0], nodefacts.ToBeDeletedTaint, keptTaint)
+		annotate(nodes[0], scaledown.TaintedAnnotation, "1767268800")
+		// Another cluster autoscaler's taints, and an operator's mark, are theirs.
+		taintNode(nodes[1], nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint)
 		markForDeletion(machines[0])
+		annotate(machines[1], clusterv1.DeleteMachineAnnotation, "operator")
 		// A standalone MachineSet whose scale-down is under way: it wants
 		// one Machine and has two, the marked one is going.
 		shrinking := reachable.MachineSet("shrinking", 1, nil, nil)
@@ -268,8 +273,10 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 
 		autoscalerTaint := HaveField("Key", BeElementOf(nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint))
 		Expect(get(nodes[0]).Spec.Taints).To(And(ContainElement(HaveField("Key", keptTaint)), Not(ContainElement(autoscalerTaint))))
-		Expect(get(nodes[1]).Spec.Taints).NotTo(ContainElement(autoscalerTaint))
+		Expect(get(nodes[0]).Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
+		Expect(get(nodes[1]).Spec.Taints).To(ContainElements(HaveField("Key", nodefacts.ToBeDeletedTaint), HaveField("Key", nodefacts.DeletionCandidateTaint)), "another autoscaler's taints stay")
 		Expect(get(machines[0]).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(machines[1]).Annotations).To(HaveKeyWithValue(clusterv1.DeleteMachineAnnotation, "operator"), "an operator's mark stays")
 		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(goingFromPool).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(leftInPool).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
@@ -432,12 +439,25 @@ func taintNode(node *corev1.Node, keys ...string) {
 	Expect(k8sClient.Patch(ctx, node, client.MergeFrom(original))).To(Succeed())
 }
 
+// markForDeletion marks the Machine as the autoscaler does.
 func markForDeletion(machine *clusterv1.Machine) {
 	GinkgoHelper()
-	original := get(machine).DeepCopy()
-	if machine.Annotations == nil {
-		machine.Annotations = map[string]string{}
+	now := time.Now().UTC().Format(time.RFC3339)
+	annotate(machine, clusterv1.DeleteMachineAnnotation, now, scalable.MarkedAnnotation, now)
+}
+
+// annotate sets key, value pairs of annotations on the object.
+func annotate(obj client.Object, keysAndValues ...string) {
+	GinkgoHelper()
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	original := obj.DeepCopyObject().(client.Object)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
-	machine.Annotations[clusterv1.DeleteMachineAnnotation] = time.Now().UTC().Format(time.RFC3339)
-	Expect(k8sClient.Patch(ctx, machine, client.MergeFrom(original))).To(Succeed())
+	for i := 0; i+1 < len(keysAndValues); i += 2 {
+		annotations[keysAndValues[i]] = keysAndValues[i+1]
+	}
+	obj.SetAnnotations(annotations)
+	Expect(k8sClient.Patch(ctx, obj, client.MergeFrom(original))).To(Succeed())
 }

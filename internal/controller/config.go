@@ -79,6 +79,7 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 		sd.SkipNodesWithSystemPods = ptr.Deref(scaleDown.SkipNodesWithSystemPods, sd.SkipNodesWithSystemPods)
 		sd.SkipNodesWithCustomControllerPods = ptr.Deref(scaleDown.SkipNodesWithCustomControllerPods, sd.SkipNodesWithCustomControllerPods)
 		sd.CordonNodeBeforeTerminating = ptr.Deref(scaleDown.CordonNodeBeforeTerminating, sd.CordonNodeBeforeTerminating)
+		sd.NodeDeletionTimeout = duration(scaleDown.NodeDeletionTimeout, sd.NodeDeletionTimeout)
 		if seconds := scaleDown.MaxGracefulTerminationSeconds; seconds != nil {
 			sd.MaxGracefulTermination = time.Duration(*seconds) * time.Second
 		}

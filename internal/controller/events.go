@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/client-go/tools/events"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +39,7 @@ var (
 // (Kind/namespace/name) is groupID. Events of unknown or vanished resources
 // are logged instead.
 func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message string) {
-	obj := nodeGroupObject(groupID)
+	obj := scalable.EmptyObject(groupID)
 	if obj == nil {
 		ctrl.LoggerFrom(r.ctx).Info("Not recording an event on an unknown kind of node group", "nodeGroup", groupID, "reason", reason, "message", message)
 		return
@@ -51,28 +50,4 @@ func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message strin
 		return
 	}
 	r.recorder.Eventf(obj, nil, eventType, reason, autoscaleAction, "%s", message)
-}
-
-// nodeGroupObject is an empty object of the kind, namespace and name of a
-// node group ID, or nil when the ID names no MachineDeployment, MachineSet
-// or MachinePool.
-func nodeGroupObject(groupID string) client.Object {
-	kind, namespace, name, ok := scalable.ParseID(groupID)
-	if !ok {
-		return nil
-	}
-	var obj client.Object
-	switch kind {
-	case scalable.KindMachineDeployment:
-		obj = &clusterv1.MachineDeployment{}
-	case scalable.KindMachineSet:
-		obj = &clusterv1.MachineSet{}
-	case scalable.KindMachinePool:
-		obj = &clusterv1.MachinePool{}
-	default:
-		return nil
-	}
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
-	return obj
 }

@@ -64,6 +64,8 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	}
 
 	switch {
+	case status.OtherAutoscaler != "":
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.OtherAutoscalerActiveReason, status.ScalingMessage)
 	case status.ScalingActive:
 		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
 	case autoscaled == 0:

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -50,7 +51,7 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 
 	clock := clocktesting.NewFakeClock(time.Now())
 	actuator, err := scaledown.NewActuator(client, record.NewFakeRecorder(100), scaledown.ActuatorOptions{
-		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 20 * time.Second, Clock: clock,
+		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 20 * time.Second, NodeDeletionTimeout: 5 * time.Minute, Clock: clock,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	group := &st.NodeGroup{Name: "ng", Max: 10, Target: 2, Nodes: []string{"n", "other"}}
@@ -66,21 +67,21 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
-	actuator.Advance(ctx)
+	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
 	g.Expect(terminatingPods(ctx, g, client)).To(BeEmpty(), "the PDB refuses the second eviction")
 	g.Expect(group.Deleted).To(BeEmpty())
 
 	// The disruption controller sees the replacement pod running.
 	allowDisruptions(ctx, g, client, budget, 1)
 	clock.Step(30 * time.Second)
-	actuator.Advance(ctx)
+	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
 	terminating = terminatingPods(ctx, g, client)
 	g.Expect(terminating).To(HaveLen(1))
 	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while a pod terminates")
 	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
-	actuator.Advance(ctx)
+	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
 	agent, err := client.CoreV1().Pods("default").Get(ctx, "agent", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -207,6 +207,14 @@ type NodeGroup struct {
 	Increases []int
 	// Deleted records the names of the nodes passed to DeleteNodes.
 	Deleted []string
+	// ScaleDownRefusal, when set, is what CheckScaleDown and DeleteNodes
+	// return, as a group that started rolling out or was paused would.
+	ScaleDownRefusal error
+	// DeleteNodesErr, when set, is what DeleteNodes returns after its
+	// checks passed, as an API server refusing the write would.
+	DeleteNodesErr error
+	// Cancelled records the names of the nodes passed to CancelDeletion.
+	Cancelled []string
 }
 
 var _ nodegroups.NodeGroup = &NodeGroup{}
@@ -256,10 +264,32 @@ func (g *NodeGroup) IncreaseSize(_ context.Context, delta int) error {
 	return nil
 }
 
+// CheckScaleDown implements nodegroups.NodeGroup.
+func (g *NodeGroup) CheckScaleDown(_ context.Context, removing int) error {
+	if g.ScaleDownRefusal != nil {
+		return g.ScaleDownRefusal
+	}
+	if g.Target-removing < g.Min {
+		return fmt.Errorf("size %d would go below the minimum %d", g.Target-removing, g.Min)
+	}
+	return nil
+}
+
+// CancelDeletion implements nodegroups.NodeGroup.
+func (g *NodeGroup) CancelDeletion(_ context.Context, nodes []*corev1.Node) error {
+	for _, node := range nodes {
+		g.Cancelled = append(g.Cancelled, node.Name)
+	}
+	return nil
+}
+
 // DeleteNodes implements nodegroups.NodeGroup.
-func (g *NodeGroup) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
-	if g.Target-len(nodes) < g.Min {
-		return fmt.Errorf("size %d would go below the minimum %d", g.Target-len(nodes), g.Min)
+func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	if err := g.CheckScaleDown(ctx, len(nodes)); err != nil {
+		return err
+	}
+	if g.DeleteNodesErr != nil {
+		return g.DeleteNodesErr
 	}
 	for _, node := range nodes {
 		i := slices.Index(g.Nodes, node.Name)

@@ -72,6 +72,8 @@ func (f *Fixture) MachineDeployment(name string, replicas int32, annotations map
 			Selector:    metav1.LabelSelector{MatchLabels: selector},
 			Template:    f.MachineTemplate(selector, name),
 		},
+		// Its controller has seen it as created.
+		Status: clusterv1.MachineDeploymentStatus{ObservedGeneration: 1},
 	}
 }
 

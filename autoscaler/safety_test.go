@@ -1,0 +1,186 @@
+package autoscaler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// drainingFixture is a cluster whose second node is being drained: its pod
+// can move to the first node, and an eviction-refusing PDB is not needed
+// because the fake clientset leaves evicted pods in place.
+func drainingFixture(t *testing.T) (*fixture, *fakeGroup, []*corev1.Node) {
+	t.Helper()
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	moving := st.Pod("web-1", "500m", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[1].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, moving)...)
+	f.runOnce(t)
+	f.clock.Step(10*time.Minute + time.Second)
+	f.runOnce(t)
+	NewWithT(t).Expect(f.tainted(t, nodes[1].Name)).To(BeTrue(), "the drain started")
+	return f, group, nodes
+}
+
+func (f *fixture) tainted(t *testing.T, name string) bool {
+	t.Helper()
+	node, err := f.clientset.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scaledown.HasDeletionTaint(node)
+}
+
+func TestTurningScaleDownOffGivesBackTheDrainsInProgress(t *testing.T) {
+	g := NewWithT(t)
+	f, group, nodes := drainingFixture(t)
+
+	config := autoscaler.DefaultConfig()
+	config.ScaleDown.Enabled = false
+	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+
+	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse())
+	g.Expect(group.deletedNodes).To(BeEmpty())
+	g.Expect(f.podEvents()).To(ContainElement(ContainSubstring("ScaleDownCancelled node released, its removal no longer holds: scale-down is disabled")))
+}
+
+func TestADrainWhoseGroupStartedRollingOutIsGivenBack(t *testing.T) {
+	g := NewWithT(t)
+	f, group, nodes := drainingFixture(t)
+
+	group.scaleDownRefusal = errorString("MachineDeployment/default/md-0 is rolling out (2 active MachineSets)")
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+
+	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse())
+	g.Expect(group.deletedNodes).To(BeEmpty())
+}
+
+func TestStoppingTheEngineGivesBackTheDrainsInProgress(t *testing.T) {
+	g := NewWithT(t)
+	f, _, nodes := drainingFixture(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.engine.Run(ctx)
+	}()
+	cancel()
+	<-done
+
+	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse(), "a paused or deleted autoscaler leaves no node tainted")
+}
+
+func TestAnotherAutoscalersTaintStopsAllScaling(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(2, st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+	f.clock.Step(11 * time.Minute)
+	status = f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty())
+	g.Expect(group.deletedNodes).To(BeEmpty())
+	g.Expect(status.ScalingActive).To(BeFalse())
+	g.Expect(status.OtherAutoscaler).To(ContainSubstring("carries a ToBeDeletedByClusterAutoscaler taint that this autoscaler did not place"))
+	g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "its taint is never touched")
+}
+
+func TestAFreshUpstreamLeaseStopsAllScalingAndAStaleOneDoesNot(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		renewed   time.Duration
+		wantScale bool
+	}{
+		{name: "renewed 5s ago", renewed: 5 * time.Second},
+		{name: "renewed an hour ago", renewed: time.Hour, wantScale: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+			nodes := group.addNodes(1)
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+			_, err := f.clientset.CoordinationV1().Leases(metav1.NamespaceSystem).Create(context.Background(), &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "cluster-autoscaler"},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: ptr.To("cluster-autoscaler-6c9f7b7d4-x2x9q"),
+					RenewTime:      ptr.To(metav1.NewMicroTime(f.clock.Now().Add(-tt.renewed))),
+				},
+			}, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+
+			status := f.runOnce(t)
+
+			if tt.wantScale {
+				g.Expect(group.increases).NotTo(BeEmpty())
+				return
+			}
+			g.Expect(group.increases).To(BeEmpty())
+			g.Expect(status.OtherAutoscaler).To(ContainSubstring("Lease kube-system/cluster-autoscaler was renewed at"))
+			g.Expect(status.OtherAutoscaler).To(ContainSubstring("cluster-autoscaler-6c9f7b7d4-x2x9q"))
+		})
+	}
+}
+
+func TestAFreshUpstreamStatusStopsAllScaling(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+	_, err := f.clientset.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "cluster-autoscaler-status", Annotations: map[string]string{
+			"cluster-autoscaler.kubernetes.io/last-updated": f.clock.Now().Add(-10 * time.Second).Format("2006-01-02 15:04:05.999999999 -0700 MST"),
+		}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty())
+	g.Expect(status.OtherAutoscaler).To(ContainSubstring("ConfigMap kube-system/cluster-autoscaler-status was written at"))
+}
+
+func TestANodeItsGroupDidNotRemoveIsGivenBackAndReported(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
+	f.runOnce(t)
+	f.clock.Step(10*time.Minute + time.Second)
+	f.runOnce(t)
+	g.Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}))
+
+	// Another writer sets the replicas back: the node stays, a member again.
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + nodes[1].Name, NodeName: nodes[1].Name, State: nodegroups.InstanceRunning})
+	group.target++
+	f.clock.Step(5*time.Minute + time.Second)
+	status := f.runOnce(t)
+
+	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse(), "given back")
+	g.Expect(group.cancelled).To(Equal([]string{nodes[1].Name}), "its deletion mark is removed")
+	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventNodeNotDeleted))
+	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("is still there, its instance not being deleted"))
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
