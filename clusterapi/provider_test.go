@@ -314,9 +314,7 @@ var _ = Describe("Provider", func() {
 					HaveField("Error", Equal(&nodegroups.InstanceError{Reason: "CreateError", Message: "out of capacity in zone-a"}))),
 				And(HaveField("ID", deleting.Spec.ProviderID), HaveField("State", nodegroups.InstanceDeleting)),
 			))
-			for _, instance := range group.Instances() {
-				Expect(instance.CreatedAt).NotTo(BeZero())
-			}
+			Expect(group.Instances()).To(HaveEach(HaveField("Removable", BeTrue())), "every instance has a Machine to delete")
 		})
 	})
 

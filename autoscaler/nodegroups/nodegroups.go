@@ -103,8 +103,11 @@ type Instance struct {
 	// NodeName is the name of the node the instance registered as, or empty.
 	NodeName string
 	State    InstanceState
-	// CreatedAt is when the instance was requested.
-	CreatedAt time.Time
+	// Removable is true when DeleteInstances can remove the instance while
+	// it has no node. Only removable instances are given up when they stay
+	// unregistered too long; the others (e.g. a MachinePool member known
+	// only by its provider ID) are left to their infrastructure.
+	Removable bool
 	// Error is set when provisioning failed and will not recover by itself.
 	Error *InstanceError
 }
