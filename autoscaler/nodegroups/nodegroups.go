@@ -128,6 +128,13 @@ type GroupOptions struct {
 	MaxNodeProvisionTime          *time.Duration
 }
 
+// MinMaxNodeProvisionTime is the shortest MaxNodeProvisionTime accepted, for
+// the whole cluster and as a group's override: a shorter one takes Machines
+// that are still booting for Machines that will never register, and deletes
+// them. The ClusterAutoscaler CRD's CEL rule states the same value; a test
+// of api/v1alpha1 ties the two.
+const MinMaxNodeProvisionTime = time.Minute
+
 // Settings are the values of the settings a node group may override. The
 // engine's configuration gives them for the whole cluster; For gives them
 // for one group.
