@@ -194,6 +194,7 @@ var _ = Describe("Provider", func() {
 			Entry("bad unneeded time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.ScaleDownUnneededTimeAnnotation: "10"}, scalable.ScaleDownUnneededTimeAnnotation),
 			Entry("bad unready time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.ScaleDownUnreadyTimeAnnotation: "-1m"}, scalable.ScaleDownUnreadyTimeAnnotation),
 			Entry("bad max node provision time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.MaxNodeProvisionTimeAnnotation: "forever"}, scalable.MaxNodeProvisionTimeAnnotation),
+			Entry("max node provision time under the minimum", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.MaxNodeProvisionTimeAnnotation: "30s"}, "under the minimum"),
 		)
 
 		DescribeTable("a wrong capacity annotation is a problem of a group that keeps scaling with its nodes",
