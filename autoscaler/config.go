@@ -32,7 +32,9 @@ type Config struct {
 	NewPodScaleUpDelay time.Duration
 	// MaxNodesPerScaleUp caps the nodes one scale-up adds.
 	MaxNodesPerScaleUp int
-	// MaxNodeProvisionTime is how long a requested node may take to register.
+	// MaxNodeProvisionTime is how long a requested node may take to
+	// register, and how long an instance may stay without a registered node
+	// before it is removed; at least nodegroups.MinMaxNodeProvisionTime.
 	MaxNodeProvisionTime time.Duration
 
 	Limits ResourceLimits

@@ -322,6 +322,10 @@ func checkConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
 	}
+	if config.MaxNodeProvisionTime < nodegroups.MinMaxNodeProvisionTime {
+		return fmt.Errorf("max node provision time must be at least %s, got %s: a shorter one deletes Machines that are still booting",
+			nodegroups.MinMaxNodeProvisionTime, config.MaxNodeProvisionTime)
+	}
 	if t := config.ScaleDown.UtilizationThreshold; t <= 0 || t >= 1 {
 		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
 	}

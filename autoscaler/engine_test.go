@@ -123,7 +123,7 @@ func (g *fakeGroup) addNodes(n int, opts ...st.NodeOption) []*corev1.Node {
 	for range n {
 		name := fmt.Sprintf("%s-%d", strings.ReplaceAll(g.id, "/", "-"), len(g.instances))
 		node := st.Node(name, "4", "16Gi", opts...)
-		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, NodeName: name, State: nodegroups.InstanceRunning})
+		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, NodeName: name, State: nodegroups.InstanceRunning, Removable: true})
 		g.target++
 		nodes = append(nodes, node)
 	}
@@ -386,9 +386,12 @@ func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}))
 
-	// One machine appears but never gets a node; the other never appears.
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://stuck", State: nodegroups.InstanceCreating, CreatedAt: st.Now})
-	f.clock.Step(14 * time.Minute)
+	// One machine appears, and the next loop sees it, but it never gets a
+	// node; the other never appears.
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://stuck", State: nodegroups.InstanceCreating, Removable: true})
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+	f.clock.Step(14*time.Minute - 10*time.Second)
 	f.runOnce(t)
 	g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventScaleUpTimedOut), "not before maxNodeProvisionTime")
 
@@ -413,7 +416,7 @@ func TestFailedInstanceBacksOffAndAnotherGroupServesThePodsInTheSameLoop(t *test
 	nodes := append(broken.addNodes(1, st.Unschedulable()), healthy.addNodes(1, st.Unschedulable())...)
 	broken.target++
 	failed := nodegroups.Instance{
-		ID: "fake://failed", State: nodegroups.InstanceCreating, CreatedAt: st.Now,
+		ID: "fake://failed", State: nodegroups.InstanceCreating, Removable: true,
 		Error: &nodegroups.InstanceError{Reason: "InfrastructureProvisioningFailed", Message: "quota exceeded"},
 	}
 	broken.instances = append(broken.instances, failed)
@@ -443,15 +446,51 @@ func TestInstancesThatNeverRegisterAreRemoved(t *testing.T) {
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
 	nodes := group.addNodes(1)
 	group.target++
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, CreatedAt: st.Now.Add(-14 * time.Minute)})
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, Removable: true})
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
 
 	f.runOnce(t)
+	f.clock.Step(15*time.Minute - time.Second)
+	f.runOnce(t)
 	g.Expect(group.deletedInstances).To(BeEmpty(), "still within maxNodeProvisionTime")
 
-	f.clock.Step(time.Minute)
+	f.clock.Step(time.Second)
 	status := f.runOnce(t)
 	g.Expect(group.deletedInstances).To(Equal([]string{"fake://ghost"}))
+	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventDeleteUnregistered))
+	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
+}
+
+func TestMachineWhoseNodeWasDeletedIsKeptForTheProvisionTime(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	config := autoscaler.DefaultConfig()
+	config.ScaleDown.Enabled = false // the empty nodes stay
+	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.runOnce(t)
+	f.clock.Step(time.Hour)
+	f.runOnce(t)
+
+	// kubectl delete node: the Machine, registered for longer than the
+	// provision time, stays without a node.
+	g.Expect(f.cluster.Delete(context.Background(), nodes[1])).To(Succeed())
+	group.instances[1].NodeName, group.instances[1].State = "", nodegroups.InstanceCreating
+	lost := group.instances[1].ID
+	f.clock.Step(10 * time.Second)
+	status := f.runOnce(t)
+	g.Expect(group.deletedInstances).To(BeEmpty(), "its unregistered time starts now, not at its creation")
+	g.Expect(group.target).To(Equal(2))
+	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(1), "it is awaited meanwhile")
+
+	f.clock.Step(15*time.Minute - time.Second)
+	f.runOnce(t)
+	g.Expect(group.deletedInstances).To(BeEmpty(), "one second short of maxNodeProvisionTime without a node")
+
+	f.clock.Step(time.Second)
+	status = f.runOnce(t)
+	g.Expect(group.deletedInstances).To(Equal([]string{lost}))
 	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventDeleteUnregistered))
 	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
 }
@@ -469,9 +508,12 @@ func TestUnhealthyClusterOnlyRemovesUnregisteredInstances(t *testing.T) {
 		unready(node)
 	}
 	group.target++
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, CreatedAt: st.Now.Add(-time.Hour)})
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, Removable: true})
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 5, "3", "1Gi")...)...)
+	f.runOnce(t)
+	g.Expect(group.deletedInstances).To(BeEmpty(), "still within maxNodeProvisionTime")
 
+	f.clock.Step(15 * time.Minute)
 	status := f.runOnce(t)
 
 	g.Expect(status.ClusterHealthy).To(BeFalse())

@@ -56,8 +56,8 @@ type NodeGroupStatus struct {
 	Deleting   int
 	// Upcoming is target minus registered: nodes requested, not yet there.
 	Upcoming int
-	// LongUnregistered are instances that never registered within the
-	// provision time.
+	// LongUnregistered are instances that have had no registered node for
+	// the provision time, since the engine first saw them without one.
 	LongUnregistered int
 	// BackoffUntil is non-zero while the group is left out of scale-ups.
 	BackoffUntil  time.Time

@@ -344,7 +344,7 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 			}
 		}
 		if len(state.LongUnregistered) > 0 {
-			message := fmt.Sprintf("Removing %d instance(s) of %s that did not register a node within %s",
+			message := fmt.Sprintf("Removing %d instance(s) of %s that have had no registered node for %s",
 				len(state.LongUnregistered), group.ID(), s.provisionTime(group))
 			logger.Info("Removing long-unregistered instances", "nodeGroup", group.ID(), "count", len(state.LongUnregistered))
 			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventDeleteUnregistered, message)

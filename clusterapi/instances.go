@@ -109,8 +109,8 @@ func machinelessMembers(providerIDs []string, withMachines []member, nodes *node
 }
 
 // machinelessInstance is an instance of a MachinePool known only by its
-// provider ID. When it was asked for is unknown, so it is never taken for
-// one that failed to register in time; nor can it be reported as failed.
+// provider ID. There is no Machine to delete, so it is never given up when
+// it does not register in time; nor can it be reported as failed.
 func machinelessInstance(providerID string, node *corev1.Node) nodegroups.Instance {
 	instance := nodegroups.Instance{ID: providerID, State: nodegroups.InstanceCreating}
 	if node != nil {
@@ -124,7 +124,7 @@ func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Insta
 	instance := nodegroups.Instance{
 		ID:        instanceID(machine, node),
 		State:     nodegroups.InstanceCreating,
-		CreatedAt: machine.CreationTimestamp.Time,
+		Removable: true,
 	}
 	if node != nil {
 		instance.NodeName = node.Name

@@ -109,18 +109,18 @@ func TestInstanceFor(t *testing.T) {
 		{
 			name:    "pending, no provider ID",
 			machine: machine(func(*clusterv1.Machine) {}),
-			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time},
+			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name:    "provisioned, node not registered",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
-			want:    nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time},
+			want:    nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name:    "running",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
 			node:    node,
-			want:    nodegroups.Instance{ID: "test:///node-0", NodeName: "node-0", State: nodegroups.InstanceRunning, CreatedAt: created.Time},
+			want:    nodegroups.Instance{ID: "test:///node-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
 		},
 		{
 			name: "deleting",
@@ -128,7 +128,7 @@ func TestInstanceFor(t *testing.T) {
 				m.DeletionTimestamp = ptr.To(created)
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceDeleting, CreatedAt: created.Time},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceDeleting, Removable: true},
 		},
 		{
 			name: "failed, v1beta1 failure reason",
@@ -139,7 +139,7 @@ func TestInstanceFor(t *testing.T) {
 					FailureMessage: ptr.To("quota exceeded"),
 				}}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "CreateError", Message: "quota exceeded"}},
 		},
 		{
@@ -147,7 +147,7 @@ func TestInstanceFor(t *testing.T) {
 			machine: machine(func(m *clusterv1.Machine) {
 				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineInfrastructureReadyCondition, "InstanceProvisionFailed")}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "InstanceProvisionFailed", Message: "InfrastructureReady: boom"}},
 		},
 		{
@@ -155,7 +155,7 @@ func TestInstanceFor(t *testing.T) {
 			machine: machine(func(m *clusterv1.Machine) {
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}},
 		},
 		{
@@ -166,7 +166,7 @@ func TestInstanceFor(t *testing.T) {
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.InternalErrorReason),
 				}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, CreatedAt: created.Time},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 	}
 	for _, tt := range tests {

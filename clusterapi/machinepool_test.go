@@ -147,10 +147,10 @@ var _ = Describe("MachinePool node groups", func() {
 		Expect(group.TargetSize()).To(Equal(4))
 		Expect(group.Instances()).To(ConsistOf(
 			And(HaveField("ID", providerID("with-machine")), HaveField("NodeName", withMachine.Name), HaveField("State", nodegroups.InstanceRunning),
-				HaveField("CreatedAt", Not(BeZero()))),
+				HaveField("Removable", BeTrue())),
 			And(HaveField("ID", providerID("without-machine")), HaveField("NodeName", withoutMachine.Name), HaveField("State", nodegroups.InstanceRunning)),
 			And(HaveField("ID", providerID("unregistered")), HaveField("NodeName", ""), HaveField("State", nodegroups.InstanceCreating),
-				HaveField("CreatedAt", BeZero()), HaveField("Error", BeNil())),
+				HaveField("Removable", BeFalse()), HaveField("Error", BeNil())),
 		))
 	})
 

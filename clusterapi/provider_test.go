@@ -194,6 +194,7 @@ var _ = Describe("Provider", func() {
 			Entry("bad unneeded time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.ScaleDownUnneededTimeAnnotation: "10"}, scalable.ScaleDownUnneededTimeAnnotation),
 			Entry("bad unready time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.ScaleDownUnreadyTimeAnnotation: "-1m"}, scalable.ScaleDownUnreadyTimeAnnotation),
 			Entry("bad max node provision time", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.MaxNodeProvisionTimeAnnotation: "forever"}, scalable.MaxNodeProvisionTimeAnnotation),
+			Entry("max node provision time under the minimum", map[string]string{scalable.MaxSizeAnnotation: "3", scalable.MaxNodeProvisionTimeAnnotation: "30s"}, "under the minimum"),
 		)
 
 		DescribeTable("a wrong capacity annotation is a problem of a group that keeps scaling with its nodes",
@@ -314,9 +315,7 @@ var _ = Describe("Provider", func() {
 					HaveField("Error", Equal(&nodegroups.InstanceError{Reason: "CreateError", Message: "out of capacity in zone-a"}))),
 				And(HaveField("ID", deleting.Spec.ProviderID), HaveField("State", nodegroups.InstanceDeleting)),
 			))
-			for _, instance := range group.Instances() {
-				Expect(instance.CreatedAt).NotTo(BeZero())
-			}
+			Expect(group.Instances()).To(HaveEach(HaveField("Removable", BeTrue())), "every instance has a Machine to delete")
 		})
 	})
 

@@ -120,5 +120,9 @@ func groupOptions(id string, annotations map[string]string) (nodegroups.GroupOpt
 		}
 		*d.into = ptr.To(duration)
 	}
+	if provisionTime := options.MaxNodeProvisionTime; provisionTime != nil && *provisionTime < nodegroups.MinMaxNodeProvisionTime {
+		return options, &AnnotationError{ID: id, Annotation: MaxNodeProvisionTimeAnnotation, Value: annotations[MaxNodeProvisionTimeAnnotation],
+			Reason: fmt.Sprintf("under the minimum of %s: a shorter time deletes Machines that are still booting", nodegroups.MinMaxNodeProvisionTime)}
+	}
 	return options, nil
 }

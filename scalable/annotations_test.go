@@ -53,6 +53,8 @@ func TestGroupOptions(t *testing.T) {
 		annotations map[string]string
 		want        nodegroups.GroupOptions
 		wantErr     string
+		// wantReason, when set, is part of the error's reason.
+		wantReason string
 	}{
 		{name: "none", annotations: map[string]string{}, want: nodegroups.GroupOptions{}},
 		{
@@ -74,6 +76,11 @@ func TestGroupOptions(t *testing.T) {
 		{name: "threshold above one", annotations: map[string]string{ScaleDownUtilizationThresholdAnnotation: "1.5"}, wantErr: ScaleDownUtilizationThresholdAnnotation},
 		{name: "duration without unit", annotations: map[string]string{ScaleDownUnneededTimeAnnotation: "600"}, wantErr: ScaleDownUnneededTimeAnnotation},
 		{name: "negative duration", annotations: map[string]string{MaxNodeProvisionTimeAnnotation: "-5m"}, wantErr: MaxNodeProvisionTimeAnnotation},
+		{
+			name: "provision time under a minute", annotations: map[string]string{MaxNodeProvisionTimeAnnotation: "30s"},
+			wantErr: MaxNodeProvisionTimeAnnotation, wantReason: "under the minimum of 1m0s",
+		},
+		{name: "provision time of a minute", annotations: map[string]string{MaxNodeProvisionTimeAnnotation: "1m"}, want: nodegroups.GroupOptions{MaxNodeProvisionTime: ptr.To(time.Minute)}},
 		{name: "unready time garbage", annotations: map[string]string{ScaleDownUnreadyTimeAnnotation: "soon"}, wantErr: ScaleDownUnreadyTimeAnnotation},
 	}
 	for _, tt := range tests {
@@ -82,6 +89,7 @@ func TestGroupOptions(t *testing.T) {
 			options, err := groupOptions(testID, tt.annotations)
 			if tt.wantErr != "" {
 				expectAnnotationError(g, err, tt.wantErr)
+				g.Expect(err).To(MatchError(ContainSubstring(tt.wantReason)))
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())

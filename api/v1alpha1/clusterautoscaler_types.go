@@ -90,11 +90,17 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="(oldSelf.hasValue() && oldSelf.value() == self) || self.all(p, p.nodeGroupIDPatterns.all(pattern, type(''.matches(pattern)) == bool))",message="nodeGroupIDPatterns must be regular expressions in RE2 syntax",optionalOldSelf=true
 	ExpanderPriorities []ExpanderPriority `json:"expanderPriorities,omitempty"`
 
+	// The rule's minimum is nodegroups.MinMaxNodeProvisionTime, which the
+	// engine and the per-group annotation enforce; a test ties the two.
+
 	// maxNodeProvisionTime is how long a new node may take to register before
-	// its scale-up counts as failed.
+	// its scale-up counts as failed, and how long a Machine may be without a
+	// registered node, from when the autoscaler first saw it so, before it
+	// is deleted. At least 1m: a shorter time deletes Machines that are
+	// still booting.
 	// +optional
 	// +kubebuilder:default="15m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="maxNodeProvisionTime must not be negative"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="maxNodeProvisionTime must be at least 1m: a shorter time deletes Machines that are still booting"
 	MaxNodeProvisionTime *metav1.Duration `json:"maxNodeProvisionTime,omitempty"`
 
 	// maxNodesPerScaleUp caps the nodes added by one scale-up.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
 // newClusterAutoscaler returns the smallest valid object, changed by mutate.
@@ -140,7 +141,13 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		}, "spec.scaleDown.maxDrainParallelism in body should be less than or equal to 1000"),
 		Entry("negative provision time", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.MaxNodeProvisionTime = duration("-15m")
-		}, "maxNodeProvisionTime must not be negative"),
+		}, "maxNodeProvisionTime must be at least 1m"),
+		Entry("provision time of 0s", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MaxNodeProvisionTime = duration("0s")
+		}, "maxNodeProvisionTime must be at least 1m"),
+		Entry("provision time a second under the engine's minimum", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MaxNodeProvisionTime = &metav1.Duration{Duration: nodegroups.MinMaxNodeProvisionTime - time.Second}
+		}, "maxNodeProvisionTime must be at least 1m"),
 		Entry("initial backoff above max backoff", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: duration("1h"), Max: duration("30m")}
 		}, "initial backoff must not exceed max backoff"),
@@ -170,6 +177,16 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{autoscalingv1alpha1.TaintKey("example.com/" + strings.Repeat("a", 64))}
 		}, "spec.statusTaints[0]: Invalid value: \"example.com/"+strings.Repeat("a", 64)+"\": must be a taint key"),
 	)
+
+	It("accepts the engine's minimum provision time", func() {
+		// With the entry a second under it, this ties the CEL rule to
+		// nodegroups.MinMaxNodeProvisionTime.
+		ca := newClusterAutoscaler(func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MaxNodeProvisionTime = &metav1.Duration{Duration: nodegroups.MinMaxNodeProvisionTime}
+		})
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+	})
 
 	It("keeps the cluster name immutable", func() {
 		ca := newClusterAutoscaler(nil)

@@ -53,8 +53,9 @@ type GroupState struct {
 	Upcoming int
 	// NotCreated are requested instances that do not exist yet.
 	NotCreated int
-	// LongUnregistered are instances without a node older than the
-	// provision time.
+	// LongUnregistered are removable instances that have had no registered
+	// node for the provision time, counted from the first Update that saw
+	// them without one.
 	LongUnregistered []nodegroups.Instance
 	// Failed are instances whose provisioning failed.
 	Failed []nodegroups.Instance
@@ -89,6 +90,12 @@ type Registry struct {
 	// failed are the IDs of the failed instances of each group in the
 	// last Update.
 	failed map[string]map[string]bool
+	// unregisteredSince is when an Update first saw each instance without
+	// a registered node, by group and instance ID; an instance leaves it
+	// when it registers, fails, is being deleted or disappears. It is kept
+	// in memory only: a restarted engine starts every clock again, which
+	// errs on the side of keeping machines.
+	unregisteredSince map[string]map[string]time.Time
 }
 
 type scaleUpRequest struct {
@@ -99,11 +106,12 @@ type scaleUpRequest struct {
 // NewRegistry returns an empty Registry.
 func NewRegistry(opts Options) *Registry {
 	return &Registry{
-		opts:     opts,
-		groups:   map[string]*GroupState{},
-		requests: map[string]*scaleUpRequest{},
-		backoffs: map[string]*backoff{},
-		failed:   map[string]map[string]bool{},
+		opts:              opts,
+		groups:            map[string]*GroupState{},
+		requests:          map[string]*scaleUpRequest{},
+		backoffs:          map[string]*backoff{},
+		failed:            map[string]map[string]bool{},
+		unregisteredSince: map[string]map[string]time.Time{},
 	}
 }
 
@@ -123,13 +131,18 @@ func (r *Registry) Update(groups []nodegroups.NodeGroup, nodes []*corev1.Node, n
 	}
 
 	current := make(map[string]*GroupState, len(groups))
+	unregisteredSince := make(map[string]map[string]time.Time, len(groups))
 	r.order = r.order[:0]
 	for _, group := range groups {
-		state := r.groupState(group, nodesByName, now)
+		state, since := r.groupState(group, nodesByName, now)
 		current[group.ID()] = state
+		if len(since) > 0 {
+			unregisteredSince[group.ID()] = since
+		}
 		r.order = append(r.order, group.ID())
 	}
 	r.groups = current
+	r.unregisteredSince = unregisteredSince
 	for id := range r.requests {
 		if _, ok := current[id]; !ok {
 			delete(r.requests, id)
@@ -159,8 +172,11 @@ func (r *Registry) Update(groups []nodegroups.NodeGroup, nodes []*corev1.Node, n
 	return timedOut
 }
 
-func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*corev1.Node, now time.Time) *GroupState {
+// groupState also returns when each of the group's instances without a
+// registered node was first seen so.
+func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*corev1.Node, now time.Time) (*GroupState, map[string]time.Time) {
 	state := &GroupState{Group: group, Target: group.TargetSize()}
+	since := map[string]time.Time{}
 	staying := 0
 	for _, instance := range group.Instances() {
 		if instance.State == nodegroups.InstanceDeleting {
@@ -174,7 +190,17 @@ func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*core
 		}
 		node, registered := nodes[instance.NodeName]
 		if !registered {
-			if !instance.CreatedAt.IsZero() && now.Sub(instance.CreatedAt) >= r.provisionTime(group) {
+			// The time counts from first sight, not from the instance's
+			// creation: an old Machine whose Node was deleted gets the whole
+			// provision time to register again, as upstream. An instance
+			// whose ID changes (a Machine that gets its provider ID) starts
+			// again.
+			first, seen := r.unregisteredSince[group.ID()][instance.ID]
+			if !seen {
+				first = now
+			}
+			since[instance.ID] = first
+			if instance.Removable && now.Sub(first) >= r.provisionTime(group) {
 				state.LongUnregistered = append(state.LongUnregistered, instance)
 			}
 			continue
@@ -187,7 +213,7 @@ func (r *Registry) groupState(group nodegroups.NodeGroup, nodes map[string]*core
 	started := state.Ready + state.Unready
 	state.Upcoming = max(0, state.Target-started-len(state.Failed)-len(state.LongUnregistered))
 	state.NotCreated = max(0, state.Target-staying)
-	return state
+	return state, since
 }
 
 // trackFailures sets the groups' NewlyFailed and remembers their failed

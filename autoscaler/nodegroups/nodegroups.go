@@ -121,8 +121,11 @@ type Instance struct {
 	// NodeName is the name of the node the instance registered as, or empty.
 	NodeName string
 	State    InstanceState
-	// CreatedAt is when the instance was requested.
-	CreatedAt time.Time
+	// Removable is true when DeleteInstances can remove the instance while
+	// it has no node. Only removable instances are given up when they stay
+	// unregistered too long; the others (e.g. a MachinePool member known
+	// only by its provider ID) are left to their infrastructure.
+	Removable bool
 	// Error is set when provisioning failed and will not recover by itself.
 	Error *InstanceError
 }
@@ -142,6 +145,13 @@ type GroupOptions struct {
 	ScaleDownUnreadyTime          *time.Duration
 	MaxNodeProvisionTime          *time.Duration
 }
+
+// MinMaxNodeProvisionTime is the shortest MaxNodeProvisionTime accepted, for
+// the whole cluster and as a group's override: a shorter one takes Machines
+// that are still booting for Machines that will never register, and deletes
+// them. The ClusterAutoscaler CRD's CEL rule states the same value; a test
+// of api/v1alpha1 ties the two.
+const MinMaxNodeProvisionTime = time.Minute
 
 // Settings are the values of the settings a node group may override. The
 // engine's configuration gives them for the whole cluster; For gives them

@@ -1,0 +1,36 @@
+package autoscaler_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+func TestValidateConfigRefusesAProvisionTimeUnderAMinute(t *testing.T) {
+	tests := []struct {
+		provisionTime time.Duration
+		wantErr       bool
+	}{
+		{provisionTime: 0, wantErr: true},
+		{provisionTime: 30 * time.Second, wantErr: true},
+		{provisionTime: time.Minute - time.Nanosecond, wantErr: true},
+		{provisionTime: time.Minute},
+		{provisionTime: 15 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.provisionTime.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			config := autoscaler.DefaultConfig()
+			config.MaxNodeProvisionTime = tt.provisionTime
+			err := autoscaler.ValidateConfig(config)
+			if !tt.wantErr {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring("max node provision time must be at least 1m0s, got " + tt.provisionTime.String())))
+		})
+	}
+}
