@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // tiltProvider is a tilt-provider.json as Cluster API v1.14 reads it: its
@@ -179,6 +181,8 @@ func TestTiltProvider(t *testing.T) {
 		i := slices.IndexFunc(deployment.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
 		g.Expect(i).NotTo(Equal(-1), "no container named manager")
 		manager := deployment.Spec.Template.Spec.Containers[i]
+		// Self-hosted, the manager must not be evicted by a drain of its node.
+		g.Expect(deployment.Spec.Template.Annotations).To(HaveKeyWithValue(scaledown.SafeToEvictAnnotation, "false"))
 		// Tilt replaces the image by its name, whatever the tag.
 		imageName, _, _ := strings.Cut(manager.Image, ":")
 		g.Expect(imageName).To(Equal(c.Image))

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/repository"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 const (
@@ -43,6 +45,9 @@ type manager struct {
 	memoryRequest string
 	memoryLimit   string
 	goMemLimit    string
+	// safeToEvict is the pod's safe-to-evict annotation, "false" so that
+	// no autoscaler drains the node of a self-hosted manager.
+	safeToEvict string
 }
 
 // defaults is the manager when the user sets nothing but the verbosity in
@@ -55,6 +60,7 @@ func defaults(image string) manager {
 		memoryRequest: "128Mi",
 		memoryLimit:   "512Mi",
 		goMemLimit:    fromMemoryLimit,
+		safeToEvict:   "false",
 	}
 }
 
@@ -271,6 +277,7 @@ func managerOfDeployment(deployment *appsv1.Deployment) manager {
 			cpuRequest:    quantity(c.Resources.Requests, corev1.ResourceCPU),
 			memoryRequest: quantity(c.Resources.Requests, corev1.ResourceMemory),
 			memoryLimit:   quantity(c.Resources.Limits, corev1.ResourceMemory),
+			safeToEvict:   deployment.Spec.Template.Annotations[scaledown.SafeToEvictAnnotation],
 		}
 		for _, arg := range c.Args {
 			if strings.HasPrefix(arg, "--v=") {
