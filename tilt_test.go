@@ -18,6 +18,7 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -156,6 +157,10 @@ func TestTiltProvider(t *testing.T) {
 		var deployment *appsv1.Deployment
 		for _, r := range resources.Resources() {
 			switch r.GetKind() {
+			case "CustomResourceDefinition":
+				// clusterctl move finds ClusterAutoscalers only through it,
+				// also when clusterctl did not install them.
+				g.Expect(r.GetLabels()).To(HaveKeyWithValue(clusterctlv1.ClusterctlLabel, ""), r.GetName())
 			case "Namespace":
 				if namespaceLabel == nil {
 					namespaceLabel = ptr.To(r.GetLabels()[clusterv1.ProviderNameLabel])
