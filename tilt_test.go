@@ -18,9 +18,12 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // tiltProvider is a tilt-provider.json as Cluster API v1.14 reads it: its
@@ -154,6 +157,10 @@ func TestTiltProvider(t *testing.T) {
 		var deployment *appsv1.Deployment
 		for _, r := range resources.Resources() {
 			switch r.GetKind() {
+			case "CustomResourceDefinition":
+				// clusterctl move finds ClusterAutoscalers only through it,
+				// also when clusterctl did not install them.
+				g.Expect(r.GetLabels()).To(HaveKeyWithValue(clusterctlv1.ClusterctlLabel, ""), r.GetName())
 			case "Namespace":
 				if namespaceLabel == nil {
 					namespaceLabel = ptr.To(r.GetLabels()[clusterv1.ProviderNameLabel])
@@ -179,6 +186,8 @@ func TestTiltProvider(t *testing.T) {
 		i := slices.IndexFunc(deployment.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
 		g.Expect(i).NotTo(Equal(-1), "no container named manager")
 		manager := deployment.Spec.Template.Spec.Containers[i]
+		// Self-hosted, the manager must not be evicted by a drain of its node.
+		g.Expect(deployment.Spec.Template.Annotations).To(HaveKeyWithValue(scaledown.SafeToEvictAnnotation, "false"))
 		// Tilt replaces the image by its name, whatever the tag.
 		imageName, _, _ := strings.Cut(manager.Image, ":")
 		g.Expect(imageName).To(Equal(c.Image))

@@ -23,6 +23,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
 type ClusterAutoscalerSpec struct {
 	// clusterName is the name of the Cluster, in the same namespace, to autoscale.
+	// The controller makes that Cluster an owner of the ClusterAutoscaler:
+	// clusterctl move takes the ClusterAutoscaler along with the Cluster, and
+	// deleting the Cluster deletes the ClusterAutoscaler.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

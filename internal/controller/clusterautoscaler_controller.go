@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -205,7 +206,8 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 			return err
 		}
 		r.stopEngine(ctx, key)
-		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s does not exist", clusterKey(ca)))
+		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf(
+			"Cluster %s does not exist in this management cluster, so nothing is autoscaled; a ClusterAutoscaler left behind by clusterctl move belongs where its Cluster went", clusterKey(ca)))
 		return nil
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
@@ -213,6 +215,9 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
 		return nil
 	}
+	// Before the checks that return early: a refused or paused
+	// ClusterAutoscaler follows its Cluster too.
+	ensureClusterOwnerReference(ca, cluster)
 	owner, err := r.clusterOwner(ctx, ca)
 	if err != nil {
 		return err
@@ -271,6 +276,22 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		setStatusFromLoop(ca, status)
 	}
 	return nil
+}
+
+// ensureClusterOwnerReference makes the Cluster an owner of the
+// ClusterAutoscaler: clusterctl move takes along what a Cluster owns, and
+// the garbage collector deletes it with the Cluster. Not a controller
+// reference, as no Cluster API controller manages it; no
+// blockOwnerDeletion, which would need the update permission on
+// clusters/finalizers. A Cluster recreated under the same name replaces the
+// reference to the old one.
+func ensureClusterOwnerReference(ca *autoscalingv1alpha1.ClusterAutoscaler, cluster *clusterv1.Cluster) {
+	ca.SetOwnerReferences(util.EnsureOwnerRef(ca.GetOwnerReferences(), metav1.OwnerReference{
+		APIVersion: clusterv1.GroupVersion.String(),
+		Kind:       clusterv1.ClusterKind,
+		Name:       cluster.Name,
+		UID:        cluster.UID,
+	}))
 }
 
 // desiredConfig is the engine configuration the ClusterAutoscaler asks for,

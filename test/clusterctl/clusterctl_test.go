@@ -16,13 +16,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/repository"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 const (
@@ -43,6 +48,9 @@ type manager struct {
 	memoryRequest string
 	memoryLimit   string
 	goMemLimit    string
+	// safeToEvict is the pod's safe-to-evict annotation, "false" so that
+	// no autoscaler drains the node of a self-hosted manager.
+	safeToEvict string
 }
 
 // defaults is the manager when the user sets nothing but the verbosity in
@@ -55,6 +63,7 @@ func defaults(image string) manager {
 		memoryRequest: "128Mi",
 		memoryLimit:   "512Mi",
 		goMemLimit:    fromMemoryLimit,
+		safeToEvict:   "false",
 	}
 }
 
@@ -175,6 +184,55 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 		Expect(installedManager()).To(Equal(defaults(releaseImage + ":" + newVersion)))
 	})
 
+	It("move takes the ClusterAutoscaler along with its Cluster to another management cluster", func() {
+		By("running the controller in the source management cluster, where a Cluster has a ClusterAutoscaler")
+		runController(env)
+		cluster := createProvisionedCluster(env.Client)
+		ca := &autoscalingv1alpha1.ClusterAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "autoscaler"},
+			Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+				ClusterName:    cluster.Name,
+				Expanders:      []autoscalingv1alpha1.Expander{autoscalingv1alpha1.LeastWasteExpander},
+				ResourceLimits: &autoscalingv1alpha1.ResourceLimits{MaxNodesTotal: ptr.To[int32](10)},
+			},
+		}
+		Expect(env.Client.Create(ctx, ca)).To(Succeed())
+		// Without a kubeconfig Secret the workload cluster is unreachable:
+		// the Ready condition says the controller has seen the object.
+		Eventually(func(g Gomega) {
+			g.Expect(env.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(ca), ca)).To(Succeed())
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).NotTo(BeNil())
+		}, reconcileTimeout).Should(Succeed())
+
+		target, targetKubeconfig := startTargetManagementCluster(clusterctl, newVersion)
+
+		Expect(clusterctl.Move(ctx, client.MoveOptions{
+			FromKubeconfig: kubeconfig,
+			ToKubeconfig:   targetKubeconfig,
+			Namespace:      cluster.Namespace,
+		})).To(Succeed())
+
+		By("finding the ClusterAutoscaler in the target, owned by the moved Cluster, which is resumed")
+		movedCluster := &clusterv1.Cluster{}
+		Expect(target.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(cluster), movedCluster)).To(Succeed())
+		Expect(ptr.Deref(movedCluster.Spec.Paused, false)).To(BeFalse())
+		moved := &autoscalingv1alpha1.ClusterAutoscaler{}
+		Expect(target.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(ca), moved)).To(Succeed(), "the ClusterAutoscaler is in the target management cluster")
+		Expect(moved.Spec).To(Equal(ca.Spec))
+		Expect(moved.OwnerReferences).To(ConsistOf(metav1.OwnerReference{
+			APIVersion: clusterv1.GroupVersion.String(),
+			Kind:       clusterv1.ClusterKind,
+			Name:       movedCluster.Name,
+			UID:        movedCluster.UID,
+		}))
+
+		By("finding neither in the source")
+		for _, obj := range []ctrlclient.Object{cluster, ca} {
+			err := env.Client.Get(ctx, ctrlclient.ObjectKeyFromObject(obj), obj)
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s is gone from the source: %v", obj, obj.GetName(), err)
+		}
+	})
+
 	It("delete --addon removes the provider and keeps the CRD and namespace, as clusterctl does by default", func() {
 		Expect(clusterctl.Delete(ctx, client.DeleteOptions{
 			Kubeconfig:     kubeconfig,
@@ -271,6 +329,7 @@ func managerOfDeployment(deployment *appsv1.Deployment) manager {
 			cpuRequest:    quantity(c.Resources.Requests, corev1.ResourceCPU),
 			memoryRequest: quantity(c.Resources.Requests, corev1.ResourceMemory),
 			memoryLimit:   quantity(c.Resources.Limits, corev1.ResourceMemory),
+			safeToEvict:   deployment.Spec.Template.Annotations[scaledown.SafeToEvictAnnotation],
 		}
 		for _, arg := range c.Args {
 			if strings.HasPrefix(arg, "--v=") {

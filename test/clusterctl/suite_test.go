@@ -17,18 +17,22 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	logf "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 )
 
@@ -77,11 +81,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(GinkgoLogr)
 
 	var err error
-	env, err = testenv.Start(testenv.Options{
-		AddToScheme: []func(*runtime.Scheme) error{clusterctlv1.AddToScheme},
-		// clusterctl installs the CRD from the components.
-		WithoutProjectCRDs: true,
-	})
+	env, err = startManagementCluster()
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(env.Stop)
 
@@ -103,8 +103,17 @@ var _ = BeforeSuite(func() {
 	configFile = filepath.Join(dir, "clusterctl.yaml")
 	Expect(writeConfig(configFile, repositoryDir)).To(Succeed())
 
-	Expect(registerCoreProvider(ctx)).To(Succeed())
+	Expect(registerCoreProvider(ctx, env, kubeconfig)).To(Succeed())
 })
+
+// startManagementCluster starts an API server with the Cluster API CRDs,
+// without capi-autoscaler's: clusterctl installs it from the components.
+func startManagementCluster() (*testenv.Environment, error) {
+	return testenv.Start(testenv.Options{
+		AddToScheme:        []func(*runtime.Scheme) error{clusterctlv1.AddToScheme, autoscalingv1alpha1.AddToScheme},
+		WithoutProjectCRDs: true,
+	})
+}
 
 // releaseVersions returns a first and a patch release of the newest
 // release series in clusterctl's metadata.
@@ -175,9 +184,28 @@ CAPI_AUTOSCALER_LOG_VERBOSITY: "%[7]s"
 	return os.WriteFile(path, []byte(content), 0o644)
 }
 
-// registerCoreProvider records Cluster API in clusterctl's inventory, as
-// `clusterctl init` left it; envtest installed its CRDs.
-func registerCoreProvider(ctx context.Context) error {
+// registerCoreProvider leaves Cluster API as `clusterctl init` leaves it:
+// recorded in clusterctl's inventory, and its CRDs, which envtest
+// installed, with the labels clusterctl adds (clusterctl move only
+// discovers the kinds of CRDs labelled as installed by clusterctl).
+func registerCoreProvider(ctx context.Context, env *testenv.Environment, kubeconfig client.Kubeconfig) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := env.Client.List(ctx, crds); err != nil {
+		return err
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		original := crd.DeepCopy()
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+		crd.Labels[clusterv1.ProviderNameLabel] = clusterctlv1.ManifestLabel(coreProviderName, clusterctlv1.CoreProviderType)
+		if err := env.Client.Patch(ctx, crd, ctrlclient.MergeFrom(original)); err != nil {
+			return err
+		}
+	}
+
 	cfg, err := config.New(ctx, configFile)
 	if err != nil {
 		return err
