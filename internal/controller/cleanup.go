@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,10 +60,16 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *a
 }
 
 // ownsMarks says whether the delete-machine annotations and scale-down
-// taints on the Cluster may be the ClusterAutoscaler's. Not when the Cluster
+// taints on the Cluster may be the ClusterAutoscaler's. Not when clusterctl
+// move deletes it from the source management cluster, not when the Cluster
 // is gone or going, with its Nodes and Machines, nor when another
 // ClusterAutoscaler owns the Cluster: they are that one's.
 func (r *ClusterAutoscalerReconciler) ownsMarks(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (bool, error) {
+	if _, moving := ca.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move deletes the source's copy: what it left on the
+		// Cluster is now the target's ClusterAutoscaler's.
+		return false, nil
+	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
 		return false, client.IgnoreNotFound(err)

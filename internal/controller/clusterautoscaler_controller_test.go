@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -331,6 +332,26 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 
 		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
 		expectGone(key)
+	})
+
+	It("leaves what it placed to the target's copy when clusterctl move deletes it", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		ms := fixture.MachineSet("ms-0", 1, nil, nil)
+		fixture.Create(ctx, ms)
+		machine := fixture.Machine("machine-0", ms)
+		fixture.Create(ctx, machine)
+		key := createClusterAutoscaler(fixture)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, key)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+		}, waitTimeout).Should(Succeed())
+		markForDeletion(machine)
+
+		annotate(&autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
+			clusterctlv1.DeleteForMoveAnnotation, "")
+		deleteClusterAutoscaler(key)
+
+		Expect(get(machine).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 	})
 
 	It("stops the engine when the Cluster goes away", func() {
