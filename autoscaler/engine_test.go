@@ -705,15 +705,7 @@ func TestConfigurationChangeKeepsUnneededTimers(t *testing.T) {
 
 func TestConfigurationChangeKeepsDrainsInProgress(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
-	nodes := group.addNodes(2)
-	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
-	moving := st.Pod("web-1", "500m", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[1].Name))
-	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, moving)...)
-
-	f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	f.runOnce(t)
+	f, group, _ := drainingFixture(t)
 	const marked = "marked the node as toBeDeleted/unschedulable"
 	g.Expect(f.podEvents()).To(ContainElement(ContainSubstring(marked)), "the drain started")
 

@@ -19,8 +19,8 @@ import (
 )
 
 // drainingFixture is a cluster whose second node is being drained: its pod
-// can move to the first node, and an eviction-refusing PDB is not needed
-// because the fake clientset leaves evicted pods in place.
+// can move to the first node, and stays, as the fake clientset's evictions
+// leave pods in place.
 func drainingFixture(t *testing.T) (*fixture, *fakeGroup, []*corev1.Node) {
 	t.Helper()
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
