@@ -87,7 +87,7 @@ func (g *fakeGroup) CheckScaleDown(_ context.Context, removing int) error {
 		return g.scaleDownRefusal
 	}
 	if g.target-removing < g.min {
-		return fmt.Errorf("size %d would go below the minimum %d", g.target-removing, g.min)
+		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.target-removing, g.min)}
 	}
 	return nil
 }

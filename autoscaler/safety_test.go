@@ -63,7 +63,7 @@ func TestADrainWhoseGroupStartedRollingOutIsGivenBack(t *testing.T) {
 	g := NewWithT(t)
 	f, group, nodes := drainingFixture(t)
 
-	group.scaleDownRefusal = errorString("MachineDeployment/default/md-0 is rolling out (2 active MachineSets)")
+	group.scaleDownRefusal = &nodegroups.RefusedError{Reason: "MachineDeployment/default/md-0 is rolling out (2 active MachineSets)"}
 	f.clock.Step(10 * time.Second)
 	f.runOnce(t)
 
@@ -180,7 +180,3 @@ func TestANodeItsGroupDidNotRemoveIsGivenBackAndReported(t *testing.T) {
 	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventNodeNotDeleted))
 	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("is still there, its instance not being deleted"))
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }

@@ -132,7 +132,14 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 }
 
 func (g *nodeGroup) CheckScaleDown(ctx context.Context, removing int) error {
-	return g.resource.CheckScaleDown(ctx, removing)
+	err := g.resource.CheckScaleDown(ctx, removing)
+	var notScalable *scalable.NotScalableError
+	var outOfBounds *scalable.OutOfBoundsError
+	var annotation *scalable.AnnotationError
+	if errors.As(err, &notScalable) || errors.As(err, &outOfBounds) || errors.As(err, &annotation) {
+		return &nodegroups.RefusedError{Reason: err.Error()}
+	}
+	return err
 }
 
 // CancelDeletion removes the autoscaler's marks from the Machines of the

@@ -510,6 +510,28 @@ var _ = Describe("Provider", func() {
 			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
 		})
 
+		It("refuses, when asked again, what changed since the group was read", func() {
+			md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 5))
+			f.Create(ctx, md)
+			ms := f.MachineSet("md-0-a", 2, nil, md)
+			f.Create(ctx, ms)
+			member(ms, "a", true)
+			_, node := member(ms, "b", true)
+			group := groupIn(discover(), "MachineDeployment", "md-0")
+			Expect(group.CheckScaleDown(ctx, 1)).To(Succeed())
+
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			md.Annotations[clusterv1.PausedAnnotation] = ""
+			Expect(k8sClient.Update(ctx, md)).To(Succeed())
+
+			var refused *nodegroups.RefusedError
+			Expect(errors.As(group.CheckScaleDown(ctx, 1), &refused)).To(BeTrue())
+			Expect(refused.Reason).To(ContainSubstring("paused"))
+			Expect(group.DeleteNodes(ctx, []*corev1.Node{node})).To(MatchError(ContainSubstring("paused")))
+			Expect(markedMachines()).To(BeEmpty())
+			Expect(replicasOf(md)).To(BeEquivalentTo(2))
+		})
+
 		It("refuses during a rollout", func() {
 			md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 5))
 			f.Create(ctx, md)

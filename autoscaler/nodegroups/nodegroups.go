@@ -41,12 +41,13 @@ type NodeGroup interface {
 	TemplateNode(ctx context.Context) (*corev1.Node, error)
 	// IncreaseSize raises the target size by delta (> 0) within MaxSize.
 	IncreaseSize(ctx context.Context, delta int) error
-	// CheckScaleDown reads the group afresh and returns an error that says
-	// why removing `removing` of its nodes must not happen now: the group
-	// is rolling out, paused, being deleted or gone, no longer autoscaled,
-	// or would go below its min size. Every destructive step of a
-	// scale-down asks it first, because a decision taken minutes earlier,
-	// when the drain started, may no longer hold.
+	// CheckScaleDown reads the group afresh and returns a *RefusedError
+	// that says why removing `removing` of its nodes must not happen now:
+	// the group is rolling out, paused, being deleted or gone, no longer
+	// autoscaled, or would go below its min size; any other error means
+	// that it could not tell. Every destructive step of a scale-down asks it
+	// first, because a decision taken minutes earlier, when the drain
+	// started, may no longer hold.
 	CheckScaleDown(ctx context.Context, removing int) error
 	// DeleteNodes removes the given registered nodes of the group and lowers
 	// the target size accordingly. It checks what CheckScaleDown checks at
@@ -81,6 +82,14 @@ type List struct {
 	// autoscaled, and ones in Groups that can do less than they should.
 	Problems []Problem
 }
+
+// RefusedError says why a node group refuses a change now; the change may
+// be asked again later.
+type RefusedError struct {
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return e.Reason }
 
 // ReasonReplicasOverwritten is the Problem reason of a group whose target
 // size another writer changed after the autoscaler set it, e.g. a GitOps

@@ -189,11 +189,19 @@ func (a *Actuator) Continue(ctx context.Context, view View) []Released {
 	released := a.checkHandedOver(ctx, view, members)
 	totals := a.remainingTotals(view)
 	for _, d := range a.drainsInOrder() {
-		if reason := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals); reason != "" {
+		reason, err := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals)
+		switch {
+		case err != nil && a.opts.Clock.Since(d.startedAt) >= a.opts.MaxPodEvictionTime:
+			a.fail(ctx, d.node, fmt.Sprintf("could not check that node group %s may still lose the node within %s: %v", d.group.ID(), a.opts.MaxPodEvictionTime, err))
+		case err != nil:
+			// A read that failed says nothing about the decision: the drain
+			// waits for the next loop, within its time limit.
+			klog.FromContext(ctx).V(2).Info("Cannot check the node group, will retry", "node", klog.KObj(d.node), "nodeGroup", d.group.ID(), "err", err.Error())
+		case reason != "":
 			a.cancel(ctx, d.node, reason)
-			continue
+		default:
+			a.step(ctx, d)
 		}
-		a.step(ctx, d)
 	}
 	a.releaseLeftovers(ctx, view.Nodes, members)
 	return released
@@ -286,20 +294,31 @@ func (a *Actuator) remainingTotals(view View) snapshot.Resources {
 	return totals
 }
 
-// recheck says why removing the node must not go on, or "". removing
-// counts the removals of the group that have not lowered its replicas yet,
-// this one included. totals are what the cluster keeps; a removal that
-// goes on is taken off them.
-func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources) string {
-	if err := group.CheckScaleDown(ctx, removing); err != nil {
-		return err.Error()
+// recheck says why removing the node must not go on, or "", or fails
+// when the group could not be read. removing counts the removals of the
+// group that have not lowered its replicas yet, this one included. totals
+// are what the cluster keeps; a removal that goes on is taken off them.
+func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources) (string, error) {
+	if reason, err := checkGroup(ctx, group, removing); reason != "" || err != nil {
+		return reason, err
 	}
 	capacity := snapshot.NewResources(node.Status.Capacity)
 	if message := minimums.Violated(*totals, capacity); message != "" {
-		return message
+		return message, nil
 	}
 	totals.Sub(capacity)
-	return ""
+	return "", nil
+}
+
+// checkGroup asks the group whether it may lose removing nodes now: it
+// returns the reason it refuses, or the error of a check it could not make.
+func checkGroup(ctx context.Context, group nodegroups.NodeGroup, removing int) (string, error) {
+	err := group.CheckScaleDown(ctx, removing)
+	var refused *nodegroups.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Reason, nil
+	}
+	return "", err
 }
 
 func (a *Actuator) drainsInOrder() []*drain {
@@ -358,10 +377,8 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(byGroup)) {
 		group := groups[id]
-		if err := group.CheckScaleDown(ctx, len(byGroup[id])+a.drainsOfGroup(id)); err != nil {
-			for _, node := range byGroup[id] {
-				a.cancel(ctx, node, err.Error())
-			}
+		if reason, err := checkGroup(ctx, group, len(byGroup[id])+a.drainsOfGroup(id)); reason != "" || err != nil {
+			a.notStarted(ctx, byGroup[id], group, reason, err)
 			continue
 		}
 		var tainted []*corev1.Node
@@ -409,8 +426,8 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
 	if a.drains[node.Name] != nil {
 		return
 	}
-	if err := removal.Group.CheckScaleDown(ctx, a.drainsOfGroup(removal.Group.ID())+1); err != nil {
-		a.cancel(ctx, node, err.Error())
+	if reason, err := checkGroup(ctx, removal.Group, a.drainsOfGroup(removal.Group.ID())+1); reason != "" || err != nil {
+		a.notStarted(ctx, []*corev1.Node{node}, removal.Group, reason, err)
 		return
 	}
 	now := a.opts.Clock.Now()
@@ -421,6 +438,20 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
 	d := &drain{node: node, group: removal.Group, startedAt: now, evictedAt: map[types.UID]time.Time{}}
 	a.drains[node.Name] = d
 	a.step(ctx, d)
+}
+
+// notStarted says why removals the plan chose do not start: their group
+// refuses now, or could not be read. Nothing was done to the nodes.
+func (a *Actuator) notStarted(ctx context.Context, nodes []*corev1.Node, group nodegroups.NodeGroup, reason string, err error) {
+	logger := klog.FromContext(ctx)
+	for _, node := range nodes {
+		if err != nil {
+			logger.V(2).Info("Cannot check the node group, not removing the node in this loop", "node", klog.KObj(node), "nodeGroup", group.ID(), "err", err.Error())
+			continue
+		}
+		logger.Info("Node group refuses the removal now", "node", klog.KObj(node), "nodeGroup", group.ID(), "reason", reason)
+		a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDownCancelled, "node not removed: "+reason)
+	}
 }
 
 // taint puts the deletion taint on the node and says whether it did. A

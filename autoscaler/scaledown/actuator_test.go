@@ -388,7 +388,7 @@ func TestDrainIsGivenBackWhenItsGroupNoLongerAllowsIt(t *testing.T) {
 	g.Expect(f.terminating(g)).To(ConsistOf("web-0"))
 	f.events()
 
-	group.ScaleDownRefusal = errors.New("MachineDeployment/default/md is rolling out (generation 3 not yet observed)")
+	group.ScaleDownRefusal = &nodegroups.RefusedError{Reason: "MachineDeployment/default/md is rolling out (generation 3 not yet observed)"}
 	f.finishTerminating(g)
 	f.refuse = func(string) bool { return false }
 	f.clock.Step(10 * time.Second)
@@ -407,13 +407,35 @@ func TestEmptyNodesOfAGroupThatNoLongerAllowsItAreNotTainted(t *testing.T) {
 	a1 := node("a1")
 	f := newActuatorFixture(t, a1)
 	group := newGroup("ng", a1)
-	group.ScaleDownRefusal = errors.New("MachineDeployment/default/md is paused")
+	group.ScaleDownRefusal = &nodegroups.RefusedError{Reason: "MachineDeployment/default/md is paused"}
 
 	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
 
 	g.Expect(group.Deleted).To(BeEmpty())
 	g.Expect(f.node(g, "a1").Spec.Taints).To(BeEmpty())
 	g.Expect(f.events()).To(ConsistOf(HavePrefix("Normal ScaleDownCancelled")))
+}
+
+// A group that cannot be read says nothing about the decision: the drain
+// waits, within its time limit.
+func TestDrainWaitsWhileItsGroupCannotBeRead(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	f.refuse = func(string) bool { return true }
+	group := newGroup("ng", n, node("other"))
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	group.ScaleDownRefusal = errors.New("the API server is unavailable")
+
+	f.clock.Step(time.Minute)
+	f.advance(g, group)
+	expectTainted(g, f.node(g, "n"), true)
+	g.Expect(f.actuator.Progress().Draining).To(Equal(1))
+
+	f.clock.Step(time.Minute)
+	f.advance(g, group)
+	expectTainted(g, f.node(g, "n"), false)
+	g.Expect(f.events()).To(ContainElement(HavePrefix(eventFailedPfx + "could not check that node group ng may still lose the node within 2m0s: the API server is unavailable")))
 }
 
 func TestDrainIsGivenBackWhenTheClusterMinimumWasRaised(t *testing.T) {

@@ -270,7 +270,7 @@ func (g *NodeGroup) CheckScaleDown(_ context.Context, removing int) error {
 		return g.ScaleDownRefusal
 	}
 	if g.Target-removing < g.Min {
-		return fmt.Errorf("size %d would go below the minimum %d", g.Target-removing, g.Min)
+		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.Target-removing, g.Min)}
 	}
 	return nil
 }
