@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,14 +147,7 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		By("Putting on " + drained + " a small pod that takes minutes to terminate, and emptying the node of the rest")
 		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
 			slowToTerminate(template)
-			template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-					Weight: 100,
-					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{drained},
-					}}},
-				}},
-			}}
+			template.Spec.Affinity = preferNode(drained)
 		}}.create(ctx, workload)
 		DeferCleanup(deleteWorkload, workload, small.Name)
 		held := podsRunning(workload, small)[0]
@@ -199,6 +193,74 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		Expect(markedMachines(groupMachines(Default, workers))).To(BeEmpty())
 		Expect(podsRunning(workload, small)[0].Spec.NodeName).To(Equal(kept))
 	})
+
+	// kubernetes/autoscaler #8494, #5465: a drain that ends during a
+	// rollout and lowers the MachineDeployment's replicas lets Cluster
+	// API's rolling-update planner remove a Machine nobody chose.
+	It("gives a node back when its MachineDeployment starts rolling out during the drain, and lowers no replicas during the rollout", func() {
+		expectGroupSize(workload, workers, 1)
+		first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		DeferCleanup(deleteWorkload, workload, first.Name)
+		second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+		expectGroupSize(workload, workers, 2)
+		drained := podsRunning(workload, second)[0].Spec.NodeName
+
+		By("Holding " + drained + " with a pod that takes minutes to terminate, and emptying it of the rest")
+		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
+			slowToTerminate(template)
+			template.Spec.Affinity = preferNode(drained)
+		}}.create(ctx, workload)
+		DeferCleanup(deleteWorkload, workload, small.Name)
+		held := podsRunning(workload, small)[0]
+		Expect(held.Spec.NodeName).To(Equal(drained))
+		DeferCleanup(forceDelete, workload, &held)
+		deleteWorkload(workload, second.Name)
+		Eventually(func(g Gomega) {
+			g.Expect(taintedNodes(g, workload)).To(ConsistOf(drained))
+			pod := &corev1.Pod{}
+			g.Expect(workload.Get(ctx, ctrlclient.ObjectKeyFromObject(&held), pod)).To(Succeed())
+			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		By("Rolling the MachineDeployment out through the Cluster's topology in the middle of the drain")
+		before := sets.New[string]()
+		for _, machine := range groupMachines(Default, workers) {
+			before.Insert(machine.Name)
+		}
+		patchObject(management, cluster, func(cluster *clusterv1.Cluster) {
+			for i := range cluster.Spec.Topology.Workers.MachineDeployments {
+				if topology := &cluster.Spec.Topology.Workers.MachineDeployments[i]; topology.Name == workers.name {
+					topology.Rollout.After = metav1.Now()
+				}
+			}
+		})
+
+		By("Seeing the drain given back at once, while the held pod still terminates")
+		Eventually(func(g Gomega) {
+			g.Expect(taintedNodes(g, workload)).To(BeEmpty())
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		forceDelete(workload, &held)
+
+		By("Watching the rollout through: the autoscaler lowers no replicas and marks no Machine")
+		lowest := int32(2)
+		Eventually(func(g Gomega) {
+			md := machineDeployment(g, workers)
+			lowest = min(lowest, ptr.Deref(md.Spec.Replicas, 0))
+			machines := groupMachines(g, workers)
+			g.Expect(markedMachines(machines)).To(BeEmpty())
+			for _, machine := range machines {
+				g.Expect(before.Has(machine.Name)).To(BeFalse(), "Machine %s is not replaced yet", machine.Name)
+			}
+			g.Expect(md.Status.UpToDateReplicas).To(HaveValue(Equal(ptr.Deref(md.Spec.Replicas, 0))))
+		}).WithTimeout(machineTimeout).WithPolling(time.Second).Should(Succeed())
+		Expect(lowest).To(BeNumerically(">=", 2), "replicas were lowered during the rollout")
+
+		By("Scaling down again once the rollout is over")
+		deleteWorkload(workload, small.Name)
+		deleteWorkload(workload, first.Name)
+		expectGroupSize(workload, workers, 1)
+		Expect(taintedNodes(Default, workload)).To(BeEmpty())
+	})
 })
 
 // podEventReasons lists the reasons of pod's events.
@@ -211,6 +273,18 @@ func podEventReasons(workload ctrlclient.Client, pod corev1.Pod) []string {
 		reasons = append(reasons, event.Reason)
 	}
 	return reasons
+}
+
+// preferNode makes a pod prefer the named node.
+func preferNode(name string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{name},
+			}}},
+		}},
+	}}
 }
 
 func mapValues(m map[string]string) []string {
