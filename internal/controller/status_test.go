@@ -71,6 +71,15 @@ func TestSetStatusFromLoop(t *testing.T) {
 			},
 		},
 		{
+			name: "another cluster autoscaler acting",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, OtherAutoscaler: "Lease kube-system/cluster-autoscaler was renewed at 2026-01-01T12:00:00Z",
+				ScalingMessage: "Another cluster autoscaler acts on the cluster", NodeGroups: []autoscaler.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0", Autoscaled: true}}},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.OtherAutoscalerActiveReason))
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(Equal("Another cluster autoscaler acts on the cluster"))
+			},
+		},
+		{
 			name:   "no node groups",
 			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingMessage: "No MachineDeployment has the annotations"},
 			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
