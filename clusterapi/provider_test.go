@@ -373,6 +373,45 @@ var _ = Describe("Provider", func() {
 		})
 	})
 
+	Describe("releasing deletion marks", func() {
+		ourMark := func(machine *clusterv1.Machine) {
+			GinkgoHelper()
+			machine.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z", scalable.MarkedAnnotation: "2026-11-23T04:00:00Z"}
+			Expect(k8sClient.Update(ctx, machine)).To(Succeed())
+		}
+
+		It("removes only its own marks, and keeps those of scale-downs under way", func() {
+			steady := f.MachineSet("steady", 2, sizeAnnotations(0, 5), nil)
+			shrinking := f.MachineSet("shrinking", 1, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, steady, shrinking)
+			interrupted, _ := member(steady, "interrupted", true)
+			operators, _ := member(steady, "operators", true)
+			going, _ := member(shrinking, "going", true)
+			member(shrinking, "staying", true)
+			ourMark(interrupted)
+			markForDeletion(operators)
+			ourMark(going)
+
+			Expect(ReleaseDeletionMarks(ctx, k8sClient, types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name})).To(Succeed())
+
+			Expect(markedMachines()).To(ConsistOf("operators", "going"), "an operator's mark and a scale-down under way stay")
+		})
+
+		It("gives back a node handed over by removing its own mark only", func() {
+			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			kept, keptNode := member(ms, "kept", true)
+			operators, operatorsNode := member(ms, "operators", true)
+			ourMark(kept)
+			markForDeletion(operators)
+			group := groupIn(discover(), "MachineSet", "ms-0")
+
+			Expect(group.CancelDeletion(ctx, []*corev1.Node{keptNode, operatorsNode})).To(Succeed())
+
+			Expect(markedMachines()).To(ConsistOf("operators"))
+		})
+	})
+
 	Describe("deleting nodes", func() {
 		DescribeTable("marks exactly the Machines of the given nodes and lowers the replicas once for the batch",
 			func(kind string) {
