@@ -141,7 +141,10 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		"ClusterAutoscaler", klog.KObj(ca), "Cluster", klog.KRef(cluster.Namespace, cluster.Name))
 	engineCtx, cancel := context.WithCancel(ctrl.LoggerInto(r.ctx, logger))
 
-	broadcaster := record.NewBroadcaster(record.WithContext(engineCtx))
+	// The manager's context, not the engine's: stopping the engine gives
+	// back its drains and says so in events, after engineCtx is cancelled.
+	// The broadcaster is shut down once the engine has returned.
+	broadcaster := record.NewBroadcaster(record.WithContext(r.ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
 	statusEvent := event.GenericEvent{Object: &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 
