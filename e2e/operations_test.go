@@ -1,0 +1,19 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// The operations Cluster API clusters live through while the autoscaler
+// acts: rollouts, pauses, another autoscaler, operators' marks, deleted
+// Nodes, other writers of the replicas. Each failed on the autoscaler
+// before it re-read its node groups before every destructive step and
+// owned only what it placed (commit 34c9462); `make test` runs the ci
+// ones, `make test-e2e` all.
+var _ = Describe("Operations", func() {
+	Context("Cluster paused in the middle of a drain", Label("ci"), func() {
+		PausedDrainSpec(ctx, func() PausedDrainSpecInput { return PausedDrainSpecInput{Stack: stack} })
+	})
+})
