@@ -13,6 +13,9 @@ import (
 // owned only what it placed (commit 34c9462); `make test` runs the ci
 // ones, `make test-e2e` all.
 var _ = Describe("Operations", func() {
+	Context("Rollout during a drain", Label("full"), func() {
+		RolloutDuringDrainSpec(ctx, func() RolloutDuringDrainSpecInput { return RolloutDuringDrainSpecInput{Stack: stack} })
+	})
 	Context("Cluster paused in the middle of a drain", Label("ci"), func() {
 		PausedDrainSpec(ctx, func() PausedDrainSpecInput { return PausedDrainSpecInput{Stack: stack} })
 	})
