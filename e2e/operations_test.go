@@ -19,4 +19,7 @@ var _ = Describe("Operations", func() {
 	Context("Cluster paused in the middle of a drain", Label("ci"), func() {
 		PausedDrainSpec(ctx, func() PausedDrainSpecInput { return PausedDrainSpecInput{Stack: stack} })
 	})
+	Context("Another autoscaler's taint present", Label("ci"), func() {
+		ForeignTaintSpec(ctx, func() ForeignTaintSpecInput { return ForeignTaintSpecInput{Stack: stack} })
+	})
 })
