@@ -4,6 +4,8 @@ package e2e
 
 import (
 	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
 // The operations Cluster API clusters live through while the autoscaler
@@ -21,5 +23,14 @@ var _ = Describe("Operations", func() {
 	})
 	Context("Another autoscaler's taint present", Label("ci"), func() {
 		ForeignTaintSpec(ctx, func() ForeignTaintSpecInput { return ForeignTaintSpecInput{Stack: stack} })
+	})
+	// It kills and restarts the suite's manager.
+	Context("An operator's marked Machine survives a manager restart", Serial, Label("ci"), func() {
+		OperatorMarkSpec(ctx, func() OperatorMarkSpecInput {
+			return OperatorMarkSpecInput{
+				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Restarted: func(p *localstack.Process) { suiteManager = p },
+			}
+		})
 	})
 })
