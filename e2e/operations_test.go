@@ -33,4 +33,7 @@ var _ = Describe("Operations", func() {
 			}
 		})
 	})
+	Context("kubectl delete node on an old Machine", Label("full"), func() {
+		DeletedNodeSpec(ctx, func() DeletedNodeSpecInput { return DeletedNodeSpecInput{Stack: stack} })
+	})
 })
