@@ -36,4 +36,7 @@ var _ = Describe("Operations", func() {
 	Context("kubectl delete node on an old Machine", Label("full"), func() {
 		DeletedNodeSpec(ctx, func() DeletedNodeSpecInput { return DeletedNodeSpecInput{Stack: stack} })
 	})
+	Context("Replicas written back by another client right after a scale-down", Label("ci"), func() {
+		ReplicasWrittenBackSpec(ctx, func() ReplicasWrittenBackSpecInput { return ReplicasWrittenBackSpecInput{Stack: stack} })
+	})
 })
