@@ -35,6 +35,9 @@ var (
 	ScaleUpTimeout   = 3 * time.Minute
 	ScaleDownTimeout = 3 * time.Minute
 	AutoscalerPoll   = 1 * time.Second
+	// ReleaseTimeout bounds how long the autoscaler may take to give a
+	// node back once its removal no longer holds: a few loops of a second.
+	ReleaseTimeout = 30 * time.Second
 )
 
 // ClusterLabel, set on the Machines of a spec's node groups, is propagated

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
@@ -29,6 +31,10 @@ type WatchInvariantsInput struct {
 	Stack *localstack.Stack
 	// Cluster is the Cluster whose node groups and Machines are watched.
 	Cluster *clusterv1.Cluster
+	// AcceptRollouts accepts the deletion of an unmarked Machine whose
+	// MachineSet a newer MachineSet of the same MachineDeployment
+	// replaces: a rollout the spec started removes the old Machines.
+	AcceptRollouts bool
 }
 
 // Invariants watches, from the moment WatchInvariants returns, what a
@@ -36,13 +42,19 @@ type WatchInvariantsInput struct {
 // every violation it sees:
 //   - a MachineDeployment's replicas outside its [min, max] size;
 //   - a Machine deleted that the autoscaler did not choose: it carries no
-//     delete-machine mark when Cluster API starts deleting it.
+//     delete-machine mark when Cluster API starts deleting it (unless the
+//     spec accepts rollouts and a newer MachineSet replaces the Machine's).
 //
 // It also records each MachineDeployment's replicas as they change, for
 // the specs that check a trajectory (e.g. that no group was scaled twice).
 type Invariants struct {
 	mu         sync.Mutex
 	violations []string
+	// acceptRollouts and machineSets tell the Machines a rollout removes.
+	acceptRollouts bool
+	machineSets    func() []clusterv1.MachineSet
+	// rolledOut are the unmarked Machines deleted by a rollout.
+	rolledOut []string
 	// events counts what the watches saw, to show they saw something.
 	events int
 	// replicas are the replicas each MachineDeployment had, by name.
@@ -65,7 +77,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		DefaultNamespaces: map[string]cache.Config{input.Cluster.Namespace: {}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	inv := &Invariants{replicas: map[string][]ReplicasSeen{}}
+	inv := &Invariants{replicas: map[string][]ReplicasSeen{}, acceptRollouts: input.AcceptRollouts}
 	watch := func(obj client.Object, check func(obj any)) {
 		informer, err := informers.GetInformer(ctx, obj)
 		Expect(err).NotTo(HaveOccurred())
@@ -83,6 +95,16 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		inv.recordReplicas(md)
 		inv.checkReplicas(md)
 	})
+	if input.AcceptRollouts {
+		watch(&clusterv1.MachineSet{}, func(any) {})
+		inv.machineSets = func() []clusterv1.MachineSet {
+			list := &clusterv1.MachineSetList{}
+			if err := informers.List(ctx, list, client.InNamespace(input.Cluster.Namespace)); err != nil {
+				return nil
+			}
+			return list.Items
+		}
+	}
 	watch(&clusterv1.Machine{}, func(obj any) {
 		machine, ok := obj.(*clusterv1.Machine)
 		if !ok || machine.Spec.ClusterName != input.Cluster.Name {
@@ -126,11 +148,58 @@ func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment) {
 func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
 	if machine.DeletionTimestamp != nil {
 		if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; !marked {
+			if inv.rolledOutMachine(machine) {
+				inv.record("")
+				return
+			}
 			inv.record(fmt.Sprintf("Machine %s is being deleted without the autoscaler's delete-machine mark", klog.KObj(machine)))
 			return
 		}
 	}
 	inv.record("")
+}
+
+// rolledOutMachine tells, when the spec accepts rollouts, whether a newer
+// MachineSet of the same MachineDeployment replaces the Machine's, and
+// records the Machine as removed by the rollout.
+func (inv *Invariants) rolledOutMachine(machine *clusterv1.Machine) bool {
+	if !inv.acceptRollouts || inv.machineSets == nil {
+		return false
+	}
+	owner := metav1.GetControllerOf(machine)
+	deployment := machine.Labels[clusterv1.MachineDeploymentNameLabel]
+	if owner == nil || owner.Kind != "MachineSet" || deployment == "" {
+		return false
+	}
+	var ownerCreated *metav1.Time
+	var newest metav1.Time
+	for _, ms := range inv.machineSets() {
+		if ms.Labels[clusterv1.MachineDeploymentNameLabel] != deployment {
+			continue
+		}
+		if ms.UID == owner.UID {
+			ownerCreated = ms.CreationTimestamp.DeepCopy()
+		}
+		if newest.Before(&ms.CreationTimestamp) {
+			newest = ms.CreationTimestamp
+		}
+	}
+	if ownerCreated == nil || !ownerCreated.Before(&newest) {
+		return false
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !slices.Contains(inv.rolledOut, machine.Name) {
+		inv.rolledOut = append(inv.rolledOut, machine.Name)
+	}
+	return true
+}
+
+// RolledOut are the unmarked Machines accepted as removed by a rollout.
+func (inv *Invariants) RolledOut() []string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.rolledOut)
 }
 
 // recordReplicas adds the MachineDeployment's replicas to its trajectory
@@ -191,9 +260,12 @@ type ExpectNothingLeftBehindInput struct {
 }
 
 // ExpectNothingLeftBehind waits until the autoscaler has cleaned up after
-// itself: no live Machine of the Cluster keeps a delete-machine mark and no
-// Node of it keeps the deletion taint. Call it once whatever disturbed the
-// autoscaler has stopped.
+// itself: no live Machine of the Cluster keeps a delete-machine mark the
+// autoscaler placed (scalable.IsMarkedByAutoscaler), and no Node of it
+// keeps a deletion taint the autoscaler owns (scaledown.OwnsDeletionTaint)
+// or its cordon. An operator's mark, or another autoscaler's taint, is
+// not the autoscaler's to remove: a spec that places one may still call it.
+// Call it once whatever disturbed the autoscaler has stopped.
 func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindInput) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
@@ -202,11 +274,12 @@ func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindI
 			client.MatchingLabels{clusterv1.ClusterNameLabel: input.Cluster.Name})).To(Succeed())
 		for _, m := range machines.Items {
 			if m.DeletionTimestamp == nil {
-				g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s", m.Name)
+				g.Expect(scalable.IsMarkedByAutoscaler(&m)).To(BeFalse(), "Machine %s keeps the autoscaler's delete-machine mark", m.Name)
 			}
 		}
 		for _, node := range ClusterNodes(g, input.Stack.Workload.Client, input.Cluster) {
-			g.Expect(HasDeletionTaint(&node)).To(BeFalse(), "Node %s", node.Name)
+			g.Expect(scaledown.OwnsDeletionTaint(&node)).To(BeFalse(), "Node %s keeps the autoscaler's deletion taint", node.Name)
+			g.Expect(node.Annotations).NotTo(HaveKey(scaledown.CordonedAnnotation), "Node %s keeps the autoscaler's cordon", node.Name)
 		}
 	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the autoscaler left marks or taints behind")
 }
