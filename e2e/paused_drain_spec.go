@@ -64,6 +64,10 @@ func PausedDrainSpec(ctx context.Context, inputGetter func() PausedDrainSpecInpu
 		}
 		Eventually(expectReleased, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
 		AddReportEntry("node given back after the pause", time.Since(pausedAt).Round(time.Second).String())
+		Eventually(func(g Gomega) {
+			events := ObjectEvents(g, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownCancelled)
+			g.Expect(EventMessages(events)).To(ContainElement(ContainSubstring("the autoscaler stopped autoscaling the cluster")))
+		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed(), "the node's event says why it was given back")
 
 		By("Seeing the autoscaler leave the paused Cluster alone")
 		Eventually(func(g Gomega) {
