@@ -83,24 +83,7 @@ func OperatorMarkSpec(ctx context.Context, inputGetter func() OperatorMarkSpecIn
 		Consistently(expectMarkKept, 5*time.Second, AutoscalerPoll).Should(Succeed())
 
 		manager := input.Manager
-		Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", manager.Name())
-		restarted := false
-		restart := func() {
-			By("Starting the autoscaler manager again, logging to " + restartedManager + ".log")
-			p, err := input.Stack.StartProcess(ctx, restartedManager, manager.Binary(), input.ManagerArgs...)
-			Expect(err).NotTo(HaveOccurred())
-			input.Restarted(p)
-			restarted = true
-		}
-		DeferCleanup(func() {
-			select {
-			case <-manager.Exited():
-				if !restarted {
-					restart()
-				}
-			default:
-			}
-		})
+		restart := PrepareManagerRestart(ctx, ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
 
 		By("Killing and restarting the manager")
 		Expect(manager.Kill()).To(Succeed())

@@ -202,3 +202,43 @@ func ScaleCycle(ctx context.Context, input ScaleCycleInput) {
 	}
 	DeleteWorkload(ctx, workload, small)
 }
+
+// ManagerRestartInput is the input of PrepareManagerRestart.
+type ManagerRestartInput struct {
+	Stack *localstack.Stack
+	// Manager is the running manager the spec kills.
+	Manager *localstack.Process
+	// Args are the arguments its binary is started again with.
+	Args []string
+	// Restarted is told about the manager started in its place.
+	Restarted func(*localstack.Process)
+}
+
+// PrepareManagerRestart checks that the manager runs and returns the
+// function that starts it again (as restartedManager) once the spec has
+// killed it. Should the spec fail after the kill and before the restart,
+// the manager is started again when the spec ends, for the next specs.
+func PrepareManagerRestart(ctx context.Context, input ManagerRestartInput) (restart func()) {
+	GinkgoHelper()
+	manager := input.Manager
+	Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", manager.Name())
+	restarted := false
+	restart = func() {
+		By("Starting the autoscaler manager again, logging to " + restartedManager + ".log")
+		p, err := input.Stack.StartProcess(ctx, restartedManager, manager.Binary(), input.Args...)
+		Expect(err).NotTo(HaveOccurred())
+		input.Restarted(p)
+		restarted = true
+	}
+	DeferCleanup(func() {
+		select {
+		case <-manager.Exited():
+			if !restarted {
+				restart()
+			}
+		default:
+		}
+	})
+	return restart
+}
+

@@ -71,26 +71,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		md, drained, kept, small, held := drain.Group, drain.Drained, drain.Kept, drain.Small, drain.Held
 
 		manager := input.Manager
-		Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", manager.Name())
-		restarted := false
-		restart := func() {
-			By("Starting the autoscaler manager again, logging to " + restartedManager + ".log")
-			p, err := input.Stack.StartProcess(ctx, restartedManager, manager.Binary(), input.ManagerArgs...)
-			Expect(err).NotTo(HaveOccurred())
-			input.Restarted(p)
-			restarted = true
-		}
-		DeferCleanup(func() {
-			// The next specs need a manager: start it again if the spec
-			// failed after killing it.
-			select {
-			case <-manager.Exited():
-				if !restarted {
-					restart()
-				}
-			default:
-			}
-		})
+		restart := PrepareManagerRestart(ctx, ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
 
 		By("Killing the manager in the middle of the drain")
 		Expect(manager.Kill()).To(Succeed())
