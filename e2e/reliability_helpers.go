@@ -241,4 +241,3 @@ func PrepareManagerRestart(ctx context.Context, input ManagerRestartInput) (rest
 	})
 	return restart
 }
-
