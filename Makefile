@@ -88,7 +88,7 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 .PHONY: test
 test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
-	go test -tags e2e -timeout 20m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
+	go test -tags e2e -timeout 30m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
 	go test -tags e2e -timeout 10m ./e2e/ -args -ginkgo.label-filter=ci-separate -e2e.topology=SeparateWorkload -e2e.manager=$(BIN)/manager
 	$(MAKE) test-kind KIND_LABELS=kind-smoke
 
