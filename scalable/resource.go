@@ -176,6 +176,7 @@ func New(obj client.Object, opts Options) (Resource, error) {
 	if r.apiReader == nil {
 		r.apiReader = opts.Client
 	}
+	r.apiReader = retryingReader{Reader: r.apiReader}
 	r.paused = annotations.IsPaused(opts.Cluster, obj)
 
 	var err error
