@@ -33,8 +33,6 @@ const (
 	// it without a registry.
 	pauseImage           = "registry.k8s.io/pause:3.10.2"
 	slowToTerminateImage = "registry.k8s.io/kube-proxy:v1.36.3"
-	// scaleDownDisabledAnnotation opts a Node out of scale-down.
-	scaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
 	// machineTimeout is how long a CAPD Machine may take from the /scale
 	// write to a Ready Node, or to its container gone, on a busy 2-core

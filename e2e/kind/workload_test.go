@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,12 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
+
+// bigCPU is more than half a worker's 2 cores: one such pod per node, and
+// a node running one is not underutilized.
+const bigCPU = "1200m"
 
 // The specs share one workload cluster and run in order: each leaves it at
 // its groups' min sizes. Those labelled kind-smoke are the ones `make test`
@@ -28,9 +34,6 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 	var (
 		cluster  *clusterv1.Cluster
 		workload ctrlclient.Client
-		// bigCPU is more than half a worker's 2 cores: one such pod per
-		// node, and a node running one is not underutilized.
-		bigCPU = "1200m"
 	)
 
 	BeforeAll(func() {
@@ -136,39 +139,14 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 	})
 
 	It("gives a node back when the manager is killed while draining it, and removes it cleanly later", func() {
-		expectGroupSize(workload, workers, 1)
-		first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
-		DeferCleanup(deleteWorkload, workload, first.Name)
-		kept := podsRunning(workload, first)[0].Spec.NodeName
-		second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
-		expectGroupSize(workload, workers, 2)
-		drained := podsRunning(workload, second)[0].Spec.NodeName
-
-		By("Putting on " + drained + " a small pod that takes minutes to terminate, and emptying the node of the rest")
-		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
-			slowToTerminate(template)
-			template.Spec.Affinity = preferNode(drained)
-		}}.create(ctx, workload)
-		DeferCleanup(deleteWorkload, workload, small.Name)
-		held := podsRunning(workload, small)[0]
-		Expect(held.Spec.NodeName).To(Equal(drained))
-		DeferCleanup(forceDelete, workload, &held)
-		deleteWorkload(workload, second.Name)
-
-		By("Waiting until the autoscaler drains " + drained + ": tainted, the small pod evicted and still Terminating")
-		Eventually(func(g Gomega) {
-			g.Expect(taintedNodes(g, workload)).To(ConsistOf(drained))
-			pod := &corev1.Pod{}
-			g.Expect(workload.Get(ctx, ctrlclient.ObjectKeyFromObject(&held), pod)).To(Succeed())
-			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
-		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		drain := startHeldDrain(workload)
 
 		By("Killing the manager in the middle of the drain")
 		// The pod cannot go, and the node must not either: the restarted
 		// manager has no reason of its own to drain it again.
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: drained}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: drain.drained}}
 		patchObject(workload, node, func(node *corev1.Node) {
-			metav1.SetMetaDataAnnotation(&node.ObjectMeta, scaleDownDisabledAnnotation, "true")
+			metav1.SetMetaDataAnnotation(&node.ObjectMeta, scaledown.ScaleDownDisabledAnnotation, "true")
 		})
 		killManager()
 
@@ -184,14 +162,14 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 			g.Expect(markedMachines(machines)).To(BeEmpty())
 		}).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 
-		By("Letting the held pod go and allowing scale-down again: " + drained + " is removed cleanly")
-		forceDelete(workload, &held)
-		patchObject(workload, node, func(node *corev1.Node) { delete(node.Annotations, scaleDownDisabledAnnotation) })
+		By("Letting the held pod go and allowing scale-down again: " + drain.drained + " is removed cleanly")
+		forceDelete(workload, &drain.held)
+		patchObject(workload, node, func(node *corev1.Node) { delete(node.Annotations, scaledown.ScaleDownDisabledAnnotation) })
 		nodes := expectGroupSize(workload, workers, 1)
-		Expect(mapValues(nodes)).To(ConsistOf(kept))
+		Expect(mapValues(nodes)).To(ConsistOf(drain.kept))
 		Expect(taintedNodes(Default, workload)).To(BeEmpty())
 		Expect(markedMachines(groupMachines(Default, workers))).To(BeEmpty())
-		Expect(podsRunning(workload, small)[0].Spec.NodeName).To(Equal(kept))
+		Expect(podsRunning(workload, drain.small)[0].Spec.NodeName).To(Equal(drain.kept))
 	})
 
 	// kubernetes/autoscaler #8494, #5465: a drain that ends during a
@@ -199,29 +177,7 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 	// API's rolling-update planner remove a Machine nobody chose.
 	It("gives a node back when its MachineDeployment starts rolling out during the drain, and lowers no replicas during the rollout", func() {
 		// The rollout replaces every Machine: the last spec of the container.
-		expectGroupSize(workload, workers, 1)
-		first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
-		DeferCleanup(deleteWorkload, workload, first.Name)
-		second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
-		expectGroupSize(workload, workers, 2)
-		drained := podsRunning(workload, second)[0].Spec.NodeName
-
-		By("Holding " + drained + " with a pod that takes minutes to terminate, and emptying it of the rest")
-		small := pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
-			slowToTerminate(template)
-			template.Spec.Affinity = preferNode(drained)
-		}}.create(ctx, workload)
-		DeferCleanup(deleteWorkload, workload, small.Name)
-		held := podsRunning(workload, small)[0]
-		Expect(held.Spec.NodeName).To(Equal(drained))
-		DeferCleanup(forceDelete, workload, &held)
-		deleteWorkload(workload, second.Name)
-		Eventually(func(g Gomega) {
-			g.Expect(taintedNodes(g, workload)).To(ConsistOf(drained))
-			pod := &corev1.Pod{}
-			g.Expect(workload.Get(ctx, ctrlclient.ObjectKeyFromObject(&held), pod)).To(Succeed())
-			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
-		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		drain := startHeldDrain(workload)
 
 		By("Rolling the MachineDeployment out through the Cluster's topology in the middle of the drain")
 		patchObject(management, cluster, func(cluster *clusterv1.Cluster) {
@@ -236,7 +192,7 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		Eventually(func(g Gomega) {
 			g.Expect(taintedNodes(g, workload)).To(BeEmpty())
 		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
-		forceDelete(workload, &held)
+		forceDelete(workload, &drain.held)
 
 		By("Watching the rollout, the held pod gone: the autoscaler lowers no replicas and marks no Machine")
 		// The drain would have ended here and lowered the replicas. Once
@@ -251,6 +207,51 @@ var _ = Describe("capi-autoscaler on a workload cluster from Cluster API's Clust
 		}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 	})
 })
+
+// heldDrain is a drain of a node of the workers group that cannot finish
+// yet: the pod it evicted takes minutes to terminate.
+type heldDrain struct {
+	// drained is the node being drained; kept holds a big pod and stays.
+	drained, kept string
+	// small is the Deployment of the evicted pod, held.
+	small *appsv1.Deployment
+	held  corev1.Pod
+}
+
+// startHeldDrain grows the workers group from its one node to two, one
+// big pod on each, puts a small pod slow to terminate on the second and
+// removes that node's big pod: it returns once the autoscaler drains the
+// node, tainted and its small pod evicted but still Terminating.
+func startHeldDrain(workload ctrlclient.Client) heldDrain {
+	GinkgoHelper()
+	expectGroupSize(workload, workers, 1)
+	first := pauseWorkload{name: "first", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+	DeferCleanup(deleteWorkload, workload, first.Name)
+	d := heldDrain{kept: podsRunning(workload, first)[0].Spec.NodeName}
+	second := pauseWorkload{name: "second", replicas: 1, cpu: bigCPU, group: workers}.create(ctx, workload)
+	expectGroupSize(workload, workers, 2)
+	d.drained = podsRunning(workload, second)[0].Spec.NodeName
+
+	By("Putting on " + d.drained + " a small pod that takes minutes to terminate, and emptying the node of the rest")
+	d.small = pauseWorkload{name: "small", replicas: 1, cpu: "300m", group: workers, mutate: func(template *corev1.PodTemplateSpec) {
+		slowToTerminate(template)
+		template.Spec.Affinity = preferNode(d.drained)
+	}}.create(ctx, workload)
+	DeferCleanup(deleteWorkload, workload, d.small.Name)
+	d.held = podsRunning(workload, d.small)[0]
+	Expect(d.held.Spec.NodeName).To(Equal(d.drained))
+	DeferCleanup(forceDelete, workload, &d.held)
+	deleteWorkload(workload, second.Name)
+
+	By("Waiting until the autoscaler drains " + d.drained + ": tainted, the small pod evicted and still Terminating")
+	Eventually(func(g Gomega) {
+		g.Expect(taintedNodes(g, workload)).To(ConsistOf(d.drained))
+		pod := &corev1.Pod{}
+		g.Expect(workload.Get(ctx, ctrlclient.ObjectKeyFromObject(&d.held), pod)).To(Succeed())
+		g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s is not evicted", pod.Name)
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return d
+}
 
 // podEventReasons lists the reasons of pod's events.
 func podEventReasons(workload ctrlclient.Client, pod corev1.Pod) []string {
