@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
@@ -37,8 +38,6 @@ const (
 	// holdFinalizer keeps an evicted pod Terminating, so that the drain of
 	// its node cannot finish.
 	holdFinalizer = "e2e.capi-autoscaler.io/hold"
-	// scaleDownDisabledAnnotation opts a Node out of scale-down.
-	scaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	// restartedManager is the process name, and log, of the manager the
 	// spec starts again.
 	restartedManager = "capi-autoscaler-restarted"
@@ -79,7 +78,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		// The pod cannot go, and the node must not either: mark it so
 		// that the restarted manager has no reason of its own to drain it
 		// again.
-		setNodeAnnotation(workload, drained, scaleDownDisabledAnnotation, "true")
+		setNodeAnnotation(workload, drained, scaledown.ScaleDownDisabledAnnotation, "true")
 
 		restart()
 
@@ -108,7 +107,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		Eventually(func() error {
 			return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
 		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
-		setNodeAnnotation(workload, drained, scaleDownDisabledAnnotation, "")
+		setNodeAnnotation(workload, drained, scaledown.ScaleDownDisabledAnnotation, "")
 		Eventually(func(g Gomega) {
 			err := workload.Get(ctx, client.ObjectKey{Name: drained}, &corev1.Node{})
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s", drained)
