@@ -132,12 +132,18 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 }
 
 func (g *nodeGroup) CheckScaleDown(ctx context.Context, removing int) error {
-	err := g.resource.CheckScaleDown(ctx, removing)
+	return asRefusal(g.resource.CheckScaleDown(ctx, removing))
+}
+
+// asRefusal turns the refusals of scalable (not scalable now, out of its
+// bounds, bad annotations) into a *nodegroups.RefusedError, so that the
+// engine tells a removal that no longer holds from one that failed.
+func asRefusal(err error) error {
 	var notScalable *scalable.NotScalableError
 	var outOfBounds *scalable.OutOfBoundsError
 	var annotation *scalable.AnnotationError
 	if errors.As(err, &notScalable) || errors.As(err, &outOfBounds) || errors.As(err, &annotation) {
-		return &nodegroups.RefusedError{Reason: err.Error()}
+		return &nodegroups.RefusedError{Reason: err.Error(), Err: err}
 	}
 	return err
 }
@@ -257,7 +263,7 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 	// rollout, lowering a MachineDeployment's replicas may scale down a
 	// MachineSet other than the one of the marked Machines.
 	if err := g.resource.CheckScaleDown(ctx, len(names)); err != nil {
-		return err
+		return asRefusal(err)
 	}
 	machines, existing, err := g.existingInstances(ctx)
 	if err != nil {
@@ -305,8 +311,12 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		// are still to be created would only cancel their creation.
 		surplus := existing - current
 		if surplus < othersMarked {
-			return 0, fmt.Errorf("%s: refusing to lower replicas from %d: %d Machines exist and %d others are marked for deletion, "+
-				"so Cluster API might not remove the requested ones; retry once replicas and Machines agree", g.ID(), current, existing, othersMarked)
+			// The group is changing under Cluster API (a Machine being
+			// replaced, e.g. remediated, or still to be created): not a
+			// failure of the removal, which may be asked again later.
+			return 0, &nodegroups.RefusedError{Reason: fmt.Sprintf("%s: not lowering replicas from %d: %d Machines exist besides those being deleted "+
+				"and %d others are marked for deletion, so Cluster API might not remove the requested ones; retry once replicas and Machines agree",
+				g.ID(), current, existing, othersMarked)}
 		}
 		// Requested Machines that were marked before and that the surplus
 		// already covers are on their way out: lowering the replicas for
@@ -315,7 +325,7 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		return current - (len(batch) - covered), nil
 	})
 	if err != nil {
-		return errors.Join(err, g.unmark(ctx, marked))
+		return asRefusal(errors.Join(err, g.unmark(ctx, marked)))
 	}
 	deleted := make([]string, 0, len(batch))
 	for _, machine := range batch {

@@ -51,7 +51,10 @@ type NodeGroup interface {
 	CheckScaleDown(ctx context.Context, removing int) error
 	// DeleteNodes removes the given registered nodes of the group and lowers
 	// the target size accordingly. It checks what CheckScaleDown checks at
-	// the moment it lowers the target size, and refuses when that fails.
+	// the moment it lowers the target size, and returns a *RefusedError
+	// when that fails or when the group is changing in a way that could
+	// make the infrastructure remove other nodes (e.g. an instance being
+	// replaced).
 	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	// CancelDeletion gives back nodes that DeleteNodes handed to the
 	// infrastructure and that it did not remove (e.g. another writer set
@@ -87,9 +90,13 @@ type List struct {
 // be asked again later.
 type RefusedError struct {
 	Reason string
+	// Err is the cause, when the refusal comes from another error.
+	Err error
 }
 
 func (e *RefusedError) Error() string { return e.Reason }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // ReasonReplicasOverwritten is the Problem reason of a group whose target
 // size another writer changed after the autoscaler set it, e.g. a GitOps

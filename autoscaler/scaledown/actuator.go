@@ -406,7 +406,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 		}
 		if err := group.DeleteNodes(ctx, empty); err != nil {
 			for _, node := range empty {
-				a.fail(ctx, node, fmt.Sprintf("failed to delete empty node: %v", err))
+				a.notDeleted(ctx, node, "empty node", err)
 			}
 			continue
 		}
@@ -489,6 +489,17 @@ func (a *Actuator) fail(ctx context.Context, node *corev1.Node, message string) 
 	a.release(ctx, node)
 	a.lastFailure = a.opts.Clock.Now()
 	a.recorder.Event(node, corev1.EventTypeWarning, EventReasonScaleDownFailed, message)
+}
+
+// notDeleted gives the node back after its group's DeleteNodes returned
+// err: a refusal cancels the removal, anything else fails it.
+func (a *Actuator) notDeleted(ctx context.Context, node *corev1.Node, what string, err error) {
+	var refused *nodegroups.RefusedError
+	if errors.As(err, &refused) {
+		a.cancel(ctx, node, refused.Reason)
+		return
+	}
+	a.fail(ctx, node, fmt.Sprintf("failed to delete %s: %v", what, err))
 }
 
 // cancel gives the node back because the decision to remove it no longer

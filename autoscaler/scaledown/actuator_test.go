@@ -183,6 +183,47 @@ func TestFailedDeletionLeavesNothingBehind(t *testing.T) {
 	g.Expect(f.actuator.Progress().LastFailure).To(Equal(st.Now))
 }
 
+// A group may pass the check and still refuse at the write, e.g. while a
+// Machine that a MachineHealthCheck remediates is being replaced: the
+// removal no longer holds, which is no failure.
+var refusalAtTheWrite = &nodegroups.RefusedError{Reason: "MachineSet/default/ms-0: not lowering replicas from 3: 2 Machines exist besides those being deleted"}
+
+func TestRefusalAtTheWriteCancelsAnEmptyNodesRemoval(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n)
+	group := newGroup("ng", n, node("other"))
+	group.DeleteNodesErr = refusalAtTheWrite
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
+
+	f.expectCancelledAtTheWrite(g, group)
+}
+
+func TestRefusalAtTheWriteCancelsADrainedNodesRemoval(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	group := newGroup("ng", n, node("other"))
+	group.DeleteNodesErr = refusalAtTheWrite
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.finishTerminating(g)
+	f.clock.Step(10 * time.Second)
+
+	f.advance(g, group)
+
+	f.expectCancelledAtTheWrite(g, group)
+}
+
+func (f *actuatorFixture) expectCancelledAtTheWrite(g Gomega, group *testGroup) {
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "n"), false)
+	events := f.events()
+	g.Expect(events).To(ContainElement("Normal ScaleDownCancelled node released, its removal no longer holds: " + refusalAtTheWrite.Reason))
+	g.Expect(events).NotTo(ContainElement(HavePrefix(eventFailedPfx)))
+	g.Expect(f.actuator.Progress().LastFailure).To(BeZero(), "a refused removal is no failure")
+}
+
 func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	g := NewWithT(t)
 	n := node("n")

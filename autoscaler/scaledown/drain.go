@@ -89,7 +89,7 @@ func (a *Actuator) gracePeriod(pod *corev1.Pod) time.Duration {
 // deleteDrained deletes the drained node through its group.
 func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
 	if err := d.group.DeleteNodes(ctx, []*corev1.Node{d.node}); err != nil {
-		a.fail(ctx, d.node, fmt.Sprintf("failed to delete the drained node: %v", err))
+		a.notDeleted(ctx, d.node, "the drained node", err)
 		return
 	}
 	delete(a.drains, d.node.Name)
