@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -35,7 +36,16 @@ type WatchInvariantsInput struct {
 	// MachineSet a newer MachineSet of the same MachineDeployment
 	// replaces: a rollout the spec started removes the old Machines.
 	AcceptRollouts bool
+	// AcceptRemediation accepts the deletion of an unmarked Machine that a
+	// MachineHealthCheck found unhealthy: its owner remediates it.
+	AcceptRemediation bool
 }
+
+// What removed an unmarked Machine, when the spec accepts it.
+const (
+	DeletedByRollout     = "rollout"
+	DeletedByRemediation = "remediation"
+)
 
 // Invariants watches, from the moment WatchInvariants returns, what a
 // cluster autoscaler must never do whatever fails around it, and records
@@ -43,7 +53,8 @@ type WatchInvariantsInput struct {
 //   - a MachineDeployment's replicas outside its [min, max] size;
 //   - a Machine deleted that the autoscaler did not choose: it carries no
 //     delete-machine mark when Cluster API starts deleting it (unless the
-//     spec accepts rollouts and a newer MachineSet replaces the Machine's).
+//     spec accepts rollouts and a newer MachineSet replaces the Machine's,
+//     or accepts remediation and a MachineHealthCheck found it unhealthy).
 //
 // It also records each MachineDeployment's replicas as they change, for
 // the specs that check a trajectory (e.g. that no group was scaled twice).
@@ -51,10 +62,12 @@ type Invariants struct {
 	mu         sync.Mutex
 	violations []string
 	// acceptRollouts and machineSets tell the Machines a rollout removes.
-	acceptRollouts bool
-	machineSets    func() []clusterv1.MachineSet
-	// rolledOut are the unmarked Machines deleted by a rollout.
-	rolledOut []string
+	acceptRollouts    bool
+	machineSets       func() []clusterv1.MachineSet
+	acceptRemediation bool
+	// accepted are the unmarked Machines deleted for a cause the spec
+	// accepts, by cause.
+	accepted map[string][]string
 	// events counts what the watches saw, to show they saw something.
 	events int
 	// replicas are the replicas each MachineDeployment had, by name.
@@ -77,7 +90,11 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		DefaultNamespaces: map[string]cache.Config{input.Cluster.Namespace: {}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	inv := &Invariants{replicas: map[string][]ReplicasSeen{}, acceptRollouts: input.AcceptRollouts}
+	inv := &Invariants{
+		replicas:       map[string][]ReplicasSeen{},
+		acceptRollouts: input.AcceptRollouts, acceptRemediation: input.AcceptRemediation,
+		accepted: map[string][]string{},
+	}
 	watch := func(obj client.Object, check func(obj any)) {
 		informer, err := informers.GetInformer(ctx, obj)
 		Expect(err).NotTo(HaveOccurred())
@@ -146,26 +163,37 @@ func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment) {
 }
 
 func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
-	if machine.DeletionTimestamp != nil {
-		if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; !marked {
-			if inv.rolledOutMachine(machine) {
-				inv.record("")
-				return
-			}
-			inv.record(fmt.Sprintf("Machine %s is being deleted without the autoscaler's delete-machine mark", klog.KObj(machine)))
-			return
-		}
+	if machine.DeletionTimestamp == nil {
+		inv.record("")
+		return
 	}
-	inv.record("")
+	if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; marked {
+		inv.record("")
+		return
+	}
+	if cause := inv.acceptedCause(machine); cause != "" {
+		inv.accept(cause, machine)
+		inv.record("")
+		return
+	}
+	inv.record(fmt.Sprintf("Machine %s is being deleted without the autoscaler's delete-machine mark", klog.KObj(machine)))
 }
 
-// rolledOutMachine tells, when the spec accepts rollouts, whether a newer
-// MachineSet of the same MachineDeployment replaces the Machine's, and
-// records the Machine as removed by the rollout.
-func (inv *Invariants) rolledOutMachine(machine *clusterv1.Machine) bool {
-	if !inv.acceptRollouts || inv.machineSets == nil {
-		return false
+// acceptedCause is the cause the spec accepts for the deletion of an
+// unmarked Machine, if any.
+func (inv *Invariants) acceptedCause(machine *clusterv1.Machine) string {
+	switch {
+	case inv.acceptRemediation && meta.IsStatusConditionFalse(machine.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition):
+		return DeletedByRemediation
+	case inv.acceptRollouts && inv.rolledOutMachine(machine):
+		return DeletedByRollout
 	}
+	return ""
+}
+
+// rolledOutMachine tells whether a newer MachineSet of the same
+// MachineDeployment replaces the Machine's.
+func (inv *Invariants) rolledOutMachine(machine *clusterv1.Machine) bool {
 	owner := metav1.GetControllerOf(machine)
 	deployment := machine.Labels[clusterv1.MachineDeploymentNameLabel]
 	if owner == nil || owner.Kind != "MachineSet" || deployment == "" {
@@ -184,22 +212,23 @@ func (inv *Invariants) rolledOutMachine(machine *clusterv1.Machine) bool {
 			newest = ms.CreationTimestamp
 		}
 	}
-	if ownerCreated == nil || !ownerCreated.Before(&newest) {
-		return false
-	}
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	if !slices.Contains(inv.rolledOut, machine.Name) {
-		inv.rolledOut = append(inv.rolledOut, machine.Name)
-	}
-	return true
+	return ownerCreated != nil && ownerCreated.Before(&newest)
 }
 
-// RolledOut are the unmarked Machines accepted as removed by a rollout.
-func (inv *Invariants) RolledOut() []string {
+func (inv *Invariants) accept(cause string, machine *clusterv1.Machine) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	return slices.Clone(inv.rolledOut)
+	if !slices.Contains(inv.accepted[cause], machine.Name) {
+		inv.accepted[cause] = append(inv.accepted[cause], machine.Name)
+	}
+}
+
+// Accepted are the unmarked Machines whose deletion was accepted for
+// cause (DeletedByRollout, DeletedByRemediation).
+func (inv *Invariants) Accepted(cause string) []string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.accepted[cause])
 }
 
 // recordReplicas adds the MachineDeployment's replicas to its trajectory

@@ -33,6 +33,9 @@ var _ = Describe("Operations", func() {
 			}
 		})
 	})
+	Context("A MachineHealthCheck remediating a Machine of the group during a scale-down", Label("full"), func() {
+		RemediationDuringScaleDownSpec(ctx, func() RemediationDuringScaleDownSpecInput { return RemediationDuringScaleDownSpecInput{Stack: stack} })
+	})
 	Context("kubectl delete node on an old Machine", Label("full"), func() {
 		DeletedNodeSpec(ctx, func() DeletedNodeSpecInput { return DeletedNodeSpecInput{Stack: stack} })
 	})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
 
@@ -22,15 +23,24 @@ type StartHeldDrainInput struct {
 	Stack     *localstack.Stack
 	Namespace SpecNamespace
 	Cluster   *clusterv1.Cluster
+	// Spare nodes the group has besides the two, empty and kept from
+	// scale-down by the scale-down-disabled annotation on their Node.
+	Spare int
+	// Spec of the ClusterAutoscaler; FastClusterAutoscalerSpec when nil.
+	Spec *autoscalingv1alpha1.ClusterAutoscalerSpec
 }
 
 // HeldDrain is a drain the autoscaler started and cannot finish: the pod
 // it evicted stays Terminating until the spec lets it go.
 type HeldDrain struct {
-	// Group has two 4-core nodes, 1 to 3.
+	// Group has two 4-core nodes and the spare ones, 1 to one more.
 	Group *clusterv1.MachineDeployment
+	// Nodes are the names of the group's Nodes by Machine name.
+	Nodes map[string]string
 	// Drained is the node being drained; Kept is filled to 75% and stays.
 	Drained, Kept string
+	// Spare are the spare nodes.
+	Spare []string
 	// Small is the Deployment of the evicted pod, Held.
 	Small *appsv1.Deployment
 	Held  *corev1.Pod
@@ -46,14 +56,22 @@ type HeldDrain struct {
 func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	GinkgoHelper()
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: input.Cluster, Nodes: 2, MaxSize: 3})
-	d := HeldDrain{Group: md}
+	size := 2 + input.Spare
+	md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: input.Cluster, Nodes: size, MaxSize: size + 1})
+	d := HeldDrain{Group: md, Nodes: nodes}
 	for _, node := range nodes {
-		if d.Drained == "" {
+		switch {
+		case d.Drained == "":
 			d.Drained = node
-		} else {
+		case d.Kept == "":
 			d.Kept = node
+		default:
+			d.Spare = append(d.Spare, node)
 		}
+	}
+	for _, node := range d.Spare {
+		By("Keeping spare node " + node + " from scale-down")
+		setNodeAnnotation(workload, node, scaledown.ScaleDownDisabledAnnotation, "true")
 	}
 
 	By("Filling " + d.Kept + " to 75% so that it stays, and putting a small pod on " + d.Drained)
@@ -88,7 +106,11 @@ func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	patchPod(workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
 	DeferCleanup(func(ctx context.Context) { d.LetGo(workload) })
 
-	d.ClusterAutoscaler = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: input.Cluster, Spec: FastClusterAutoscalerSpec(input.Cluster.Name)})
+	spec := FastClusterAutoscalerSpec(input.Cluster.Name)
+	if input.Spec != nil {
+		spec = *input.Spec
+	}
+	d.ClusterAutoscaler = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: input.Cluster, Spec: spec})
 
 	By("Waiting until the autoscaler drains " + d.Drained + ": tainted, its pod evicted and Terminating")
 	Eventually(func(g Gomega) {

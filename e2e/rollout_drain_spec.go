@@ -127,7 +127,7 @@ func RolloutDuringDrainSpec(ctx context.Context, inputGetter func() RolloutDurin
 			}
 			Expect(seen.Replicas).To(BeEquivalentTo(2), "the replicas changed during the rollout: %s", replicasTrajectory(invariants.Replicas(md)))
 		}
-		Expect(invariants.RolledOut()).To(HaveLen(2), "the rollout did not replace both old Machines: %v", invariants.RolledOut())
+		Expect(invariants.Accepted(DeletedByRollout)).To(HaveLen(2), "the rollout did not replace both old Machines: %v", invariants.Accepted(DeletedByRollout))
 
 		DeleteClusterAutoscaler(mgmt, drain.ClusterAutoscaler)
 		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
