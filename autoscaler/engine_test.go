@@ -718,3 +718,40 @@ func TestConfigurationChangeKeepsDrainsInProgress(t *testing.T) {
 	g.Expect(f.podEvents()).NotTo(ContainElement(ContainSubstring(marked)), "the drain goes on rather than starting over")
 	g.Expect(group.deletedNodes).To(BeEmpty(), "the pod has not gone yet")
 }
+
+// A node added for pending pods that the scheduler has not bound yet (its
+// backoff, a slow kubelet, a volume attaching) looks empty: scale-down
+// must see the pods that will run there, or the node goes and comes back.
+func TestNodesWaitingForPendingPodsAreNotRemoved(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("busy-0", "3500m", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	waiting := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, waiting)...)
+
+	status := f.runOnce(t)
+	f.clock.Step(10*time.Minute + time.Second)
+	status = f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty(), "the pending pod fits on the empty node, and only there")
+	g.Expect(group.deletedNodes).To(BeEmpty(), "the node the pending pod waits for stays")
+	g.Expect(status.UnneededNodes).To(BeZero())
+}
+
+// Only a pod that fits on a node holds it: one that fits nowhere does not
+// keep an empty node from going.
+func TestPendingPodsThatFitNowhereHoldNoNode(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	tooBig := st.Pod("huge-0", "8", "1Gi", st.OwnedBy("huge"))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, tooBig)...)
+
+	f.runOnce(t)
+	f.clock.Step(10*time.Minute + time.Second)
+	f.runOnce(t)
+
+	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name))
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -95,7 +96,10 @@ type loop struct {
 	otherAutoscaler string
 	// increased are the nodes added to each group in this loop.
 	increased map[string]int
-	status    Status
+	// absorbed are the pending pods that fit on nodes that exist or are on
+	// their way, and where, as the scale-up step placed them.
+	absorbed []simulator.Placement
+	status   Status
 }
 
 // newSteps builds the steps of a configuration. The planner and the
@@ -386,6 +390,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		Nominations: s.history.nominations,
 	})
 	s.history.nominations = plan.Nominations
+	l.absorbed = plan.Absorbed
 
 	scaled := 0
 	for _, increase := range plan.Increases {
@@ -484,12 +489,28 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 // scaleDownUnneeded finds the nodes whose pods fit elsewhere and starts
 // removing those that have been unneeded long enough.
 func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
+	l.snapshot.Fork()
+	defer l.snapshot.Revert()
+	placeWaitingPods(l.snapshot, l.absorbed)
 	plan := s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
 	l.status.UnneededNodes = len(plan.Unneeded)
 	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
 		s.actuator.Start(ctx, plan)
+	}
+}
+
+// placeWaitingPods puts the pending pods that the scale-up step placed on
+// existing nodes on those nodes, in the snapshot: scale-down then keeps
+// the nodes they wait for, and moves no other pod into the room they will
+// take. A pod that fits nowhere holds no node.
+func placeWaitingPods(snap *snapshot.Snapshot, absorbed []simulator.Placement) {
+	for _, placement := range absorbed {
+		// Nodes on their way exist only in the scale-up's simulation.
+		if snap.NodeInfo(placement.NodeName) != nil {
+			_ = snap.AddPod(snapshot.NewPodInfo(placement.Pod), placement.NodeName)
+		}
 	}
 }
 

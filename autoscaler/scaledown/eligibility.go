@@ -35,6 +35,9 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 		// so that one that never starts is removed after the unready time.
 		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not started yet: it is not ready or still carries a startup taint"}
 	}
+	if waiting := waitingPods(nodeInfo); waiting > 0 {
+		return nil, &Decision{Reason: ReasonAwaitingPendingPods, Message: fmt.Sprintf("%d pending pods fit on the node and wait to be bound to it", waiting)}
+	}
 	if why := group.ScaleDownBlockedReason(); why != "" {
 		return nil, &Decision{Reason: ReasonNodeGroupScaleDownBlocked, Message: fmt.Sprintf("node group %s: %s", group.ID(), why)}
 	}
@@ -44,6 +47,20 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 		return nil, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}
 	}
 	return c, nil
+}
+
+// waitingPods counts the pods on the node that are not bound to it: the
+// pending pods that the scale-up step of the loop placed there, which run
+// there once the scheduler binds them (the scheduler's backoff, a volume
+// still attaching). Until then the node only looks empty.
+func waitingPods(nodeInfo *snapshot.NodeInfo) int {
+	waiting := 0
+	for _, pod := range nodeInfo.Pods() {
+		if pod.Pod.NodeName == "" {
+			waiting++
+		}
+	}
+	return waiting
 }
 
 // removableAfter is how long the candidate must stay unneeded.

@@ -14,6 +14,9 @@ const (
 	// ReasonNotStarted: the node has not become ready, or still carries a
 	// startup taint, since it was created.
 	ReasonNotStarted Reason = "NodeNotStarted"
+	// ReasonAwaitingPendingPods: pending pods fit on the node and wait for
+	// the scheduler to bind them there.
+	ReasonAwaitingPendingPods Reason = "AwaitingPendingPods"
 	// ReasonCurrentlyBeingDeleted: the node is already being removed.
 	ReasonCurrentlyBeingDeleted Reason = "CurrentlyBeingDeleted"
 	// ReasonNodeGroupScaleDownBlocked: the node group must not lose nodes
