@@ -75,3 +75,9 @@ var _ = Describe("Missing claim", Label("ci"), func() {
 		return MissingClaimSpecInput{Stack: stack}
 	})
 })
+
+var _ = Describe("Pending binding", Label("ci"), func() {
+	PendingBindingSpec(ctx, func() PendingBindingSpecInput {
+		return PendingBindingSpecInput{Stack: stack}
+	})
+})
