@@ -124,6 +124,32 @@ func (n NoScaleUp) Message() string {
 // Plan decides a scale-up for the pending pods of snap. snap is left as it
 // was, except that the templates of its node groups are built when missing.
 func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State) *Plan {
+	plan := s.plan(ctx, snap, state)
+	registered := nominatedToRegistered(snap, state.Nominations)
+	if len(plan.Increases) == 0 || len(registered) == len(state.Nominations) {
+		return plan
+	}
+	// Nodes on their way have no pod bound yet, so their plan may change:
+	// the pods nominated to them, planned again with the pods that came
+	// since, may need fewer new nodes, as when pods that keep apart arrive
+	// after pods that fill the planned nodes two by two.
+	again := state
+	again.Nominations = registered
+	replanned := s.plan(ctx, snap, again)
+	if plannedNodes(replanned.Increases) >= plannedNodes(plan.Increases) {
+		return plan
+	}
+	klog.FromContext(ctx).V(2).Info("Planned the pods nominated to nodes on their way again, with the pods that came since",
+		"nodes", plannedNodes(replanned.Increases), "insteadOf", plannedNodes(plan.Increases))
+	return replanned
+}
+
+// nominatedToRegistered are the nominations to nodes that registered.
+func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []Nomination {
+	return slices.DeleteFunc(slices.Clone(nominations), func(n Nomination) bool { return snap.NodeInfo(n.Node) == nil })
+}
+
+func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
 	candidates := Candidates(snap.PendingPods(), s.opts.PriorityCutoff, s.opts.NewPodScaleUpDelay, s.opts.Clock.Now())

@@ -414,3 +414,24 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// Nodes on their way have no pod bound yet: pods that arrive after a plan
+// filled them are planned again together with the pods nominated to them,
+// when that needs fewer new nodes.
+func TestPodsNominatedToNodesOnTheirWayArePlannedAgainWithNewcomers(t *testing.T) {
+	g := NewWithT(t)
+	workers := group("workers", 0, 10)
+	web := st.Replicas("web", 4, "1500m", "1Gi")
+	c := cluster{groups: []*st.NodeGroup{workers}, pods: web}
+	first := planFor(t, options(), c, scaleup.State{})
+	g.Expect(increases(first)).To(Equal(map[string]int{"workers": 2}), "two 1.5-cpu pods per 4-cpu node")
+
+	workers.Target = 2
+	apart := st.Replicas("apart", 2, "1500m", "1Gi", st.WithPodLabels("app", "apart"), withRequiredAntiAffinity(corev1.LabelHostname, "app", "apart"))
+	c.pods = append(web, apart...)
+	second := planFor(t, options(), c, scaleup.State{Nominations: first.Nominations})
+
+	g.Expect(increases(second)).To(Equal(map[string]int{"workers": 1}),
+		"the pods that keep apart take one node on its way each, beside one web pod; the two other web pods share one new node")
+	g.Expect(second.Nominations).To(HaveLen(6))
+}
