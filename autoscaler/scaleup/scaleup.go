@@ -147,10 +147,9 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	podGroups := placementOrder(simulator.GroupPods(candidates))
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
-	absorbed := sched.ScheduleGroups(podGroups, simulator.ScheduleOptions{})
-	plan.Absorbed = append(plan.Absorbed, absorbed.Scheduled...)
+	absorbed, podGroups := placeFirstFit(sched, podGroups, simulator.ScheduleOptions{})
+	plan.Absorbed = append(plan.Absorbed, absorbed...)
 	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
-	podGroups = remaining(podGroups, placedPods(absorbed.Scheduled))
 	if len(podGroups) == 0 {
 		return plan
 	}
@@ -419,6 +418,15 @@ func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup,
 		}
 	}
 	return placed
+}
+
+// placeFirstFit places the pod groups, in order, each pod on the first
+// node that opts allow and it fits, trying again the pods that depend on
+// other pods as long as that places more, as kube-scheduler's queue would.
+// It returns where the pods went and the pod groups left.
+func placeFirstFit(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, opts simulator.ScheduleOptions) ([]simulator.Placement, []*simulator.PodGroup) {
+	placed := sched.ScheduleGroups(podGroups, opts).Scheduled
+	return placed, remaining(podGroups, placedPods(placed))
 }
 
 // nominations are the placements with the groups of their nodes: upcoming
