@@ -170,8 +170,27 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// Round by round, the expanders choose an option for the pods still
 	// pending and its nodes stay for the next round, until no option helps:
 	// pods that need different node shapes get all their nodes in one loop.
+	// Each round first places the pods still pending on the nodes earlier
+	// rounds planned, as they were placed on the nodes on their way, so
+	// that it buys nodes only for pods that fit nowhere already planned.
+	// planned are the nodes of earlier rounds, by name, with their groups.
+	planned := map[string]string{}
+	onPlanned := simulator.ScheduleOptions{NodeFilter: func(node *snapshot.NodeInfo) bool {
+		_, ok := planned[node.Name()]
+		return ok
+	}}
 	for round := 1; ; round++ {
-		r := s.round(sched, growable, podGroups, skipReasons, plannedNodes(plan.Increases))
+		if len(planned) > 0 {
+			var reused []simulator.Placement
+			reused, podGroups = placeFirstFit(sched, podGroups, onPlanned)
+			plan.Helped = append(plan.Helped, placedPods(reused)...)
+			plan.Nominations = append(plan.Nominations, nominations(snap, reused, planned)...)
+			logger.V(2).Info("Placed pods on planned nodes", "round", round, "pods", len(reused))
+			if len(podGroups) == 0 {
+				return plan
+			}
+		}
+		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
 			return plan
@@ -181,6 +200,9 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		plan.Increases = addIncreases(plan.Increases, chosen.increases)
 		plan.Helped = append(plan.Helped, chosen.pods...)
 		plan.Nominations = append(plan.Nominations, chosen.nominations...)
+		for _, nomination := range chosen.nominations {
+			planned[nomination.Node] = nomination.Group
+		}
 		for _, increase := range chosen.increases {
 			c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
 			c.planned += increase.Delta
@@ -260,15 +282,6 @@ func keep(sched *simulator.Scheduler, chosen *estimate) {
 	sched.Fork()
 	binpackOn(sched, chosen.opts)
 	sched.Commit()
-}
-
-// plannedNodes counts the nodes of increases.
-func plannedNodes(increases []Increase) int {
-	nodes := 0
-	for _, increase := range increases {
-		nodes += increase.Delta
-	}
-	return nodes
 }
 
 // addIncreases adds more to increases, keeping one increase per group, in
