@@ -93,6 +93,26 @@ type Plan struct {
 	// Nominations are the places of the absorbed and helped candidates, in
 	// the order they were given, for State.Nominations of the next loop.
 	Nominations []Nomination
+	// Rounds show how the helped candidates got their places, round by
+	// round; Nominations holds the same places, after the absorbed ones.
+	Rounds []Round
+}
+
+// Round is one round of a plan.
+type Round struct {
+	// Placed are the places the option the expanders chose gave pods on
+	// its new nodes.
+	Placed []Nomination
+	// Reused are the places the pods still pending then found on the
+	// nodes planned so far, by this round and those before.
+	Reused []Nomination
+}
+
+// addRound adds a round that helped pods.
+func (p *Plan) addRound(round Round, helped []*corev1.Pod) {
+	p.Rounds = append(p.Rounds, round)
+	p.Helped = append(p.Helped, helped...)
+	p.Nominations = append(append(p.Nominations, round.Placed...), round.Reused...)
 }
 
 // Increase grows one node group.
@@ -170,26 +190,13 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// Round by round, the expanders choose an option for the pods still
 	// pending and its nodes stay for the next round, until no option helps:
 	// pods that need different node shapes get all their nodes in one loop.
-	// Each round first places the pods still pending on the nodes earlier
-	// rounds planned, as they were placed on the nodes on their way, so
-	// that it buys nodes only for pods that fit nowhere already planned.
-	// planned are the nodes of earlier rounds, by name, with their groups.
+	// planned are the nodes of the rounds so far, by name, with their groups.
 	planned := map[string]string{}
 	onPlanned := simulator.ScheduleOptions{NodeFilter: func(node *snapshot.NodeInfo) bool {
 		_, ok := planned[node.Name()]
 		return ok
 	}}
 	for round := 1; ; round++ {
-		if len(planned) > 0 {
-			var reused []simulator.Placement
-			reused, podGroups = placeFirstFit(sched, podGroups, onPlanned)
-			plan.Helped = append(plan.Helped, placedPods(reused)...)
-			plan.Nominations = append(plan.Nominations, nominations(snap, reused, planned)...)
-			logger.V(2).Info("Placed pods on planned nodes", "round", round, "pods", len(reused))
-			if len(podGroups) == 0 {
-				return plan
-			}
-		}
 		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
@@ -198,8 +205,6 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		chosen := r.chosen
 		keep(sched, chosen)
 		plan.Increases = addIncreases(plan.Increases, chosen.increases)
-		plan.Helped = append(plan.Helped, chosen.pods...)
-		plan.Nominations = append(plan.Nominations, chosen.nominations...)
 		for _, nomination := range chosen.nominations {
 			planned[nomination.Node] = nomination.Group
 		}
@@ -207,8 +212,17 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 			c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
 			c.planned += increase.Delta
 		}
-		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes, "pods", len(chosen.pods), "increases", len(chosen.increases))
 		podGroups = remaining(podGroups, chosen.pods)
+		// The pods still pending go to the nodes planned so far, as they
+		// went to the nodes on their way, before the next round buys nodes
+		// for them: a node planned with room left may take them now, such
+		// as when a spread kept them off it until other domains had pods.
+		var reused []simulator.Placement
+		reused, podGroups = placeFirstFit(sched, podGroups, onPlanned)
+		plan.addRound(Round{Placed: chosen.nominations, Reused: nominations(snap, reused, planned)},
+			slices.Concat(chosen.pods, placedPods(reused)))
+		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes,
+			"pods", len(chosen.pods), "podsOnPlannedNodes", len(reused), "increases", len(chosen.increases))
 		if len(podGroups) == 0 {
 			return plan
 		}
