@@ -190,12 +190,10 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// Round by round, the expanders choose an option for the pods still
 	// pending and its nodes stay for the next round, until no option helps:
 	// pods that need different node shapes get all their nodes in one loop.
-	// planned are the nodes of the rounds so far, by name, with their groups.
+	// planned are the nodes of the rounds so far, by name, with their
+	// groups; the rounds add them after the nodes there are now.
 	planned := map[string]string{}
-	onPlanned := simulator.ScheduleOptions{NodeFilter: func(node *snapshot.NodeInfo) bool {
-		_, ok := planned[node.Name()]
-		return ok
-	}}
+	onPlanned := simulator.ScheduleOptions{FromNode: len(snap.NodeInfos())}
 	for round := 1; ; round++ {
 		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
