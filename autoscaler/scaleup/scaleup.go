@@ -454,12 +454,12 @@ func placeFirstFit(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, 
 	return placed, remaining(podGroups, placedPods(placed))
 }
 
-// nominations are the placements with the groups of their nodes: upcoming
-// maps the names of the nodes on their way to their groups.
-func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, upcoming map[string]string) []Nomination {
+// nominations are the placements with the groups of their nodes: unregistered
+// maps the names of the nodes on their way, or planned, to their groups.
+func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, unregistered map[string]string) []Nomination {
 	result := make([]Nomination, 0, len(placements))
 	for _, placement := range placements {
-		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: upcoming[placement.NodeName]}
+		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: unregistered[placement.NodeName]}
 		if group := snap.NodeGroupOf(placement.NodeName); group != nil {
 			nomination.Group = group.ID()
 		}
