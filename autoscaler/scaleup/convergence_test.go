@@ -1,16 +1,21 @@
 package scaleup_test
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -20,8 +25,10 @@ type replay struct {
 	t       *testing.T
 	planner *scaleup.ScaleUp
 	cluster cluster
-	// plans are the plans of the loops so far.
-	plans []*scaleup.Plan
+	// plans are the plans of the loops so far, and snapshots what each
+	// planned on.
+	plans     []*scaleup.Plan
+	snapshots []*snapshot.Snapshot
 }
 
 func newReplay(t *testing.T, opts scaleup.Options, c cluster) *replay {
@@ -37,11 +44,13 @@ func (r *replay) loop() *scaleup.Plan {
 	if len(r.plans) > 0 {
 		state.Nominations = r.plans[len(r.plans)-1].Nominations
 	}
-	plan := r.planner.Plan(ctx, r.cluster.snapshot(), state)
+	snap := r.cluster.snapshot()
+	plan := r.planner.Plan(ctx, snap, state)
 	for _, increase := range plan.Increases {
 		NewWithT(r.t).Expect(increase.Group.IncreaseSize(ctx, increase.Delta)).To(Succeed())
 	}
 	r.plans = append(r.plans, plan)
+	r.snapshots = append(r.snapshots, snap)
 	return plan
 }
 
@@ -111,13 +120,154 @@ func (r *replay) expectEveryPodPlacedOnceStable() {
 	g.Expect(r.loop().Increases).To(BeEmpty(), "stays stable")
 }
 
+func (r *replay) podsByUID() map[types.UID]*corev1.Pod {
+	pods := map[types.UID]*corev1.Pod{}
+	for _, pod := range r.cluster.pods {
+		pods[pod.UID] = pod
+	}
+	return pods
+}
+
+// expectNoPlannedNodeTakesPodsOfLaterRounds replays the places the first
+// plan gave pods, in order, with the simulator, and checks at the start
+// of every round that no pod the round gives a new node fits a node that
+// an earlier round planned: the round would have bought a node too many.
+// The cluster has no nodes on their way: the nodes of the plan are the
+// only ones the snapshot lacks.
+func (r *replay) expectNoPlannedNodeTakesPodsOfLaterRounds() {
+	t := r.t
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	plan, snap := r.plans[0], r.snapshots[0]
+	sched := simulator.NewScheduler(ctx, snap)
+	pods := r.podsByUID()
+	place := func(nomination scaleup.Nomination) {
+		if snap.NodeInfo(nomination.Node) == nil {
+			g.Expect(sched.AddNode(snap.Template(nomination.Group).CopyAs(nomination.Node))).To(Succeed())
+		}
+		pod := pods[nomination.Pod]
+		g.Expect(sched.PlaceOn(simulator.NewPodGroup(pod), pod, nomination.Node)).To(BeNil(), "pod %s fits where the plan put it", pod.Name)
+	}
+	for _, nomination := range plan.Nominations[:len(plan.Absorbed)] {
+		place(nomination)
+	}
+	var earlier []string
+	for i, round := range plan.Rounds {
+		for _, nomination := range round.Placed {
+			pod := pods[nomination.Pod]
+			for _, node := range earlier {
+				g.Expect(sched.Check(pod, node)).NotTo(BeNil(), "round %d gave pod %s a new node, but %s, planned before, takes it", i+1, pod.Name, node)
+			}
+		}
+		for _, nomination := range round.Placed {
+			place(nomination)
+			if !slices.Contains(earlier, nomination.Node) {
+				earlier = append(earlier, nomination.Node)
+			}
+		}
+		for _, nomination := range round.Reused {
+			place(nomination)
+		}
+	}
+}
+
+// expectWithinOneNodeOfFirstFitDecreasing checks that the first plan adds
+// to each pool (the groups of one shape) at most one node more than
+// first-fit decreasing needs for the pods it places on the pool's new
+// nodes.
+func (r *replay) expectWithinOneNodeOfFirstFitDecreasing() {
+	plan, snap := r.plans[0], r.snapshots[0]
+	poolOf := func(groupID string) string { return snap.Template(groupID).Node().Labels["shape"] }
+	nodes := map[string]int{}
+	for _, increase := range plan.Increases {
+		nodes[poolOf(increase.Group.ID())] += increase.Delta
+	}
+	pods := r.podsByUID()
+	placed := map[string][]*corev1.Pod{}
+	room := map[string]snapshot.Resources{}
+	for _, round := range plan.Rounds {
+		for _, nomination := range slices.Concat(round.Placed, round.Reused) {
+			pool := poolOf(nomination.Group)
+			placed[pool] = append(placed[pool], pods[nomination.Pod])
+			template := snap.Template(nomination.Group)
+			free := template.Allocatable().Clone()
+			free.Sub(template.Requested())
+			room[pool] = free
+		}
+	}
+	for pool, pods := range placed {
+		bound := firstFitDecreasing(pods, room[pool])
+		NewWithT(r.t).Expect(nodes[pool]).To(BeNumerically("<=", bound+1), "nodes added to pool %s", pool)
+	}
+}
+
+// firstFitDecreasing counts the new nodes, each with room for pods, that
+// first fit needs for the pods, the largest first (cpu, then memory).
+func firstFitDecreasing(pods []*corev1.Pod, room snapshot.Resources) int {
+	requests := make([]snapshot.Resources, 0, len(pods))
+	for _, pod := range pods {
+		requests = append(requests, snapshot.PodRequests(pod))
+	}
+	slices.SortStableFunc(requests, func(a, b snapshot.Resources) int {
+		return cmp.Or(cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+	})
+	var free []snapshot.Resources
+	for _, request := range requests {
+		i := slices.IndexFunc(free, func(f snapshot.Resources) bool {
+			return f.MilliCPU >= request.MilliCPU && f.Memory >= request.Memory && f.Pods >= request.Pods
+		})
+		if i < 0 {
+			free = append(free, room)
+			i = len(free) - 1
+		}
+		free[i].Sub(request)
+	}
+	return len(free)
+}
+
+// cost is what the loops of a replay added for its pods.
+type cost struct {
+	pods, nodes                 int
+	milliCPU, requestedMilliCPU int64
+}
+
+func (r *replay) cost() cost {
+	c := cost{pods: len(r.cluster.pods)}
+	for _, pod := range r.cluster.pods {
+		c.requestedMilliCPU += snapshot.PodRequests(pod).MilliCPU
+	}
+	for _, plan := range r.plans {
+		for _, increase := range plan.Increases {
+			c.nodes += increase.Delta
+			c.milliCPU += int64(increase.Delta) * increase.Group.(*st.NodeGroup).Template.Status.Capacity.Cpu().MilliValue()
+		}
+	}
+	return c
+}
+
+func (c *cost) add(other cost) {
+	c.pods += other.pods
+	c.nodes += other.nodes
+	c.milliCPU += other.milliCPU
+	c.requestedMilliCPU += other.requestedMilliCPU
+}
+
+func (c cost) String() string {
+	return fmt.Sprintf("%d nodes, %d cores added for %d pods requesting %d cores", c.nodes, c.milliCPU/1000, c.pods, c.requestedMilliCPU/1000)
+}
+
 func withLabels(kv ...string) st.PodOption { return st.WithPodLabels(kv...) }
 
 // spreadOverZones spreads the pods over zones, DoNotSchedule.
 func spreadOverZones(maxSkew int32, selector ...string) st.PodOption {
+	return spreadOver(corev1.LabelTopologyZone, maxSkew, selector...)
+}
+
+// spreadOver spreads the pods over the values of a node label, DoNotSchedule.
+func spreadOver(topologyKey string, maxSkew int32, selector ...string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-			MaxSkew: maxSkew, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			MaxSkew: maxSkew, TopologyKey: topologyKey, WhenUnsatisfiable: corev1.DoNotSchedule,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: pairs(selector)},
 		})
 	}
@@ -237,44 +387,49 @@ func TestZoneSpreadAtScaleConverges(t *testing.T) {
 	r.expectEveryPodPlacedOnceStable()
 	// Before, 40 loops had added 344 nodes, 4,824 cores, for pods that
 	// request a seventh of that.
-	var requested, added int64
-	for _, pod := range c.pods {
-		requested += pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
-	}
-	nodes := 0
-	for _, group := range r.cluster.groups {
-		nodes += group.Target - 1
-		added += int64(group.Target-1) * group.Template.Status.Capacity.Cpu().MilliValue()
-	}
-	t.Logf("Added %d nodes, %d cores, for pods requesting %d cores, in %d loop(s) that planned nodes", nodes, added/1000, requested/1000, planning)
-	g.Expect(float64(added)).To(BeNumerically("<", 1.5*float64(requested)), "cores added for the cores requested")
+	cost := r.cost()
+	t.Logf("%v, in %d loop(s) that planned nodes", cost, planning)
+	g.Expect(float64(cost.milliCPU)).To(BeNumerically("<", 1.5*float64(cost.requestedMilliCPU)), "cores added for the cores requested")
 }
 
 // Generated pod mixes with spread, affinity, anti-affinity and mixed
-// sizes: whatever the mix, the loop stops adding nodes once every pod has
-// a place, and no node is added that no pod ends up on.
+// sizes, and the same mixes without spread or affinity: whatever the mix,
+// the loop stops adding nodes once every pod has a place, no node is added
+// that no pod ends up on, and no round buys a node for a pod that a node
+// planned before takes. Without spread or affinity, each pool gets at most
+// one node more than first-fit decreasing needs.
 func TestPlacementConvergesOnGeneratedMixes(t *testing.T) {
 	shapes := map[string][2]string{"small": {"4", "8Gi"}, "large": {"8", "32Gi"}}
+	totals := map[bool]*cost{true: {}, false: {}}
 	for seed := range uint64(40) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 7))
-			c := zonalCluster(shapes, 100)
-			c.pods = generatedPods(rng)
-			expanders := [][]string{{scaleup.ExpanderMostPods}, {scaleup.ExpanderLeastWaste}, {scaleup.ExpanderRandom}}
-			r := newReplay(t, options(func(o *scaleup.Options) {
-				o.BalanceSimilarNodeGroups = rng.IntN(2) == 0
-				o.Expanders = expanders[rng.IntN(len(expanders))]
-			}), c)
-			// One loop grows every group the pods need, whatever shapes.
-			NewWithT(t).Expect(r.untilStable(len(shapes)+2)).To(BeNumerically("<=", 1), "loops that planned nodes")
-			r.expectEveryPodPlacedOnceStable()
-		})
+		for _, interPod := range []bool{true, false} {
+			t.Run(fmt.Sprintf("seed=%d/interPod=%t", seed, interPod), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				c := zonalCluster(shapes, 100)
+				c.pods = generatedPods(rng, interPod)
+				expanders := [][]string{{scaleup.ExpanderMostPods}, {scaleup.ExpanderLeastWaste}, {scaleup.ExpanderRandom}}
+				r := newReplay(t, options(func(o *scaleup.Options) {
+					o.BalanceSimilarNodeGroups = rng.IntN(2) == 0
+					o.Expanders = expanders[rng.IntN(len(expanders))]
+				}), c)
+				// One loop grows every group the pods need, whatever shapes.
+				NewWithT(t).Expect(r.untilStable(len(shapes)+2)).To(BeNumerically("<=", 1), "loops that planned nodes")
+				totals[interPod].add(r.cost())
+				r.expectNoPlannedNodeTakesPodsOfLaterRounds()
+				if !interPod {
+					r.expectWithinOneNodeOfFirstFitDecreasing()
+				}
+				r.expectEveryPodPlacedOnceStable()
+			})
+		}
 	}
+	t.Logf("Generated mixes: %v; without spread or affinity: %v", totals[true], totals[false])
 }
 
 // generatedPods returns a few ReplicaSets and lone pods of random sizes
-// and constraints, each of which fits some node group.
-func generatedPods(rng *rand.Rand) []*corev1.Pod {
+// and constraints, each of which fits some node group. Without interPod,
+// the same pods have no spread, affinity or anti-affinity.
+func generatedPods(rng *rand.Rand, interPod bool) []*corev1.Pod {
 	cpus := []string{"250m", "500m", "1", "1500m", "3", "6"}
 	memories := []string{"256Mi", "1Gi", "2Gi", "6Gi"}
 	var pods []*corev1.Pod
@@ -282,20 +437,30 @@ func generatedPods(rng *rand.Rand) []*corev1.Pod {
 		name := fmt.Sprint("set-", set)
 		opts := []st.PodOption{withLabels("app", name)}
 		replicas := 1 + rng.IntN(25)
-		switch rng.IntN(6) {
+		cpu, memory := cpus[rng.IntN(len(cpus))], memories[rng.IntN(len(memories))]
+		var constraints []st.PodOption
+		switch rng.IntN(7) {
 		case 1:
-			opts = append(opts, spreadOverZones(1, "app", name))
+			constraints = append(constraints, spreadOverZones(1, "app", name))
 		case 2:
-			opts = append(opts, spreadOverZones(1, "app", name), onePerNode("app", name))
+			constraints = append(constraints, spreadOverZones(1, "app", name), onePerNode("app", name))
 		case 3:
-			opts = append(opts, onePerNode("app", name))
+			constraints = append(constraints, onePerNode("app", name))
 		case 4:
-			opts = append(opts, withAffinity(corev1.LabelTopologyZone, "app", name))
+			constraints = append(constraints, withAffinity(corev1.LabelTopologyZone, "app", name))
 		case 5:
 			// Spread with another set's pods.
-			opts = append(opts, withLabels("app", name, "tier", "shared"), spreadOverZones(1+int32(rng.IntN(2)), "tier", "shared"))
+			constraints = append(constraints, withLabels("app", name, "tier", "shared"), spreadOverZones(1+int32(rng.IntN(2)), "tier", "shared"))
+		case 6:
+			// Spread over the pools, as over capacity types: pools are
+			// not similar, so each has rounds of its own. The pods fit
+			// the small machines too.
+			constraints = append(constraints, spreadOver("shape", 1, "app", name))
+			cpu = cpus[rng.IntN(len(cpus)-1)]
 		}
-		cpu, memory := cpus[rng.IntN(len(cpus))], memories[rng.IntN(len(memories))]
+		if interPod {
+			opts = append(opts, constraints...)
+		}
 		if rng.IntN(4) == 0 {
 			// Pods without a controller are groups of their own.
 			for i := range replicas {

@@ -93,6 +93,35 @@ type Plan struct {
 	// Nominations are the places of the absorbed and helped candidates, in
 	// the order they were given, for State.Nominations of the next loop.
 	Nominations []Nomination
+	// Rounds show how the helped candidates got their places, round by
+	// round; Nominations holds the same places, after the absorbed ones.
+	Rounds []Round
+}
+
+// Round is one round of a plan.
+type Round struct {
+	// Placed are the places the option the expanders chose gave pods on
+	// its new nodes.
+	Placed []Nomination
+	// Reused are the places the pods still pending then found on the
+	// nodes planned so far, by this round and those before.
+	Reused []Nomination
+}
+
+// addRound adds a round that helped pods.
+// NewNodes counts the nodes the plan adds.
+func (p *Plan) NewNodes() int {
+	nodes := 0
+	for _, increase := range p.Increases {
+		nodes += increase.Delta
+	}
+	return nodes
+}
+
+func (p *Plan) addRound(round Round, helped []*corev1.Pod) {
+	p.Rounds = append(p.Rounds, round)
+	p.Helped = append(p.Helped, helped...)
+	p.Nominations = append(append(p.Nominations, round.Placed...), round.Reused...)
 }
 
 // Increase grows one node group.
@@ -136,11 +165,11 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	again := state
 	again.Nominations = registered
 	replanned := s.plan(ctx, snap, again)
-	if plannedNodes(replanned.Increases) >= plannedNodes(plan.Increases) {
+	if replanned.NewNodes() >= plan.NewNodes() {
 		return plan
 	}
 	klog.FromContext(ctx).V(2).Info("Planned the pods nominated to nodes on their way again, with the pods that came since",
-		"nodes", plannedNodes(replanned.Increases), "insteadOf", plannedNodes(plan.Increases))
+		"nodes", replanned.NewNodes(), "insteadOf", plan.NewNodes())
 	return replanned
 }
 
@@ -173,10 +202,9 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	podGroups := placementOrder(simulator.GroupPods(candidates))
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
-	absorbed := sched.ScheduleGroups(podGroups, simulator.ScheduleOptions{})
-	plan.Absorbed = append(plan.Absorbed, absorbed.Scheduled...)
+	absorbed, podGroups := placeFirstFit(sched, podGroups, simulator.ScheduleOptions{})
+	plan.Absorbed = append(plan.Absorbed, absorbed...)
 	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
-	podGroups = remaining(podGroups, placedPods(absorbed.Scheduled))
 	if len(podGroups) == 0 {
 		return plan
 	}
@@ -197,8 +225,12 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// Round by round, the expanders choose an option for the pods still
 	// pending and its nodes stay for the next round, until no option helps:
 	// pods that need different node shapes get all their nodes in one loop.
+	// planned are the nodes of the rounds so far, by name, with their
+	// groups; the rounds add them after the nodes there are now.
+	planned := map[string]string{}
+	onPlanned := simulator.ScheduleOptions{FromNode: len(snap.NodeInfos())}
 	for round := 1; ; round++ {
-		r := s.round(sched, growable, podGroups, skipReasons, plannedNodes(plan.Increases))
+		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
 			return plan
@@ -206,14 +238,24 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		chosen := r.chosen
 		keep(sched, chosen)
 		plan.Increases = addIncreases(plan.Increases, chosen.increases)
-		plan.Helped = append(plan.Helped, chosen.pods...)
-		plan.Nominations = append(plan.Nominations, chosen.nominations...)
+		for _, nomination := range chosen.nominations {
+			planned[nomination.Node] = nomination.Group
+		}
 		for _, increase := range chosen.increases {
 			c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
 			c.planned += increase.Delta
 		}
-		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes, "pods", len(chosen.pods), "increases", len(chosen.increases))
 		podGroups = remaining(podGroups, chosen.pods)
+		// The pods still pending go to the nodes planned so far, as they
+		// went to the nodes on their way, before the next round buys nodes
+		// for them: a node planned with room left may take them now, such
+		// as when a spread kept them off it until other domains had pods.
+		var reused []simulator.Placement
+		reused, podGroups = placeFirstFit(sched, podGroups, onPlanned)
+		plan.addRound(Round{Placed: chosen.nominations, Reused: nominations(snap, reused, planned)},
+			slices.Concat(chosen.pods, placedPods(reused)))
+		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes,
+			"pods", len(chosen.pods), "podsOnPlannedNodes", len(reused), "increases", len(chosen.increases))
 		if len(podGroups) == 0 {
 			return plan
 		}
@@ -287,15 +329,6 @@ func keep(sched *simulator.Scheduler, chosen *estimate) {
 	sched.Fork()
 	binpackOn(sched, chosen.opts)
 	sched.Commit()
-}
-
-// plannedNodes counts the nodes of increases.
-func plannedNodes(increases []Increase) int {
-	nodes := 0
-	for _, increase := range increases {
-		nodes += increase.Delta
-	}
-	return nodes
 }
 
 // addIncreases adds more to increases, keeping one increase per group, in
@@ -447,12 +480,21 @@ func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup,
 	return placed
 }
 
-// nominations are the placements with the groups of their nodes: upcoming
-// maps the names of the nodes on their way to their groups.
-func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, upcoming map[string]string) []Nomination {
+// placeFirstFit places the pod groups, in order, each pod on the first
+// node that opts allow and it fits, trying again the pods that depend on
+// other pods as long as that places more, as kube-scheduler's queue would.
+// It returns where the pods went and the pod groups left.
+func placeFirstFit(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, opts simulator.ScheduleOptions) ([]simulator.Placement, []*simulator.PodGroup) {
+	placed := sched.ScheduleGroups(podGroups, opts).Scheduled
+	return placed, remaining(podGroups, placedPods(placed))
+}
+
+// nominations are the placements with the groups of their nodes: unregistered
+// maps the names of the nodes on their way, or planned, to their groups.
+func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, unregistered map[string]string) []Nomination {
 	result := make([]Nomination, 0, len(placements))
 	for _, placement := range placements {
-		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: upcoming[placement.NodeName]}
+		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: unregistered[placement.NodeName]}
 		if group := snap.NodeGroupOf(placement.NodeName); group != nil {
 			nomination.Group = group.ID()
 		}

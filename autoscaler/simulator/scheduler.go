@@ -277,6 +277,10 @@ type ScheduleOptions struct {
 	// NodeFilter, when set, leaves out the nodes it returns false for, such
 	// as other nodes about to be removed.
 	NodeFilter func(*snapshot.NodeInfo) bool
+	// FromNode leaves out the nodes before this position in snapshot order
+	// (Snapshot.NodeInfos), such as the nodes that were there before a
+	// simulation added its own, without looking at each of them.
+	FromNode int
 }
 
 // Placement is where a pod was placed.
@@ -368,7 +372,7 @@ func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) Sched
 	var result ScheduleResult
 	buffer := make([]string, 0, 8)
 	for _, group := range groups {
-		scan := groupScan{reasons: map[string]int{}}
+		scan := groupScan{cursor: opts.FromNode, reasons: map[string]int{}}
 		for _, pod := range group.Pods {
 			st := s.state(group)
 			nodes := s.snap.NodeInfos()

@@ -34,6 +34,7 @@ func TestSchedulePods(t *testing.T) {
 		nodes             []*corev1.Node
 		pods              []*corev1.Pod
 		filter            func(*snapshot.NodeInfo) bool
+		fromNode          int
 		wantPlaced        map[string]string
 		wantUnschedulable []string
 		wantMessage       string
@@ -59,6 +60,13 @@ func TestSchedulePods(t *testing.T) {
 			filter:            func(n *snapshot.NodeInfo) bool { return n.Name() != "n1" },
 			wantPlaced:        map[string]string{"web-0": "n2"},
 			wantUnschedulable: nil,
+		},
+		{
+			name:       "the nodes before the first one to try are left out",
+			nodes:      []*corev1.Node{st.Node("n1", "2", "4Gi", zone("a")), st.Node("n2", "2", "4Gi", zone("a")), st.Node("n3", "2", "4Gi", zone("b"))},
+			pods:       st.Replicas("web", 2, "2", "1Gi", st.WithPodLabels("app", "web"), zoneSpreadConstraint("app", "web")),
+			fromNode:   1,
+			wantPlaced: map[string]string{"web-0": "n2", "web-1": "n3"},
 		},
 		{
 			name:  "anti-affinity between replicas takes effect as they are placed",
@@ -114,7 +122,7 @@ func TestSchedulePods(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			snap := snapshot.New(snapshot.Input{Nodes: tt.nodes})
-			result := simulator.NewScheduler(ctx, snap).SchedulePods(tt.pods, simulator.ScheduleOptions{NodeFilter: tt.filter})
+			result := simulator.NewScheduler(ctx, snap).SchedulePods(tt.pods, simulator.ScheduleOptions{NodeFilter: tt.filter, FromNode: tt.fromNode})
 			g.Expect(placements(result)).To(Equal(tt.wantPlaced))
 			var unschedulable []string
 			for _, u := range result.Unschedulable {
