@@ -108,7 +108,6 @@ type Round struct {
 	Reused []Nomination
 }
 
-// addRound adds a round that helped pods.
 // NewNodes counts the nodes the plan adds.
 func (p *Plan) NewNodes() int {
 	nodes := 0
@@ -118,6 +117,7 @@ func (p *Plan) NewNodes() int {
 	return nodes
 }
 
+// addRound adds a round that helped pods.
 func (p *Plan) addRound(round Round, helped []*corev1.Pod) {
 	p.Rounds = append(p.Rounds, round)
 	p.Helped = append(p.Helped, helped...)
