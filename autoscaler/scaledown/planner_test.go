@@ -14,6 +14,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -235,6 +236,39 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			cluster: cluster{
 				nodes: []*corev1.Node{node("busy"), node("idle")},
 				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", daemonSetPod), pod("static", "100m", "idle", mirrorPod, inKubeSystem)},
+			},
+			wantEmpty: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name: "a node with only pods annotated daemonset-pod=true is empty, whatever their controller",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", st.CustomDaemonSetPod("agent"))},
+			},
+			wantEmpty: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name: "a pod annotated daemonset-pod=true needs no place elsewhere",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "1", "idle", st.CustomDaemonSetPod("agent")), pod("idle-0", "500m", "idle")},
+			},
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
+			name:        "a pod annotated daemonset-pod=false is a pod of its controller",
+			cluster:     busyAndIdle(controlledBy("example.com/v1", "NodeAgent"), withPodAnnotation(snapshot.DaemonSetPodAnnotation, "false")),
+			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
+			wantMessage: "NotReplicated: pod is controlled by NodeAgent app",
+		},
+		{
+			name: "a pod of a DaemonSet of another API group is a DaemonSet pod",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", controlledBy("apps.kruise.io/v1alpha1", "DaemonSet"))},
 			},
 			wantEmpty: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},

@@ -42,18 +42,13 @@ const (
 
 func roleOf(pod *snapshot.Pod, priorityCutoff int32) podRole {
 	switch {
-	case isDaemonSetPod(pod) || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
+	case pod.IsDaemonSetPod() || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
 		return podStays
 	case pod.Spec.Priority != nil && *pod.Spec.Priority < priorityCutoff:
 		return podExpendable
 	default:
 		return podMovable
 	}
-}
-
-func isDaemonSetPod(pod *snapshot.Pod) bool {
-	owner := pod.Controller()
-	return owner != nil && owner.Kind == "DaemonSet"
 }
 
 func isMirrorPod(pod *snapshot.Pod) bool {

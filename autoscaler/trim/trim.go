@@ -29,6 +29,7 @@ var PodAnnotations = []string{
 	corev1.MirrorPodAnnotationKey,
 	scaledown.SafeToEvictAnnotation,
 	scaledown.SafeToEvictLocalVolumesAnnotation,
+	snapshot.DaemonSetPodAnnotation,
 }
 
 // maxOwners bounds the pods remembered for sharing; when it is reached the
