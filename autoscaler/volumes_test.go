@@ -93,9 +93,9 @@ func TestPodsWithClaimsThatCannotBeEvaluatedAreReportedNotGuessed(t *testing.T) 
 			)
 			engine, err := autoscaler.New(autoscaler.Options{
 				ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-				Cluster:            tt.cluster(f.cluster),
-				StorageReadTimeout: 100 * time.Millisecond,
-				Clientset:          f.clientset, Recorder: f.recorder, Clock: f.clock,
+				Cluster:             tt.cluster(f.cluster),
+				OptionalReadTimeout: 100 * time.Millisecond,
+				Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock,
 			})
 			g.Expect(err).NotTo(HaveOccurred())
 

@@ -2,8 +2,11 @@ package scaledown
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +73,7 @@ func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (Blocking
 	if controller == nil {
 		return BlockingNotReplicated, "pod has no controller to recreate it"
 	}
-	if opts.SkipNodesWithCustomControllerPods && !builtInControllers.Has(controllerKind(controller)) {
+	if opts.SkipNodesWithCustomControllerPods && !builtIn(controller) {
 		return BlockingNotReplicated, fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
 	}
 	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
@@ -82,17 +85,21 @@ func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (Blocking
 	return "", ""
 }
 
-// builtInControllers are the controllers known to recreate the pods they
-// lose, as upstream counts them; DaemonSet pods never move at all.
-var builtInControllers = sets.New(
-	schema.GroupKind{Kind: "ReplicationController"},
-	schema.GroupKind{Group: "apps", Kind: "ReplicaSet"},
-	schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
-	schema.GroupKind{Group: "batch", Kind: "Job"},
-)
+// ReplicatingControllers are the built-in controllers known to recreate
+// the pods they lose, as upstream counts them, as long as they exist: the
+// engine reads their metadata (snapshot.Input.Controllers). DaemonSet pods
+// never move at all.
+var ReplicatingControllers = []schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("ReplicationController"),
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+	appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+	batchv1.SchemeGroupVersion.WithKind("Job"),
+}
 
-func controllerKind(owner *metav1.OwnerReference) schema.GroupKind {
-	return schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind()
+// builtIn tells whether the owner is of a kind of ReplicatingControllers.
+func builtIn(owner *metav1.OwnerReference) bool {
+	kind := schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind()
+	return slices.ContainsFunc(ReplicatingControllers, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == kind })
 }
 
 // unsafeLocalVolumes are the pod's emptyDir (not in memory) and hostPath
