@@ -14,7 +14,6 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -68,18 +67,6 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 		{
 			name:      "an underutilized node whose pods fit elsewhere is drained",
 			cluster:   busyAndIdle(),
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name:        "a pod without a controller blocks",
-			cluster:     busyAndIdle(withoutController),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "pod default/idle-0: NotReplicated",
-		},
-		{
-			name:      "safe-to-evict=true lifts the controller rule",
-			cluster:   busyAndIdle(withoutController, withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
@@ -156,31 +143,6 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
 		{
-			name:        "a pod of a custom controller blocks",
-			cluster:     busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "NotReplicated: pod is controlled by Rollout app",
-		},
-		{
-			name:        "a custom controller is not taken for a built-in one of the same kind",
-			cluster:     busyAndIdle(controlledBy("example.com/v1", "ReplicaSet")),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "NotReplicated",
-		},
-		{
-			name:      "a pod of a StatefulSet moves",
-			cluster:   busyAndIdle(controlledBy("apps/v1", "StatefulSet")),
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name:      "with skipNodesWithCustomControllerPods off, a pod of a custom controller moves",
-			cluster:   busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
-			opts:      func(o *scaledown.Options) { o.SkipNodesWithCustomControllerPods = false },
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
 			name: "a PDB that allows no disruption blocks, even with safe-to-evict=true",
 			cluster: func() cluster {
 				c := busyAndIdle(withPodAnnotation(scaledown.SafeToEvictAnnotation, "true"))
@@ -236,39 +198,6 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			cluster: cluster{
 				nodes: []*corev1.Node{node("busy"), node("idle")},
 				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", daemonSetPod), pod("static", "100m", "idle", mirrorPod, inKubeSystem)},
-			},
-			wantEmpty: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name: "a node with only pods annotated daemonset-pod=true is empty, whatever their controller",
-			cluster: cluster{
-				nodes: []*corev1.Node{node("busy"), node("idle")},
-				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", st.CustomDaemonSetPod("agent"))},
-			},
-			wantEmpty: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name: "a pod annotated daemonset-pod=true needs no place elsewhere",
-			cluster: cluster{
-				nodes: []*corev1.Node{node("busy"), node("idle")},
-				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "1", "idle", st.CustomDaemonSetPod("agent")), pod("idle-0", "500m", "idle")},
-			},
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name:        "a pod annotated daemonset-pod=false is a pod of its controller",
-			cluster:     busyAndIdle(controlledBy("example.com/v1", "NodeAgent"), withPodAnnotation(snapshot.DaemonSetPodAnnotation, "false")),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "NotReplicated: pod is controlled by NodeAgent app",
-		},
-		{
-			name: "a pod of a DaemonSet of another API group is a DaemonSet pod",
-			cluster: cluster{
-				nodes: []*corev1.Node{node("busy"), node("idle")},
-				pods:  []*corev1.Pod{pod("busy-0", "3", "busy"), pod("agent", "100m", "idle", controlledBy("apps.kruise.io/v1alpha1", "DaemonSet"))},
 			},
 			wantEmpty: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
@@ -455,9 +384,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 				clk := clocktesting.NewFakeClock(st.Now)
 				planner := scaledown.NewPlanner(clk)
 				c := tt.cluster
-				if cached {
-					c = c.cached()
-				}
+				c.cached = cached
 				snap := c.snapshot(tt.group)
 				before := len(snap.NodeInfos())
 

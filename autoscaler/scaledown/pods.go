@@ -61,20 +61,16 @@ func isMirrorPod(pod *snapshot.Pod) bool {
 
 // blockingReason applies the rules that do not depend on other pods, as
 // opts turn them on: it returns why the pod must not be evicted, or ""
-// when it may be.
-func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
+// when it may be. snap tells which controllers exist.
+func blockingReason(pod *snapshot.Pod, snap *snapshot.Snapshot, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
 	switch pod.Annotations[SafeToEvictAnnotation] {
 	case "false":
 		return BlockingNotSafeToEvictAnnotation, fmt.Sprintf("pod is annotated %s=false", SafeToEvictAnnotation)
 	case "true":
 		return "", ""
 	}
-	controller := pod.Controller()
-	if controller == nil {
-		return BlockingNotReplicated, "pod has no controller to recreate it"
-	}
-	if opts.SkipNodesWithCustomControllerPods && !builtIn(controller) {
-		return BlockingNotReplicated, fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
+	if message := notReplicated(pod, snap, opts.SkipNodesWithCustomControllerPods); message != "" {
+		return BlockingNotReplicated, message
 	}
 	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
 		return BlockingUnmovableKubeSystemPod, "kube-system pod has no PodDisruptionBudget"
@@ -83,6 +79,30 @@ func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (Blocking
 		return BlockingLocalStorageRequested, fmt.Sprintf("pod has local volumes %s not listed in %s", strings.Join(volumes, ", "), SafeToEvictLocalVolumesAnnotation)
 	}
 	return "", ""
+}
+
+// notReplicated says why no controller would recreate the pod once it is
+// evicted, or "" when one would. A built-in controller does while it
+// exists; a controller of another kind is trusted to, as upstream does,
+// unless skipCustom.
+func notReplicated(pod *snapshot.Pod, snap *snapshot.Snapshot, skipCustom bool) string {
+	controller := pod.Controller()
+	switch {
+	case controller == nil:
+		return "pod has no controller to recreate it"
+	case !builtIn(controller):
+		if skipCustom {
+			return fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
+		}
+		return ""
+	}
+	switch exists, err := snap.ControllerExists(controller.UID); {
+	case err != nil:
+		return fmt.Sprintf("cannot tell whether the pod's %s %s still exists: %v", controller.Kind, controller.Name, err)
+	case !exists:
+		return fmt.Sprintf("the pod's %s %s no longer exists to recreate it", controller.Kind, controller.Name)
+	}
+	return ""
 }
 
 // ReplicatingControllers are the built-in controllers known to recreate
