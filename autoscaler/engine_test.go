@@ -242,6 +242,23 @@ func controllersOf(t *testing.T, objects []client.Object) []client.Object {
 	return controllers
 }
 
+// engineReading returns another engine of the fixture's cluster, which
+// reads it through cluster and waits 100ms at most for the reads a loop
+// goes on without.
+func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler.Engine {
+	t.Helper()
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		Cluster:             cluster,
+		OptionalReadTimeout: 100 * time.Millisecond,
+		Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine
+}
+
 func (f *fixture) runOnce(t *testing.T) autoscaler.Status {
 	t.Helper()
 	status := f.engine.RunOnce(context.Background(), f.clock.Now())
