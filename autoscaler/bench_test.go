@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -32,13 +34,15 @@ const (
 )
 
 // benchCluster is the cluster as the controller's cache serves it: List
-// copies the Node structs (not what they point to) into the list, as a
-// cache read with UnsafeDisableDeepCopy does, and ListPods returns the
-// cached pods themselves, so that the engine reuses the pods it parsed in
-// the previous loop, as it does in the manager.
+// copies the Node structs and the ReplicaSets' metadata (not what they
+// point to) into the list, as a cache read with UnsafeDisableDeepCopy
+// does, and ListPods returns the cached pods themselves, so that the
+// engine reuses the pods it parsed in the previous loop, as it does in the
+// manager.
 type benchCluster struct {
-	nodes []*corev1.Node
-	pods  []*snapshot.Pod
+	nodes       []*corev1.Node
+	pods        []*snapshot.Pod
+	replicaSets []metav1.PartialObjectMetadata
 }
 
 var (
@@ -56,6 +60,10 @@ func (c *benchCluster) List(_ context.Context, list client.ObjectList, _ ...clie
 		list.Items = make([]corev1.Node, len(c.nodes))
 		for i, node := range c.nodes {
 			list.Items[i] = *node
+		}
+	case *metav1.PartialObjectMetadataList:
+		if list.GroupVersionKind() == appsv1.SchemeGroupVersion.WithKind("ReplicaSetList") {
+			list.Items = c.replicaSets
 		}
 	case *corev1.PodList, *appsv1.DaemonSetList, *policyv1.PodDisruptionBudgetList, *corev1.NamespaceList:
 		// Pods come through ListPods; the others are empty.
@@ -89,6 +97,11 @@ func idleCluster(nodes, groups int, underutilized bool) (*benchCluster, *fakePro
 	addPods := func(nodeName string, n int, cpu, memory string) {
 		for range n {
 			owner := fmt.Sprintf("app-%d", pods/benchPodsPerOwner)
+			if pods%benchPodsPerOwner == 0 {
+				cluster.replicaSets = append(cluster.replicaSets, metav1.PartialObjectMetadata{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: owner, UID: types.UID("uid-rs-" + owner)},
+				})
+			}
 			cluster.pods = append(cluster.pods, cache.Pod(st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory,
 				st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner))))
 			pods++

@@ -35,10 +35,11 @@ type Options struct {
 	// NodeGroups discovers the node groups of the cluster.
 	NodeGroups nodegroups.Provider
 	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets,
-	// namespaces and the storage objects (PersistentVolumeClaims,
-	// PersistentVolumes, StorageClasses, CSINodes) of the cluster, usually
-	// from a cache; the objects are treated as read-only. When it is also
-	// a PodLister, pods are read through ListPods.
+	// namespaces, the storage objects (PersistentVolumeClaims,
+	// PersistentVolumes, StorageClasses, CSINodes) and the metadata of the
+	// controllers of scaledown.ReplicatingControllers of the cluster,
+	// usually from a cache; the objects are treated as read-only. When it
+	// is also a PodLister, pods are read through ListPods.
 	Cluster client.Reader
 	// Clientset changes the cluster: it taints nodes and evicts pods on
 	// scale-down.
@@ -56,9 +57,10 @@ type Options struct {
 	OnStatus func(Status)
 	// LoopTimeout bounds one loop; DefaultLoopTimeout when zero.
 	LoopTimeout time.Duration
-	// StorageReadTimeout bounds the reads of the storage objects in a
-	// loop; DefaultStorageReadTimeout when zero.
-	StorageReadTimeout time.Duration
+	// OptionalReadTimeout bounds each of the reads a loop goes on without:
+	// those of the storage objects and of the controllers' metadata;
+	// DefaultOptionalReadTimeout when zero.
+	OptionalReadTimeout time.Duration
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a
@@ -67,11 +69,13 @@ type Options struct {
 // the cause on the status, where waiting would stop autoscaling silently.
 const DefaultLoopTimeout = 2 * time.Minute
 
-// DefaultStorageReadTimeout bounds the reads of the storage objects. The
-// loop goes on without them when they time out: only pods with claims
-// need them, and a cache's informer that RBAC keeps from syncing would
-// otherwise hold every loop until LoopTimeout, stopping all autoscaling.
-const DefaultStorageReadTimeout = 10 * time.Second
+// DefaultOptionalReadTimeout bounds the reads of the storage objects, and
+// those of the controllers' metadata. The loop goes on without them when
+// they time out: only pods with claims need the first, only the pods
+// scale-down would evict the second, and a cache's informer that RBAC
+// keeps from syncing would otherwise hold every loop until LoopTimeout,
+// stopping all autoscaling.
+const DefaultOptionalReadTimeout = 10 * time.Second
 
 // PodLister lists the pods of a cluster as pointers to the objects of a
 // cache, which the engine does not modify. A cluster has tens of pods per
@@ -119,8 +123,8 @@ func New(opts Options) (*Engine, error) {
 	if opts.LoopTimeout <= 0 {
 		opts.LoopTimeout = DefaultLoopTimeout
 	}
-	if opts.StorageReadTimeout <= 0 {
-		opts.StorageReadTimeout = DefaultStorageReadTimeout
+	if opts.OptionalReadTimeout <= 0 {
+		opts.OptionalReadTimeout = DefaultOptionalReadTimeout
 	}
 	e := &Engine{
 		opts:    opts,

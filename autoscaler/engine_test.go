@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -174,8 +176,11 @@ type fixture struct {
 	engine        *autoscaler.Engine
 }
 
+// newFixture returns the engine of a cluster with the objects, and with
+// the controllers its pods name, as a real cluster has them.
 func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fixture {
 	t.Helper()
+	objects = append(objects, controllersOf(t, objects)...)
 	var runtimeObjects []runtime.Object
 	for _, object := range objects {
 		runtimeObjects = append(runtimeObjects, object.DeepCopyObject())
@@ -206,6 +211,52 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 	}
 	f.engine = engine
 	return f
+}
+
+// controllersOf returns the controllers that the pods among objects name,
+// of the kinds whose existence decides whether a pod may be evicted
+// (scaledown.ReplicatingControllers).
+func controllersOf(t *testing.T, objects []client.Object) []client.Object {
+	t.Helper()
+	var pods []*corev1.Pod
+	for _, object := range objects {
+		if pod, ok := object.(*corev1.Pod); ok {
+			pods = append(pods, pod)
+		}
+	}
+	var controllers []client.Object
+	for _, metadata := range st.Controllers(pods...) {
+		if !slices.Contains(scaledown.ReplicatingControllers, metadata.GroupVersionKind()) {
+			continue
+		}
+		object, err := clientgoscheme.Scheme.New(metadata.GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		controller := object.(client.Object)
+		controller.SetNamespace(metadata.Namespace)
+		controller.SetName(metadata.Name)
+		controller.SetUID(metadata.UID)
+		controllers = append(controllers, controller)
+	}
+	return controllers
+}
+
+// engineReading returns another engine of the fixture's cluster, which
+// reads it through cluster and waits 100ms at most for the reads a loop
+// goes on without.
+func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler.Engine {
+	t.Helper()
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		Cluster:             cluster,
+		OptionalReadTimeout: 100 * time.Millisecond,
+		Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine
 }
 
 func (f *fixture) runOnce(t *testing.T) autoscaler.Status {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -245,6 +246,7 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 		return in, fmt.Errorf("listing pods of the cluster: %w", err)
 	}
 	s.readStorage(ctx, &in)
+	s.readControllers(ctx, &in)
 	in.Nodes = pointers(nodes.Items)
 	in.DaemonSets = pointers(daemonSets.Items)
 	in.PodDisruptionBudgets = pointers(pdbs.Items)
@@ -253,11 +255,11 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 }
 
 // readStorage lists the storage objects the volume predicates read into
-// in, within StorageReadTimeout. A failure does not stop the loop: pods
+// in, within OptionalReadTimeout. A failure does not stop the loop: pods
 // without claims are simulated as usual, and those with claims are
 // reported as not evaluated.
 func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StorageReadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
 	defer cancel()
 	var (
 		claims   corev1.PersistentVolumeClaimList
@@ -282,6 +284,27 @@ func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
 	in.PersistentVolumes = pointers(volumes.Items)
 	in.StorageClasses = pointers(classes.Items)
 	in.CSINodes = pointers(csiNodes.Items)
+}
+
+// readControllers lists into in the metadata of the controllers that
+// scale-down counts on to recreate the pods it evicts
+// (scaledown.ReplicatingControllers), within OptionalReadTimeout. A
+// failure does not stop the loop: scale-down keeps the nodes of their pods.
+func (s *steps) readControllers(ctx context.Context, in *snapshot.Input) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
+	defer cancel()
+	var controllers []*metav1.PartialObjectMetadata
+	for _, kind := range scaledown.ReplicatingControllers {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(kind.GroupVersion().WithKind(kind.Kind + "List"))
+		if err := s.opts.Cluster.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			in.ControllersError = fmt.Errorf("listing %ss of the cluster: %w", kind.Kind, err)
+			klog.FromContext(ctx).Error(err, "Cannot read the controllers of the cluster; nodes running their pods will not be scaled down", "kind", kind.Kind)
+			return
+		}
+		controllers = append(controllers, pointers(list.Items)...)
+	}
+	in.Controllers = controllers
 }
 
 // listPods lists the pods into in: from a PodLister as its cache keeps

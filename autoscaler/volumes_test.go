@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -61,49 +59,21 @@ func TestAttachLimitsOfATemplateFromZeroDecideHowManyNodes(t *testing.T) {
 }
 
 func TestPodsWithClaimsThatCannotBeEvaluatedAreReportedNotGuessed(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		// cluster wraps the fixture's reader.
-		cluster     func(client.Reader) client.Reader
-		wantMessage string
-	}{
-		{
-			name: "a list that fails, as an RBAC denial does",
-			cluster: func(reader client.Reader) client.Reader {
-				return failingList{Reader: reader, fails: &corev1.PersistentVolumeList{}}
-			},
-			wantMessage: "volumes not evaluated: listing PersistentVolumes of the cluster: forbidden",
-		},
-		{
-			// A cache waits for an informer that RBAC keeps from syncing
-			// until the read's context ends.
-			name: "a list that hangs, as a cache's does",
-			cluster: func(reader client.Reader) client.Reader {
-				return hangingList{Reader: reader, hangs: &storagev1.StorageClassList{}}
-			},
-			wantMessage: "volumes not evaluated: listing StorageClasses of the cluster: context deadline exceeded",
-		},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, failure := range readFailures(&corev1.PersistentVolumeList{}) {
+		t.Run(failure.name, func(t *testing.T) {
 			g := NewWithT(t)
 			group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
 			f := newFixture(t, []*fakeGroup{group},
 				st.Pod("db-0", "1", "1Gi", st.OwnedBy("db"), st.WithClaims("data-db-0")),
 				st.Pod("web", "1", "1Gi", st.OwnedBy("web")),
 			)
-			engine, err := autoscaler.New(autoscaler.Options{
-				ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-				Cluster:            tt.cluster(f.cluster),
-				StorageReadTimeout: 100 * time.Millisecond,
-				Clientset:          f.clientset, Recorder: f.recorder, Clock: f.clock,
-			})
-			g.Expect(err).NotTo(HaveOccurred())
+			engine := f.engineReading(t, failure.cluster(f.cluster))
 
 			status := engine.RunOnce(context.Background(), f.clock.Now())
 
 			g.Expect(status.Err).NotTo(HaveOccurred(), "the loop goes on without the storage objects")
 			g.Expect(group.increases).To(Equal([]int{1}), "one node for the pod without claims")
-			g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring(tt.wantMessage))))
+			g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring("volumes not evaluated: listing PersistentVolumes of the cluster: "+failure.err))))
 			g.Expect(f.podEvents()).To(ContainElement(And(
 				ContainSubstring("NotTriggerScaleUp"), ContainSubstring("volumes not evaluated"))))
 		})
@@ -122,6 +92,33 @@ func TestMissingClaimIsNamedInNotTriggerScaleUp(t *testing.T) {
 
 	g.Expect(group.increases).To(BeEmpty())
 	g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(HaveField("Reason", ContainSubstring(`persistentvolumeclaim "data-db-0" not found`))))
+}
+
+// readFailure is a way the lists of one kind go wrong.
+type readFailure struct {
+	name string
+	// cluster wraps the fixture's reader.
+	cluster func(client.Reader) client.Reader
+	// err is what the lists return.
+	err string
+}
+
+// readFailures are the ways lists like list go wrong: they fail, as an
+// RBAC denial does, or they hang until the read's context ends, as a
+// cache's do when RBAC keeps their informer from syncing.
+func readFailures(list client.ObjectList) []readFailure {
+	return []readFailure{
+		{
+			name:    "a list that fails, as an RBAC denial does",
+			cluster: func(reader client.Reader) client.Reader { return failingList{Reader: reader, fails: list} },
+			err:     "forbidden",
+		},
+		{
+			name:    "a list that hangs, as a cache's does",
+			cluster: func(reader client.Reader) client.Reader { return hangingList{Reader: reader, hangs: list} },
+			err:     "context deadline exceeded",
+		},
+	}
 }
 
 // failingList is a cluster whose lists of one kind fail as an RBAC denial

@@ -533,7 +533,7 @@ func (a *Actuator) podsToEvict(ctx context.Context, nodeName string) ([]*corev1.
 	for i := range list.Items {
 		pod := &list.Items[i]
 		// The field selector is checked again: not every client honours it.
-		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || isDaemonSetPod(compact) || isMirrorPod(compact) || compact.Finished() {
+		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || compact.IsDaemonSetPod() || isMirrorPod(compact) || compact.Finished() {
 			continue
 		}
 		pods = append(pods, pod)

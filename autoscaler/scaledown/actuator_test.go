@@ -228,7 +228,7 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	g := NewWithT(t)
 	n := node("n")
 	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"), pod("web-1", "100m", "n"), pod("agent", "100m", "n", daemonSetPod),
-		pod("low", "100m", "n", st.WithPriority(-100)), pod("elsewhere", "100m", "other"))
+		pod("custom-agent", "100m", "n", st.CustomDaemonSetPod("agent")), pod("low", "100m", "n", st.WithPriority(-100)), pod("elsewhere", "100m", "other"))
 	group := newGroup("ng", n, node("other"))
 
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})

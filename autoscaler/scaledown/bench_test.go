@@ -27,7 +27,7 @@ const (
 // underutilizedCluster has nodes 16-core nodes in nodeGroups node groups,
 // each with a DaemonSet pod; four in five run 34 pods of 300m, one in five
 // 9 pods of 200m, 30 pods per node on average, all owned by ReplicaSets of
-// 50 pods.
+// 50 pods, which exist.
 func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 	in := snapshot.Input{}
 	groups := make([]*st.NodeGroup, nodeGroups)
@@ -57,6 +57,7 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 			addPods(node.Name, busyPods, "300m", "1Gi")
 		}
 	}
+	in.Controllers = st.Controllers(in.Pods...)
 	return in
 }
 

@@ -1,6 +1,7 @@
 package scaledown_test
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,27 +42,22 @@ func newGroup(name string, nodes ...*corev1.Node) *testGroup {
 }
 
 // cluster is the input of a planning test: every node not named in
-// outside belongs to the group "ng".
+// outside belongs to the group "ng", and the controllers the pods name
+// exist, but those named in gone.
 type cluster struct {
 	nodes []*corev1.Node
 	pods  []*corev1.Pod
-	// cachedPods are pods as the controller's cache keeps them.
-	cachedPods []*snapshot.Pod
-	pdbs       []*policyv1.PodDisruptionBudget
-	claims     []*corev1.PersistentVolumeClaim
-	volumes    []*corev1.PersistentVolume
-	outside    []string
-}
-
-// cached returns the cluster with its pods as the controller's cache
-// keeps them: through trim.
-func (c cluster) cached() cluster {
-	transformer := trim.NewTransformer()
-	for _, pod := range c.pods {
-		c.cachedPods = append(c.cachedPods, transformer.Pod(pod))
-	}
-	c.pods = nil
-	return c
+	// cached passes the pods through the controller's cache, which keeps
+	// them as trim makes them.
+	cached  bool
+	pdbs    []*policyv1.PodDisruptionBudget
+	claims  []*corev1.PersistentVolumeClaim
+	volumes []*corev1.PersistentVolume
+	outside []string
+	// gone are the names of the pods' controllers that no longer exist;
+	// controllersError, when set, is why none could be read.
+	gone             []string
+	controllersError error
 }
 
 func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
@@ -75,11 +71,24 @@ func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
 	if configure != nil {
 		configure(group)
 	}
-	return snapshot.New(snapshot.Input{
-		Nodes: c.nodes, Pods: c.pods, CachedPods: c.cachedPods, PodDisruptionBudgets: c.pdbs,
+	in := snapshot.Input{
+		Nodes: c.nodes, PodDisruptionBudgets: c.pdbs,
 		PersistentVolumeClaims: c.claims, PersistentVolumes: c.volumes,
-		NodeGroups: []nodegroups.NodeGroup{group},
-	})
+		Controllers: slices.DeleteFunc(st.Controllers(c.pods...), func(controller *metav1.PartialObjectMetadata) bool {
+			return contains(c.gone, controller.Name)
+		}),
+		ControllersError: c.controllersError,
+		NodeGroups:       []nodegroups.NodeGroup{group},
+	}
+	if c.cached {
+		transformer := trim.NewTransformer()
+		for _, pod := range c.pods {
+			in.CachedPods = append(in.CachedPods, transformer.Pod(pod))
+		}
+	} else {
+		in.Pods = c.pods
+	}
+	return snapshot.New(in)
 }
 
 func contains(names []string, name string) bool {

@@ -71,18 +71,6 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
 		{
-			name:        "a pod without a controller blocks",
-			cluster:     busyAndIdle(withoutController),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "pod default/idle-0: NotReplicated",
-		},
-		{
-			name:      "safe-to-evict=true lifts the controller rule",
-			cluster:   busyAndIdle(withoutController, withPodAnnotation(scaledown.SafeToEvictAnnotation, "true")),
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
 			name:        "safe-to-evict=false blocks",
 			cluster:     busyAndIdle(withPodAnnotation(scaledown.SafeToEvictAnnotation, "false")),
 			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
@@ -151,31 +139,6 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			name:      "with skipNodesWithSystemPods off, a kube-system pod without a PDB moves",
 			cluster:   busyAndIdle(inKubeSystem),
 			opts:      func(o *scaledown.Options) { o.SkipNodesWithSystemPods = false },
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name:        "a pod of a custom controller blocks",
-			cluster:     busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "NotReplicated: pod is controlled by Rollout app",
-		},
-		{
-			name:        "a custom controller is not taken for a built-in one of the same kind",
-			cluster:     busyAndIdle(controlledBy("example.com/v1", "ReplicaSet")),
-			wantKept:    map[string]scaledown.Reason{"busy": busyKept, "idle": scaledown.ReasonBlockedByPod},
-			wantMessage: "NotReplicated",
-		},
-		{
-			name:      "a pod of a StatefulSet moves",
-			cluster:   busyAndIdle(controlledBy("apps/v1", "StatefulSet")),
-			wantDrain: []string{"idle"},
-			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
-		},
-		{
-			name:      "with skipNodesWithCustomControllerPods off, a pod of a custom controller moves",
-			cluster:   busyAndIdle(controlledBy("argoproj.io/v1alpha1", "Rollout")),
-			opts:      func(o *scaledown.Options) { o.SkipNodesWithCustomControllerPods = false },
 			wantDrain: []string{"idle"},
 			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
 		},
@@ -421,9 +384,7 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 				clk := clocktesting.NewFakeClock(st.Now)
 				planner := scaledown.NewPlanner(clk)
 				c := tt.cluster
-				if cached {
-					c = c.cached()
-				}
+				c.cached = cached
 				snap := c.snapshot(tt.group)
 				before := len(snap.NodeInfos())
 

@@ -2,8 +2,11 @@ package scaledown
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,18 +45,13 @@ const (
 
 func roleOf(pod *snapshot.Pod, priorityCutoff int32) podRole {
 	switch {
-	case isDaemonSetPod(pod) || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
+	case pod.IsDaemonSetPod() || isMirrorPod(pod) || pod.DeletionTimestamp != nil:
 		return podStays
 	case pod.Spec.Priority != nil && *pod.Spec.Priority < priorityCutoff:
 		return podExpendable
 	default:
 		return podMovable
 	}
-}
-
-func isDaemonSetPod(pod *snapshot.Pod) bool {
-	owner := pod.Controller()
-	return owner != nil && owner.Kind == "DaemonSet"
 }
 
 func isMirrorPod(pod *snapshot.Pod) bool {
@@ -63,20 +61,16 @@ func isMirrorPod(pod *snapshot.Pod) bool {
 
 // blockingReason applies the rules that do not depend on other pods, as
 // opts turn them on: it returns why the pod must not be evicted, or ""
-// when it may be.
-func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
+// when it may be. snap tells which controllers exist.
+func blockingReason(pod *snapshot.Pod, snap *snapshot.Snapshot, pdbs *pdbTracker, opts Options) (BlockingReason, string) {
 	switch pod.Annotations[SafeToEvictAnnotation] {
 	case "false":
 		return BlockingNotSafeToEvictAnnotation, fmt.Sprintf("pod is annotated %s=false", SafeToEvictAnnotation)
 	case "true":
 		return "", ""
 	}
-	controller := pod.Controller()
-	if controller == nil {
-		return BlockingNotReplicated, "pod has no controller to recreate it"
-	}
-	if opts.SkipNodesWithCustomControllerPods && !builtInControllers.Has(controllerKind(controller)) {
-		return BlockingNotReplicated, fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
+	if message := notReplicated(pod, snap, opts.SkipNodesWithCustomControllerPods); message != "" {
+		return BlockingNotReplicated, message
 	}
 	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !pdbs.covers(pod) {
 		return BlockingUnmovableKubeSystemPod, "kube-system pod has no PodDisruptionBudget"
@@ -87,17 +81,45 @@ func blockingReason(pod *snapshot.Pod, pdbs *pdbTracker, opts Options) (Blocking
 	return "", ""
 }
 
-// builtInControllers are the controllers known to recreate the pods they
-// lose, as upstream counts them; DaemonSet pods never move at all.
-var builtInControllers = sets.New(
-	schema.GroupKind{Kind: "ReplicationController"},
-	schema.GroupKind{Group: "apps", Kind: "ReplicaSet"},
-	schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
-	schema.GroupKind{Group: "batch", Kind: "Job"},
-)
+// notReplicated says why no controller would recreate the pod once it is
+// evicted, or "" when one would. A built-in controller does while it
+// exists; a controller of another kind is trusted to, as upstream does,
+// unless skipCustom.
+func notReplicated(pod *snapshot.Pod, snap *snapshot.Snapshot, skipCustom bool) string {
+	controller := pod.Controller()
+	switch {
+	case controller == nil:
+		return "pod has no controller to recreate it"
+	case !builtIn(controller):
+		if skipCustom {
+			return fmt.Sprintf("pod is controlled by %s %s, not a built-in workload controller", controller.Kind, controller.Name)
+		}
+		return ""
+	}
+	switch exists, err := snap.ControllerExists(controller.UID); {
+	case err != nil:
+		return fmt.Sprintf("cannot tell whether the pod's %s %s still exists: %v", controller.Kind, controller.Name, err)
+	case !exists:
+		return fmt.Sprintf("the pod's %s %s no longer exists to recreate it", controller.Kind, controller.Name)
+	}
+	return ""
+}
 
-func controllerKind(owner *metav1.OwnerReference) schema.GroupKind {
-	return schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind()
+// ReplicatingControllers are the built-in controllers known to recreate
+// the pods they lose, as upstream counts them, as long as they exist: the
+// engine reads their metadata (snapshot.Input.Controllers). DaemonSet pods
+// never move at all.
+var ReplicatingControllers = []schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("ReplicationController"),
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+	appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+	batchv1.SchemeGroupVersion.WithKind("Job"),
+}
+
+// builtIn tells whether the owner is of a kind of ReplicatingControllers.
+func builtIn(owner *metav1.OwnerReference) bool {
+	kind := schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind()
+	return slices.ContainsFunc(ReplicatingControllers, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == kind })
 }
 
 // unsafeLocalVolumes are the pod's emptyDir (not in memory) and hostPath

@@ -49,10 +49,12 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	}
 	p.removeDeleting(ctx, sched, progress, state)
 
+	logger := klog.FromContext(ctx)
 	var unneeded []*unneededNode
 	for _, c := range candidates {
 		empty, kept := p.tryRemove(sched, c, state)
 		if kept != nil {
+			logger.V(4).Info("Node cannot be removed", "node", klog.KObj(c.nodeInfo.Node()), "reason", kept.Reason, "message", kept.Message)
 			plan.Kept[c.nodeInfo.Name()] = *kept
 			continue
 		}
@@ -113,7 +115,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 			continue
 		}
 		empty = false
-		if reason, message := blockingReason(pod, state.pdbs, p.opts); reason != "" {
+		if reason, message := blockingReason(pod, sched.Snapshot(), state.pdbs, p.opts); reason != "" {
 			return false, blockedByPod(klog.KRef(pod.Namespace, pod.Name), reason, message)
 		}
 		movable = append(movable, withoutNodeName(pod))

@@ -156,6 +156,8 @@ func TestNodeUtilization(t *testing.T) {
 			pods: []*corev1.Pod{pod("ds", "1", "n", daemonSetPod), pod("static", "1", "n", mirrorPod)}, want: 0.5},
 		{name: "DaemonSet pods can be ignored", node: node("n"), opts: func(o *scaledown.Options) { o.IgnoreDaemonSetsUtilization = true },
 			pods: []*corev1.Pod{pod("ds", "1", "n", daemonSetPod), pod("static", "1", "n", mirrorPod)}, want: 0.25},
+		{name: "pods annotated daemonset-pod=true are ignored as DaemonSet pods", node: node("n"), opts: func(o *scaledown.Options) { o.IgnoreDaemonSetsUtilization = true },
+			pods: []*corev1.Pod{pod("agent", "1", "n", st.CustomDaemonSetPod("agent")), pod("web", "1", "n")}, want: 0.25},
 		{name: "mirror pods can be ignored", node: node("n"), opts: func(o *scaledown.Options) { o.IgnoreMirrorPodsUtilization = true },
 			pods: []*corev1.Pod{pod("ds", "1", "n", daemonSetPod), pod("static", "2", "n", mirrorPod)}, want: 0.25},
 		{name: "a GPU node is judged on its GPUs alone", node: gpuNode,

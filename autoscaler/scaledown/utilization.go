@@ -27,7 +27,7 @@ type Utilization struct {
 func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options) Utilization {
 	requested := nodeInfo.Requested().Clone()
 	for _, pod := range nodeInfo.Pods() {
-		if (opts.IgnoreDaemonSetsUtilization && isDaemonSetPod(pod.Pod)) ||
+		if (opts.IgnoreDaemonSetsUtilization && pod.Pod.IsDaemonSetPod()) ||
 			(opts.IgnoreMirrorPodsUtilization && isMirrorPod(pod.Pod)) {
 			requested.Sub(pod.Requests)
 		}

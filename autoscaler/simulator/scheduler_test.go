@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -138,8 +139,12 @@ func TestSchedulePods(t *testing.T) {
 }
 
 func podNamesOn(snap *snapshot.Snapshot, node string) []string {
+	return podNames(snap.NodeInfo(node))
+}
+
+func podNames(nodeInfo *snapshot.NodeInfo) []string {
 	var names []string
-	for _, pod := range snap.NodeInfo(node).Pods() {
+	for _, pod := range nodeInfo.Pods() {
 		names = append(names, pod.Pod.Name)
 	}
 	return names
@@ -267,8 +272,19 @@ func TestSetTemplates(t *testing.T) {
 	fromZero := &st.NodeGroup{Name: "from-zero", Max: 5, Template: st.Node("t", "16", "64Gi", dedicated,
 		st.WithTaint(nodefacts.StatusTaintPrefix+"gpu-health", "", corev1.TaintEffectNoSchedule))}
 	noTemplate := &st.NodeGroup{Name: "no-template", Max: 5}
+	onStarting := st.OnNode("starting")
+	terminating := func(pod *corev1.Pod) { pod.DeletionTimestamp = &metav1.Time{Time: st.Now} }
+	daemonSetPod := func(pod *corev1.Pod) {
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "gone", UID: "uid-ds-gone", Controller: ptr.To(true)}}
+	}
 	snap := snapshot.New(snapshot.Input{
-		Nodes:      []*corev1.Node{deleting, starting},
+		Nodes: []*corev1.Node{deleting, starting},
+		Pods: []*corev1.Pod{
+			st.Pod("custom-agent", "200m", "", st.CustomDaemonSetPod("agent"), onStarting),
+			st.Pod("custom-agent-old", "200m", "", st.CustomDaemonSetPod("agent"), onStarting, terminating),
+			st.Pod("deleted-daemonset-agent", "300m", "", daemonSetPod, onStarting),
+			st.Pod("web", "1", "", st.OwnedBy("web"), onStarting),
+		},
 		NodeGroups: []nodegroups.NodeGroup{withMembers, fromZero, noTemplate},
 	})
 
@@ -282,6 +298,8 @@ func TestSetTemplates(t *testing.T) {
 	g.Expect(fromMember.Status.Allocatable.Cpu().String()).To(Equal("4"), "the member being deleted is skipped")
 	g.Expect(fromMember.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}),
 		"startup and condition taints are dropped")
+	g.Expect(podNames(snap.Template("with-members"))).To(ConsistOf("custom-agent"),
+		"a new node runs the pods of the member's custom DaemonSets; DaemonSet pods come from DaemonSets, none here")
 	fromGroup := snap.Template("from-zero").Node()
 	g.Expect(fromGroup.Status.Allocatable.Cpu().String()).To(Equal("16"))
 	g.Expect(fromGroup.Spec.Taints).To(Equal([]corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}),

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -20,8 +21,9 @@ import (
 // it there (snapshot.SetTemplate): from a member of the group that shows
 // what a new node would be when it has one, else from the group's own
 // TemplateNode, turned into a template by rules, plus the pods of the
-// DaemonSets that would run on it. Groups that have a template keep it.
-// Groups without one are returned with why; they cannot scale up.
+// DaemonSets that would run on it and, from a member, those of the
+// DaemonSet controllers of other kinds. Groups that have a template keep
+// it. Groups without one are returned with why; they cannot scale up.
 func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.Rules) map[string]error {
 	logger := klog.FromContext(ctx)
 	failed := map[string]error{}
@@ -31,8 +33,9 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 		}
 		var example *corev1.Node
 		var limits snapshot.AttachLimits
+		var customDaemons []*snapshot.PodInfo
 		if member := templateMember(snap, group); member != nil {
-			example, limits = member.Node(), member.AttachLimits()
+			example, limits, customDaemons = member.Node(), member.AttachLimits(), customDaemonSetPods(member)
 		} else {
 			var err error
 			if example, err = group.TemplateNode(ctx); err != nil {
@@ -45,7 +48,7 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 			}
 		}
 		node := rules.TemplateNode(example, group.ID())
-		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets()).WithAttachLimits(limits))
+		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets(), customDaemons...).WithAttachLimits(limits))
 		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable, "attachLimits", limits)
 	}
 	return failed
@@ -76,15 +79,39 @@ func templateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *snapsh
 	return nil
 }
 
+// customDaemonSetPods are the pods the member runs for DaemonSet
+// controllers of other kinds (snapshot.Pod.IsDaemonSetPod): a new node
+// runs them too, and no object of theirs that the engine reads says so.
+// The pods of DaemonSets come from the DaemonSets themselves.
+func customDaemonSetPods(member *snapshot.NodeInfo) []*snapshot.PodInfo {
+	var pods []*snapshot.PodInfo
+	for _, pod := range member.Pods() {
+		if pod.Pod.IsDaemonSetPod() && !controlledByADaemonSet(pod.Pod) && pod.Pod.DeletionTimestamp == nil {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}
+
+// controlledByADaemonSet tells whether the pod's controller is one of the
+// DaemonSets the snapshot holds.
+func controlledByADaemonSet(pod *snapshot.Pod) bool {
+	owner := pod.Controller()
+	if owner == nil {
+		return false
+	}
+	return schema.FromAPIVersionAndKind(owner.APIVersion, owner.Kind).GroupKind() == schema.GroupKind{Group: appsv1.GroupName, Kind: "DaemonSet"}
+}
+
 // TemplateNodeInfo returns node with the pods of the DaemonSets that would
-// run on it.
-func TemplateNodeInfo(ctx context.Context, node *corev1.Node, daemonSets []*appsv1.DaemonSet) *snapshot.NodeInfo {
+// run on it, and others.
+func TemplateNodeInfo(ctx context.Context, node *corev1.Node, daemonSets []*appsv1.DaemonSet, others ...*snapshot.PodInfo) *snapshot.NodeInfo {
 	pods := DaemonSetPods(ctx, node, daemonSets)
-	infos := make([]*snapshot.PodInfo, 0, len(pods))
+	infos := make([]*snapshot.PodInfo, 0, len(pods)+len(others))
 	for _, pod := range pods {
 		infos = append(infos, snapshot.NewPodInfo(pod))
 	}
-	return snapshot.NewNodeInfo(node, infos...)
+	return snapshot.NewNodeInfo(node, append(infos, others...)...)
 }
 
 // DaemonSetPods returns the pods the DaemonSet controller would create for

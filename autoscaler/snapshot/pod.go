@@ -8,6 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// DaemonSetPodAnnotation "true" makes a pod a DaemonSet pod whatever its
+// controller, as the upstream cluster-autoscaler reads it: the pods of
+// DaemonSet controllers of other kinds (OpenKruise's Advanced DaemonSet,
+// for one) belong to their node as those of a DaemonSet do.
+const DaemonSetPodAnnotation = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+
 // Pod is what the engine reads of a pod, without the rest of a
 // corev1.Pod: a corev1.Pod is 1.2 KiB before any of its contents, and a
 // cluster has tens of pods per node, so a cache of Pods costs a sixth of
@@ -98,6 +104,16 @@ func (p *Pod) Controller() *metav1.OwnerReference {
 		}
 	}
 	return nil
+}
+
+// IsDaemonSetPod tells whether the pod runs on its node as a daemon: its
+// controller is a DaemonSet, of any API group, or the pod is annotated
+// DaemonSetPodAnnotation "true".
+func (p *Pod) IsDaemonSetPod() bool {
+	if owner := p.Controller(); owner != nil && owner.Kind == "DaemonSet" {
+		return true
+	}
+	return p.Annotations[DaemonSetPodAnnotation] == "true"
 }
 
 // Finished tells whether the pod has succeeded or failed: it holds no

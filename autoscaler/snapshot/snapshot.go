@@ -1,6 +1,7 @@
 // Package snapshot holds the state of one cluster that the engine simulates
 // on: nodes with the pods on them, pending pods, node groups with their
-// template nodes, DaemonSets and PodDisruptionBudgets.
+// template nodes, DaemonSets, PodDisruptionBudgets and which controllers
+// of pods exist.
 //
 // Simulations change a Snapshot inside a fork and throw the changes away:
 //
@@ -23,7 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
@@ -55,6 +59,12 @@ type Input struct {
 	StorageClasses         []*storagev1.StorageClass
 	CSINodes               []*storagev1.CSINode
 	StorageError           error
+	// Controllers are the controllers whose pods scale-down may evict,
+	// read as metadata: a pod whose controller is gone is not recreated
+	// elsewhere. ControllersError, when set, is why they could not be
+	// read: no such controller can be told to exist.
+	Controllers      []*metav1.PartialObjectMetadata
+	ControllersError error
 	// NodeGroups are the autoscaled node groups; nodes are mapped to them
 	// through their instances' node names.
 	NodeGroups []nodegroups.NodeGroup
@@ -76,6 +86,8 @@ type Snapshot struct {
 	pdbs            []*policyv1.PodDisruptionBudget
 	namespaceLabels map[string]labels.Set
 	storage         *Storage
+	controllers     sets.Set[types.UID]
+	controllersErr  error
 
 	groups      []nodegroups.NodeGroup
 	groupByNode map[string]nodegroups.NodeGroup
@@ -92,6 +104,8 @@ func New(in Input) *Snapshot {
 		pdbs:            in.PodDisruptionBudgets,
 		namespaceLabels: make(map[string]labels.Set, len(in.Namespaces)),
 		storage:         newStorage(&in),
+		controllers:     make(sets.Set[types.UID], len(in.Controllers)),
+		controllersErr:  in.ControllersError,
 		groups:          in.NodeGroups,
 		groupByNode:     map[string]nodegroups.NodeGroup{},
 		groupNodes:      map[string][]string{},
@@ -130,6 +144,9 @@ func New(in Input) *Snapshot {
 		default:
 			s.place(base, parser, pod)
 		}
+	}
+	for _, controller := range in.Controllers {
+		s.controllers.Insert(controller.UID)
 	}
 	for _, namespace := range in.Namespaces {
 		s.namespaceLabels[namespace.Name] = labels.Set(namespace.Labels)
@@ -321,6 +338,16 @@ func (s *Snapshot) PodDisruptionBudgets() []*policyv1.PodDisruptionBudget { retu
 
 // Storage is what the snapshot knows of the cluster's volumes.
 func (s *Snapshot) Storage() *Storage { return s.storage }
+
+// ControllerExists tells whether the input's controllers hold one with
+// the given UID, which an owner reference names; the error is why they
+// could not be read.
+func (s *Snapshot) ControllerExists(uid types.UID) (bool, error) {
+	if s.controllersErr != nil {
+		return false, s.controllersErr
+	}
+	return s.controllers.Has(uid), nil
+}
 
 // NamespaceLabels returns the labels of a namespace, nil when unknown.
 func (s *Snapshot) NamespaceLabels(namespace string) labels.Set { return s.namespaceLabels[namespace] }

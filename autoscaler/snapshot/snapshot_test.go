@@ -1,11 +1,13 @@
 package snapshot_test
 
 import (
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -190,6 +192,24 @@ func TestForkNeverChangesTheParentsNodeInfo(t *testing.T) {
 	g.Expect(before.Requested().MilliCPU).To(Equal(int64(1000)), "the parent's copy must stay untouched")
 	snap.Revert()
 	g.Expect(snap.NodeInfo("a").Requested().MilliCPU).To(Equal(int64(1000)))
+}
+
+func TestControllerExists(t *testing.T) {
+	g := NewWithT(t)
+	replicaSet := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-rs-web"}}
+	snap := snapshot.New(snapshot.Input{Controllers: []*metav1.PartialObjectMetadata{replicaSet}})
+
+	exists, err := snap.ControllerExists("uid-rs-web")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(exists).To(BeTrue())
+	exists, err = snap.ControllerExists("uid-rs-web-recreated")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(exists).To(BeFalse(), "a controller of the same name made anew is another one")
+
+	unread := errors.New("listing ReplicaSets of the cluster: forbidden")
+	snap = snapshot.New(snapshot.Input{Controllers: []*metav1.PartialObjectMetadata{replicaSet}, ControllersError: unread})
+	_, err = snap.ControllerExists("uid-rs-web")
+	g.Expect(err).To(MatchError(unread), "no controller can be told to exist when they could not all be read")
 }
 
 func TestErrors(t *testing.T) {

@@ -1,11 +1,12 @@
 // Package trim turns the Pods a cache receives into the compact
-// snapshot.Pods the engine reads, and trims the Nodes. A workload cluster
-// has tens of pods per node and the cache holds every one of them, so the
-// cached pod is the bulk of the autoscaler's memory: a snapshot.Pod keeps
-// the fields the engine reads, not the 1.2 KiB struct of a corev1.Pod;
-// its spec keeps what scheduling reads, not images, commands, environment,
-// probes or volume mounts; and the pods of one workload share their common
-// parts (labels, owner, spec, conditions) between them.
+// snapshot.Pods the engine reads, and trims the Nodes and the metadata of
+// controllers. A workload cluster has tens of pods per node and the cache
+// holds every one of them, so the cached pod is the bulk of the
+// autoscaler's memory: a snapshot.Pod keeps the fields the engine reads,
+// not the 1.2 KiB struct of a corev1.Pod; its spec keeps what scheduling
+// reads, not images, commands, environment, probes or volume mounts; and
+// the pods of one workload share their common parts (labels, owner, spec,
+// conditions) between them.
 //
 // Objects returned by a Transformer share memory with each other: they
 // must be read only, as objects read from a cache always are.
@@ -17,6 +18,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -29,6 +31,7 @@ var PodAnnotations = []string{
 	corev1.MirrorPodAnnotationKey,
 	scaledown.SafeToEvictAnnotation,
 	scaledown.SafeToEvictLocalVolumesAnnotation,
+	snapshot.DaemonSetPodAnnotation,
 }
 
 // maxOwners bounds the pods remembered for sharing; when it is reached the
@@ -50,17 +53,20 @@ func NewTransformer() *Transformer {
 	return &Transformer{last: map[types.UID]*snapshot.Pod{}}
 }
 
-// Transform returns a *snapshot.Pod for a *corev1.Pod and trims a
-// *corev1.Node in place; it returns other objects unchanged. It has the
-// signature of a cache transform function; a cache of Pods transformed
-// this way holds snapshot.Pods, which only the informer's store and
-// handlers can read (client.Reader cannot).
+// Transform returns a *snapshot.Pod for a *corev1.Pod, and trims a
+// *corev1.Node and a *metav1.PartialObjectMetadata in place; it returns
+// other objects unchanged. It has the signature of a cache transform
+// function; a cache of Pods transformed this way holds snapshot.Pods,
+// which only the informer's store and handlers can read (client.Reader
+// cannot).
 func (t *Transformer) Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		return t.Pod(o), nil
 	case *corev1.Node:
 		Node(o)
+	case *metav1.PartialObjectMetadata:
+		Metadata(o)
 	}
 	return obj, nil
 }
@@ -130,6 +136,14 @@ func reuse[T any](field *T, previous T) {
 func Node(node *corev1.Node) {
 	node.ManagedFields = nil
 	node.Status.Images = nil
+}
+
+// Metadata keeps of an object read as metadata what names it: the engine
+// reads controllers this way only to know which exist, and a cluster may
+// have tens of thousands of ReplicaSets (ten old ones per Deployment by
+// default), whose labels and annotations it never reads.
+func Metadata(obj *metav1.PartialObjectMetadata) {
+	obj.ObjectMeta = metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, ResourceVersion: obj.ResourceVersion}
 }
 
 // engineAnnotations are the annotations among PodAnnotations, or nil.

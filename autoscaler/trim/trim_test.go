@@ -259,7 +259,7 @@ func TestPodsOfOneWorkloadShareTheirCommonParts(t *testing.T) {
 	g.Expect(fmt.Sprintf("%p", co.Labels)).NotTo(Equal(fmt.Sprintf("%p", ca.Labels)))
 }
 
-func TestTransformConvertsPodsAndTrimsNodes(t *testing.T) {
+func TestTransformConvertsPodsAndTrimsNodesAndControllers(t *testing.T) {
 	g := NewWithT(t)
 	transformer := trim.NewTransformer()
 
@@ -282,6 +282,24 @@ func TestTransformConvertsPodsAndTrimsNodes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(BeAssignableToTypeOf(&snapshot.Pod{}))
 	g.Expect(out.(*snapshot.Pod).Spec.Containers[0].Image).To(BeEmpty())
+
+	replicaSet := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shop", Name: "web-7d9f", UID: "rs-uid", ResourceVersion: "7",
+			Labels:          map[string]string{"app": "web", "pod-template-hash": "7d9f"},
+			Annotations:     map[string]string{"deployment.kubernetes.io/revision": "3"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "deploy-uid", Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}},
+		},
+	}
+	out, err = transformer.Transform(replicaSet)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(BeIdenticalTo(replicaSet))
+	g.Expect(replicaSet).To(Equal(&metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f", UID: "rs-uid", ResourceVersion: "7"},
+	}), "a controller's metadata is kept only to tell that it exists")
 
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"team": "a"}}}
 	out, err = transformer.Transform(namespace)

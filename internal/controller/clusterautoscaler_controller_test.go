@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -204,6 +205,35 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(pods).NotTo(ContainElement(HaveField("Name", finished.Name)))
 			g.Expect(pods).To(ContainElement(HaveField("Name", pod.Name)))
+		}, waitTimeout).Should(Succeed())
+	})
+
+	It("reads the workload cluster's controllers as metadata, trimmed to their names", func() {
+		labels := map[string]string{"app": "cached-controller"}
+		replicaSet := &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: reachable.Namespace, Name: "cached", Labels: labels,
+				Annotations: map[string]string{"deployment.kubernetes.io/revision": "1"}},
+			Spec: appsv1.ReplicaSetSpec{
+				Replicas: ptr.To[int32](0),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example.com/app:v1"}}},
+				},
+			},
+		}
+		Expect(k8sClient.Create(ctx, replicaSet)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, replicaSet))).To(Succeed()) })
+
+		Eventually(func(g Gomega) {
+			engine := reconciler.engines.get(reachableCA)
+			g.Expect(engine).NotTo(BeNil())
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSetList"))
+			g.Expect(engine.workload.List(ctx, list, client.InNamespace(reachable.Namespace))).To(Succeed())
+			g.Expect(list.Items).To(ConsistOf(HaveField("ObjectMeta", Equal(metav1.ObjectMeta{
+				Namespace: replicaSet.Namespace, Name: replicaSet.Name, UID: replicaSet.UID, ResourceVersion: replicaSet.ResourceVersion,
+			}))), "the cache keeps what names the ReplicaSet, not its labels or annotations")
 		}, waitTimeout).Should(Succeed())
 	})
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -17,30 +18,39 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
 )
 
 // WorkloadCacheOptions are the options of the caches the ClusterCache keeps
 // per workload cluster. The engine only reads Nodes, Pods, DaemonSets,
-// PodDisruptionBudgets, Namespaces and the storage objects of volumes
-// (claims, persistent volumes, storage classes, CSINodes), and informers
-// start on first read, so nothing else is cached. Managed fields are dropped from every object;
-// Nodes are trimmed to what the engine reads. Pods, the bulk of the cache,
+// PodDisruptionBudgets, Namespaces, the storage objects of volumes
+// (claims, persistent volumes, storage classes, CSINodes) and the metadata
+// of the controllers of scaledown.ReplicatingControllers, and informers
+// start on first read, so nothing else is cached. Managed fields are
+// dropped from every object; Nodes are trimmed to what the engine reads,
+// the controllers to their names and UIDs. Pods, the bulk of the cache,
 // are kept as snapshot.Pods (see trim), which only the pod informer's store
 // and handlers can read: client.Reader cannot Get or List them. Pods that
 // have finished (completed Jobs) hold no resources and are not cached.
 func WorkloadCacheOptions() clustercache.CacheOptions {
 	transformer := trim.NewTransformer()
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {
+			Field:     unfinishedPods,
+			Transform: transformer.Transform,
+		},
+		&corev1.Node{}: {Transform: transformer.Transform},
+	}
+	for _, kind := range scaledown.ReplicatingControllers {
+		controller := &metav1.PartialObjectMetadata{}
+		controller.SetGroupVersionKind(kind)
+		byObject[controller] = cache.ByObject{Transform: transformer.Transform}
+	}
 	return clustercache.CacheOptions{
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {
-				Field:     unfinishedPods,
-				Transform: transformer.Transform,
-			},
-			&corev1.Node{}: {Transform: transformer.Transform},
-		},
+		ByObject:         byObject,
 	}
 }
 

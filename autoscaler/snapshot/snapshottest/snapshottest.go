@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // NodeOption changes a node built by Node.
@@ -127,6 +128,41 @@ func OwnedBy(replicaSet string) PodOption {
 			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: replicaSet,
 			UID: types.UID("uid-rs-" + replicaSet), Controller: ptr.To(true),
 		}}
+	}
+}
+
+// Controllers returns the metadata of the controllers the pods name, once
+// each, as the engine reads them from a cluster where they exist.
+func Controllers(pods ...*corev1.Pod) []*metav1.PartialObjectMetadata {
+	var controllers []*metav1.PartialObjectMetadata
+	seen := map[types.UID]bool{}
+	for _, pod := range pods {
+		owner := metav1.GetControllerOf(pod)
+		if owner == nil || seen[owner.UID] {
+			continue
+		}
+		seen[owner.UID] = true
+		controllers = append(controllers, &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: owner.APIVersion, Kind: owner.Kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID},
+		})
+	}
+	return controllers
+}
+
+// CustomDaemonSetPod makes the pod a daemon of a NodeAgent (example.com/v1)
+// with the given name: a DaemonSet controller other than the DaemonSet,
+// which annotates its pods snapshot.DaemonSetPodAnnotation "true".
+func CustomDaemonSetPod(nodeAgent string) PodOption {
+	return func(pod *corev1.Pod) {
+		pod.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "example.com/v1", Kind: "NodeAgent", Name: nodeAgent,
+			UID: types.UID("uid-nodeagent-" + nodeAgent), Controller: ptr.To(true),
+		}}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[snapshot.DaemonSetPodAnnotation] = "true"
 	}
 }
 
