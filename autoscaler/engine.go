@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -85,6 +86,17 @@ type PodLister interface {
 // NodeGroupEventRecorder records an event on the object behind a node group.
 type NodeGroupEventRecorder interface {
 	Event(groupID, eventType, reason, message string)
+}
+
+// PanicError is what Run returns when a loop panicked. The engine is done
+// for: its state may be half updated, so a new one takes its place.
+type PanicError struct {
+	// Value is what the loop panicked with; its stack is in the log.
+	Value any
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("the autoscaling loop panicked: %v", e.Value)
 }
 
 // Engine autoscales one cluster. Run it with Run; Trigger asks for an early
@@ -170,11 +182,17 @@ func (e *Engine) Trigger() {
 }
 
 // Run runs loops every ScanInterval and soon after a Trigger, until ctx
-// is done.
-func (e *Engine) Run(ctx context.Context) {
+// is done; then it returns nil. A panic in a loop ends Run too, with a
+// *PanicError once it is logged with its stack and counted: a panic must
+// not end the process, which autoscales other clusters too. Either way the
+// drains in progress are given back.
+func (e *Engine) Run(ctx context.Context) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting autoscaling loop")
 	defer logger.Info("Stopped autoscaling loop")
+	// Deferred before releaseDrains, so that it runs after it and also
+	// catches a panic of the release.
+	defer e.recoverPanic(ctx, &err)
 	defer e.releaseDrains(ctx)
 
 	for {
@@ -183,15 +201,29 @@ func (e *Engine) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return
+			return nil
 		case <-timer.C():
 		case <-e.trigger:
 			timer.Stop()
 			if !e.settle(ctx) {
-				return
+				return nil
 			}
 		}
 	}
+}
+
+// recoverPanic turns a panic of Run into a *PanicError in err, logging it
+// with its stack as Kubernetes components do and counting it.
+func (e *Engine) recoverPanic(ctx context.Context, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	for _, handle := range utilruntime.PanicHandlers {
+		handle(ctx, r)
+	}
+	e.opts.Metrics.recordPanic(e.opts.ClusterName)
+	*err = &PanicError{Value: r}
 }
 
 // releaseTimeout bounds the release of the drains in progress when the

@@ -44,7 +44,9 @@ type fakeGroup struct {
 	increaseErr      error
 	// scaleDownRefusal is what CheckScaleDown and DeleteNodes return.
 	scaleDownRefusal error
-	cancelled        []string
+	// checkPanic, when set, is what CheckScaleDown panics with.
+	checkPanic any
+	cancelled  []string
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -83,6 +85,9 @@ func (g *fakeGroup) DeleteInstances(_ context.Context, instances []nodegroups.In
 }
 
 func (g *fakeGroup) CheckScaleDown(_ context.Context, removing int) error {
+	if g.checkPanic != nil {
+		panic(g.checkPanic)
+	}
 	if g.scaleDownRefusal != nil {
 		return g.scaleDownRefusal
 	}
@@ -555,7 +560,7 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go engine.Run(ctx)
+	go func() { _ = engine.Run(ctx) }()
 
 	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
 	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
