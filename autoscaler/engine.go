@@ -100,13 +100,16 @@ func (e *PanicError) Error() string {
 }
 
 // Engine autoscales one cluster. Run it with Run; Trigger asks for an early
-// loop. It is safe to call Trigger, UpdateConfig and Status concurrently
-// with Run.
+// loop. It is safe to call Trigger, UpdateConfig, Status and Stalled
+// concurrently with Run.
 type Engine struct {
 	opts    Options
 	clock   clock.WithTicker
 	trigger chan struct{}
 	loops   atomic.Uint64
+	// loopDeadline is when, in Unix nanoseconds, the next loop of Run must
+	// have finished at the latest (see Stalled).
+	loopDeadline atomic.Int64
 
 	mu     sync.Mutex
 	config Config
@@ -143,6 +146,7 @@ func New(opts Options) (*Engine, error) {
 	if err := e.configure(opts.Config); err != nil {
 		return nil, err
 	}
+	e.expectLoopWithin(opts.LoopTimeout)
 	return e, nil
 }
 
@@ -195,9 +199,14 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	defer e.recoverPanic(ctx, &err)
 	defer e.releaseDrains(ctx)
 
+	e.expectLoopWithin(e.opts.LoopTimeout)
 	for {
 		e.RunOnce(ctx, e.clock.Now())
-		timer := e.clock.NewTimer(e.currentConfig().ScanInterval)
+		config := e.currentConfig()
+		// The next loop starts within a scan interval, or a batch window
+		// after a trigger, and is cut at the loop timeout.
+		e.expectLoopWithin(config.ScanInterval + config.TriggerBatchWindow + e.opts.LoopTimeout)
+		timer := e.clock.NewTimer(config.ScanInterval)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -224,6 +233,21 @@ func (e *Engine) recoverPanic(ctx context.Context, err *error) {
 	}
 	e.opts.Metrics.recordPanic(e.opts.ClusterName)
 	*err = &PanicError{Value: r}
+}
+
+// expectLoopWithin sets the deadline of the next loop of Run from now.
+func (e *Engine) expectLoopWithin(d time.Duration) {
+	e.loopDeadline.Store(e.clock.Now().Add(d).UnixNano())
+}
+
+// Stalled says whether the loop of a running engine is overdue: it has
+// gone past the time by which a loop must have finished (a scan interval,
+// a trigger batch window and the loop timeout after the previous one; the
+// loop timeout after Run started). Loops whose reads fail or time out still
+// finish; an overdue loop is stuck where no timeout reaches it, such as a
+// deadlock or an OnStatus that blocks.
+func (e *Engine) Stalled() bool {
+	return e.clock.Now().UnixNano() > e.loopDeadline.Load()
 }
 
 // releaseTimeout bounds the release of the drains in progress when the

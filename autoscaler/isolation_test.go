@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 )
 
 func TestAPanicInALoopEndsRunWithAPanicErrorAndGivesBackTheDrains(t *testing.T) {
@@ -25,4 +27,64 @@ func TestAPanicInALoopEndsRunWithAPanicErrorAndGivesBackTheDrains(t *testing.T) 
 	g.Expect(f.podEvents()).To(ContainElement(ContainSubstring("ScaleDownCancelled")))
 	g.Expect(group.deletedNodes).To(BeEmpty())
 	g.Expect(f.metric(t, "cluster_autoscaler_engine_panics_total", "")).To(Equal(1.0))
+}
+
+// failingProvider fails every discovery, as an unreachable cluster does.
+type failingProvider struct{}
+
+func (failingProvider) NodeGroups(context.Context) (nodegroups.List, error) {
+	return nodegroups.List{}, errors.New("the workload cluster cannot be reached")
+}
+
+func TestAnEngineWhoseLoopsFinishIsNotStalledWhateverTheirOutcome(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, nil)
+	config := autoscaler.DefaultConfig()
+	config.ScanInterval = time.Hour
+	loops := make(chan autoscaler.Status, 10)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: config, NodeGroups: failingProvider{},
+		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+		OnStatus: func(s autoscaler.Status) { loops <- s },
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = engine.Run(ctx) }()
+
+	for range 3 {
+		g.Eventually(loops).Should(Receive(HaveField("Err", HaveOccurred())))
+		g.Eventually(f.clock.HasWaiters).Should(BeTrue())
+		f.clock.Step(59 * time.Minute)
+		g.Expect(engine.Stalled()).To(BeFalse(), "a loop that fails has finished; the next is due after the hour-long scan interval")
+		f.clock.Step(time.Minute)
+	}
+}
+
+func TestAnEngineWhoseLoopDoesNotFinishIsStalledUntilItDoes(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, nil)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+		// As a controller that no longer takes the statuses would.
+		OnStatus: func(autoscaler.Status) {
+			close(blocked)
+			<-release
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = engine.Run(ctx) }()
+	g.Eventually(blocked).Should(BeClosed())
+
+	f.clock.Step(autoscaler.DefaultLoopTimeout)
+	g.Expect(engine.Stalled()).To(BeFalse(), "a loop may take up to the loop timeout")
+	f.clock.Step(time.Second)
+	g.Expect(engine.Stalled()).To(BeTrue())
+
+	close(release)
+	g.Eventually(engine.Stalled).Should(BeFalse(), "the loop finished, the next one is due later")
 }
