@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +129,13 @@ func (r *engineRegistry) remove(key types.NamespacedName) *runningEngine {
 	engine := r.engines[key]
 	delete(r.engines, key)
 	return engine
+}
+
+// list returns the engines of the registry.
+func (r *engineRegistry) list() []*runningEngine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Values(r.engines))
 }
 
 // removeAll empties the registry and returns what it held.

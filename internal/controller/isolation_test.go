@@ -106,6 +106,7 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 			g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
 		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.CheckEnginesProgress(nil)).To(Succeed())
 	})
 })
 
