@@ -213,6 +213,24 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 	return f
 }
 
+// start runs an engine of the fixture's cluster with provider and config
+// until the test ends; onStatus is called after every loop.
+func (f *fixture) start(t *testing.T, provider nodegroups.Provider, config autoscaler.Config, onStatus func(autoscaler.Status)) *autoscaler.Engine {
+	t.Helper()
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: config, NodeGroups: provider,
+		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+		OnStatus: onStatus,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = engine.Run(ctx) }()
+	return engine
+}
+
 func (f *fixture) runOnce(t *testing.T) autoscaler.Status {
 	t.Helper()
 	status := f.engine.RunOnce(context.Background(), f.clock.Now())
@@ -552,15 +570,7 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
 	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
 	loops := make(chan autoscaler.Status, 10)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-		OnStatus: func(s autoscaler.Status) { loops <- s },
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = engine.Run(ctx) }()
+	engine := f.start(t, f.provider, autoscaler.DefaultConfig(), func(s autoscaler.Status) { loops <- s })
 
 	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
 	g.Eventually(f.clock.HasWaiters).Should(BeTrue())

@@ -42,15 +42,7 @@ func TestAnEngineWhoseLoopsFinishIsNotStalledWhateverTheirOutcome(t *testing.T) 
 	config := autoscaler.DefaultConfig()
 	config.ScanInterval = time.Hour
 	loops := make(chan autoscaler.Status, 10)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: config, NodeGroups: failingProvider{},
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-		OnStatus: func(s autoscaler.Status) { loops <- s },
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = engine.Run(ctx) }()
+	engine := f.start(t, failingProvider{}, config, func(s autoscaler.Status) { loops <- s })
 
 	for range 3 {
 		g.Eventually(loops).Should(Receive(HaveField("Err", HaveOccurred())))
@@ -65,19 +57,11 @@ func TestAnEngineWhoseLoopDoesNotFinishIsStalledUntilItDoes(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, nil)
 	blocked, release := make(chan struct{}), make(chan struct{})
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-		// As a controller that no longer takes the statuses would.
-		OnStatus: func(autoscaler.Status) {
-			close(blocked)
-			<-release
-		},
+	// As a controller that no longer takes the statuses would.
+	engine := f.start(t, f.provider, autoscaler.DefaultConfig(), func(autoscaler.Status) {
+		close(blocked)
+		<-release
 	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = engine.Run(ctx) }()
 	g.Eventually(blocked).Should(BeClosed())
 
 	f.clock.Step(autoscaler.DefaultLoopTimeout)
