@@ -38,10 +38,16 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
 )
 
 var scheme = runtime.NewScheme()
+
+// nodeGroups builds the node groups of each engine: Cluster API's when nil,
+// in every build but the end-to-end suite's (faults_e2efaults.go).
+var nodeGroups func(clusterapi.Options) nodegroups.Provider
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -217,6 +223,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		ClusterCache:           clusterCache,
 		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
+		NodeGroups:             nodeGroups,
 		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
 		WatchFilterValue:       opts.watchFilterValue,
 	}

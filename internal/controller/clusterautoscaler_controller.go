@@ -96,6 +96,10 @@ type ClusterAutoscalerReconciler struct {
 	// retries removing its taints from an unreachable workload cluster
 	// before giving up; DefaultWorkloadCleanupTimeout when zero.
 	WorkloadCleanupTimeout time.Duration
+	// NodeGroups builds the node groups of an engine; Cluster API's
+	// (clusterapi.NewProvider) when nil. Tests put faults in them
+	// (internal/test/faults).
+	NodeGroups func(clusterapi.Options) nodegroups.Provider
 	// WatchFilterValue, when set, restricts the controller to
 	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter
 	// label has this value, as the controllers of Cluster API do.
@@ -112,9 +116,6 @@ type ClusterAutoscalerReconciler struct {
 	// restarts holds the delays before a new engine starts, by
 	// ClusterAutoscaler, after its engine panicked.
 	restarts *flowcontrol.Backoff
-	// nodeGroups builds the node groups of an engine: Cluster API's, or in
-	// tests ones with a fault.
-	nodeGroups func(clusterapi.Options) nodegroups.Provider
 }
 
 // SetupWithManager registers the reconciler with the manager. Engines run
@@ -133,8 +134,8 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 		r.restarts = flowcontrol.NewBackOff(engineRestartDelay, maxEngineRestartDelay)
 	}
 	r.restarts.Clock = r.Clock
-	if r.nodeGroups == nil {
-		r.nodeGroups = func(opts clusterapi.Options) nodegroups.Provider { return clusterapi.NewProvider(opts) }
+	if r.NodeGroups == nil {
+		r.NodeGroups = func(opts clusterapi.Options) nodegroups.Provider { return clusterapi.NewProvider(opts) }
 	}
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)

@@ -196,7 +196,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
 		Config:      desired.config,
-		NodeGroups: r.nodeGroups(clusterapi.Options{
+		NodeGroups: r.NodeGroups(clusterapi.Options{
 			Management:          r.Client,
 			ManagementAPIReader: r.APIReader,
 			Workload:            workload,

@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,9 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
-	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/faults"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
@@ -46,20 +43,19 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 
 		By("and another whose node group panics in every loop")
 		faulty := newWorkloadCluster(env.Config.Host)
-		faulty.Create(ctx, faulty.MachineDeployment("md-0", 0, map[string]string{
+		faultyGroup := faulty.MachineDeployment("md-0", 0, map[string]string{
 			scalable.MinSizeAnnotation: "0",
 			scalable.MaxSizeAnnotation: "3",
-		}))
-		faultyCluster := client.ObjectKeyFromObject(faulty.Cluster)
-		faults.setPanicking(faultyCluster, true)
-		DeferCleanup(faults.setPanicking, faultyCluster, false)
+			faults.PanicAnnotation:     "a bug in node group md-0",
+		})
+		faulty.Create(ctx, faultyGroup)
 		faultyCA := createClusterAutoscaler(faulty)
 		DeferCleanup(deleteClusterAutoscaler, faultyCA)
 
 		Eventually(func(g Gomega) {
 			ready := conditions.Get(getClusterAutoscaler(g, faultyCA), autoscalingv1alpha1.ReadyCondition)
 			g.Expect(ready).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.EnginePanickedReason))
-			g.Expect(ready.Message).To(ContainSubstring("a bug in node group MachineDeployment/" + faulty.Namespace + "/md-0"))
+			g.Expect(ready.Message).To(ContainSubstring("a bug in node group md-0"))
 		}, waitTimeout).Should(Succeed())
 		Eventually(func(g Gomega) {
 			events := &eventsv1.EventList{}
@@ -100,7 +96,7 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 		Expect(panics(healthy)).To(BeZero())
 
 		By("running again once the node group stops panicking")
-		faults.setPanicking(faultyCluster, false)
+		removeAnnotation(faultyGroup, faults.PanicAnnotation)
 		Eventually(func(g Gomega) {
 			ca := getClusterAutoscaler(g, faultyCA)
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
@@ -143,6 +139,15 @@ func pendingPod(namespace string, nodeSelector map[string]string) *corev1.Pod {
 	return pod
 }
 
+func removeAnnotation(obj client.Object, key string) {
+	GinkgoHelper()
+	original := get(obj).DeepCopyObject().(client.Object)
+	annotations := obj.GetAnnotations()
+	delete(annotations, key)
+	obj.SetAnnotations(annotations)
+	Expect(k8sClient.Patch(ctx, obj, client.MergeFrom(original))).To(Succeed())
+}
+
 // panics is the cluster_autoscaler_engine_panics_total of the fixture's
 // Cluster.
 func panics(fixture *testenv.Fixture) float64 {
@@ -163,51 +168,4 @@ func panics(fixture *testenv.Fixture) float64 {
 		}
 	}
 	return 0
-}
-
-// nodeGroupFaults makes the node groups of chosen Clusters panic, as a bug
-// in them would; otherwise they are Cluster API's.
-type nodeGroupFaults struct {
-	// panicking holds the client.ObjectKeys of the Clusters.
-	panicking sync.Map
-}
-
-func (f *nodeGroupFaults) setPanicking(cluster client.ObjectKey, panicking bool) {
-	if panicking {
-		f.panicking.Store(cluster, true)
-	} else {
-		f.panicking.Delete(cluster)
-	}
-}
-
-func (f *nodeGroupFaults) provider(opts clusterapi.Options) nodegroups.Provider {
-	return &faultyProvider{Provider: clusterapi.NewProvider(opts), faults: f, cluster: opts.Cluster}
-}
-
-// faultyProvider hands out node groups whose TargetSize, read in every
-// loop, panics while their Cluster is set to.
-type faultyProvider struct {
-	nodegroups.Provider
-	faults  *nodeGroupFaults
-	cluster client.ObjectKey
-}
-
-func (p *faultyProvider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
-	list, err := p.Provider.NodeGroups(ctx)
-	for i, group := range list.Groups {
-		list.Groups[i] = &panickingGroup{NodeGroup: group, provider: p}
-	}
-	return list, err
-}
-
-type panickingGroup struct {
-	nodegroups.NodeGroup
-	provider *faultyProvider
-}
-
-func (g *panickingGroup) TargetSize() int {
-	if _, panicking := g.provider.faults.panicking.Load(g.provider.cluster); panicking {
-		panic("a bug in node group " + g.ID())
-	}
-	return g.NodeGroup.TargetSize()
 }

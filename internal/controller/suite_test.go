@@ -21,6 +21,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/faults"
 )
 
 const (
@@ -40,8 +41,6 @@ var (
 	reconciler *ClusterAutoscalerReconciler
 	// metrics is where the engines' metrics are registered.
 	metrics *prometheus.Registry
-	// faults makes the node groups of chosen Clusters panic.
-	faults = &nodeGroupFaults{}
 )
 
 func TestController(t *testing.T) {
@@ -82,13 +81,14 @@ var _ = BeforeSuite(func() {
 
 	metrics = prometheus.NewRegistry()
 	reconciler = &ClusterAutoscalerReconciler{
-		Client:                 mgr.GetClient(),
-		ClusterCache:           clusterCache,
-		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
-		Metrics:                autoscaler.NewMetrics(metrics),
+		Client:       mgr.GetClient(),
+		ClusterCache: clusterCache,
+		Recorder:     mgr.GetEventRecorder("capi-autoscaler"),
+		Metrics:      autoscaler.NewMetrics(metrics),
+		// Their node groups panic on request.
+		NodeGroups:             faults.PanickingNodeGroups,
 		WorkloadCleanupTimeout: testCleanupTimeout,
 		restarts:               flowcontrol.NewBackOff(testRestartDelay, testMaxRestartDelay),
-		nodeGroups:             faults.provider,
 	}
 	Expect(reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
 
