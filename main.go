@@ -38,10 +38,16 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
 )
 
 var scheme = runtime.NewScheme()
+
+// nodeGroups builds the node groups of each engine: Cluster API's when nil,
+// in every build but the end-to-end suite's (faults_e2efaults.go).
+var nodeGroups func(clusterapi.Options) nodegroups.Provider
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -179,14 +185,11 @@ func run(opts *options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding health check: %w", err)
+	reconciler, err := setupControllers(ctx, mgr, opts)
+	if err != nil {
+		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding readiness check: %w", err)
-	}
-
-	if err := setupControllers(ctx, mgr, opts); err != nil {
+	if err := setupChecks(mgr, reconciler); err != nil {
 		return err
 	}
 
@@ -196,7 +199,7 @@ func run(opts *options) error {
 
 // setupControllers wires the workload cluster connections and the
 // ClusterAutoscaler controller into the manager.
-func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) error {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*controller.ClusterAutoscalerReconciler, error) {
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		// The manager's client reads Secrets live (see managerOptions): only
 		// kubeconfig Secrets are read.
@@ -211,7 +214,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 		},
 	}, crcontroller.Options{MaxConcurrentReconciles: opts.clusterCacheConcurrency})
 	if err != nil {
-		return fmt.Errorf("setting up the workload cluster cache: %w", err)
+		return nil, fmt.Errorf("setting up the workload cluster cache: %w", err)
 	}
 
 	reconciler := &controller.ClusterAutoscalerReconciler{
@@ -220,13 +223,48 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) erro
 		ClusterCache:           clusterCache,
 		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
+		NodeGroups:             nodeGroups,
 		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
 		WatchFilterValue:       opts.watchFilterValue,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr, crcontroller.Options{MaxConcurrentReconciles: opts.concurrency}); err != nil {
-		return fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
+		return nil, fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
+	}
+	return reconciler, nil
+}
+
+// setupChecks serves the probes: /healthz fails while engines run and the
+// loops of all of them are overdue (CheckEnginesProgress), /readyz until
+// the caches of the management cluster have synced.
+func setupChecks(mgr ctrl.Manager, reconciler *controller.ClusterAutoscalerReconciler) error {
+	if err := mgr.AddHealthzCheck("engines", reconciler.CheckEnginesProgress); err != nil {
+		return fmt.Errorf("adding the liveness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr.GetCache())); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return nil
+}
+
+// cacheSyncCheckTimeout bounds a readiness check within the probe's
+// default timeout of one second; a synced cache answers at once.
+const cacheSyncCheckTimeout = 500 * time.Millisecond
+
+// cachesSynced is ready once the caches of the management cluster have
+// started and synced: every replica has them, the leader and those waiting
+// for the Lease, so that a rollout replaces a replica only by one that can
+// take over at once. The caches of workload clusters are left out: one
+// unreachable cluster is that ClusterAutoscaler's condition, not the
+// manager's.
+func cachesSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncCheckTimeout)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the caches of the management cluster have not synced")
+		}
+		return nil
+	}
 }
 
 func managerOptions(opts *options) (ctrl.Options, error) {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -91,14 +92,28 @@ type NodeGroupEventRecorder interface {
 	Event(groupID, eventType, reason, message string)
 }
 
+// PanicError is what Run returns when a loop panicked. The engine is done
+// for: its state may be half updated, so a new one takes its place.
+type PanicError struct {
+	// Value is what the loop panicked with; its stack is in the log.
+	Value any
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("the autoscaling loop panicked: %v", e.Value)
+}
+
 // Engine autoscales one cluster. Run it with Run; Trigger asks for an early
-// loop. It is safe to call Trigger, UpdateConfig and Status concurrently
-// with Run.
+// loop. It is safe to call Trigger, UpdateConfig, Status and Stalled
+// concurrently with Run.
 type Engine struct {
 	opts    Options
 	clock   clock.WithTicker
 	trigger chan struct{}
 	loops   atomic.Uint64
+	// loopDeadline is when, in Unix nanoseconds, the next loop of Run must
+	// have finished at the latest (see Stalled).
+	loopDeadline atomic.Int64
 
 	mu     sync.Mutex
 	config Config
@@ -135,6 +150,7 @@ func New(opts Options) (*Engine, error) {
 	if err := e.configure(opts.Config); err != nil {
 		return nil, err
 	}
+	e.expectLoopWithin(opts.LoopTimeout)
 	return e, nil
 }
 
@@ -174,28 +190,68 @@ func (e *Engine) Trigger() {
 }
 
 // Run runs loops every ScanInterval and soon after a Trigger, until ctx
-// is done.
-func (e *Engine) Run(ctx context.Context) {
+// is done; then it returns nil. A panic in a loop ends Run too, with a
+// *PanicError once it is logged with its stack and counted: a panic must
+// not end the process, which autoscales other clusters too. Either way the
+// drains in progress are given back.
+func (e *Engine) Run(ctx context.Context) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting autoscaling loop")
 	defer logger.Info("Stopped autoscaling loop")
+	// Deferred before releaseDrains, so that it runs after it and also
+	// catches a panic of the release.
+	defer e.recoverPanic(ctx, &err)
 	defer e.releaseDrains(ctx)
 
+	e.expectLoopWithin(e.opts.LoopTimeout)
 	for {
 		e.RunOnce(ctx, e.clock.Now())
-		timer := e.clock.NewTimer(e.currentConfig().ScanInterval)
+		config := e.currentConfig()
+		// The next loop starts within a scan interval, or a batch window
+		// after a trigger, and is cut at the loop timeout.
+		e.expectLoopWithin(config.ScanInterval + config.TriggerBatchWindow + e.opts.LoopTimeout)
+		timer := e.clock.NewTimer(config.ScanInterval)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return
+			return nil
 		case <-timer.C():
 		case <-e.trigger:
 			timer.Stop()
 			if !e.settle(ctx) {
-				return
+				return nil
 			}
 		}
 	}
+}
+
+// recoverPanic turns a panic of Run into a *PanicError in err, logging it
+// with its stack as Kubernetes components do and counting it.
+func (e *Engine) recoverPanic(ctx context.Context, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	for _, handle := range utilruntime.PanicHandlers {
+		handle(ctx, r)
+	}
+	e.opts.Metrics.recordPanic(e.opts.ClusterName)
+	*err = &PanicError{Value: r}
+}
+
+// expectLoopWithin sets the deadline of the next loop of Run from now.
+func (e *Engine) expectLoopWithin(d time.Duration) {
+	e.loopDeadline.Store(e.clock.Now().Add(d).UnixNano())
+}
+
+// Stalled says whether the loop of a running engine is overdue: it has
+// gone past the time by which a loop must have finished (a scan interval,
+// a trigger batch window and the loop timeout after the previous one; the
+// loop timeout after Run started). Loops whose reads fail or time out still
+// finish; an overdue loop is stuck where no timeout reaches it, such as a
+// deadlock or an OnStatus that blocks.
+func (e *Engine) Stalled() bool {
+	return e.clock.Now().UnixNano() > e.loopDeadline.Load()
 }
 
 // releaseTimeout bounds the release of the drains in progress when the

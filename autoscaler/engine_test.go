@@ -46,7 +46,9 @@ type fakeGroup struct {
 	increaseErr      error
 	// scaleDownRefusal is what CheckScaleDown and DeleteNodes return.
 	scaleDownRefusal error
-	cancelled        []string
+	// checkPanic, when set, is what CheckScaleDown panics with.
+	checkPanic any
+	cancelled  []string
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -85,6 +87,9 @@ func (g *fakeGroup) DeleteInstances(_ context.Context, instances []nodegroups.In
 }
 
 func (g *fakeGroup) CheckScaleDown(_ context.Context, removing int) error {
+	if g.checkPanic != nil {
+		panic(g.checkPanic)
+	}
 	if g.scaleDownRefusal != nil {
 		return g.scaleDownRefusal
 	}
@@ -256,6 +261,24 @@ func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler
 	if err != nil {
 		t.Fatal(err)
 	}
+	return engine
+}
+
+// start runs an engine of the fixture's cluster with provider and config
+// until the test ends; onStatus is called after every loop.
+func (f *fixture) start(t *testing.T, provider nodegroups.Provider, config autoscaler.Config, onStatus func(autoscaler.Status)) *autoscaler.Engine {
+	t.Helper()
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload", Config: config, NodeGroups: provider,
+		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+		OnStatus: onStatus,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = engine.Run(ctx) }()
 	return engine
 }
 
@@ -598,15 +621,7 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
 	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
 	loops := make(chan autoscaler.Status, 10)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-		OnStatus: func(s autoscaler.Status) { loops <- s },
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go engine.Run(ctx)
+	engine := f.start(t, f.provider, autoscaler.DefaultConfig(), func(s autoscaler.Status) { loops <- s })
 
 	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
 	g.Eventually(f.clock.HasWaiters).Should(BeTrue())

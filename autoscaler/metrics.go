@@ -28,6 +28,7 @@ type Metrics struct {
 	nodeGroupBackoff       *prometheus.GaugeVec
 	errors                 *prometheus.CounterVec
 	replicasOverwritten    *prometheus.CounterVec
+	enginePanics           *prometheus.CounterVec
 }
 
 const namespace = "cluster_autoscaler"
@@ -63,10 +64,11 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 		errors:           counter("errors_total", "Number of errors in the autoscaler loop.", "type"),
 		replicasOverwritten: counter("node_group_replicas_overwritten_total",
 			"Number of times another writer changed a node group's target size after the autoscaler set it.", "node_group"),
+		enginePanics: counter("engine_panics_total", "Number of times the autoscaling loop of the cluster panicked and its engine stopped."),
 	}
 	registerer.MustRegister(m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount,
 		m.scaledUpNodes, m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
-		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten)
+		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten, m.enginePanics)
 	return m
 }
 
@@ -120,6 +122,13 @@ func (m *Metrics) recordReplicasOverwritten(cluster, group string) {
 	m.replicasOverwritten.WithLabelValues(cluster, group).Inc()
 }
 
+func (m *Metrics) recordPanic(cluster string) {
+	if m == nil {
+		return
+	}
+	m.enginePanics.WithLabelValues(cluster).Inc()
+}
+
 func (m *Metrics) setUnneededNodes(cluster string, nodes int) {
 	if m == nil {
 		return
@@ -155,7 +164,10 @@ func (m *Metrics) publish(cluster string, status Status) {
 	}
 }
 
-// Forget removes every series of a cluster, when its engine stops.
+// Forget removes every series of a cluster, when it is no longer
+// autoscaled. An engine that panicked keeps them for the one that takes
+// its place: its panics stay counted, and last_activity shows since when
+// the cluster has not been autoscaled.
 func (m *Metrics) Forget(cluster string) {
 	if m == nil {
 		return
@@ -164,7 +176,7 @@ func (m *Metrics) Forget(cluster string) {
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount, m.scaledUpNodes,
 		m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
-		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten,
+		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten, m.enginePanics,
 	} {
 		vec.DeletePartialMatch(labels)
 	}

@@ -77,13 +77,15 @@ func TestStoppingTheEngineGivesBackTheDrainsInProgress(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var err error
 	go func() {
 		defer close(done)
-		f.engine.Run(ctx)
+		err = f.engine.Run(ctx)
 	}()
 	cancel()
 	<-done
 
+	g.Expect(err).NotTo(HaveOccurred(), "a stop is not a failure")
 	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse(), "a paused or deleted autoscaler leaves no node tainted")
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -53,10 +54,10 @@ func HasDeletionTaint(node *corev1.Node) bool {
 }
 
 // BuildManager builds the autoscaler manager of the repository at repoRoot
-// into dir and returns the binary's path.
-func BuildManager(ctx context.Context, repoRoot, dir string) string {
+// into dir, with the build tags given, and returns the binary's path.
+func BuildManager(ctx context.Context, repoRoot, dir string, tags ...string) string {
 	binary := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.Join(tags, ","), "-o", binary, ".")
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build of the manager: %s", out)

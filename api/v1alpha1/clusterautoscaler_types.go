@@ -427,6 +427,12 @@ const (
 	WorkloadClusterUnreachableReason = "WorkloadClusterUnreachable"
 	// LoopFailedReason: the last loop ended with an error.
 	LoopFailedReason = "LoopFailed"
+	// EnginePanickedReason: the autoscaling loop of the cluster panicked and
+	// its engine stopped, having given back its drains; a new engine starts
+	// after a delay that doubles with each panic in a row. The condition
+	// message says what the loop panicked with and when the new engine
+	// starts. Other clusters are not affected.
+	EnginePanickedReason = "EnginePanicked"
 	// InvalidConfigurationReason: the spec cannot be applied; the running
 	// engine, if any, keeps the last configuration it applied.
 	InvalidConfigurationReason = "InvalidConfiguration"

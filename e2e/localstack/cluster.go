@@ -42,11 +42,11 @@ func init() {
 }
 
 func (s *Stack) startEtcd(ctx context.Context) error {
-	clientPort, err := freePort()
+	clientPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 		return nil, fmt.Errorf("API server %s: %w", name, err)
 	}
 	pki := s.pkiDir()
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 			"--leader-elect=false",
 		}
 	}
-	schedulerPort, err := freePort()
+	schedulerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 	}
 	s.track(scheduler)
 
-	controllerManagerPort, err := freePort()
+	controllerManagerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 	}
 	s.track(controllerManager)
 
-	kwokPort, err := freePort()
+	kwokPort, err := FreePort()
 	if err != nil {
 		return err
 	}

@@ -28,15 +28,15 @@ import (
 // webhooks, which it serves with a certificate of the stack's CA on the
 // loopback address.
 func (s *Stack) startClusterAPI(ctx context.Context, m modules) error {
-	webhookPort, err := freePort()
+	webhookPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	healthPort, err := freePort()
+	healthPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	diagnosticsPort, err := freePort()
+	diagnosticsPort, err := FreePort()
 	if err != nil {
 		return err
 	}

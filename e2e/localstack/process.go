@@ -199,8 +199,8 @@ func httpsClient(caPEM []byte, clientCert *pki.KeyPair) (*http.Client, error) {
 // httpClient talks to plain HTTP endpoints of the stack.
 var httpClient = http.Client{Timeout: 5 * time.Second}
 
-// freePort returns a port nobody listens on right now.
-func freePort() (int, error) {
+// FreePort returns a port of 127.0.0.1 nobody listens on right now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -15,6 +15,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -36,6 +37,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
@@ -94,6 +96,10 @@ type ClusterAutoscalerReconciler struct {
 	// retries removing its taints from an unreachable workload cluster
 	// before giving up; DefaultWorkloadCleanupTimeout when zero.
 	WorkloadCleanupTimeout time.Duration
+	// NodeGroups builds the node groups of an engine; Cluster API's
+	// (clusterapi.NewProvider) when nil. Tests put faults in them
+	// (internal/test/faults).
+	NodeGroups func(clusterapi.Options) nodegroups.Provider
 	// WatchFilterValue, when set, restricts the controller to
 	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter
 	// label has this value, as the controllers of Cluster API do.
@@ -103,9 +109,13 @@ type ClusterAutoscalerReconciler struct {
 	ctx context.Context
 	// controller adds the watches of workload clusters.
 	controller controller.Controller
-	// statusEvents carries the engines' "a loop finished" to the controller.
+	// statusEvents carries the engines' "a loop finished" and "the loop
+	// panicked" to the controller.
 	statusEvents chan event.GenericEvent
 	engines      engineRegistry
+	// restarts holds the delays before a new engine starts, by
+	// ClusterAutoscaler, after its engine panicked.
+	restarts *flowcontrol.Backoff
 }
 
 // SetupWithManager registers the reconciler with the manager. Engines run
@@ -119,6 +129,13 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	}
 	if r.WorkloadCleanupTimeout == 0 {
 		r.WorkloadCleanupTimeout = DefaultWorkloadCleanupTimeout
+	}
+	if r.restarts == nil {
+		r.restarts = flowcontrol.NewBackOff(engineRestartDelay, maxEngineRestartDelay)
+	}
+	r.restarts.Clock = r.Clock
+	if r.NodeGroups == nil {
+		r.NodeGroups = func(opts clusterapi.Options) nodegroups.Provider { return clusterapi.NewProvider(opts) }
 	}
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)
@@ -195,36 +212,36 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if controllerutil.AddFinalizer(ca, CleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, ca)
+	return r.reconcileNormal(ctx, ca)
 }
 
-func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) error {
+func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(ca)
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return err
+			return ctrl.Result{}, err
 		}
 		r.stopEngine(ctx, key)
 		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf(
 			"Cluster %s does not exist in this management cluster, so nothing is autoscaled; a ClusterAutoscaler left behind by clusterctl move belongs where its Cluster went", clusterKey(ca)))
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
 		r.stopEngine(ctx, key)
 		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
-		return nil
+		return ctrl.Result{}, nil
 	}
 	// Before the checks that return early: a refused or paused
 	// ClusterAutoscaler follows its Cluster too.
 	ensureClusterOwnerReference(ca, cluster)
 	owner, err := r.clusterOwner(ctx, ca)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if owner.Name != ca.Name {
 		r.refuse(ctx, ca, owner)
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if annotations.IsPaused(cluster, ca) {
 		if r.stopEngine(ctx, key) {
@@ -232,7 +249,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		}
 		setNotRunning(ca, autoscalingv1alpha1.ClusterPausedReason, fmt.Sprintf(
 			"Nothing is scaled while Cluster %s has spec.paused or the ClusterAutoscaler has the %s annotation", clusterKey(ca), clusterv1.PausedAnnotation))
-		return nil
+		return ctrl.Result{}, nil
 	}
 
 	desired, err := desiredConfig(ca)
@@ -244,25 +261,28 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		if running == nil {
 			setNotRunning(ca, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
 			setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
-			return nil //nolint:nilerr // Invalid spec: reported in a condition; a spec change reconciles again.
+			return ctrl.Result{}, nil //nolint:nilerr // Invalid spec: reported in a condition; a spec change reconciles again.
 		}
 		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason,
 			fmt.Sprintf("Invalid configuration in generation %d, autoscaling goes on with generation %d: %v", ca.Generation, running.applied.generation, err))
 		desired = running.applied
 	}
 
+	if wait := r.restartWait(ca); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	running, err := r.ensureEngine(ctx, ca, desired)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if running == nil {
 		// Not connected yet: the ClusterCache's source reconciles again on connect.
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if running.applied.generation != desired.generation {
 		// Validated above, so the engine takes all of it.
 		if err := running.engine.UpdateConfig(desired.config); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 		running.verbosity.Store(desired.verbosity)
 		running.applied = desired
@@ -275,7 +295,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	if status := running.engine.Status(); !status.Time.IsZero() {
 		setStatusFromLoop(ca, status)
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // ensureClusterOwnerReference makes the Cluster an owner of the

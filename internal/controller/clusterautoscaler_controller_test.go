@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -278,6 +279,9 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		annotate(nodes[0], scaledown.TaintedAnnotation, "1767268800")
 		// Another cluster autoscaler's taints, and an operator's mark, are theirs.
 		taintNode(nodes[1], nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint)
+		// Every cluster of these tests sees the node: left there, its taint
+		// would keep the autoscalers of later tests from scaling.
+		DeferCleanup(untaintNode, nodes[1], nodefacts.ToBeDeletedTaint, nodefacts.DeletionCandidateTaint)
 		markForDeletion(machines[0])
 		annotate(machines[1], clusterv1.DeleteMachineAnnotation, "operator")
 		// A standalone MachineSet whose scale-down is under way: it wants
@@ -487,6 +491,13 @@ func taintNode(node *corev1.Node, keys ...string) {
 	for _, key := range keys {
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
 	}
+	Expect(k8sClient.Patch(ctx, node, client.MergeFrom(original))).To(Succeed())
+}
+
+func untaintNode(node *corev1.Node, keys ...string) {
+	GinkgoHelper()
+	original := get(node).DeepCopy()
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return slices.Contains(keys, taint.Key) })
 	Expect(k8sClient.Patch(ctx, node, client.MergeFrom(original))).To(Succeed())
 }
 

@@ -2,9 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +28,19 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 )
 
-// workloadEventSource is the component of the events recorded in workload
-// clusters; it is the upstream cluster-autoscaler's, so that what watches
-// for its events keeps working.
-const workloadEventSource = "cluster-autoscaler"
+const (
+	// workloadEventSource is the component of the events recorded in
+	// workload clusters; it is the upstream cluster-autoscaler's, so that
+	// what watches for its events keeps working.
+	workloadEventSource = "cluster-autoscaler"
+
+	// engineRestartDelay is how long a ClusterAutoscaler waits for a new
+	// engine after its engine panicked; it doubles with each panic in a
+	// row up to maxEngineRestartDelay, and starts over after twice that
+	// without a panic, as the kubelet's CrashLoopBackOff does.
+	engineRestartDelay    = 10 * time.Second
+	maxEngineRestartDelay = 5 * time.Minute
+)
 
 // runningEngine is the engine of one ClusterAutoscaler, running in a
 // goroutine of its own until stop.
@@ -46,8 +59,19 @@ type runningEngine struct {
 	verbosity *atomic.Int32
 
 	cancel context.CancelFunc
-	// done is closed when the engine's goroutine has returned.
+	// done is closed when the engine's loop has returned.
 	done chan struct{}
+	// crash is set, before done is closed, when the loop panicked.
+	crash *engineCrash
+}
+
+// engineCrash is a panic that ended an engine.
+type engineCrash struct {
+	err *autoscaler.PanicError
+	// restartDelay is how long after the panic a new engine starts, at
+	// restartAt.
+	restartDelay time.Duration
+	restartAt    time.Time
 }
 
 // stop stops the engine and waits until its loop has returned, so that no
@@ -55,6 +79,16 @@ type runningEngine struct {
 func (e *runningEngine) stop() {
 	e.cancel()
 	<-e.done
+}
+
+// crashed returns the panic that ended the engine, or nil while it runs.
+func (e *runningEngine) crashed() *engineCrash {
+	select {
+	case <-e.done:
+		return e.crash
+	default:
+		return nil
+	}
 }
 
 // engineConfig is what an engine runs with, from one generation of a
@@ -95,6 +129,13 @@ func (r *engineRegistry) remove(key types.NamespacedName) *runningEngine {
 	engine := r.engines[key]
 	delete(r.engines, key)
 	return engine
+}
+
+// list returns the engines of the registry.
+func (r *engineRegistry) list() []*runningEngine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Values(r.engines))
 }
 
 // removeAll empties the registry and returns what it held.
@@ -146,13 +187,16 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	// The broadcaster is shut down once the engine has returned.
 	broadcaster := record.NewBroadcaster(record.WithContext(r.ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
-	statusEvent := event.GenericEvent{Object: &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+	// What the engine's goroutine refers to the ClusterAutoscaler by, in
+	// reconcile requests and events; it outlives this reconcile's object.
+	regarding := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: ca.UID}}
+	statusEvent := event.GenericEvent{Object: regarding}
 
 	groupRecorder := &nodeGroupEventRecorder{ctx: engineCtx, client: r.Client, recorder: r.Recorder}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
 		Config:      desired.config,
-		NodeGroups: clusterapi.NewProvider(clusterapi.Options{
+		NodeGroups: r.NodeGroups(clusterapi.Options{
 			Management:          r.Client,
 			ManagementAPIReader: r.APIReader,
 			Workload:            workload,
@@ -191,14 +235,66 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		done:       make(chan struct{}),
 	}
 	go func() {
-		defer close(running.done)
-		defer broadcaster.Shutdown()
-		defer r.Metrics.Forget(cluster.String())
-		engine.Run(engineCtx)
+		err := engine.Run(engineCtx)
+		// Sends what is queued, the drains given back included, and stops.
+		broadcaster.Shutdown()
+		var panicked *autoscaler.PanicError
+		if errors.As(err, &panicked) {
+			running.crash = r.engineCrashed(regarding, cluster, panicked)
+		}
+		close(running.done)
+		if running.crash != nil {
+			// Its reconcile reports the panic and starts a new engine in time.
+			select {
+			case r.statusEvents <- statusEvent:
+			case <-r.ctx.Done():
+			}
+		}
 	}()
 	r.engines.put(key, running)
 	ctrl.LoggerFrom(ctx).Info("Started the autoscaling engine")
 	return nil
+}
+
+// engineCrashed says, in an event, that the engine of a ClusterAutoscaler
+// panicked, and when a new one starts: its state may be half updated, so a
+// new engine takes over, as after a restart of the manager, but only for
+// this cluster; the other engines go on undisturbed. The engine logged the
+// panic with its stack and counted it.
+func (r *ClusterAutoscalerReconciler) engineCrashed(regarding *autoscalingv1alpha1.ClusterAutoscaler, cluster client.ObjectKey, err *autoscaler.PanicError) *engineCrash {
+	now := r.Clock.Now()
+	id := client.ObjectKeyFromObject(regarding).String()
+	r.restarts.GC()
+	r.restarts.Next(id, now)
+	delay := r.restarts.Get(id)
+	r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, autoscalingv1alpha1.EnginePanickedReason, autoscaleAction,
+		"The autoscaling loop of Cluster %s panicked: %v; a new engine starts in %s", cluster, err.Value, delay)
+	return &engineCrash{err: err, restartDelay: delay, restartAt: now.Add(delay)}
+}
+
+// restartWait returns how long the ClusterAutoscaler still waits for a new
+// engine after its engine panicked, with its conditions saying why; 0 when
+// its engine did not panic, or when the wait is over and the engine that
+// panicked is gone from the registry, for a new one to start.
+func (r *ClusterAutoscalerReconciler) restartWait(ca *autoscalingv1alpha1.ClusterAutoscaler) time.Duration {
+	key := client.ObjectKeyFromObject(ca)
+	running := r.engines.get(key)
+	if running == nil {
+		return 0
+	}
+	crash := running.crashed()
+	if crash == nil {
+		return 0
+	}
+	if wait := crash.restartAt.Sub(r.Clock.Now()); wait > 0 {
+		setNotRunning(ca, autoscalingv1alpha1.EnginePanickedReason, fmt.Sprintf(
+			"The autoscaling loop panicked: %v; a new engine starts %s after the panic, at %s",
+			crash.err.Value, crash.restartDelay, crash.restartAt.UTC().Format(time.RFC3339)))
+		return wait
+	}
+	// Its loop has returned: there is nothing to stop.
+	r.engines.remove(key)
+	return 0
 }
 
 // stopEngine stops the engine of a ClusterAutoscaler, if one runs, and
@@ -209,6 +305,10 @@ func (r *ClusterAutoscalerReconciler) stopEngine(ctx context.Context, key types.
 		return false
 	}
 	running.stop()
+	// Only once the loop has returned, which would publish them again. An
+	// engine that panicked keeps them until this: its panics stay counted
+	// across the engines that take its place.
+	r.Metrics.Forget(running.cluster.String())
 	ctrl.LoggerFrom(ctx).Info("Stopped the autoscaling engine")
 	return true
 }

@@ -7,9 +7,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,18 +19,28 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/faults"
 )
 
-// testCleanupTimeout is how long deletion waits for an unreachable
-// workload cluster in these tests.
-const testCleanupTimeout = 3 * time.Second
+const (
+	// testCleanupTimeout is how long deletion waits for an unreachable
+	// workload cluster in these tests.
+	testCleanupTimeout = 3 * time.Second
+	// testRestartDelay and testMaxRestartDelay are the delays before a new
+	// engine starts after a panic in these tests.
+	testRestartDelay    = time.Second
+	testMaxRestartDelay = 4 * time.Second
+)
 
 var (
 	ctx        context.Context
 	env        *testenv.Environment
 	k8sClient  client.Client
 	reconciler *ClusterAutoscalerReconciler
+	// metrics is where the engines' metrics are registered.
+	metrics *prometheus.Registry
 )
 
 func TestController(t *testing.T) {
@@ -67,11 +79,16 @@ var _ = BeforeSuite(func() {
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	Expect(err).NotTo(HaveOccurred())
 
+	metrics = prometheus.NewRegistry()
 	reconciler = &ClusterAutoscalerReconciler{
-		Client:                 mgr.GetClient(),
-		ClusterCache:           clusterCache,
-		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
+		Client:       mgr.GetClient(),
+		ClusterCache: clusterCache,
+		Recorder:     mgr.GetEventRecorder("capi-autoscaler"),
+		Metrics:      autoscaler.NewMetrics(metrics),
+		// Their node groups panic on request.
+		NodeGroups:             faults.PanickingNodeGroups,
 		WorkloadCleanupTimeout: testCleanupTimeout,
+		restarts:               flowcontrol.NewBackOff(testRestartDelay, testMaxRestartDelay),
 	}
 	Expect(reconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
 

@@ -1,0 +1,171 @@
+package controller
+
+import (
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/faults"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
+)
+
+var _ = Describe("A panic in the engine of one cluster", func() {
+	It("is reported on its ClusterAutoscaler, and its engine restarts with backoff while another cluster goes on scaling", func() {
+		By("autoscaling a cluster whose group can scale from zero")
+		healthy := newWorkloadCluster(env.Config.Host)
+		// Only this group's nodes carry the label the pending pod asks for.
+		nodeSelector := map[string]string{"isolation.example.com/cluster": healthy.Namespace}
+		group := healthy.MachineDeployment("md-0", 0, map[string]string{
+			scalable.MinSizeAnnotation: "0",
+			scalable.MaxSizeAnnotation: "3",
+			template.CPUAnnotation:     "2",
+			template.MemoryAnnotation:  "4Gi",
+			template.LabelsAnnotation:  "isolation.example.com/cluster=" + healthy.Namespace,
+		})
+		healthy.Create(ctx, group)
+		healthyCA := createClusterAutoscaler(healthy)
+		DeferCleanup(deleteClusterAutoscaler, healthyCA)
+		expectReady(healthyCA)
+		healthyEngine := reconciler.engines.get(healthyCA)
+
+		By("and another whose node group panics in every loop")
+		faulty := newWorkloadCluster(env.Config.Host)
+		faultyGroup := faulty.MachineDeployment("md-0", 0, map[string]string{
+			scalable.MinSizeAnnotation: "0",
+			scalable.MaxSizeAnnotation: "3",
+			faults.PanicAnnotation:     "a bug in node group md-0",
+		})
+		faulty.Create(ctx, faultyGroup)
+		faultyCA := createClusterAutoscaler(faulty)
+		DeferCleanup(deleteClusterAutoscaler, faultyCA)
+
+		Eventually(func(g Gomega) {
+			ready := conditions.Get(getClusterAutoscaler(g, faultyCA), autoscalingv1alpha1.ReadyCondition)
+			g.Expect(ready).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.EnginePanickedReason))
+			g.Expect(ready.Message).To(ContainSubstring("a bug in node group md-0"))
+		}, waitTimeout).Should(Succeed())
+		Eventually(func(g Gomega) {
+			events := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, events, client.InNamespace(faulty.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":      Equal(corev1.EventTypeWarning),
+				"Reason":    Equal(autoscalingv1alpha1.EnginePanickedReason),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("ClusterAutoscaler"), "Name": Equal(faultyCA.Name)}),
+				"Note":      ContainSubstring("panicked: a bug in node group"),
+			})))
+		}, waitTimeout).Should(Succeed())
+
+		By("restarting the engine after a delay that doubles with each panic in a row, up to the maximum")
+		delays := map[string]bool{}
+		Eventually(func(g Gomega) {
+			ready := conditions.Get(getClusterAutoscaler(g, faultyCA), autoscalingv1alpha1.ReadyCondition)
+			if ready.Reason == autoscalingv1alpha1.EnginePanickedReason {
+				for _, delay := range []string{"1s", "2s", "4s"} {
+					if strings.Contains(ready.Message, "starts "+delay+" after the panic") {
+						delays[delay] = true
+					}
+				}
+			}
+			g.Expect(delays).To(HaveLen(3), "restart delays seen")
+		}, waitTimeout, pollInterval).Should(Succeed())
+		Expect(panics(faulty)).To(BeNumerically("<=", 4),
+			"one panic per restart: three panics gave the delays 1s, 2s and 4s")
+
+		By("autoscaling the other cluster all along, with the same engine")
+		pod := pendingPod(healthy.Namespace, nodeSelector)
+		Eventually(func(g Gomega) {
+			g.Expect(get(group).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		}, waitTimeout).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		expectAnotherLoop(healthyCA)
+		expectReady(healthyCA)
+		Expect(reconciler.engines.get(healthyCA)).To(BeIdenticalTo(healthyEngine))
+		Expect(panics(healthy)).To(BeZero())
+
+		By("running again once the node group stops panicking")
+		removeAnnotation(faultyGroup, faults.PanicAnnotation)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, faultyCA)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+			g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(1))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.CheckEnginesProgress(nil)).To(Succeed())
+	})
+})
+
+// pollInterval is short enough to see each restart delay of the tests on
+// the Ready condition: the shortest lasts a second.
+const pollInterval = 100 * time.Millisecond
+
+func expectReady(key types.NamespacedName) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		ca := getClusterAutoscaler(g, key)
+		g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+	}, waitTimeout).Should(Succeed())
+}
+
+// pendingPod creates a pod in namespace that the scheduler found no node
+// for.
+func pendingPod(namespace string, nodeSelector map[string]string) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "pending"},
+		Spec: corev1.PodSpec{
+			NodeSelector: nodeSelector,
+			Containers: []corev1.Container{{
+				Name:      "app",
+				Image:     "registry.example.com/app:v1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+			}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	return pod
+}
+
+func removeAnnotation(obj client.Object, key string) {
+	GinkgoHelper()
+	original := get(obj).DeepCopyObject().(client.Object)
+	annotations := obj.GetAnnotations()
+	delete(annotations, key)
+	obj.SetAnnotations(annotations)
+	Expect(k8sClient.Patch(ctx, obj, client.MergeFrom(original))).To(Succeed())
+}
+
+// panics is the cluster_autoscaler_engine_panics_total of the fixture's
+// Cluster.
+func panics(fixture *testenv.Fixture) float64 {
+	GinkgoHelper()
+	families, err := metrics.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	cluster := client.ObjectKeyFromObject(fixture.Cluster).String()
+	for _, family := range families {
+		if family.GetName() != "cluster_autoscaler_engine_panics_total" {
+			continue
+		}
+		for _, metric := range family.GetMetric() {
+			for _, label := range metric.GetLabel() {
+				if label.GetName() == "cluster" && label.GetValue() == cluster {
+					return metric.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
