@@ -821,3 +821,36 @@ func TestPendingPodsThatFitNowhereHoldNoNode(t *testing.T) {
 
 	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name))
 }
+
+// When a kubelet dies, taint-based eviction deletes its pods and nothing
+// confirms their end: they stay terminating. The node goes once it has
+// been unready for the unready time, in one removal, not tainted and
+// given back loop after loop.
+func TestDeadNodeWithPodsStuckTerminatingIsRemovedAfterTheUnreadyTime(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2)
+	alive, dead := nodes[0], nodes[1]
+	unready(dead)
+	evicted := st.Now.Add(-5 * time.Minute)
+	pods := append(st.Replicas("web", 2, "1", "1Gi", st.OnNode(dead.Name), st.Terminating(evicted.Add(30*time.Second))),
+		st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(alive.Name)))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+	unreadyTime := autoscaler.DefaultConfig().ScaleDown.UnreadyTime
+
+	for f.clock.Since(st.Now) < unreadyTime {
+		status := f.runOnce(t)
+		g.Expect(status.UnneededNodes).To(Equal(1))
+		f.clock.Step(time.Minute)
+	}
+	g.Expect(group.deletedNodes).To(BeEmpty(), "not before the unready time")
+	g.Expect(f.podEvents()).To(BeEmpty(), "nothing is tainted before the unready time")
+
+	for range 3 {
+		f.clock.Step(time.Minute)
+		f.runOnce(t)
+	}
+
+	g.Expect(f.podEvents()).To(ConsistOf(ContainSubstring("marked the node as toBeDeleted/unschedulable")), "tainted once, never given back")
+	g.Expect(group.deletedNodes).To(Equal([]string{dead.Name}))
+}

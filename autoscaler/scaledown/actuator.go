@@ -52,10 +52,6 @@ type ActuatorOptions struct {
 	Clock clock.PassiveClock
 }
 
-// podTerminationHeadroom is how long, beyond its grace period, a drain
-// waits for an evicted pod to go before it fails.
-const podTerminationHeadroom = 30 * time.Second
-
 // Validate tells whether an Actuator can work with the options.
 func (o ActuatorOptions) Validate() error {
 	if o.Clock == nil {
@@ -389,7 +385,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 		}
 		var empty []*corev1.Node
 		for _, node := range tainted {
-			pods, err := a.podsToEvict(ctx, node.Name)
+			pods, err := a.podsToEvict(ctx, node.Name, now)
 			switch {
 			case err != nil:
 				a.fail(ctx, node, fmt.Sprintf("failed to list the pods of empty node: %v", err))
@@ -520,9 +516,9 @@ func (a *Actuator) release(ctx context.Context, node *corev1.Node) {
 }
 
 // podsToEvict lists, from the API server, the pods on the node that must
-// go before it is deleted: all but DaemonSet and mirror pods and those
-// that have finished.
-func (a *Actuator) podsToEvict(ctx context.Context, nodeName string) ([]*corev1.Pod, error) {
+// go before it is deleted at now: all but DaemonSet and mirror pods and
+// those already gone.
+func (a *Actuator) podsToEvict(ctx context.Context, nodeName string, now time.Time) ([]*corev1.Pod, error) {
 	list, err := a.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
 	})
@@ -533,7 +529,7 @@ func (a *Actuator) podsToEvict(ctx context.Context, nodeName string) ([]*corev1.
 	for i := range list.Items {
 		pod := &list.Items[i]
 		// The field selector is checked again: not every client honours it.
-		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || compact.IsDaemonSetPod() || isMirrorPod(compact) || compact.Finished() {
+		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || compact.IsDaemonSetPod() || isMirrorPod(compact) || gone(compact, now) {
 			continue
 		}
 		pods = append(pods, pod)

@@ -28,8 +28,9 @@ import (
 )
 
 // actuatorFixture is an Actuator on a fake clientset whose Eviction API
-// marks pods terminating, as a real API server does, unless refuse says
-// a PodDisruptionBudget forbids it.
+// marks pods terminating until the end of the grace period it is given, as
+// a real API server does, unless refuse says a PodDisruptionBudget forbids
+// it.
 type actuatorFixture struct {
 	ctx      context.Context
 	clock    *clocktesting.FakeClock
@@ -59,7 +60,8 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 			return true, nil, err
 		}
 		pod := obj.(*corev1.Pod).DeepCopy()
-		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now()))
+		gracePeriod := time.Duration(*eviction.DeleteOptions.GracePeriodSeconds) * time.Second
+		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now().Add(gracePeriod)))
 		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
 	})
 	actuator, err := scaledown.NewActuator(f.client, f.recorder, scaledown.ActuatorOptions{
@@ -166,6 +168,41 @@ func TestEmptyNodeThatGotAPodStays(t *testing.T) {
 	g.Expect(group.Deleted).To(BeEmpty())
 	expectTainted(g, f.node(g, "a1"), false)
 	g.Expect(f.actuator.Progress().LastFailure).To(BeZero(), "a race with the scheduler is no failure")
+}
+
+// The pods of a node whose kubelet died are deleted by taint-based
+// eviction and stay terminating: past their grace period and the margin
+// they hold the node no more, or it would be tainted and given back in
+// every loop.
+func TestEmptyNodeWhosePodsAreStuckTerminating(t *testing.T) {
+	tests := []struct {
+		name           string
+		gracePeriodEnd time.Time
+		wantDeleted    bool
+	}{
+		{name: "is kept while a pod is within its grace period", gracePeriodEnd: st.Now.Add(10 * time.Second)},
+		{name: "is kept while a pod is within the margin past its grace period", gracePeriodEnd: st.Now.Add(-30 * time.Second)},
+		{name: "is deleted once the pods are past their grace period and the margin", gracePeriodEnd: st.Now.Add(-31 * time.Second), wantDeleted: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			dead := node("dead", notReady)
+			f := newActuatorFixture(t, dead, pod("web-0", "100m", "dead", st.Terminating(tt.gracePeriodEnd)))
+			group := newGroup("ng", dead)
+
+			f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: dead, Group: group}}})
+
+			if !tt.wantDeleted {
+				g.Expect(group.Deleted).To(BeEmpty())
+				expectTainted(g, f.node(g, "dead"), false)
+				return
+			}
+			g.Expect(group.Deleted).To(Equal([]string{"dead"}))
+			expectTainted(g, f.node(g, "dead"), true)
+			g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
+		})
+	}
 }
 
 func TestFailedDeletionLeavesNothingBehind(t *testing.T) {
@@ -320,18 +357,42 @@ func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
 	}
 }
 
+// An evicted pod still there past its grace period, capped, and the margin
+// runs nothing any more (a finalizer holds it, or its kubelet is gone): the
+// drain is over.
+func TestDrainEndsWhenPodsOutliveTheirGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	stuck := pod("stuck", "100m", "n")
+	stuck.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600) // capped at 10m
+	f := newActuatorFixture(t, n, stuck)
+	group := newGroup("ng", n)
+
+	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.clock.Step(10*time.Minute + 30*time.Second)
+	f.advance(g)
+	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and the margin")
+
+	f.clock.Step(time.Second)
+	f.advance(g)
+	g.Expect(group.Deleted).To(Equal([]string{"n"}))
+	g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
+}
+
+// A pod that its owner deleted with a grace period longer than the cap is
+// not waited for beyond the cap and the margin.
 func TestDrainFailsWhenPodsDoNotTerminate(t *testing.T) {
 	g := NewWithT(t)
 	n := node("n")
-	stubborn := pod("stubborn", "100m", "n")
-	stubborn.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600) // capped at 10m
+	stubborn := pod("stubborn", "100m", "n", st.Terminating(st.Now.Add(time.Hour)))
+	stubborn.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
 	f := newActuatorFixture(t, n, stubborn)
 	group := newGroup("ng", n)
 
 	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	f.clock.Step(10*time.Minute + 30*time.Second)
 	f.advance(g)
-	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and headroom")
+	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and the margin")
 
 	f.clock.Step(time.Second)
 	f.advance(g)

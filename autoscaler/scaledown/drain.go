@@ -21,7 +21,7 @@ const defaultGracePeriod = 30 * time.Second
 func (a *Actuator) step(ctx context.Context, d *drain) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(d.node))
 	now := a.opts.Clock.Now()
-	pods, err := a.podsToEvict(ctx, d.node.Name)
+	pods, err := a.podsToEvict(ctx, d.node.Name, now)
 	if err != nil {
 		d.refused = fmt.Errorf("listing pods: %w", err)
 	}
@@ -36,7 +36,9 @@ func (a *Actuator) step(ctx context.Context, d *drain) {
 				// Deleted by someone else: it is going all the same.
 				d.evictedAt[pod.UID] = now
 			}
-			if deadline := d.evictedAt[pod.UID].Add(a.gracePeriod(pod) + podTerminationHeadroom); now.After(deadline) {
+			// It is not gone yet (podsToEvict), but its grace period, which
+			// whoever deleted it chose, is not waited for beyond the cap.
+			if deadline := d.evictedAt[pod.UID].Add(a.gracePeriod(pod) + terminationMargin); now.After(deadline) {
 				a.fail(ctx, d.node, fmt.Sprintf("pod %s/%s did not terminate within %s of its eviction", pod.Namespace, pod.Name, deadline.Sub(d.evictedAt[pod.UID])))
 				return
 			}

@@ -41,7 +41,7 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 	if why := group.ScaleDownBlockedReason(); why != "" {
 		return nil, &Decision{Reason: ReasonNodeGroupScaleDownBlocked, Message: fmt.Sprintf("node group %s: %s", group.ID(), why)}
 	}
-	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts), ready: p.opts.NodeRules.Ready(node)}
+	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts, now), ready: p.opts.NodeRules.Ready(node)}
 	// An unready node offers nothing to its pods, whatever they request.
 	if threshold := p.opts.Groups.For(group).ScaleDownUtilizationThreshold; c.ready && c.utilization.Value >= threshold {
 		return nil, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}

@@ -373,6 +373,19 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			progress: scaledown.Progress{Deleting: map[string]bool{"going": true}, Draining: 1},
 			wantKept: map[string]scaledown.Reason{"busy": busyKept, "going": scaledown.ReasonCurrentlyBeingDeleted, "idle": scaledown.ReasonParallelismLimitReached},
 		},
+		{
+			name: "a pod terminating within its grace period counts in the utilization",
+			cluster: cluster{nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods: []*corev1.Pod{pod("busy-0", "3", "busy"), pod("stopping-0", "3", "idle", st.Terminating(st.Now))}},
+			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": busyKept},
+		},
+		{
+			name: "a pod terminating past its grace period and the margin holds its node no more",
+			cluster: cluster{nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods: []*corev1.Pod{pod("busy-0", "3", "busy"), pod("stuck-0", "3", "idle", st.Terminating(st.Now.Add(-31*time.Second)))}},
+			wantEmpty: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
 	}
 	for _, tt := range tests {
 		// The controller's cache keeps pods as trim makes them: every

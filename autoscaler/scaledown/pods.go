@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,7 +36,7 @@ type podRole int
 
 const (
 	// podStays: DaemonSet and mirror pods belong to the node; they are
-	// neither moved nor evicted. Pods already terminating are gone too.
+	// neither moved nor evicted. Pods already terminating are neither.
 	podStays podRole = iota
 	// podExpendable: below the priority cutoff; evicted, needs no place.
 	podExpendable
@@ -52,6 +53,20 @@ func roleOf(pod *snapshot.Pod, priorityCutoff int32) podRole {
 	default:
 		return podMovable
 	}
+}
+
+// terminationMargin is how long past the end of its grace period a pod may
+// take to go, as upstream's PodLongTerminatingExtraThreshold.
+const terminationMargin = 30 * time.Second
+
+// gone tells whether the pod holds its node no more at now: it finished, or
+// it is still terminating terminationMargin after the end of its grace
+// period, which the API server records as its deletionTimestamp. Only a
+// dead kubelet (whose pods taint-based eviction deletes) or a finalizer
+// nobody removes keeps a pod that long; waiting for it would keep its node
+// forever. Planner and Actuator ask this alone, so that they agree.
+func gone(pod *snapshot.Pod, now time.Time) bool {
+	return pod.Finished() || pod.DeletionTimestamp != nil && now.After(pod.DeletionTimestamp.Add(terminationMargin))
 }
 
 func isMirrorPod(pod *snapshot.Pod) bool {

@@ -173,7 +173,7 @@ func TestNodeUtilization(t *testing.T) {
 			snap := cluster{nodes: []*corev1.Node{tt.node}, pods: tt.pods}.snapshot(nil)
 			opts := options(optsOrNothing(tt.opts))
 
-			u := scaledown.NodeUtilization(snap.NodeInfos()[0], opts)
+			u := scaledown.NodeUtilization(snap.NodeInfos()[0], opts, st.Now)
 
 			g.Expect(u.Value).To(BeNumerically("~", tt.want, 1e-9))
 			g.Expect(u.GPUResource).To(Equal(tt.wantGPU))

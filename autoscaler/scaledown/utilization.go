@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,14 +21,16 @@ type Utilization struct {
 	GPUResource corev1.ResourceName
 }
 
-// NodeUtilization computes the utilization of a node from the requests of
-// its pods over its allocatable. DaemonSet and mirror pods count unless
-// opts says to ignore them. A node with allocatable GPUs is judged on them
-// alone: its CPU and memory are there to feed the GPUs.
-func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options) Utilization {
+// NodeUtilization computes the utilization of a node at now from the
+// requests of its pods over its allocatable. DaemonSet and mirror pods
+// count unless opts says to ignore them; pods gone but still listed never
+// count. A node with allocatable GPUs is judged on them alone: its CPU and
+// memory are there to feed the GPUs.
+func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options, now time.Time) Utilization {
 	requested := nodeInfo.Requested().Clone()
 	for _, pod := range nodeInfo.Pods() {
-		if (opts.IgnoreDaemonSetsUtilization && pod.Pod.IsDaemonSetPod()) ||
+		if gone(pod.Pod, now) ||
+			(opts.IgnoreDaemonSetsUtilization && pod.Pod.IsDaemonSetPod()) ||
 			(opts.IgnoreMirrorPodsUtilization && isMirrorPod(pod.Pod)) {
 			requested.Sub(pod.Requests)
 		}

@@ -221,6 +221,17 @@ func CreatedAt(t time.Time) PodOption {
 	return func(pod *corev1.Pod) { pod.CreationTimestamp = metav1.NewTime(t) }
 }
 
+// Terminating marks the pod deleted with its grace period ending at
+// gracePeriodEnd, which the API server records as its deletionTimestamp,
+// and holds it with a finalizer, as fake clients require of objects being
+// deleted.
+func Terminating(gracePeriodEnd time.Time) PodOption {
+	return func(pod *corev1.Pod) {
+		pod.DeletionTimestamp = ptr.To(metav1.NewTime(gracePeriodEnd))
+		pod.Finalizers = append(pod.Finalizers, "test.capi-autoscaler.io/hold")
+	}
+}
+
 // Replicas returns n pods named prefix-0..n-1 owned by one ReplicaSet.
 func Replicas(prefix string, n int, cpu, memory string, opts ...PodOption) []*corev1.Pod {
 	pods := make([]*corev1.Pod, 0, n)
