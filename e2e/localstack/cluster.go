@@ -20,7 +20,7 @@ import (
 
 const (
 	// kwokNodeSelector hands kwok only the Nodes of simulated machines.
-	kwokNodeSelector = KwokNodeAnnotation + "=fake"
+	kwokNodeSelector = "kwok.x-k8s.io/node=fake"
 
 	// frontProxyUser is the user the API server proxies requests to
 	// aggregated API servers as.

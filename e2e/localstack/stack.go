@@ -43,11 +43,6 @@ const (
 // NotReady until the label is removed.
 const NodeNotReadyLabel = "node-not-ready.stage.kwok.x-k8s.io"
 
-// KwokNodeAnnotation on a Node hands it to kwok, which plays its kubelet.
-// Removing it kills that kubelet: the Node's Lease is no longer renewed, so
-// Kubernetes finds it unreachable, and no pod deleted on it ever finishes.
-const KwokNodeAnnotation = "kwok.x-k8s.io/node"
-
 // startTimeout bounds how long one component may take to become healthy.
 const startTimeout = 2 * time.Minute
 
