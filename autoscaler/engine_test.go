@@ -291,6 +291,19 @@ func (f *fixture) runOnce(t *testing.T) autoscaler.Status {
 	return status
 }
 
+// runPastUnneededTime runs a loop, then another once the default unneeded
+// time is over, and returns the status of the second.
+func (f *fixture) runPastUnneededTime(ctx context.Context, t *testing.T) autoscaler.Status {
+	t.Helper()
+	first := f.engine.RunOnce(ctx, f.clock.Now())
+	f.clock.Step(10*time.Minute + time.Second)
+	second := f.engine.RunOnce(ctx, f.clock.Now())
+	if err := errors.Join(first.Err, second.Err); err != nil {
+		t.Fatalf("loop failed: %v", err)
+	}
+	return second
+}
+
 func (f *fixture) podEvents() []string {
 	var events []string
 	for {
@@ -796,9 +809,7 @@ func TestNodesWaitingForPendingPodsAreNotRemoved(t *testing.T) {
 	waiting := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, waiting)...)
 
-	status := f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	status = f.runOnce(t)
+	status := f.runPastUnneededTime(context.Background(), t)
 
 	g.Expect(group.increases).To(BeEmpty(), "the pending pod fits on the empty node, and only there")
 	g.Expect(group.deletedNodes).To(BeEmpty(), "the node the pending pod waits for stays")
@@ -815,9 +826,7 @@ func TestPendingPodsThatFitNowhereHoldNoNode(t *testing.T) {
 	tooBig := st.Pod("huge-0", "8", "1Gi", st.OwnedBy("huge"))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, tooBig)...)
 
-	f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	f.runOnce(t)
+	f.runPastUnneededTime(context.Background(), t)
 
 	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,9 +28,7 @@ func TestNodeWithOnlyAPodOfACustomDaemonSetIsRemovedAsEmpty(t *testing.T) {
 	agent := st.Pod("agent-1", "100m", "128Mi", st.CustomDaemonSetPod("agent"), st.OnNode(nodes[1].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, agent)...)
 
-	f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	f.runOnce(t)
+	f.runPastUnneededTime(context.Background(), t)
 
 	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name))
 	g.Expect(f.podEvents()).NotTo(ContainElement(ContainSubstring("deleting pod for node scale down")), "its pod goes with it, not evicted before")
@@ -47,15 +44,6 @@ func movableWebFixture(t *testing.T, others ...client.Object) (*fixture, *fakeGr
 	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
 	web := st.Pod("web-0", "500m", "512Mi", st.OwnedBy("web"), st.OnNode(nodes[1].Name))
 	return newFixture(t, []*fakeGroup{group}, append(objects(nodes, busy, web), others...)...), group, nodes
-}
-
-// runPastUnneededTime runs a loop, then another once the unneeded time is
-// over.
-func runPastUnneededTime(ctx context.Context, g Gomega, f *fixture) {
-	for range 2 {
-		g.Expect(f.engine.RunOnce(ctx, f.clock.Now()).Err).NotTo(HaveOccurred())
-		f.clock.Step(10*time.Minute + time.Second)
-	}
 }
 
 // recordedLogs returns a context whose logger keeps what it logs, and
@@ -78,7 +66,7 @@ func TestNodeWhosePodsReplicaSetIsGoneIsKept(t *testing.T) {
 		g := NewWithT(t)
 		f, _, _ := movableWebFixture(t)
 
-		runPastUnneededTime(context.Background(), g, f)
+		f.runPastUnneededTime(context.Background(), t)
 
 		g.Expect(f.podEvents()).To(evicted)
 	})
@@ -88,7 +76,7 @@ func TestNodeWhosePodsReplicaSetIsGoneIsKept(t *testing.T) {
 		f, _, nodes := movableWebFixture(t)
 		g.Expect(f.cluster.Delete(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}})).To(Succeed())
 
-		runPastUnneededTime(ctx, g, f)
+		f.runPastUnneededTime(ctx, t)
 
 		g.Expect(f.podEvents()).NotTo(evicted)
 		g.Expect(f.engine.Status().UnneededNodes).To(BeZero())
@@ -109,7 +97,7 @@ func TestControllersThatCannotBeReadKeepTheNodesOfTheirPods(t *testing.T) {
 			f, group, _ := movableWebFixture(t, st.Pod("pending-0", "3800m", "1Gi", st.OwnedBy("pending")))
 			f.engine = f.engineReading(t, failure.cluster(f.cluster))
 
-			runPastUnneededTime(ctx, g, f)
+			f.runPastUnneededTime(ctx, t)
 
 			g.Expect(group.increases).To(Equal([]int{1}), "a node for the pending pod")
 			g.Expect(f.podEvents()).NotTo(evicted)

@@ -28,9 +28,7 @@ func drainingFixture(t *testing.T) (*fixture, *fakeGroup, []*corev1.Node) {
 	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
 	moving := st.Pod("web-1", "500m", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[1].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, moving)...)
-	f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	f.runOnce(t)
+	f.runPastUnneededTime(context.Background(), t)
 	NewWithT(t).Expect(f.tainted(t, nodes[1].Name)).To(BeTrue(), "the drain started")
 	return f, group, nodes
 }
@@ -166,9 +164,7 @@ func TestANodeItsGroupDidNotRemoveIsGivenBackAndReported(t *testing.T) {
 	nodes := group.addNodes(2)
 	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
-	f.runOnce(t)
-	f.clock.Step(10*time.Minute + time.Second)
-	f.runOnce(t)
+	f.runPastUnneededTime(context.Background(), t)
 	g.Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}))
 
 	// Another writer sets the replicas back: the node stays, a member again.

@@ -174,6 +174,17 @@ func CreateZonalNodeGroups(ctx context.Context, input CreateZonalNodeGroupsInput
 	return groups
 }
 
+// onlyNode is the name of the only Node of nodes, the names of Nodes by
+// Machine name that CreateWorkerGroup returns.
+func onlyNode(nodes map[string]string) string {
+	GinkgoHelper()
+	Expect(nodes).To(HaveLen(1))
+	for _, node := range nodes {
+		return node
+	}
+	return ""
+}
+
 // CreateWorkerGroupInput is the input of CreateWorkerGroup.
 type CreateWorkerGroupInput struct {
 	Stack   *localstack.Stack

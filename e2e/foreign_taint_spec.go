@@ -47,10 +47,7 @@ func ForeignTaintSpec(ctx context.Context, inputGetter func() ForeignTaintSpecIn
 		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
-		var node string
-		for _, n := range nodes {
-			node = n
-		}
+		node := onlyNode(nodes)
 
 		By("Tainting " + node + " as the upstream cluster autoscaler does, without this autoscaler's annotation")
 		foreign := corev1.Taint{Key: nodefacts.ToBeDeletedTaint, Value: strconv.FormatInt(time.Now().Unix(), 10), Effect: corev1.TaintEffectNoSchedule}

@@ -52,10 +52,7 @@ func PendingBindingSpec(ctx context.Context, inputGetter func() PendingBindingSp
 		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
 		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
-		var first string
-		for _, node := range nodes {
-			first = node
-		}
+		first := onlyNode(nodes)
 
 		By("Filling " + first + " to 75%, and creating a 2-core pod that only the spec schedules")
 		CreateWorkload(ctx, WorkloadInput{
