@@ -2,9 +2,9 @@ package clusterapi
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -140,11 +140,16 @@ func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Insta
 	return instance
 }
 
-// provisioningFailure returns why Cluster API gave up provisioning the
-// Machine, or nil while it may still succeed.
+// provisioningFailure returns why the Machine will never get a Node, or nil
+// while it may still get one. Only the signals Cluster API defines as
+// terminal count: since the v1beta2 contract, providers report errors they
+// retry in conditions whose reasons Cluster API gives no meaning to (a
+// passing cloud hiccup often reads "...Failed"), so those are slow
+// provisioning, which maxNodeProvisionTime bounds.
 func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
-	// Providers that still implement the v1beta1 contract report terminal
-	// failures in the deprecated failure fields.
+	// Providers that still implement the deprecated v1beta1 contract report
+	// terminal failures in failureReason and failureMessage, which Cluster
+	// API copies to the Machine.
 	//nolint:staticcheck // SA1019: read on purpose, to detect failed Machines of providers that still set them.
 	if deprecated := machine.Status.Deprecated; deprecated != nil && deprecated.V1Beta1 != nil {
 		if reason, message := deprecated.V1Beta1.FailureReason, deprecated.V1Beta1.FailureMessage; reason != nil || message != nil {
@@ -158,30 +163,16 @@ func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
 			return failure
 		}
 	}
-	for _, conditionType := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition} {
-		condition := conditions.Get(machine, conditionType)
-		if condition != nil && condition.Status == "False" && isFailureReason(condition.Reason) {
-			return &nodegroups.InstanceError{Reason: condition.Reason, Message: fmt.Sprintf("%s: %s", conditionType, condition.Message)}
-		}
+	// A MachineHealthCheck that finds a Machine without a Node unhealthy
+	// (its nodeStartupTimeout passed, or remediation was asked for) has it
+	// replaced: the Machine is given up by Cluster API itself.
+	if condition := conditions.Get(machine, clusterv1.MachineHealthCheckSucceededCondition); condition != nil && condition.Status == metav1.ConditionFalse {
+		return &nodegroups.InstanceError{Reason: condition.Reason, Message: fmt.Sprintf("%s: %s", condition.Type, condition.Message)}
 	}
-	if machine.Status.Phase == string(clusterv1.MachinePhaseFailed) { //nolint:staticcheck // SA1019: read on purpose, to detect failed Machines of providers that still set the v1beta1 Failed phase.
+	// Cluster API no longer sets this phase, but a Machine stored by an
+	// earlier release keeps it until it leaves it.
+	if machine.Status.Phase == string(clusterv1.MachinePhaseFailed) { //nolint:staticcheck // SA1019: read on purpose, see above.
 		return &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}
 	}
 	return nil
-}
-
-// isFailureReason tells a terminal provisioning failure reported by a
-// provider (e.g. InstanceProvisionFailed, CreateError) from a transient state
-// (e.g. WaitingForBootstrapData) or an error of Cluster API's own
-// controllers, which they retry.
-func isFailureReason(reason string) bool {
-	if reason == clusterv1.InternalErrorReason {
-		return false
-	}
-	for _, suffix := range []string{"Failed", "Failure", "Error"} {
-		if strings.HasSuffix(reason, suffix) {
-			return true
-		}
-	}
-	return false
 }

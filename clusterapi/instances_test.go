@@ -143,12 +143,22 @@ func TestInstanceFor(t *testing.T) {
 				Error: &nodegroups.InstanceError{Reason: "CreateError", Message: "quota exceeded"}},
 		},
 		{
-			name: "failed, infrastructure condition",
+			name: "failed, MachineHealthCheck gave up waiting for the node",
 			machine: machine(func(m *clusterv1.Machine) {
-				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineInfrastructureReadyCondition, "InstanceProvisionFailed")}
+				m.Spec.ProviderID = "test:///node-0"
+				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeStartupTimeoutReason)}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
-				Error: &nodegroups.InstanceError{Reason: "InstanceProvisionFailed", Message: "InfrastructureReady: boom"}},
+			want: nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true,
+				Error: &nodegroups.InstanceError{Reason: "NodeStartupTimeout", Message: "HealthCheckSucceeded: boom"}},
+		},
+		{
+			name: "running, a MachineHealthCheck verdict is not a provisioning failure",
+			machine: machine(func(m *clusterv1.Machine) {
+				m.Spec.ProviderID = "test:///node-0"
+				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckUnhealthyNodeReason)}
+			}),
+			node: node,
+			want: nodegroups.Instance{ID: "test:///node-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
 		},
 		{
 			name: "failed, phase",
@@ -164,6 +174,18 @@ func TestInstanceFor(t *testing.T) {
 				m.Status.Conditions = []metav1.Condition{
 					condition(clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineInfrastructureNotReadyReason),
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.InternalErrorReason),
+				}
+			}),
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
+		},
+		{
+			// Providers retry errors they report this way: a passing cloud
+			// hiccup must not delete the Machine and back the group off.
+			name: "provider errors in conditions are slow provisioning, not a failure",
+			machine: machine(func(m *clusterv1.Machine) {
+				m.Status.Conditions = []metav1.Condition{
+					condition(clusterv1.MachineInfrastructureReadyCondition, "InstanceProvisionFailed"),
+					condition(clusterv1.MachineBootstrapConfigReadyCondition, "DataSecretGenerationError"),
 				}
 			}),
 			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
