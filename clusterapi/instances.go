@@ -163,10 +163,12 @@ func provisioningFailure(machine *clusterv1.Machine) *nodegroups.InstanceError {
 			return failure
 		}
 	}
-	// A MachineHealthCheck that finds a Machine without a Node unhealthy
-	// (its nodeStartupTimeout passed, or remediation was asked for) has it
-	// replaced: the Machine is given up by Cluster API itself.
-	if condition := conditions.Get(machine, clusterv1.MachineHealthCheckSucceededCondition); condition != nil && condition.Status == metav1.ConditionFalse {
+	// A MachineHealthCheck whose nodeStartupTimeout passed has the Machine
+	// replaced: Cluster API itself gave up on it booting. Its other verdicts
+	// (a deleted or unhealthy Node, an operator's request) say nothing about
+	// provisioning.
+	if condition := conditions.Get(machine, clusterv1.MachineHealthCheckSucceededCondition); condition != nil &&
+		condition.Status == metav1.ConditionFalse && condition.Reason == clusterv1.MachineHealthCheckNodeStartupTimeoutReason {
 		return &nodegroups.InstanceError{Reason: condition.Reason, Message: fmt.Sprintf("%s: %s", condition.Type, condition.Message)}
 	}
 	// Cluster API no longer sets this phase, but a Machine stored by an

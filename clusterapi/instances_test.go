@@ -152,13 +152,14 @@ func TestInstanceFor(t *testing.T) {
 				Error: &nodegroups.InstanceError{Reason: "NodeStartupTimeout", Message: "HealthCheckSucceeded: boom"}},
 		},
 		{
-			name: "running, a MachineHealthCheck verdict is not a provisioning failure",
+			// The Node will register again, or the MachineHealthCheck
+			// replaces the Machine: either way the group did not fail.
+			name: "node deleted, a MachineHealthCheck verdict is not a provisioning failure",
 			machine: machine(func(m *clusterv1.Machine) {
 				m.Spec.ProviderID = "test:///node-0"
-				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckUnhealthyNodeReason)}
+				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeDeletedReason)}
 			}),
-			node: node,
-			want: nodegroups.Instance{ID: "test:///node-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
+			want: nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name: "failed, phase",
