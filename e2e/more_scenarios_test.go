@@ -29,6 +29,9 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	Context("Bad input", func() {
 		BadInputSpec(ctx, func() BadInputSpecInput { return BadInputSpecInput{Stack: stack} })
 	})
+	Context("Dead node", func() {
+		DeadNodeSpec(ctx, func() DeadNodeSpecInput { return DeadNodeSpecInput{Stack: stack} })
+	})
 	Context("Two clusters", func() {
 		TwoClustersSpec(ctx, func() TwoClustersSpecInput { return TwoClustersSpecInput{Stack: stack} })
 	})

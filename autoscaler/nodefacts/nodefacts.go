@@ -143,23 +143,45 @@ type Readiness string
 const (
 	// Ready nodes take pods.
 	Ready Readiness = "Ready"
-	// NotStarted nodes are not Ready yet but were created less than
+	// NotStarted nodes have not been Ready yet and were created less than
 	// MaxStartupTime ago: they are still on their way.
 	NotStarted Readiness = "NotStarted"
-	// Unready nodes have not been Ready for longer than that.
+	// Unready nodes are neither: they stopped being Ready (a dead kubelet,
+	// a lost network), or never became Ready in MaxStartupTime.
 	Unready Readiness = "Unready"
 )
+
+// maxStatusDelayAfterCreation is how soon after registering a kubelet
+// reports the node's first Ready condition, as upstream: a condition that
+// last changed later than that changed after the node had started.
+const maxStatusDelayAfterCreation = 2 * time.Minute
 
 // Readiness tells whether node is Ready, NotStarted or Unready at now.
 func (r Rules) Readiness(node *corev1.Node, now time.Time) Readiness {
 	switch {
 	case r.Ready(node):
 		return Ready
-	case now.Sub(node.CreationTimestamp.Time) < MaxStartupTime:
+	case now.Sub(node.CreationTimestamp.Time) < MaxStartupTime && !wentDown(node):
 		return NotStarted
 	default:
 		return Unready
 	}
+}
+
+// wentDown says whether the kubelet stopped reporting the node Ready after
+// it had started: a young node that dies is unready at once, not on its way
+// for the rest of MaxStartupTime. A node still held by a startup taint has
+// a Ready kubelet and has not gone down.
+func wentDown(node *corev1.Node) bool {
+	if KubeletReady(node) {
+		return false
+	}
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition.LastTransitionTime.Sub(node.CreationTimestamp.Time) >= maxStatusDelayAfterCreation
+		}
+	}
+	return false
 }
 
 // UsableAsTemplate says whether node shows what a new node of its group

@@ -27,6 +27,12 @@ func node(ready corev1.ConditionStatus, taintKeys ...string) *corev1.Node {
 	return n
 }
 
+// transitioned sets when node's Ready condition last changed, after its creation.
+func transitioned(node *corev1.Node, after time.Duration) *corev1.Node {
+	node.Status.Conditions[0].LastTransitionTime = metav1.NewTime(created.Add(after))
+	return node
+}
+
 func TestReadiness(t *testing.T) {
 	rules := nodefacts.NewRules([]string{"example.com/cni-not-ready"}, []string{"example.com/gpu-health"})
 	young, old := created.Add(time.Minute), created.Add(nodefacts.MaxStartupTime)
@@ -40,6 +46,10 @@ func TestReadiness(t *testing.T) {
 		{name: "ready with a taint of its own", node: node(corev1.ConditionTrue, "dedicated"), now: old, want: nodefacts.Ready},
 		{name: "young and not ready", node: node(corev1.ConditionFalse), now: young, want: nodefacts.NotStarted},
 		{name: "old and not ready", node: node(corev1.ConditionFalse), now: old, want: nodefacts.Unready},
+		{name: "young, not ready since its start", node: transitioned(node(corev1.ConditionFalse), time.Second), now: young, want: nodefacts.NotStarted},
+		{name: "young, went down after it had started", node: transitioned(node(corev1.ConditionFalse), 5*time.Minute), now: created.Add(6 * time.Minute), want: nodefacts.Unready},
+		{name: "young, unreachable after it had started", node: transitioned(node(corev1.ConditionUnknown, corev1.TaintNodeUnreachable), 5*time.Minute), now: created.Add(6 * time.Minute), want: nodefacts.Unready},
+		{name: "young, a startup taint outlives a late Ready", node: transitioned(node(corev1.ConditionTrue, nodefacts.StartupTaintPrefix+"foo"), 5*time.Minute), now: created.Add(6 * time.Minute), want: nodefacts.NotStarted},
 		{name: "no Ready condition", node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}, now: young, want: nodefacts.NotStarted},
 		{name: "Ready but the not-ready taint not lifted yet", node: node(corev1.ConditionTrue, corev1.TaintNodeNotReady), now: young, want: nodefacts.NotStarted},
 		{name: "Ready but unreachable", node: node(corev1.ConditionTrue, corev1.TaintNodeUnreachable), now: old, want: nodefacts.Unready},
