@@ -38,6 +38,8 @@ type fakeGroup struct {
 	target    int
 	instances []nodegroups.Instance
 	template  *corev1.Node
+	// templateErr is what TemplateNode returns instead of template.
+	templateErr error
 
 	increases        []int
 	decreases        []int
@@ -62,6 +64,9 @@ func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupO
 func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
 
 func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
+	if g.templateErr != nil {
+		return nil, g.templateErr
+	}
 	if g.template == nil {
 		return nil, errors.New("no capacity information")
 	}
@@ -463,6 +468,34 @@ func TestGroupWithAProblemThatOnlyLimitsItKeepsItsRowAndScales(t *testing.T) {
 		"ID": Equal(group.id), "Autoscaled": BeTrue(), "MaxSize": Equal(3), "Problem": Equal(problem.Message),
 	})), "one row with both the group's sizes and its problem")
 	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{group.id, corev1.EventTypeWarning, problem.Reason, problem.Message}))
+}
+
+// A group whose template cannot be read (its kind's informer cannot sync,
+// say) is reported on its row and in one Warning event while pods need
+// it, and the other groups scale up in the same loop. A group whose
+// template has no capacity is an answer, which the pods' events explain.
+func TestGroupWhoseTemplateCannotBeReadIsReportedAndTheOthersScaleUp(t *testing.T) {
+	g := NewWithT(t)
+	readErr := errors.New("timed out after 10s waiting for the manager's cache of OtherMachineTemplate.infrastructure.example.com")
+	unreadable := &fakeGroup{id: "MachineDeployment/default/unreadable", max: 3, templateErr: &nodegroups.ReadError{Err: readErr}}
+	withoutCapacity := &fakeGroup{id: "MachineDeployment/default/without-capacity", max: 3}
+	healthy := &fakeGroup{id: "MachineDeployment/default/healthy", max: 3, template: templateNode()}
+	f := newFixture(t, []*fakeGroup{unreadable, withoutCapacity, healthy}, objects(nil, st.Replicas("web", 1, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(healthy.increases).To(Equal([]int{1}), "the healthy group scales up in the same loop")
+	message := "cannot scale up from zero: " + readErr.Error()
+	g.Expect(groupRow(status, unreadable.id)).To(MatchFields(IgnoreExtras, Fields{"Autoscaled": BeTrue(), "Problem": Equal(message)}))
+	g.Expect(groupRow(status, withoutCapacity.id).Problem).To(BeEmpty())
+	g.Expect(groupRow(status, healthy.id).Problem).To(BeEmpty())
+	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{unreadable.id, corev1.EventTypeWarning, nodegroups.ReasonTemplateUnreadable, message}))
+	g.Expect(f.groupRecorder.reasons(withoutCapacity.id)).To(BeEmpty())
+
+	By := "the next loop, the pod still pending, reports the same problem without a new event"
+	status = f.runOnce(t)
+	g.Expect(groupRow(status, unreadable.id).Problem).To(Equal(message), By)
+	g.Expect(f.groupRecorder.reasons(unreadable.id)).To(ConsistOf(nodegroups.ReasonTemplateUnreadable), By)
 }
 
 func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {

@@ -3,7 +3,9 @@ package autoscaler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -86,8 +88,11 @@ const givenBackShownFor = time.Hour
 
 // loop is what the steps of one loop share.
 type loop struct {
-	now      time.Time
-	groups   nodegroups.List
+	now    time.Time
+	groups nodegroups.List
+	// problems are what is wrong with groups in this loop: those of
+	// discovery, and the templates that could not be read.
+	problems []nodegroups.Problem
 	nodes    []*corev1.Node
 	snapshot *snapshot.Snapshot
 	timedOut []clusterstate.TimedOutScaleUp
@@ -137,6 +142,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
+	s.reportProblems(ctx, l.problems)
 	s.fillStatus(l)
 	return l.status
 }
@@ -157,7 +163,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 		return fmt.Errorf("listing node groups: %w", err)
 	}
 	l.groups = groups
-	s.reportProblems(ctx, groups.Problems)
+	l.problems = slices.Clone(groups.Problems)
 
 	input, err := s.readCluster(ctx)
 	if err != nil {
@@ -414,6 +420,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	})
 	s.history.nominations = plan.Nominations
 	l.absorbed = plan.Absorbed
+	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
 
 	scaled := 0
 	for _, increase := range plan.Increases {
@@ -452,6 +459,22 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
 	}
 	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
+}
+
+// templateProblems are the problems of the groups whose template could not
+// be read (a *nodegroups.ReadError), in the order of their IDs. The other
+// template errors are answers, such as a template without capacity, which
+// the pods' NotTriggerScaleUp events explain.
+func templateProblems(templateErrors map[string]error) []nodegroups.Problem {
+	var problems []nodegroups.Problem
+	for _, id := range slices.Sorted(maps.Keys(templateErrors)) {
+		var readErr *nodegroups.ReadError
+		if errors.As(templateErrors[id], &readErr) {
+			problems = append(problems, nodegroups.Problem{ID: id, Reason: nodegroups.ReasonTemplateUnreadable, Kept: true,
+				Message: "cannot scale up from zero: " + readErr.Error()})
+		}
+	}
+	return problems
 }
 
 // skipScaleUpReason says why a group must not grow in this loop, or "".
@@ -554,13 +577,13 @@ func (s *steps) fillStatus(l *loop) {
 			status.UnschedulablePods++
 		}
 	}
-	problems := make(map[string]string, len(l.groups.Problems))
+	problems := make(map[string]string, len(l.problems))
 	for id, g := range s.history.givenBack {
 		if l.now.Sub(g.at) < givenBackShownFor {
 			problems[id] = g.message
 		}
 	}
-	for _, problem := range l.groups.Problems {
+	for _, problem := range l.problems {
 		if problem.Kept {
 			problems[problem.ID] = strings.Join(slices.DeleteFunc([]string{problem.Message, problems[problem.ID]}, func(m string) bool { return m == "" }), "; ")
 		} else {

@@ -48,7 +48,8 @@ type nodeGroupOptions struct {
 	resource scalable.Resource
 	hints    template.Hints
 	hintsErr error
-	// reader reads infrastructure templates in the management cluster.
+	// reader reads infrastructure templates in the management cluster,
+	// each read within a bound of its own.
 	reader   client.Reader
 	recorder EventRecorder
 	nodes    *nodeIndex
@@ -93,12 +94,20 @@ func (g *nodeGroup) Instances() []nodegroups.Instance {
 }
 
 // TemplateNode builds a node from the capacity the group publishes; the
-// engine copies a real member instead when the group has one.
+// engine copies a real member instead when the group has one. An
+// infrastructure template that could not be read, or that publishes what
+// is not a capacity, is a *nodegroups.ReadError; one that publishes no
+// capacity is an answer.
 func (g *nodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	if g.hintsErr != nil {
 		return nil, fmt.Errorf("cannot scale from zero: %w", g.hintsErr)
 	}
-	return template.FromZero(ctx, g.reader, g.resource, g.hints)
+	node, err := template.FromZero(ctx, g.reader, g.resource, g.hints)
+	var cannot *template.CannotScaleFromZeroError
+	if err != nil && !errors.As(err, &cannot) {
+		return nil, &nodegroups.ReadError{Err: err}
+	}
+	return node, err
 }
 
 func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) error {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -60,6 +61,9 @@ type Options struct {
 	// Recorder, when set, records what a node group does that a user should
 	// know of, on the object behind it.
 	Recorder EventRecorder
+	// TemplateReadTimeout bounds each read of a node group's infrastructure
+	// template for scale from zero; DefaultTemplateReadTimeout when zero.
+	TemplateReadTimeout time.Duration
 }
 
 // Provider discovers the node groups of one Cluster.
@@ -68,10 +72,13 @@ type Provider struct {
 	apiReader  client.Reader
 	workload   client.Reader
 	// writes are the replicas the engine wrote, across discoveries.
-	writes   *scalable.Writes
-	cluster  types.NamespacedName
-	clock    clock.PassiveClock
-	recorder EventRecorder
+	writes *scalable.Writes
+	// templates reads the groups' infrastructure templates, remembering
+	// across discoveries the kinds that did not answer.
+	templates *templateReader
+	cluster   types.NamespacedName
+	clock     clock.PassiveClock
+	recorder  EventRecorder
 }
 
 var _ nodegroups.Provider = &Provider{}
@@ -83,6 +90,7 @@ func NewProvider(opts Options) *Provider {
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
+	p.templates = newTemplateReader(opts.Management, opts.TemplateReadTimeout, p.clock)
 	return p
 }
 
@@ -138,7 +146,7 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidAnnotation, Kept: true,
 				Message: hintsErr.Error() + "; the group cannot scale up from zero nodes until it is fixed"})
 		}
-		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.management, recorder: p.recorder, nodes: index})
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.templates, recorder: p.recorder, nodes: index})
 		if err != nil {
 			return list, err
 		}

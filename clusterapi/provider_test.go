@@ -636,6 +636,8 @@ var _ = Describe("Provider", func() {
 			var cannot *template.CannotScaleFromZeroError
 			Expect(errors.As(err, &cannot)).To(BeTrue(), "got %v", err)
 			Expect(cannot.ID).To(Equal(id("MachineDeployment", "md-0")))
+			var readErr *nodegroups.ReadError
+			Expect(errors.As(err, &readErr)).To(BeFalse(), "an answer, not a problem of the group")
 		})
 	})
 })

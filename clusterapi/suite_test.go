@@ -28,7 +28,8 @@ var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
 	testEnv, err = envtest.Start(envtest.Options{
-		CRDs: []*apiextensionsv1.CustomResourceDefinition{envtest.InfrastructureMachineTemplateCRD(), envtest.InfrastructureMachinePoolCRD()},
+		CRDs: []*apiextensionsv1.CustomResourceDefinition{envtest.InfrastructureMachineTemplateCRD(), envtest.InfrastructureMachinePoolCRD(),
+			envtest.OtherProviderMachineTemplateCRD()},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = testEnv.Client

@@ -49,8 +49,10 @@ func (e *CannotScaleFromZeroError) Error() string {
 // hints of its capacity annotations and the status of the infrastructure
 // object its machine template refers to: an infrastructure machine template,
 // or for a MachinePool its infrastructure machine pool (any provider, read
-// through the reader as unstructured); the hints win. It returns a *CannotScaleFromZeroError when neither says
-// how much cpu and memory a node would have.
+// through the reader as unstructured); the hints win. It returns a
+// *CannotScaleFromZeroError when neither says how much cpu and memory a node
+// would have; any other error says that the infrastructure object could not
+// be read, or publishes what is not a capacity.
 func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hints) (*corev1.Node, error) {
 	machineTemplate := source.MachineTemplate()
 	infra, err := infrastructureTemplate(ctx, reader, source)

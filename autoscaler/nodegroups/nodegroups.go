@@ -37,7 +37,9 @@ type NodeGroup interface {
 	// (scale from zero), and names the node and drops its startup, status
 	// and condition taints itself (nodefacts.Rules.TemplateNode). It returns
 	// an error that says why when the group cannot tell, in which case it
-	// cannot scale from zero.
+	// cannot scale from zero: a *ReadError when what it needs could not be
+	// read. It bounds its reads itself: the engine asks every group in the
+	// same loop, and a read that hangs must cost one group, not the loop.
 	TemplateNode(ctx context.Context) (*corev1.Node, error)
 	// IncreaseSize raises the target size by delta (> 0) within MaxSize.
 	IncreaseSize(ctx context.Context, delta int) error
@@ -97,6 +99,24 @@ type RefusedError struct {
 func (e *RefusedError) Error() string { return e.Reason }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ReadError says that a node group could not read what an answer needs,
+// such as its infrastructure template: the read failed, or did not answer
+// within the group's bound. Unlike an answer that says no (a template that
+// publishes no capacity, say), it is a problem of the group, which the
+// engine reports as it reports the Problems of discovery.
+type ReadError struct {
+	Err error
+}
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// ReasonTemplateUnreadable is the Problem reason of a group whose
+// TemplateNode returned a *ReadError: it cannot scale up from zero until
+// its template can be read.
+const ReasonTemplateUnreadable = "TemplateUnreadable"
 
 // ReasonReplicasOverwritten is the Problem reason of a group whose target
 // size another writer changed after the autoscaler set it, e.g. a GitOps

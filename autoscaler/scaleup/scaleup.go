@@ -96,6 +96,9 @@ type Plan struct {
 	// Rounds show how the helped candidates got their places, round by
 	// round; Nominations holds the same places, after the absorbed ones.
 	Rounds []Round
+	// TemplateErrors say, by group ID, why groups that needed a template
+	// (simulator.SetTemplates) have none: they could not grow.
+	TemplateErrors map[string]error
 }
 
 // Round is one round of a plan.
@@ -185,7 +188,7 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	if len(candidates) == 0 {
 		return plan
 	}
-	templateErrors := simulator.SetTemplates(ctx, snap, s.opts.NodeRules)
+	plan.TemplateErrors = simulator.SetTemplates(ctx, snap, s.opts.NodeRules)
 
 	snap.Fork()
 	defer snap.Revert()
@@ -212,7 +215,7 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	skipReasons := map[string]string{}
 	var growable []*candidate
 	for _, group := range snap.NodeGroups() {
-		c, reason := s.candidate(sched, group, state, upcoming, templateErrors)
+		c, reason := s.candidate(sched, group, state, upcoming, plan.TemplateErrors)
 		if reason != "" {
 			skipReasons[group.ID()] = reason
 			continue

@@ -103,6 +103,17 @@ func Start(opts Options) (*Environment, error) {
 	return &Environment{Config: cfg, Scheme: scheme, Client: c, env: env}, nil
 }
 
+// AddUser returns a connection as a user whose only permissions are those
+// RBAC gives its name and groups, for tests of a client with narrower
+// permissions than an administrator's.
+func (e *Environment) AddUser(name string, groups ...string) (*rest.Config, error) {
+	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("adding user %s: %w", name, err)
+	}
+	return user.Config(), nil
+}
+
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error {
 	return e.env.Stop()

@@ -27,6 +27,15 @@ var InfrastructureMachinePool = schema.GroupVersionKind{
 	Kind:    "TestMachinePool",
 }
 
+// OtherProviderMachineTemplate is the machine template kind of a second
+// provider, in an API group of its own, for tests of a manager whose RBAC
+// covers InfrastructureMachineTemplate's group and not this one.
+var OtherProviderMachineTemplate = schema.GroupVersionKind{
+	Group:   "infrastructure.other.capi-autoscaler.io",
+	Version: "v1alpha1",
+	Kind:    "OtherMachineTemplate",
+}
+
 // InfrastructureMachineTemplateCRD returns the CRD of
 // InfrastructureMachineTemplate: any content is kept, and the contract label
 // tells Cluster API which version to read, as a real provider's CRD does.
@@ -38,6 +47,13 @@ func InfrastructureMachineTemplateCRD() *apiextensionsv1.CustomResourceDefinitio
 // which keeps any content as InfrastructureMachineTemplateCRD does.
 func InfrastructureMachinePoolCRD() *apiextensionsv1.CustomResourceDefinition {
 	return schemalessCRD(InfrastructureMachinePool)
+}
+
+// OtherProviderMachineTemplateCRD returns the CRD of
+// OtherProviderMachineTemplate, which keeps any content as
+// InfrastructureMachineTemplateCRD does.
+func OtherProviderMachineTemplateCRD() *apiextensionsv1.CustomResourceDefinition {
+	return schemalessCRD(OtherProviderMachineTemplate)
 }
 
 func schemalessCRD(gvk schema.GroupVersionKind) *apiextensionsv1.CustomResourceDefinition {

@@ -1,0 +1,253 @@
+package clusterapi
+
+import (
+	"context"
+	"os"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// shippedManagerRole is the manager's ClusterRole as `make manifests`
+// writes it.
+const shippedManagerRole = "../config/rbac/role.yaml"
+
+var _ = Describe("A node group whose infrastructure template the manager cannot list", func() {
+	const templateReadTimeout = 2 * time.Second
+
+	var (
+		ctx context.Context
+		f   *envtest.Fixture
+	)
+
+	BeforeEach(func() {
+		ctx = testContext()
+		f = envtest.NewFixture(ctx, k8sClient)
+	})
+
+	// infrastructureTemplate creates a machine template of the kind that
+	// publishes the capacity of a 2-cpu machine, as a provider would.
+	infrastructureTemplate := func(kind schema.GroupVersionKind, name string) {
+		GinkgoHelper()
+		infra := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+			"capacity": map[string]any{"cpu": "2", "memory": "4Gi"},
+		}}}
+		infra.SetGroupVersionKind(kind)
+		infra.SetNamespace(f.Namespace)
+		infra.SetName(name)
+		Expect(k8sClient.Create(ctx, infra)).To(Succeed())
+	}
+
+	It("costs that group only its scale from zero, within the bound and once per retry, while another group scales up in the same loop", func() {
+		By("connecting as the manager with the shipped RBAC, plus the reads the README asks for one provider's group and not the other's")
+		management, templateReads := managerClient(ctx, f.Namespace)
+
+		By("creating a group of each provider at zero, and a pod either could take")
+		healthy := f.MachineDeployment("healthy", 0, sizeAnnotations(0, 3))
+		unlisted := f.MachineDeployment("unlisted", 0, sizeAnnotations(0, 3))
+		unlisted.Spec.Template.Spec.InfrastructureRef.APIGroup = envtest.OtherProviderMachineTemplate.Group
+		unlisted.Spec.Template.Spec.InfrastructureRef.Kind = envtest.OtherProviderMachineTemplate.Kind
+		f.Create(ctx, healthy, unlisted)
+		infrastructureTemplate(envtest.InfrastructureMachineTemplate, healthy.Name)
+		infrastructureTemplate(envtest.OtherProviderMachineTemplate, unlisted.Name)
+		unschedulablePod(ctx, f.Namespace)
+
+		clk := clocktesting.NewFakeClock(time.Now())
+		recorder := &fakeRecorder{}
+		clientset, err := kubernetes.NewForConfig(testEnv.Config)
+		Expect(err).NotTo(HaveOccurred())
+		engine, err := autoscaler.New(autoscaler.Options{
+			ClusterName: f.Namespace + "/" + f.Cluster.Name,
+			Config:      autoscaler.DefaultConfig(),
+			NodeGroups: NewProvider(Options{
+				Management:          management,
+				Workload:            k8sClient,
+				Cluster:             types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
+				Clock:               clk,
+				TemplateReadTimeout: templateReadTimeout,
+			}),
+			Cluster:       k8sClient,
+			Clientset:     clientset,
+			Recorder:      record.NewFakeRecorder(100),
+			GroupRecorder: recorder,
+			LoopTimeout:   30 * time.Second,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		unlistedID := scalable.ID(scalable.KindMachineDeployment, f.Namespace, unlisted.Name)
+		problem := And(
+			ContainSubstring("cannot scale up from zero"),
+			ContainSubstring("OtherMachineTemplate "+f.Namespace+"/"+unlisted.Name),
+			ContainSubstring("timed out after "+templateReadTimeout.String()),
+			ContainSubstring("does the manager have RBAC to list and watch it?"),
+		)
+		templateUnreadableEvents := func() []recordedEvent {
+			var events []recordedEvent
+			for _, event := range recorder.events {
+				if event.Reason == nodegroups.ReasonTemplateUnreadable {
+					events = append(events, event)
+				}
+			}
+			return events
+		}
+
+		status := engine.RunOnce(ctx, time.Now())
+
+		Expect(status.Err).NotTo(HaveOccurred(), "the loop ends within the template's bound, not at the loop timeout")
+		Expect(get(ctx, healthy).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)), "the healthy group scales up in the same loop")
+		Expect(get(ctx, unlisted).Spec.Replicas).To(HaveValue(BeEquivalentTo(0)))
+		Expect(row(status, unlistedID).Problem).To(problem)
+		Expect(templateUnreadableEvents()).To(ConsistOf(And(
+			HaveField("GroupID", unlistedID), HaveField("Type", corev1.EventTypeWarning), HaveField("Message", problem))))
+		Expect(templateReads()).To(Equal(1))
+
+		By("not reading the kind again until the retry, with the same problem and no new event")
+		status = engine.RunOnce(ctx, time.Now())
+		Expect(status.Err).NotTo(HaveOccurred())
+		Expect(row(status, unlistedID).Problem).To(problem)
+		Expect(templateUnreadableEvents()).To(HaveLen(1))
+		Expect(templateReads()).To(Equal(1), "a remembered kind fails at once")
+
+		By("reading it again once the retry is due")
+		clk.Step(unansweredKindRetry)
+		status = engine.RunOnce(ctx, time.Now())
+		Expect(status.Err).NotTo(HaveOccurred())
+		Expect(row(status, unlistedID).Problem).To(problem)
+		Expect(templateReads()).To(Equal(2))
+	})
+})
+
+// managerClient returns a client of the management cluster that reads
+// through a cache, as the manager's does (main.go), as a user with the
+// shipped manager role and the reads of envtest.InfrastructureMachineTemplate's
+// group, which the README asks to add for a provider outside
+// infrastructure.cluster.x-k8s.io; and a counter of its reads of
+// envtest.OtherProviderMachineTemplate, whose group it cannot read.
+func managerClient(ctx context.Context, namespace string) (client.Client, func() int) {
+	GinkgoHelper()
+	user := "manager-" + namespace
+	role := shippedRole()
+	role.Name = user
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{
+		APIGroups: []string{envtest.InfrastructureMachineTemplate.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"},
+	})
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	Expect(k8sClient.Create(ctx, role)).To(Succeed())
+	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, role))).To(Succeed())
+	})
+	config, err := testEnv.AddUser(user)
+	Expect(err).NotTo(HaveOccurred())
+	waitForRBAC(ctx, config)
+
+	informers, err := cache.New(config, cache.Options{Scheme: testEnv.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	cacheCtx, stop := context.WithCancel(ctx)
+	DeferCleanup(stop)
+	go func() {
+		defer GinkgoRecover()
+		Expect(informers.Start(cacheCtx)).To(Succeed())
+	}()
+	cached, err := client.NewWithWatch(config, client.Options{Scheme: testEnv.Scheme, Cache: &client.CacheOptions{
+		Reader: informers, DisableFor: []client.Object{&corev1.Secret{}}, Unstructured: true,
+	}})
+	Expect(err).NotTo(HaveOccurred())
+	reads := 0
+	counting := interceptor.NewClient(cached, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if obj.GetObjectKind().GroupVersionKind().GroupKind() == envtest.OtherProviderMachineTemplate.GroupKind() {
+				reads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	return counting, func() int { return reads }
+}
+
+// shippedRole reads the manager's ClusterRole from config/rbac.
+func shippedRole() *rbacv1.ClusterRole {
+	GinkgoHelper()
+	content, err := os.ReadFile(shippedManagerRole)
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(content, role)).To(Succeed())
+	return role
+}
+
+// waitForRBAC waits until the API server lets the user of config list
+// MachineDeployments and InfrastructureMachineTemplates: a binding takes a
+// moment to apply, and an informer refused meanwhile backs off.
+func waitForRBAC(ctx context.Context, config *rest.Config) {
+	GinkgoHelper()
+	direct, err := client.New(config, client.Options{Scheme: testEnv.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	templates := &unstructured.UnstructuredList{}
+	templates.SetGroupVersionKind(envtest.InfrastructureMachineTemplate.GroupVersion().WithKind(envtest.InfrastructureMachineTemplate.Kind + "List"))
+	Eventually(func(g Gomega) {
+		g.Expect(direct.List(ctx, &clusterv1.MachineDeploymentList{})).To(Succeed())
+		g.Expect(direct.List(ctx, templates)).To(Succeed())
+	}).Should(Succeed())
+}
+
+// unschedulablePod creates a pod of 1 cpu that the scheduler found no node
+// for.
+func unschedulablePod(ctx context.Context, namespace string) {
+	GinkgoHelper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "pending"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name:      "app",
+			Image:     "registry.example.com/app:v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+		}}},
+	}
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+}
+
+// get reads obj again.
+func get[T client.Object](ctx context.Context, obj T) T {
+	GinkgoHelper()
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return obj
+}
+
+// row is the status row of the node group id.
+func row(status autoscaler.Status, id string) autoscaler.NodeGroupStatus {
+	GinkgoHelper()
+	for _, group := range status.NodeGroups {
+		if group.ID == id {
+			return group
+		}
+	}
+	Fail("no status row for " + id)
+	return autoscaler.NodeGroupStatus{}
+}
