@@ -73,11 +73,12 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 		}
 
 		By("Filling " + kept + " to 75% so that it stays, and running a 2-core pod, which fits only on " + dead)
-		CreateWorkload(ctx, WorkloadInput{
+		big := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
 			Requests:     CPURequest("3"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
 		})
+		WaitForPodsRunning(ctx, workload, big, NodesReadyTimeout)
 		web := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "web", Replicas: 1,
 			Requests:     CPURequest("2"),

@@ -279,6 +279,10 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 		return err
 	}
 	stages := filepath.Join(m.kwok, "kustomize", "stage")
+	nodeNotReadyStage := filepath.Join(s.WorkDir, cluster.Name+"-node-not-ready-stage.yaml")
+	if err := os.WriteFile(nodeNotReadyStage, nodeNotReadyStageYAML, 0o600); err != nil {
+		return fmt.Errorf("writing kwok's node-not-ready stage: %w", err)
+	}
 	kwok, err := startProcess(ctx, s.logDir(), cluster.Name+"-kwok", s.binary("kwok"),
 		"--kubeconfig="+cluster.KubeconfigPath,
 		"--manage-all-nodes=false",
@@ -290,7 +294,7 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 		"--config="+filepath.Join(stages, "node", "fast", "node-initialize.yaml"),
 		"--config="+filepath.Join(stages, "node", "heartbeat-with-lease", "node-heartbeat-with-lease.yaml"),
 		// Labelling a Node node-not-ready.stage.kwok.x-k8s.io=true makes it NotReady.
-		"--config="+filepath.Join(stages, "node", "chaos", "node-not-ready.yaml"),
+		"--config="+nodeNotReadyStage,
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-ready.yaml"),
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-complete.yaml"),
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-delete.yaml"),

@@ -7,6 +7,7 @@ package localstack
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -40,8 +41,13 @@ const (
 )
 
 // NodeNotReadyLabel, set to "true" on a kwok Node, makes kwok report it
-// NotReady until the label is removed.
+// NotReady until the label is removed, from the time it was set.
 const NodeNotReadyLabel = "node-not-ready.stage.kwok.x-k8s.io"
+
+// nodeNotReadyStageYAML is the kwok stage behind NodeNotReadyLabel.
+//
+//go:embed stages/node-not-ready.yaml
+var nodeNotReadyStageYAML []byte
 
 // startTimeout bounds how long one component may take to become healthy.
 const startTimeout = 2 * time.Minute
