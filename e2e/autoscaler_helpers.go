@@ -93,11 +93,12 @@ func CreateSpecNamespace(ctx context.Context, stack *localstack.Stack, prefix st
 // FastClusterAutoscalerSpec is the spec of a ClusterAutoscaler for
 // clusterName whose loops and delays are short enough for a test: a loop
 // every second, nodes removed 10s after they became unneeded, no delay
-// after scaling.
+// after scaling. It reaches the workload cluster as WorkloadServiceAccount.
 func FastClusterAutoscalerSpec(clusterName string) autoscalingv1alpha1.ClusterAutoscalerSpec {
 	return autoscalingv1alpha1.ClusterAutoscalerSpec{
-		ClusterName:  clusterName,
-		ScanInterval: &metav1.Duration{Duration: time.Second},
+		ClusterName:                 clusterName,
+		WorkloadKubeconfigSecretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: WorkloadKubeconfigSecretName(clusterName)},
+		ScanInterval:                &metav1.Duration{Duration: time.Second},
 		ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
 			DelayAfterAdd:     &metav1.Duration{},
 			DelayAfterDelete:  &metav1.Duration{},

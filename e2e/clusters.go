@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
@@ -43,14 +44,19 @@ type CreateSimulatedClusterInput struct {
 }
 
 // CreateSimulatedCluster creates a Cluster with a SimCluster and a
-// SimControlPlane, and the bootstrap data Secret its Machines boot from, and
-// waits until Cluster API reports it provisioned and initialized.
+// SimControlPlane, the bootstrap data Secret its Machines boot from and the
+// Secret of the autoscaler's workload kubeconfig, and waits until Cluster
+// API reports it provisioned and initialized.
 func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInput) *clusterv1.Cluster {
 	c := input.Client
 	Expect(c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: BootstrapSecretName(input.Name)},
 		Type:       clusterv1.ClusterSecretType,
 		Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
+	})).To(Succeed())
+	Expect(c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: WorkloadKubeconfigSecretName(input.Name)},
+		Data:       map[string][]byte{secret.KubeconfigDataName: workloadKubeconfig},
 	})).To(Succeed())
 	Expect(c.Create(ctx, &infrav1.SimCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
@@ -80,6 +86,12 @@ func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInp
 // Machines.
 func BootstrapSecretName(clusterName string) string {
 	return clusterName + "-bootstrap"
+}
+
+// WorkloadKubeconfigSecretName is the Secret of a simulated Cluster that
+// holds the autoscaler's workload kubeconfig, for WorkloadServiceAccount.
+func WorkloadKubeconfigSecretName(clusterName string) string {
+	return clusterName + "-autoscaler-kubeconfig"
 }
 
 // CreateNodeGroupInput describes a MachineDeployment of simulated machines.

@@ -34,6 +34,9 @@ var (
 	// suiteManagerArgs are the arguments the manager was started with, to
 	// start its binary again.
 	suiteManagerArgs []string
+	// workloadKubeconfig reaches the workload cluster as
+	// WorkloadServiceAccount: every ClusterAutoscaler of the suite names it.
+	workloadKubeconfig []byte
 )
 
 func TestE2E(t *testing.T) {
@@ -58,7 +61,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	stack, err = localstack.Start(ctx, localstack.Options{
 		Topology: localstack.Topology(*topology), RepoRoot: *repoRoot, WorkDir: *workDir,
-		AutoscalerWorkloadIdentity: &WorkloadIdentity,
+		AutoscalerNeedsTokens: true,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
@@ -66,9 +69,9 @@ var _ = BeforeSuite(func() {
 		Expect(stack.Stop()).To(Succeed())
 	})
 
-	By("Installing the shipped RBAC: the manager runs as its ServiceAccount, and with config/workload-rbac in the workload cluster")
+	By("Installing the shipped RBAC: the manager runs as its ServiceAccount, and as the ServiceAccount of config/workload-rbac in the workload cluster")
 	kubeconfig := InstallManagerRBAC(ctx, stack, *repoRoot)
-	InstallWorkloadRBAC(ctx, stack, *repoRoot)
+	workloadKubeconfig = InstallWorkloadRBAC(ctx, stack, *repoRoot)
 	// Registered after the stack's clean-up, so it runs first.
 	DeferCleanup(func() {
 		By("Checking that no request of the autoscaler was forbidden")

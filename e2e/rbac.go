@@ -18,18 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/e2e/faultproxy"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
 )
 
-// WorkloadIdentity is who the autoscaler is in the workload cluster during
-// the suite: the ServiceAccount config/workload-rbac binds its role to.
-var WorkloadIdentity = faultproxy.Identity{
-	User:   "system:serviceaccount:kube-system:capi-autoscaler",
-	Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
-}
+// WorkloadServiceAccount is who the autoscaler is in the workload cluster
+// during the suite: the ServiceAccount config/workload-rbac binds its roles
+// to.
+var WorkloadServiceAccount = client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "capi-autoscaler"}
 
 // rbacKinds are the kinds of the shipped manifests that grant the manager
 // its permissions; the suite installs these and nothing else of them.
@@ -89,24 +86,33 @@ func kindOrder(obj *unstructured.Unstructured) int {
 	return 1
 }
 
-// InstallWorkloadRBAC creates config/workload-rbac in the workload cluster:
-// the role WorkloadIdentity has there.
-func InstallWorkloadRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) {
+// InstallWorkloadRBAC creates config/workload-rbac, WorkloadServiceAccount
+// and its roles, in the workload cluster, as the README tells users to, and
+// returns a kubeconfig with a token of the ServiceAccount: what the suite's
+// ClusterAutoscalers reach the workload cluster with (see
+// CreateSimulatedCluster).
+func InstallWorkloadRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) []byte {
 	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "workload-rbac"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, obj := range objects {
 		Expect(stack.Workload.Client.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 	}
+	kubeconfig, err := stack.WorkloadServiceAccountKubeconfig(ctx, WorkloadServiceAccount.Namespace, WorkloadServiceAccount.Name)
+	Expect(err).NotTo(HaveOccurred())
+	return kubeconfig
 }
 
 // ExpectNoForbiddenRequests fails when the API servers refused the
-// autoscaler a request during the suite: its shipped RBAC misses a
-// permission. It writes the rules the autoscaler used to rbac-used.txt in
-// the stack's log directory, to find permissions it no longer needs.
+// autoscaler a request during the suite, as its shipped RBAC misses a
+// permission, or when the autoscaler used a client certificate, that is the
+// admin kubeconfig of a Cluster, rather than its ServiceAccount tokens. It
+// writes the rules the autoscaler used to rbac-used.txt in the stack's log
+// directory, to find permissions it no longer needs.
 func ExpectNoForbiddenRequests(stack *localstack.Stack) {
 	GinkgoHelper()
 	report := &strings.Builder{}
 	forbidden := map[string][]string{}
+	withCertificates := map[string][]string{}
 	for _, cluster := range clustersOf(stack) {
 		stats := cluster.Proxy.Stats()
 		report.WriteString("# " + cluster.Name + "\n")
@@ -116,9 +122,13 @@ func ExpectNoForbiddenRequests(stack *localstack.Stack) {
 		if stats.Forbidden.Len() > 0 {
 			forbidden[cluster.Name] = sets.List(stats.Forbidden)
 		}
+		if stats.CertificateRequests.Len() > 0 {
+			withCertificates[cluster.Name] = sets.List(stats.CertificateRequests)
+		}
 	}
 	Expect(os.WriteFile(filepath.Join(stack.LogDir(), "rbac-used.txt"), []byte(report.String()), 0o600)).To(Succeed())
 	Expect(forbidden).To(BeEmpty(), "the API servers refused the autoscaler these requests: its RBAC misses them")
+	Expect(withCertificates).To(BeEmpty(), "the autoscaler made these requests with a Cluster's admin kubeconfig, not with the workload kubeconfig its ClusterAutoscaler names")
 }
 
 // clustersOf are the stack's distinct API servers.

@@ -32,6 +32,18 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
 	ClusterName string `json:"clusterName"`
 
+	// workloadKubeconfigSecretRef names a Secret, in the namespace of the
+	// ClusterAutoscaler, holding the kubeconfig the autoscaler reaches the
+	// workload cluster with: typically for a ServiceAccount of the workload
+	// cluster bound to the role of config/workload-rbac, narrower than the
+	// administrator credentials of the Cluster's <cluster>-kubeconfig
+	// Secret, which is used when this is unset. While the Secret is missing
+	// or holds no usable kubeconfig, nothing is autoscaled: the Cluster's
+	// kubeconfig is never used instead. A changed Secret is picked up
+	// without a restart.
+	// +optional
+	WorkloadKubeconfigSecretRef *WorkloadKubeconfigSecretReference `json:"workloadKubeconfigSecretRef,omitempty"`
+
 	// podPriorityThreshold is the priority cutoff: pods with a lower priority
 	// never trigger a scale-up and never block a scale-down.
 	// +optional
@@ -165,6 +177,25 @@ type ClusterAutoscalerSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	StatusTaints []TaintKey `json:"statusTaints,omitempty"`
+}
+
+// WorkloadKubeconfigSecretReference names a kubeconfig in a Secret of the
+// ClusterAutoscaler's namespace.
+type WorkloadKubeconfigSecretReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be the name of a Secret: a lowercase RFC 1123 subdomain"
+	Name string `json:"name"`
+
+	// key of the kubeconfig in the Secret's data; "value", the key of
+	// Cluster API's kubeconfig Secrets, when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
 }
 
 // TaintKey is the key of a node taint, a qualified name such as
@@ -448,6 +479,18 @@ const (
 	// creation time owns it, ties broken by name; the next takes over when
 	// the owner is deleted.
 	ClusterAlreadyAutoscaledReason = "ClusterAlreadyAutoscaled"
+	// WorkloadKubeconfigNotFoundReason: the Secret that
+	// spec.workloadKubeconfigSecretRef names, or its key, does not exist;
+	// nothing is autoscaled until it does, and the Cluster's kubeconfig is
+	// not used instead.
+	WorkloadKubeconfigNotFoundReason = "WorkloadKubeconfigNotFound"
+	// InvalidWorkloadKubeconfigReason: the Secret that
+	// spec.workloadKubeconfigSecretRef names holds no kubeconfig the
+	// autoscaler can use (it does not parse, or it runs a credential
+	// plugin, which Cluster API's ClusterCache refuses); nothing is
+	// autoscaled until it does, and the Cluster's kubeconfig is not used
+	// instead. The condition message says what is wrong.
+	InvalidWorkloadKubeconfigReason = "InvalidWorkloadKubeconfig"
 	// OtherAutoscalerActiveReason: another cluster autoscaler, such as the
 	// upstream one, acts on the workload cluster (its deletion taint on a
 	// node, its Lease or status ConfigMap recently written); nothing is

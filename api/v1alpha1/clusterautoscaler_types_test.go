@@ -93,6 +93,7 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			}
 			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready", "NodeNotInitialized"}
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"}
+			spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "workload-autoscaler-kubeconfig", Key: "autoscaler.kubeconfig"}
 		})
 		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
@@ -173,6 +174,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("startup taint that is not a taint key", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"cni not ready"}
 		}, "spec.startupTaints[0]: Invalid value: \"cni not ready\": must be a taint key"),
+		Entry("workload kubeconfig Secret that is not a Secret name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "Workload_Kubeconfig"}
+		}, "spec.workloadKubeconfigSecretRef.name: Invalid value: \"Workload_Kubeconfig\": must be the name of a Secret"),
+		Entry("workload kubeconfig key that is not a Secret key", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "workload-kubeconfig", Key: "config/value"}
+		}, "spec.workloadKubeconfigSecretRef.key in body should match"),
 		Entry("status taint whose name is longer than 63 characters", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{autoscalingv1alpha1.TaintKey("example.com/" + strings.Repeat("a", 64))}
 		}, "spec.statusTaints[0]: Invalid value: \"example.com/"+strings.Repeat("a", 64)+"\": must be a taint key"),

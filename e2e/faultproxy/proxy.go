@@ -81,13 +81,6 @@ type Faults struct {
 	Hold time.Duration
 }
 
-// Identity is a user as the API server's request-header authentication
-// receives it.
-type Identity struct {
-	User   string
-	Groups []string
-}
-
 // Request is a targeted request as the proxy answered it.
 type Request struct {
 	// Verb, APIGroup, Resource, Subresource, Namespace and Name are the
@@ -132,6 +125,10 @@ type Stats struct {
 	// Used are the rules of targeted requests the API server answered
 	// without refusing them.
 	Used sets.Set[string]
+	// CertificateRequests are the rules of targeted requests refused
+	// because they authenticated with a client certificate (see
+	// Options.TargetsNeedTokens).
+	CertificateRequests sets.Set[string]
 }
 
 // Injected is the number of faults injected.
@@ -157,10 +154,11 @@ type Options struct {
 	// Target picks the requests that faults apply to, that Stats count and
 	// that Observe sees; every request when nil.
 	Target func(*http.Request) bool
-	// TargetIdentity, when set, is the identity targeted requests with a
-	// client certificate get instead of the certificate's: it stands for
-	// the narrower credentials the target would be given.
-	TargetIdentity *Identity
+	// TargetsNeedTokens refuses, with 401, targeted requests that
+	// authenticate with a client certificate rather than a bearer token:
+	// the target is given ServiceAccount tokens, and a certificate means
+	// that it used an administrator's kubeconfig instead.
+	TargetsNeedTokens bool
 	// Seed makes the proxy's random choices repeatable.
 	Seed uint64
 }
@@ -216,7 +214,7 @@ func Start(opts Options) (*Proxy, error) {
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
 		random: rand.New(rand.NewPCG(opts.Seed, opts.Seed)),
-		stats:  Stats{Faults: map[Fault]int{}, Forbidden: sets.New[string](), Used: sets.New[string]()},
+		stats:  Stats{Faults: map[Fault]int{}, Forbidden: sets.New[string](), Used: sets.New[string](), CertificateRequests: sets.New[string]()},
 	}
 	p.asFrontProxy = p.reverseProxy(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{frontProxyCert}, MinVersion: tls.VersionTLS12})
 	p.asCaller = p.reverseProxy(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
@@ -281,6 +279,7 @@ func (p *Proxy) Stats() Stats {
 	}
 	stats.Forbidden = p.stats.Forbidden.Clone()
 	stats.Used = p.stats.Used.Clone()
+	stats.CertificateRequests = p.stats.CertificateRequests.Clone()
 	return stats
 }
 
@@ -302,6 +301,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	info, err := p.requestInfo.NewRequestInfo(req)
 	if err != nil {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if p.opts.TargetsNeedTokens && forward == p.asFrontProxy {
+		// Authenticated by its client certificate.
+		p.refuseCertificate(w, Request{Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+			Namespace: info.Namespace, Name: nameOf(info, req), Status: http.StatusUnauthorized})
 		return
 	}
 	body, err := writeBody(info, req)
@@ -403,15 +408,21 @@ func (p *Proxy) authenticate(req *http.Request) (*httputil.ReverseProxy, error) 
 		return nil, errors.New("the fault proxy needs a client certificate or a bearer token")
 	}
 	cert := req.TLS.PeerCertificates[0]
-	identity := Identity{User: cert.Subject.CommonName, Groups: cert.Subject.Organization}
-	if p.opts.TargetIdentity != nil && (p.opts.Target == nil || p.opts.Target(req)) {
-		identity = *p.opts.TargetIdentity
-	}
-	req.Header.Set("X-Remote-User", identity.User)
-	for _, group := range identity.Groups {
+	req.Header.Set("X-Remote-User", cert.Subject.CommonName)
+	for _, group := range cert.Subject.Organization {
 		req.Header.Add("X-Remote-Group", group)
 	}
 	return p.asFrontProxy, nil
+}
+
+// refuseCertificate answers a targeted request that authenticated with a
+// client certificate, under TargetsNeedTokens, and counts it.
+func (p *Proxy) refuseCertificate(w http.ResponseWriter, r Request) {
+	p.mu.Lock()
+	p.stats.CertificateRequests.Insert(r.Rule())
+	p.mu.Unlock()
+	writeStatus(w, apierrors.NewUnauthorized("the fault proxy takes bearer tokens only from this client, not a client certificate"))
+	p.record(r)
 }
 
 // chooseFault decides, at the configured rate, which fault a request gets, and

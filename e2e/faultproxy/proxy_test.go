@@ -144,24 +144,36 @@ func isAutoscaler(req *http.Request) bool {
 
 func TestCallersKeepTheirIdentity(t *testing.T) {
 	g := NewWithT(t)
-	f := newFixture(t, faultproxy.Options{
-		Target:         isAutoscaler,
-		TargetIdentity: &faultproxy.Identity{User: "system:serviceaccount:kube-system:capi-autoscaler", Groups: []string{"system:serviceaccounts"}},
-	})
+	f := newFixture(t, faultproxy.Options{Target: isAutoscaler})
 
-	code, s, _ := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "kube-controller-manager")
+	code, s, _ := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
 	g.Expect(code).To(Equal(http.StatusOK))
 	g.Expect(s).To(Equal(seen{User: "admin", Groups: []string{"system:masters"}, ClientCert: "front-proxy-client"}),
 		"a certificate's identity is passed on by the front proxy")
 
-	code, s, _ = f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
-	g.Expect(code).To(Equal(http.StatusOK))
-	g.Expect(s.User).To(Equal("system:serviceaccount:kube-system:capi-autoscaler"), "the target gets the narrower identity")
-	g.Expect(s.Groups).To(Equal([]string{"system:serviceaccounts"}))
-
 	code, s, _ = f.do(g, f.token, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
 	g.Expect(code).To(Equal(http.StatusOK))
 	g.Expect(s).To(Equal(seen{Authorization: "Bearer the-token"}), "a bearer token is passed on as it is, with no certificate")
+}
+
+func TestTargetsNeedTokens(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{Target: isAutoscaler, TargetsNeedTokens: true})
+
+	code, _, body := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "the target with a certificate: %s", body)
+
+	code, s, _ := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "kube-controller-manager")
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(s.User).To(Equal("admin"), "others keep their certificates")
+
+	code, s, _ = f.do(g, f.token, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(s).To(Equal(seen{Authorization: "Bearer the-token"}))
+
+	g.Eventually(f.proxy.Stats).Should(And(
+		HaveField("Requests", 2),
+		HaveField("CertificateRequests", HaveKey("list nodes"))))
 }
 
 func TestInjectsEachFault(t *testing.T) {

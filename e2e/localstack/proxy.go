@@ -22,8 +22,8 @@ import (
 // autoscaler manager makes; the fault proxies aim at these.
 const AutoscalerUserAgent = "capi-autoscaler"
 
-// serviceAccountTokenSeconds is how long a ServiceAccountKubeconfig's
-// token is valid: longer than any run of the suite.
+// serviceAccountTokenSeconds is how long the token of a ServiceAccount
+// kubeconfig is valid: longer than any run of the suite.
 const serviceAccountTokenSeconds = 24 * 60 * 60
 
 // isAutoscaler tells the autoscaler's requests from those of the stack's
@@ -34,7 +34,7 @@ func isAutoscaler(req *http.Request) bool {
 
 // startProxies puts a fault proxy in front of the management API server
 // and, when it is another one, the workload API server.
-func (s *Stack) startProxies(workloadIdentity *faultproxy.Identity) error {
+func (s *Stack) startProxies(autoscalerNeedsTokens bool) error {
 	for _, cluster := range []*Cluster{s.Management, s.Workload} {
 		if cluster.Proxy != nil {
 			continue
@@ -44,9 +44,9 @@ func (s *Stack) startProxies(workloadIdentity *faultproxy.Identity) error {
 			CA:         s.ca,
 			FrontProxy: s.frontProxy,
 			Target:     isAutoscaler,
-			// Only the workload kubeconfig Secret authenticates with a
-			// certificate; the manager's own kubeconfig has a token.
-			TargetIdentity: workloadIdentity,
+			// Only the Cluster's kubeconfig Secret authenticates with a
+			// certificate.
+			TargetsNeedTokens: autoscalerNeedsTokens,
 		})
 		if err != nil {
 			return fmt.Errorf("fault proxy of %s: %w", cluster.Name, err)
@@ -68,23 +68,37 @@ func (s *Stack) proxiedAdminKubeconfig(cluster *Cluster) ([]byte, error) {
 // ServiceAccount namespace/name, and returns its path. The ServiceAccount
 // must exist.
 func (s *Stack) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
-	serviceAccount := &corev1.ServiceAccount{}
-	if err := s.Management.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, serviceAccount); err != nil {
-		return "", fmt.Errorf("ServiceAccount %s/%s: %w", namespace, name, err)
-	}
-	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To[int64](serviceAccountTokenSeconds),
-	}}
-	if err := s.Management.Client.SubResource("token").Create(ctx, serviceAccount, token); err != nil {
-		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
-	}
-	data, err := clientcmd.Write(*kubeconfig(s.Management.Name, s.Management.Proxy.URL(), s.ca.CertPEM,
-		&clientcmdapi.AuthInfo{Token: token.Status.Token}))
+	data, err := s.serviceAccountKubeconfig(ctx, s.Management, namespace, name)
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(s.WorkDir, s.Management.Name, "serviceaccount-"+namespace+"-"+name+".kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
+}
+
+// WorkloadServiceAccountKubeconfig returns a kubeconfig that authenticates
+// to the workload cluster, through its fault proxy, with a token of the
+// ServiceAccount namespace/name there: what a ClusterAutoscaler's
+// spec.workloadKubeconfigSecretRef names. The ServiceAccount must exist.
+func (s *Stack) WorkloadServiceAccountKubeconfig(ctx context.Context, namespace, name string) ([]byte, error) {
+	return s.serviceAccountKubeconfig(ctx, s.Workload, namespace, name)
+}
+
+// serviceAccountKubeconfig is a kubeconfig for cluster, through its fault
+// proxy, with a new token of the ServiceAccount namespace/name.
+func (s *Stack) serviceAccountKubeconfig(ctx context.Context, cluster *Cluster, namespace, name string) ([]byte, error) {
+	serviceAccount := &corev1.ServiceAccount{}
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, serviceAccount); err != nil {
+		return nil, fmt.Errorf("ServiceAccount %s/%s of %s: %w", namespace, name, cluster.Name, err)
+	}
+	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To[int64](serviceAccountTokenSeconds),
+	}}
+	if err := cluster.Client.SubResource("token").Create(ctx, serviceAccount, token); err != nil {
+		return nil, fmt.Errorf("token of ServiceAccount %s/%s of %s: %w", namespace, name, cluster.Name, err)
+	}
+	return clientcmd.Write(*kubeconfig(cluster.Name, cluster.Proxy.URL(), s.ca.CertPEM,
+		&clientcmdapi.AuthInfo{Token: token.Status.Token}))
 }
 
 // kubeconfig is a kubeconfig with one context, for server as user.

@@ -68,11 +68,12 @@ type Options struct {
 	// removed by Stop.
 	WorkDir string
 
-	// AutoscalerWorkloadIdentity, when set, is who the autoscaler's
-	// requests to the workload cluster are made as, instead of the admin
-	// of the Cluster's kubeconfig Secret: the narrower credentials a user
-	// could give it there. Its RBAC is the caller's to create.
-	AutoscalerWorkloadIdentity *faultproxy.Identity
+	// AutoscalerNeedsTokens makes the fault proxies refuse the
+	// autoscaler's requests that authenticate with a client certificate,
+	// that is with the admin kubeconfig of a Cluster's kubeconfig Secret:
+	// the autoscaler is to reach both clusters with ServiceAccount tokens
+	// (see ServiceAccountKubeconfig and WorkloadServiceAccountKubeconfig).
+	AutoscalerNeedsTokens bool
 }
 
 // Cluster is one API server of the stack with the components that serve it
@@ -90,7 +91,8 @@ type Cluster struct {
 	Client client.Client
 
 	// Proxy stands between the autoscaler and the API server: the
-	// Cluster's kubeconfig Secret and ServiceAccountKubeconfig point at it.
+	// Cluster's kubeconfig Secret and the ServiceAccount kubeconfigs point
+	// at it.
 	// Faults it injects hit only requests whose user agent is the
 	// autoscaler's. Nil for an API server started by StartAPIServer.
 	Proxy *faultproxy.Proxy
@@ -187,7 +189,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 			return nil, err
 		}
 	}
-	if err := s.startProxies(opts.AutoscalerWorkloadIdentity); err != nil {
+	if err := s.startProxies(opts.AutoscalerNeedsTokens); err != nil {
 		return nil, err
 	}
 	if err := s.startClusterAPI(ctx, modules); err != nil {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -62,8 +63,11 @@ const (
 
 // The patch helper writes the ClusterAutoscaler, its finalizer and its
 // status with patches; /scale is read, then updated with the
-// resourceVersion read (optimistic concurrency). The end-to-end suite runs
-// the manager with exactly this role and fails on any request it refuses.
+// resourceVersion read (optimistic concurrency). Secrets are only got, by
+// name, never listed or watched: the kubeconfig Secret of each Cluster, or
+// the Secret its ClusterAutoscaler names (WorkloadKubeconfigs). The
+// end-to-end suite runs the manager with exactly this role and fails on any
+// request it refuses.
 // +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
@@ -86,6 +90,10 @@ type ClusterAutoscalerReconciler struct {
 	APIReader client.Reader
 	// ClusterCache connects to workload clusters.
 	ClusterCache clustercache.ClusterCache
+	// WorkloadKubeconfigs are what the ClusterCache reads kubeconfigs
+	// through; reconciles ask it to have the ClusterCache connect again
+	// when the credentials of a workload kubeconfig change.
+	WorkloadKubeconfigs *WorkloadKubeconfigs
 	// Recorder records events in the management cluster.
 	Recorder events.EventRecorder
 	// Metrics, shared by all engines; nil records none.
@@ -121,8 +129,8 @@ type ClusterAutoscalerReconciler struct {
 // SetupWithManager registers the reconciler with the manager. Engines run
 // under ctx and are stopped when the manager stops.
 func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
-	if r.Client == nil || r.ClusterCache == nil || r.Recorder == nil {
-		return errors.New("client, cluster cache and recorder are required")
+	if r.Client == nil || r.ClusterCache == nil || r.WorkloadKubeconfigs == nil || r.Recorder == nil {
+		return errors.New("client, cluster cache, workload kubeconfigs and recorder are required")
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -147,7 +155,9 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&autoscalingv1alpha1.ClusterAutoscaler{}).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClusterAutoscalers)).
+		// Not the replays of ClusterResyncPeriod, which are the ClusterCache's.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClusterAutoscalers),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		// A ClusterAutoscaler created or deleted may change which one owns
 		// its Cluster. Unfiltered by the event filter: the one created or
 		// deleted may be served by another manager.
@@ -251,6 +261,14 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 			"Nothing is scaled while Cluster %s has spec.paused or the ClusterAutoscaler has the %s annotation", clusterKey(ca), clusterv1.PausedAnnotation))
 		return ctrl.Result{}, nil
 	}
+	usable, err := r.reconcileWorkloadKubeconfig(ctx, ca)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !usable {
+		// Secrets are not watched: a missing or invalid one is read again.
+		return ctrl.Result{RequeueAfter: workloadKubeconfigRetryInterval}, nil
+	}
 
 	desired, err := desiredConfig(ca)
 	if err != nil {
@@ -340,7 +358,9 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 			// connection and it carries on when the cluster is back.
 			return running, nil
 		}
-		setNotRunning(ca, autoscalingv1alpha1.WorkloadClusterUnreachableReason, "The workload cluster cannot be reached: "+err.Error())
+		kubeconfigSecret, _ := kubeconfigLocation(ca)
+		setNotRunning(ca, autoscalingv1alpha1.WorkloadClusterUnreachableReason, fmt.Sprintf(
+			"The workload cluster cannot be reached with the kubeconfig in Secret %s: %v", kubeconfigSecret.Name, err))
 		return nil, nil
 	}
 	if running != nil && running.restConfig != restConfig {

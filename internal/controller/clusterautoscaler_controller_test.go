@@ -415,10 +415,18 @@ func newWorkloadCluster(server string) *testenv.Fixture {
 	fixture := testenv.NewFixture(ctx, k8sClient)
 	config := rest.CopyConfig(env.Config)
 	config.Host = server
-	Expect(k8sClient.Create(ctx, kubeconfig.GenerateSecret(fixture.Cluster, kubeconfig.FromEnvTestConfig(config, fixture.Cluster)))).To(Succeed())
+	provisionWorkloadCluster(fixture, kubeconfig.FromEnvTestConfig(config, fixture.Cluster))
+	return fixture
+}
+
+// provisionWorkloadCluster gives the fixture's Cluster a kubeconfig Secret
+// with data, and reports its infrastructure provisioned, which is when the
+// ClusterCache connects.
+func provisionWorkloadCluster(fixture *testenv.Fixture, data []byte) {
+	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, kubeconfig.GenerateSecret(fixture.Cluster, data))).To(Succeed())
 	fixture.Cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	Expect(k8sClient.Status().Update(ctx, fixture.Cluster)).To(Succeed())
-	return fixture
 }
 
 // createClusterAutoscaler creates a ClusterAutoscaler called autoscaler for

@@ -14,28 +14,48 @@ import (
 )
 
 // clusterOwner returns the ClusterAutoscaler that owns the Cluster ca names,
-// ca itself or another: of the ClusterAutoscalers that name the Cluster, the
+// ca itself or another (see ownerOfCluster). Only the owner runs an engine
+// for the Cluster.
+func (r *ClusterAutoscalerReconciler) clusterOwner(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (*autoscalingv1alpha1.ClusterAutoscaler, error) {
+	owner, err := ownerOfCluster(ctx, r.Client, clusterKey(ca))
+	if err != nil {
+		return nil, err
+	}
+	// The cache may not have ca yet.
+	if owner == nil || !ownsBefore(owner, ca) {
+		return ca, nil
+	}
+	return owner, nil
+}
+
+// ownerOfCluster returns the ClusterAutoscaler that owns a Cluster, nil
+// when none names it: of the ClusterAutoscalers that name the Cluster, the
 // oldest, ties broken by name (creation times have a resolution of a
-// second). Only the owner runs an engine for the Cluster.
+// second). The owner runs the Cluster's engine, and its
+// spec.workloadKubeconfigSecretRef says how the Cluster is reached.
 //
 // A ClusterAutoscaler being deleted still owns its Cluster, so that its
 // cleanup never races the engine of the next owner. Every ClusterAutoscaler
 // counts, whatever its watch-filter label, so that two managers never
 // autoscale one Cluster either.
-func (r *ClusterAutoscalerReconciler) clusterOwner(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (*autoscalingv1alpha1.ClusterAutoscaler, error) {
+func ownerOfCluster(ctx context.Context, c client.Reader, cluster client.ObjectKey) (*autoscalingv1alpha1.ClusterAutoscaler, error) {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ca.Namespace), client.MatchingFields{clusterNameField: ca.Spec.ClusterName}); err != nil {
-		return nil, fmt.Errorf("listing the ClusterAutoscalers of Cluster %s: %w", clusterKey(ca), err)
+	if err := c.List(ctx, list, client.InNamespace(cluster.Namespace), client.MatchingFields{clusterNameField: cluster.Name}); err != nil {
+		return nil, fmt.Errorf("listing the ClusterAutoscalers of Cluster %s: %w", cluster, err)
 	}
-	owner := ca
+	var owner *autoscalingv1alpha1.ClusterAutoscaler
 	for i := range list.Items {
-		other := &list.Items[i]
-		created, ownerCreated := other.CreationTimestamp.Time, owner.CreationTimestamp.Time
-		if created.Before(ownerCreated) || (created.Equal(ownerCreated) && other.Name < owner.Name) {
+		if other := &list.Items[i]; owner == nil || ownsBefore(other, owner) {
 			owner = other
 		}
 	}
 	return owner, nil
+}
+
+// ownsBefore says whether a comes before b as the owner of their Cluster.
+func ownsBefore(a, b *autoscalingv1alpha1.ClusterAutoscaler) bool {
+	created, otherCreated := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+	return created.Before(otherCreated) || (created.Equal(otherCreated) && a.Name < b.Name)
 }
 
 // refuse keeps ca from autoscaling the Cluster that owner owns: it stops an

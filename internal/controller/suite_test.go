@@ -12,8 +12,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -70,10 +73,14 @@ var _ = BeforeSuite(func() {
 			DisableFor:   []client.Object{&corev1.Secret{}},
 			Unstructured: true,
 		}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&clusterv1.Cluster{}: {SyncPeriod: ptr.To(ClusterResyncPeriod)},
+		}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient: mgr.GetClient(),
+	kubeconfigs := NewWorkloadKubeconfigs(mgr.GetClient())
+	clusterCache, err := clustercache.SetupWithManager(ctx, kubeconfigs.ClusterCacheManager(mgr), clustercache.Options{
+		SecretClient: kubeconfigs,
 		Cache:        WorkloadCacheOptions(),
 		Client:       clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
 	}, controller.Options{MaxConcurrentReconciles: 10})
@@ -81,10 +88,11 @@ var _ = BeforeSuite(func() {
 
 	metrics = prometheus.NewRegistry()
 	reconciler = &ClusterAutoscalerReconciler{
-		Client:       mgr.GetClient(),
-		ClusterCache: clusterCache,
-		Recorder:     mgr.GetEventRecorder("capi-autoscaler"),
-		Metrics:      autoscaler.NewMetrics(metrics),
+		Client:              mgr.GetClient(),
+		ClusterCache:        clusterCache,
+		WorkloadKubeconfigs: kubeconfigs,
+		Recorder:            mgr.GetEventRecorder("capi-autoscaler"),
+		Metrics:             autoscaler.NewMetrics(metrics),
 		// Their node groups panic on request.
 		NodeGroups:             faults.PanickingNodeGroups,
 		WorkloadCleanupTimeout: testCleanupTimeout,

@@ -1,0 +1,294 @@
+package controller
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+)
+
+const (
+	// ClusterResyncPeriod is how often the manager's cache replays every
+	// Cluster to the controllers that watch Clusters. The ClusterCache
+	// reconciles a Cluster on its events only, and does not come back to
+	// one it disconnected as gone (see
+	// WorkloadKubeconfigs.ClusterCacheManager): the replay makes it
+	// connect again, with the kubeconfig read anew.
+	ClusterResyncPeriod = 10 * time.Second
+
+	// workloadKubeconfigRetryInterval is how often a ClusterAutoscaler
+	// whose spec.workloadKubeconfigSecretRef names a missing or unusable
+	// kubeconfig looks at it again: the manager does not watch Secrets.
+	workloadKubeconfigRetryInterval = 10 * time.Second
+
+	// workloadKubeconfigChangedReason: the credentials of the kubeconfig
+	// changed and the workload cluster is connected to again.
+	workloadKubeconfigChangedReason = "WorkloadKubeconfigChanged"
+)
+
+var (
+	// errKubeconfigNotFound: the Secret of a kubeconfig, or its key, does not exist.
+	errKubeconfigNotFound = errors.New("kubeconfig not found")
+	// errInvalidKubeconfig: a Secret holds no kubeconfig the ClusterCache can use.
+	errInvalidKubeconfig = errors.New("invalid kubeconfig")
+)
+
+// WorkloadKubeconfigs gives the ClusterCache the kubeconfig of each
+// workload cluster: it is its SecretClient, through which it reads the
+// Cluster's <cluster>-kubeconfig Secret, and it has it connect again when
+// the credentials of that kubeconfig change (see ClusterCacheManager).
+//
+// The kubeconfig of a Cluster is the one spec.workloadKubeconfigSecretRef
+// of the Cluster's owner (see ownerOfCluster) names, or, when it names
+// none or no ClusterAutoscaler names the Cluster, the Cluster's own.
+type WorkloadKubeconfigs struct {
+	// client reads ClusterAutoscalers from the manager's cache, by the
+	// index that ClusterAutoscalerReconciler.SetupWithManager adds, and
+	// Secrets from the API server.
+	client client.Reader
+
+	mu sync.Mutex
+	// reconnects are the Clusters whose connection the ClusterCache is to
+	// drop the next time it reconciles them.
+	reconnects sets.Set[client.ObjectKey]
+}
+
+var _ client.Reader = &WorkloadKubeconfigs{}
+
+// NewWorkloadKubeconfigs returns the kubeconfigs of workload clusters, read
+// with c.
+func NewWorkloadKubeconfigs(c client.Reader) *WorkloadKubeconfigs {
+	return &WorkloadKubeconfigs{client: c, reconnects: sets.New[client.ObjectKey]()}
+}
+
+// Get reads an object as c does, except the kubeconfig Secret of a Cluster
+// whose owner names a Secret of its own: then it returns that Secret with
+// its kubeconfig under the key of Cluster API's kubeconfig Secrets, or the
+// error of reading it. It never falls back to the Cluster's kubeconfig.
+func (k *WorkloadKubeconfigs) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	kubeconfigSecret, isSecret := obj.(*corev1.Secret)
+	clusterName, isKubeconfig := strings.CutSuffix(key.Name, "-"+string(secret.Kubeconfig))
+	if !isSecret || !isKubeconfig {
+		return k.client.Get(ctx, key, obj, opts...)
+	}
+	owner, err := ownerOfCluster(ctx, k.client, client.ObjectKey{Namespace: key.Namespace, Name: clusterName})
+	if err != nil {
+		return err
+	}
+	if owner == nil || owner.Spec.WorkloadKubeconfigSecretRef == nil {
+		return k.client.Get(ctx, key, obj, opts...)
+	}
+	named, data, err := readKubeconfig(ctx, k.client, owner, opts...)
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig that ClusterAutoscaler %s names: %w", owner.Name, err)
+	}
+	*kubeconfigSecret = corev1.Secret{ObjectMeta: named.ObjectMeta, Data: map[string][]byte{secret.KubeconfigDataName: data}}
+	return nil
+}
+
+// List lists objects as c does.
+func (k *WorkloadKubeconfigs) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return k.client.List(ctx, list, opts...)
+}
+
+// ClusterCacheManager returns mgr as clustercache.SetupWithManager is to be
+// given it: its client reports a Cluster whose reconnect was asked for as
+// not found, once, so that the ClusterCache drops its connection as it does
+// for a deleted Cluster. The ClusterCache connects again, reading the
+// kubeconfig anew, the next time it reconciles the Cluster: within
+// ClusterResyncPeriod. Cluster API v1.14.0's ClusterCache has no other way
+// to connect again while the old credentials still work
+// (kubernetes-sigs/cluster-api#12399), and it ignores its
+// Options.ClusterFilter (kubernetes-sigs/cluster-api#14119), which would
+// otherwise be the place for this.
+func (k *WorkloadKubeconfigs) ClusterCacheManager(mgr manager.Manager) manager.Manager {
+	return clusterCacheManager{Manager: mgr, client: clusterCacheClient{Client: mgr.GetClient(), kubeconfigs: k}}
+}
+
+// clusterCacheManager is the manager with the client of the ClusterCache.
+type clusterCacheManager struct {
+	manager.Manager
+	client client.Client
+}
+
+func (m clusterCacheManager) GetClient() client.Client { return m.client }
+
+// clusterCacheClient is the manager's client, but for the Clusters whose
+// reconnect was asked for, which it reports as not found, once.
+type clusterCacheClient struct {
+	client.Client
+	kubeconfigs *WorkloadKubeconfigs
+}
+
+func (c clusterCacheClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, isCluster := obj.(*clusterv1.Cluster); isCluster && c.kubeconfigs.takeReconnect(key) {
+		ctrl.LoggerFrom(ctx).Info("Dropping the connection to the workload cluster, to connect again with the new credentials of its kubeconfig")
+		return apierrors.NewNotFound(clusterv1.GroupVersion.WithResource("clusters").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// reconnect asks the ClusterCache to connect to a Cluster again. It says
+// whether the request is new.
+func (k *WorkloadKubeconfigs) reconnect(cluster client.ObjectKey) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.reconnects.Has(cluster) {
+		return false
+	}
+	k.reconnects.Insert(cluster)
+	return true
+}
+
+// takeReconnect says whether a reconnect of the Cluster was asked for, and
+// forgets it.
+func (k *WorkloadKubeconfigs) takeReconnect(cluster client.ObjectKey) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.reconnects.Has(cluster) {
+		return false
+	}
+	k.reconnects.Delete(cluster)
+	return true
+}
+
+// kubeconfigLocation is the Secret and the key of the kubeconfig the
+// workload cluster of ca is reached with.
+func kubeconfigLocation(ca *autoscalingv1alpha1.ClusterAutoscaler) (client.ObjectKey, string) {
+	if ref := ca.Spec.WorkloadKubeconfigSecretRef; ref != nil {
+		return client.ObjectKey{Namespace: ca.Namespace, Name: ref.Name}, cmp.Or(ref.Key, secret.KubeconfigDataName)
+	}
+	return client.ObjectKey{Namespace: ca.Namespace, Name: secret.Name(ca.Spec.ClusterName, secret.Kubeconfig)}, secret.KubeconfigDataName
+}
+
+// readKubeconfig reads the kubeconfig the workload cluster of ca is reached
+// with, and the Secret that holds it. The error wraps errKubeconfigNotFound
+// when the Secret or its key does not exist.
+func readKubeconfig(ctx context.Context, c client.Reader, ca *autoscalingv1alpha1.ClusterAutoscaler, opts ...client.GetOption) (*corev1.Secret, []byte, error) {
+	key, dataKey := kubeconfigLocation(ca)
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, key, s, opts...); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("%w: Secret %s does not exist", errKubeconfigNotFound, key)
+		}
+		return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	data, ok := s.Data[dataKey]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: Secret %s has no key %q", errKubeconfigNotFound, key, dataKey)
+	}
+	return s, data, nil
+}
+
+// restConfigFromKubeconfig is the REST config of a kubeconfig, refused as
+// Cluster API's ClusterCache refuses it.
+func restConfigFromKubeconfig(data []byte) (*rest.Config, error) {
+	config, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if config.ExecProvider != nil || config.AuthProvider != nil {
+		return nil, errors.New("it runs a credential plugin (exec or auth-provider), which Cluster API's ClusterCache does not support: use a token or a client certificate")
+	}
+	return config, nil
+}
+
+// sameCredentials says whether two REST configs authenticate alike. The
+// server is left out: the ClusterCache replaces it when the manager runs in
+// the workload cluster.
+func sameCredentials(a, b *rest.Config) bool {
+	return a.BearerToken == b.BearerToken && a.BearerTokenFile == b.BearerTokenFile &&
+		a.Username == b.Username && a.Password == b.Password &&
+		bytes.Equal(a.CertData, b.CertData) && bytes.Equal(a.KeyData, b.KeyData) &&
+		a.CertFile == b.CertFile && a.KeyFile == b.KeyFile &&
+		equality.Semantic.DeepEqual(a.Impersonate, b.Impersonate)
+}
+
+// reconcileWorkloadKubeconfig checks the kubeconfig the workload cluster is
+// reached with, at every reconcile (every loop of the engine), and has the
+// ClusterCache connect again when its credentials are not those of the
+// connection: the Secret was rotated, or spec.workloadKubeconfigSecretRef
+// changed. It returns false, with the engine stopped and the Ready
+// condition saying why, while the Secret spec.workloadKubeconfigSecretRef
+// names is missing or holds no usable kubeconfig.
+func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (bool, error) {
+	// From the API server's watch cache, not etcd: this runs at every loop
+	// of every engine.
+	fromWatchCache := &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
+	kubeconfigSecret, data, err := readKubeconfig(ctx, r.Client, ca, fromWatchCache)
+	var kubeconfig *rest.Config
+	if err == nil {
+		if kubeconfig, err = restConfigFromKubeconfig(data); err != nil {
+			err = fmt.Errorf("%w in Secret %s: %w", errInvalidKubeconfig, client.ObjectKeyFromObject(kubeconfigSecret), err)
+		}
+	}
+	switch {
+	case err == nil:
+	case ca.Spec.WorkloadKubeconfigSecretRef == nil:
+		// The Cluster's own kubeconfig: the ClusterCache reports its
+		// problems, as it always did.
+		return true, nil
+	case errors.Is(err, errKubeconfigNotFound):
+		r.refuseWorkloadKubeconfig(ctx, ca, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, err)
+		return false, nil
+	case errors.Is(err, errInvalidKubeconfig):
+		r.refuseWorkloadKubeconfig(ctx, ca, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, err)
+		return false, nil
+	default:
+		return false, err
+	}
+
+	cluster := clusterKey(ca)
+	connection, err := r.ClusterCache.GetRESTConfig(ctx, cluster)
+	if err != nil || sameCredentials(connection, kubeconfig) {
+		// Not connected, and the next connection reads the kubeconfig
+		// anew; or connected with these credentials.
+		return true, nil
+	}
+	if r.WorkloadKubeconfigs.reconnect(cluster) {
+		ctrl.LoggerFrom(ctx).Info("Connecting to the workload cluster again: the credentials of its kubeconfig changed", "Secret", klog.KObj(kubeconfigSecret))
+		r.Recorder.Eventf(ca, kubeconfigSecret, corev1.EventTypeNormal, workloadKubeconfigChangedReason, autoscaleAction,
+			"Connecting to Cluster %s again with the new credentials in Secret %s", cluster, kubeconfigSecret.Name)
+	}
+	return true, nil
+}
+
+// refuseWorkloadKubeconfig stops the engine of ca, whose
+// spec.workloadKubeconfigSecretRef names no usable kubeconfig, and says why.
+// A connection made with other credentials, such as the Cluster's before ca
+// named a Secret, is dropped too: connecting again fails until the Secret
+// is fixed.
+func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, reason string, err error) {
+	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
+	if _, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca)); err == nil {
+		r.WorkloadKubeconfigs.reconnect(clusterKey(ca))
+	}
+	message := fmt.Sprintf("Nothing is autoscaled, and the Cluster's own kubeconfig is not used instead: %v", err)
+	// One event when it happens, not one per reconcile.
+	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != reason || ready.Message != message {
+		ctrl.LoggerFrom(ctx).Info("Not autoscaling: the workload kubeconfig cannot be used", "reason", reason, "err", err.Error())
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, reason, autoscaleAction, "%s", message)
+	}
+	setNotRunning(ca, reason, message)
+}
