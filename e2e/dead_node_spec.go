@@ -40,7 +40,7 @@ const kubeletGoneFinalizer = "e2e.capi-autoscaler.io/kubelet-gone"
 // (upstream's two minutes, and ours).
 const startedNodeAge = 2*time.Minute + 10*time.Second
 
-// DeadNodeSpec kills the kubelet of a node: the node turns NotReady,
+// DeadNodeSpec kills the kubelet of a node: the node turns unreachable,
 // taint-based eviction deletes its pod, and the pod stays Terminating, as
 // nothing confirms its end. The autoscaler must remove the node once it has
 // been unready for unreadyTime, tainting it once rather than tainting and
@@ -87,9 +87,9 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 				template.Finalizers = []string{kubeletGoneFinalizer}
 				template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
 				// Evicted seconds, not the default 5 minutes, after its node
-				// turns NotReady.
+				// turns unreachable.
 				template.Spec.Tolerations = []corev1.Toleration{{
-					Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists,
+					Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
 					Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5),
 				}}
 			},
@@ -109,8 +109,8 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 			time.Sleep(wait)
 		}
 
-		By("Killing the kubelet of " + dead + ": the node turns NotReady, its pod is evicted and stays Terminating")
-		setNodeLabel(workload, dead, localstack.NodeNotReadyLabel, "true")
+		By("Killing the kubelet of " + dead + ": the node turns unreachable, its pod is evicted and stays Terminating")
+		setNodeLabel(workload, dead, localstack.NodeKubeletDeadLabel, "true")
 		var notReadyAt time.Time
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: dead}, node)).To(Succeed())

@@ -32,6 +32,9 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	Context("Dead node", func() {
 		DeadNodeSpec(ctx, func() DeadNodeSpecInput { return DeadNodeSpecInput{Stack: stack} })
 	})
+	Context("Kubeconfig rotation", func() {
+		KubeconfigRotationSpec(ctx, func() KubeconfigRotationSpecInput { return KubeconfigRotationSpecInput{Stack: stack} })
+	})
 	Context("Two clusters", func() {
 		TwoClustersSpec(ctx, func() TwoClustersSpecInput { return TwoClustersSpecInput{Stack: stack} })
 	})

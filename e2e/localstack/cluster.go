@@ -280,8 +280,11 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 	}
 	stages := filepath.Join(m.kwok, "kustomize", "stage")
 	nodeNotReadyStage := filepath.Join(s.WorkDir, cluster.Name+"-node-not-ready-stage.yaml")
-	if err := os.WriteFile(nodeNotReadyStage, nodeNotReadyStageYAML, 0o600); err != nil {
-		return fmt.Errorf("writing kwok's node-not-ready stage: %w", err)
+	nodeKubeletDeadStage := filepath.Join(s.WorkDir, cluster.Name+"-node-kubelet-dead-stage.yaml")
+	for path, stage := range map[string][]byte{nodeNotReadyStage: nodeNotReadyStageYAML, nodeKubeletDeadStage: nodeKubeletDeadStageYAML} {
+		if err := os.WriteFile(path, stage, 0o600); err != nil {
+			return fmt.Errorf("writing a kwok stage: %w", err)
+		}
 	}
 	kwok, err := startProcess(ctx, s.logDir(), cluster.Name+"-kwok", s.binary("kwok"),
 		"--kubeconfig="+cluster.KubeconfigPath,
@@ -295,6 +298,8 @@ func (s *Stack) startClusterComponents(ctx context.Context, cluster *Cluster, m 
 		"--config="+filepath.Join(stages, "node", "heartbeat-with-lease", "node-heartbeat-with-lease.yaml"),
 		// Labelling a Node node-not-ready.stage.kwok.x-k8s.io=true makes it NotReady.
 		"--config="+nodeNotReadyStage,
+		// Labelling it kubelet-dead.stage.e2e.capi-autoscaler.io=true kills its kubelet.
+		"--config="+nodeKubeletDeadStage,
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-ready.yaml"),
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-complete.yaml"),
 		"--config="+filepath.Join(stages, "pod", "fast", "pod-delete.yaml"),

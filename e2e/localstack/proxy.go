@@ -68,7 +68,7 @@ func (s *Stack) proxiedAdminKubeconfig(cluster *Cluster) ([]byte, error) {
 // ServiceAccount namespace/name, and returns its path. The ServiceAccount
 // must exist.
 func (s *Stack) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
-	data, err := s.serviceAccountKubeconfig(ctx, s.Management, namespace, name)
+	data, err := s.serviceAccountKubeconfig(ctx, s.Management, namespace, name, nil)
 	if err != nil {
 		return "", err
 	}
@@ -81,18 +81,30 @@ func (s *Stack) ServiceAccountKubeconfig(ctx context.Context, namespace, name st
 // ServiceAccount namespace/name there: what a ClusterAutoscaler's
 // spec.workloadKubeconfigSecretRef names. The ServiceAccount must exist.
 func (s *Stack) WorkloadServiceAccountKubeconfig(ctx context.Context, namespace, name string) ([]byte, error) {
-	return s.serviceAccountKubeconfig(ctx, s.Workload, namespace, name)
+	return s.serviceAccountKubeconfig(ctx, s.Workload, namespace, name, nil)
+}
+
+// WorkloadServiceAccountKubeconfigBoundTo is WorkloadServiceAccountKubeconfig
+// with a token bound to holder, a Secret of the workload cluster in the
+// ServiceAccount's namespace: deleting holder revokes the token, as
+// rotating credentials does.
+func (s *Stack) WorkloadServiceAccountKubeconfigBoundTo(ctx context.Context, namespace, name string, holder *corev1.Secret) ([]byte, error) {
+	return s.serviceAccountKubeconfig(ctx, s.Workload, namespace, name, &authenticationv1.BoundObjectReference{
+		Kind: "Secret", APIVersion: "v1", Name: holder.Name, UID: holder.UID,
+	})
 }
 
 // serviceAccountKubeconfig is a kubeconfig for cluster, through its fault
-// proxy, with a new token of the ServiceAccount namespace/name.
-func (s *Stack) serviceAccountKubeconfig(ctx context.Context, cluster *Cluster, namespace, name string) ([]byte, error) {
+// proxy, with a new token of the ServiceAccount namespace/name, bound to
+// boundTo unless it is nil.
+func (s *Stack) serviceAccountKubeconfig(ctx context.Context, cluster *Cluster, namespace, name string, boundTo *authenticationv1.BoundObjectReference) ([]byte, error) {
 	serviceAccount := &corev1.ServiceAccount{}
 	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, serviceAccount); err != nil {
 		return nil, fmt.Errorf("ServiceAccount %s/%s of %s: %w", namespace, name, cluster.Name, err)
 	}
 	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To[int64](serviceAccountTokenSeconds),
+		BoundObjectRef:    boundTo,
 	}}
 	if err := cluster.Client.SubResource("token").Create(ctx, serviceAccount, token); err != nil {
 		return nil, fmt.Errorf("token of ServiceAccount %s/%s of %s: %w", namespace, name, cluster.Name, err)

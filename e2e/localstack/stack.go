@@ -49,6 +49,16 @@ const NodeNotReadyLabel = "node-not-ready.stage.kwok.x-k8s.io"
 //go:embed stages/node-not-ready.yaml
 var nodeNotReadyStageYAML []byte
 
+// NodeKubeletDeadLabel, set to "true" on a kwok Node, kills its kubelet:
+// the Node's conditions turn Unknown, as when a kubelet stops posting its
+// status, and the node lifecycle controller finds it unreachable.
+const NodeKubeletDeadLabel = "kubelet-dead.stage.e2e.capi-autoscaler.io"
+
+// nodeKubeletDeadStageYAML is the kwok stage behind NodeKubeletDeadLabel.
+//
+//go:embed stages/node-kubelet-dead.yaml
+var nodeKubeletDeadStageYAML []byte
+
 // startTimeout bounds how long one component may take to become healthy.
 const startTimeout = 2 * time.Minute
 

@@ -42,9 +42,10 @@ const (
 	// kubeconfig looks at it again: the manager does not watch Secrets.
 	workloadKubeconfigRetryInterval = 10 * time.Second
 
-	// workloadKubeconfigChangedReason: the credentials of the kubeconfig
-	// changed and the workload cluster is connected to again.
-	workloadKubeconfigChangedReason = "WorkloadKubeconfigChanged"
+	// WorkloadKubeconfigChangedReason is the reason of the event that says
+	// the credentials of the kubeconfig changed and the workload cluster is
+	// connected to again.
+	WorkloadKubeconfigChangedReason = "WorkloadKubeconfigChanged"
 )
 
 var (
@@ -268,7 +269,7 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	}
 	if r.WorkloadKubeconfigs.reconnect(cluster) {
 		ctrl.LoggerFrom(ctx).Info("Connecting to the workload cluster again: the credentials of its kubeconfig changed", "Secret", klog.KObj(kubeconfigSecret))
-		r.Recorder.Eventf(ca, kubeconfigSecret, corev1.EventTypeNormal, workloadKubeconfigChangedReason, autoscaleAction,
+		r.Recorder.Eventf(ca, kubeconfigSecret, corev1.EventTypeNormal, WorkloadKubeconfigChangedReason, autoscaleAction,
 			"Connecting to Cluster %s again with the new credentials in Secret %s", cluster, kubeconfigSecret.Name)
 	}
 	return true, nil
