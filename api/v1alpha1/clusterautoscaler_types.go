@@ -21,6 +21,7 @@ const (
 
 // ClusterAutoscalerSpec configures autoscaling of one workload cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
+// +kubebuilder:validation:XValidation:rule="!has(self.minLoopInterval) || !has(self.scanInterval) || duration(self.minLoopInterval) <= duration(self.scanInterval)",message="minLoopInterval must not exceed scanInterval"
 type ClusterAutoscalerSpec struct {
 	// clusterName is the name of the Cluster, in the same namespace, to autoscale.
 	// The controller makes that Cluster an owner of the ClusterAutoscaler:
@@ -125,6 +126,18 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="scanInterval must be at least 1s"
 	ScanInterval *metav1.Duration `json:"scanInterval,omitempty"`
+
+	// minLoopInterval is the least time between the starts of two loops
+	// that pods turning unschedulable start. Such a pod starts a loop once
+	// no other did for 200ms; under pod churn, where they keep coming,
+	// loops start at most once per minLoopInterval instead of every half
+	// second. A pod that turns unschedulable minLoopInterval after the
+	// last such loop started is not held back, nor are the loops of
+	// scanInterval. 0s turns the bound off; at most scanInterval.
+	// +optional
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="minLoopInterval must not be negative"
+	MinLoopInterval *metav1.Duration `json:"minLoopInterval,omitempty"`
 
 	// backoff configures how long a node group that failed to scale up is
 	// left out of scale-ups.
