@@ -521,7 +521,13 @@ type ClusterAutoscalerStatus struct {
 	// +optional
 	LastScaleDownTime *metav1.Time `json:"lastScaleDownTime,omitempty"`
 
-	// lastLoopTime is when the autoscaling loop last completed.
+	// lastLoopTime is when a loop that wrote this status started. Loops
+	// that change nothing else in the status are not written, so that a
+	// steady cluster costs no writes: lastLoopTime moves with every other
+	// change of the status, with the first loop of a new engine (after a
+	// restart or a change of leader), and at least once a minute while
+	// loops run. A lastLoopTime more than a minute and a scan interval
+	// behind means that loops stopped.
 	// +optional
 	LastLoopTime *metav1.Time `json:"lastLoopTime,omitempty"`
 }

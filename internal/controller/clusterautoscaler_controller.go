@@ -217,6 +217,8 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(ca)
+	// What readers see now, against which the loop time is stamped.
+	read := ca.Status.DeepCopy()
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -294,6 +296,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	ca.Status.ObservedGeneration = running.applied.generation
 	if status := running.engine.Status(); !status.Time.IsZero() {
 		setStatusFromLoop(ca, status)
+		stampLoopTime(ca, read, status.Time, running.startedAt)
 	}
 	return ctrl.Result{}, nil
 }

@@ -53,6 +53,8 @@ type runningEngine struct {
 	// restConfig is the workload cluster connection the engine started
 	// with; its writes and events go there.
 	restConfig *rest.Config
+	// startedAt is when the engine started.
+	startedAt time.Time
 	// applied is the configuration the engine runs with.
 	applied engineConfig
 	// verbosity is the log level of the engine's loop (spec.logVerbosity).
@@ -229,6 +231,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		workload:   workload,
 		cluster:    cluster,
 		restConfig: restConfig,
+		startedAt:  r.Clock.Now(),
 		applied:    desired,
 		verbosity:  verbosity,
 		cancel:     cancel,
