@@ -58,6 +58,14 @@ const (
 	// DefaultWorkloadCleanupTimeout is how long the deletion of a
 	// ClusterAutoscaler waits for an unreachable workload cluster.
 	DefaultWorkloadCleanupTimeout = 5 * time.Minute
+
+	// DefaultWorkloadEventQPS and DefaultWorkloadEventBurst limit the
+	// events an engine records in its workload cluster: 600 a minute, with
+	// room for the events of a scale-up for a few pods at once. The
+	// broadcaster queues what is over (up to 1,000 events, then drops
+	// them), and its spam filter already bounds those of one object.
+	DefaultWorkloadEventQPS   = 10
+	DefaultWorkloadEventBurst = 25
 )
 
 // The patch helper writes the ClusterAutoscaler, its finalizer and its
@@ -96,6 +104,12 @@ type ClusterAutoscalerReconciler struct {
 	// retries removing its taints from an unreachable workload cluster
 	// before giving up; DefaultWorkloadCleanupTimeout when zero.
 	WorkloadCleanupTimeout time.Duration
+	// WorkloadEventQPS and WorkloadEventBurst limit the events each engine
+	// records in its workload cluster, apart from the engine's other
+	// requests; DefaultWorkloadEventQPS and DefaultWorkloadEventBurst when
+	// zero.
+	WorkloadEventQPS   float32
+	WorkloadEventBurst int
 	// NodeGroups builds the node groups of an engine; Cluster API's
 	// (clusterapi.NewProvider) when nil. Tests put faults in them
 	// (internal/test/faults).
@@ -129,6 +143,12 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	}
 	if r.WorkloadCleanupTimeout == 0 {
 		r.WorkloadCleanupTimeout = DefaultWorkloadCleanupTimeout
+	}
+	if r.WorkloadEventQPS == 0 {
+		r.WorkloadEventQPS = DefaultWorkloadEventQPS
+	}
+	if r.WorkloadEventBurst == 0 {
+		r.WorkloadEventBurst = DefaultWorkloadEventBurst
 	}
 	if r.restarts == nil {
 		r.restarts = flowcontrol.NewBackOff(engineRestartDelay, maxEngineRestartDelay)
