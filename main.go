@@ -77,6 +77,8 @@ type options struct {
 	clusterCacheConcurrency int
 	workloadClientQPS       float32
 	workloadClientBurst     int
+	workloadEventQPS        float32
+	workloadEventBurst      int
 	workloadCleanupTimeout  time.Duration
 	logging                 *logsv1.LoggingConfiguration
 }
@@ -117,6 +119,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Queries per second to the API server of each workload cluster.")
 	fs.IntVar(&o.workloadClientBurst, "workload-client-burst", 30,
 		"Burst of queries to the API server of each workload cluster.")
+	fs.Float32Var(&o.workloadEventQPS, "workload-event-qps", controller.DefaultWorkloadEventQPS,
+		"Events per second recorded in each workload cluster, apart from --workload-client-qps: a storm of events does not hold up the autoscaler's writes, nor these the events.")
+	fs.IntVar(&o.workloadEventBurst, "workload-event-burst", controller.DefaultWorkloadEventBurst,
+		"Burst of events recorded in each workload cluster, apart from --workload-client-burst.")
 	fs.DurationVar(&o.workloadCleanupTimeout, "workload-cleanup-timeout", controller.DefaultWorkloadCleanupTimeout,
 		"How long deleting a ClusterAutoscaler waits for an unreachable workload cluster to remove scale-down taints before leaving them.")
 	logsv1.AddFlags(o.logging, fs)
@@ -228,6 +234,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
 		NodeGroups:             nodeGroups,
 		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
+		WorkloadEventQPS:       opts.workloadEventQPS,
+		WorkloadEventBurst:     opts.workloadEventBurst,
 		WatchFilterValue:       opts.watchFilterValue,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr, crcontroller.Options{MaxConcurrentReconciles: opts.concurrency}); err != nil {

@@ -34,3 +34,30 @@ func TestValidateConfigRefusesAProvisionTimeUnderAMinute(t *testing.T) {
 		})
 	}
 }
+
+// The deadline of a loop (Engine.Stalled) counts on the minimum loop
+// interval being over within a scan interval.
+func TestValidateConfigKeepsTheMinLoopIntervalWithinTheScanInterval(t *testing.T) {
+	tests := []struct {
+		minLoopInterval time.Duration
+		wantErr         bool
+	}{
+		{minLoopInterval: -time.Second, wantErr: true},
+		{minLoopInterval: 0},
+		{minLoopInterval: 10 * time.Second},
+		{minLoopInterval: 10*time.Second + time.Nanosecond, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.minLoopInterval.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			config := autoscaler.DefaultConfig()
+			config.MinLoopInterval = tt.minLoopInterval
+			err := autoscaler.ValidateConfig(config)
+			if !tt.wantErr {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring("minimum loop interval must be between 0 and the scan interval 10s")))
+		})
+	}
+}

@@ -189,8 +189,9 @@ func (e *Engine) Trigger() {
 	}
 }
 
-// Run runs loops every ScanInterval and soon after a Trigger, until ctx
-// is done; then it returns nil. A panic in a loop ends Run too, with a
+// Run runs loops every ScanInterval and soon after a Trigger, but no
+// sooner than MinLoopInterval after the last loop a trigger started, until
+// ctx is done; then it returns nil. A panic in a loop ends Run too, with a
 // *PanicError once it is logged with its stack and counted: a panic must
 // not end the process, which autoscales other clusters too. Either way the
 // drains in progress are given back.
@@ -203,12 +204,16 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	defer e.recoverPanic(ctx, &err)
 	defer e.releaseDrains(ctx)
 
+	// lastTriggered is when the last loop that a trigger started began.
+	var lastTriggered time.Time
 	e.expectLoopWithin(e.opts.LoopTimeout)
 	for {
 		e.RunOnce(ctx, e.clock.Now())
 		config := e.currentConfig()
 		// The next loop starts within a scan interval, or a batch window
-		// after a trigger, and is cut at the loop timeout.
+		// after a trigger, and is cut at the loop timeout. The minimum loop
+		// interval, at most a scan interval after the start of a loop
+		// before this one ended, is over by then.
 		e.expectLoopWithin(config.ScanInterval + config.TriggerBatchWindow + e.opts.LoopTimeout)
 		timer := e.clock.NewTimer(config.ScanInterval)
 		select {
@@ -218,9 +223,10 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 		case <-timer.C():
 		case <-e.trigger:
 			timer.Stop()
-			if !e.settle(ctx) {
+			if !e.settle(ctx) || !e.waitUntil(ctx, lastTriggered.Add(config.MinLoopInterval)) {
 				return nil
 			}
+			lastTriggered = e.clock.Now()
 		}
 	}
 }
@@ -289,6 +295,31 @@ func (e *Engine) settle(ctx context.Context) bool {
 			return true
 		case <-e.trigger:
 			quiet.Stop()
+		}
+	}
+}
+
+// waitUntil holds a triggered loop until t, so that under a stream of
+// triggers, pod churn, loops start at most once per MinLoopInterval. Loops
+// of the scan interval neither wait nor hold back: they come seconds apart,
+// and a pod that turns unschedulable right after one must not wait for
+// more than the quiet period. The triggers that
+// come meanwhile are taken in: the loop that follows reads the cache after
+// them. It returns false when ctx is done.
+func (e *Engine) waitUntil(ctx context.Context, t time.Time) bool {
+	wait := t.Sub(e.clock.Now())
+	if wait <= 0 {
+		return true
+	}
+	timer := e.clock.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C():
+			return true
+		case <-e.trigger:
 		}
 	}
 }
@@ -381,6 +412,9 @@ func ValidateConfig(config Config) error {
 func checkConfig(config Config) error {
 	if config.ScanInterval <= 0 {
 		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
+	}
+	if config.MinLoopInterval < 0 || config.MinLoopInterval > config.ScanInterval {
+		return fmt.Errorf("minimum loop interval must be between 0 and the scan interval %s, got %s", config.ScanInterval, config.MinLoopInterval)
 	}
 	if config.MaxNodeProvisionTime < nodegroups.MinMaxNodeProvisionTime {
 		return fmt.Errorf("max node provision time must be at least %s, got %s: a shorter one deletes Machines that are still booting",

@@ -671,39 +671,98 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 
 	g.Eventually(loops).Should(Receive(), "the first loop runs at once")
 	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
+	idle := func() { f.clock.Step(autoscaler.DefaultConfig().MinLoopInterval) }
 
-	// nextLoop steps the clock by 50ms, triggering the engine at each step
-	// when keepTriggering, until a loop runs.
-	nextLoop := func(keepTriggering bool) autoscaler.Status {
-		var status autoscaler.Status
-		g.Eventually(func() bool {
-			if keepTriggering {
-				engine.Trigger()
-			}
-			f.clock.Step(50 * time.Millisecond)
-			select {
-			case status = <-loops:
-				return true
-			default:
-				return false
-			}
-		}).Should(BeTrue())
-		return status
-	}
-
+	idle()
 	start := f.clock.Now()
 	engine.Trigger()
 	engine.Trigger() // a burst shares one loop
-	status := nextLoop(false)
+	status := f.nextLoop(g, engine, loops, false)
 	g.Expect(status.Time).To(BeTemporally("<=", start.Add(350*time.Millisecond)),
 		"once triggers stop, the loop runs after the 200ms quiet period, not the 10s scan interval")
 	g.Consistently(loops, 100*time.Millisecond).ShouldNot(Receive(), "both triggers were served by one loop")
 
+	idle()
 	start = f.clock.Now()
 	engine.Trigger()
-	status = nextLoop(true)
+	status = f.nextLoop(g, engine, loops, true)
 	g.Expect(status.Time).To(BeTemporally("~", start.Add(500*time.Millisecond), 100*time.Millisecond),
 		"triggers that keep coming are served 500ms after the first")
+}
+
+// Under pod churn every loop finds new triggers waiting: loops must not
+// follow each other every batch window, and a trigger after a quieter
+// spell must not wait.
+func TestLoopsUnderAStreamOfTriggersStartAtMostOncePerMinLoopInterval(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
+	loops := make(chan autoscaler.Status, 10)
+	config := autoscaler.DefaultConfig()
+	engine := f.start(t, f.provider, config, func(s autoscaler.Status) { loops <- s })
+	g.Eventually(loops).Should(Receive())
+	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
+
+	last := f.nextLoop(g, engine, loops, true)
+	for range 5 {
+		status := f.nextLoop(g, engine, loops, true)
+		g.Expect(status.Time.Sub(last.Time)).To(BeNumerically(">=", config.MinLoopInterval),
+			"a loop starts at least the minimum loop interval after the one before")
+		g.Expect(status.Time.Sub(last.Time)).To(BeNumerically("<", config.MinLoopInterval+config.TriggerBatchWindow),
+			"and no later than its batch window would have it")
+		last = status
+	}
+
+	f.quiesce(g, loops)
+	start := f.clock.Now()
+	engine.Trigger()
+	status := f.nextLoop(g, engine, loops, false)
+	g.Expect(status.Time).To(BeTemporally("<=", start.Add(config.TriggerQuietPeriod+100*time.Millisecond)),
+		"a lone trigger after a quieter spell waits only for the quiet period")
+
+	f.quiesce(g, loops)
+	f.clock.Step(config.ScanInterval)
+	g.Eventually(loops).Should(Receive(&last), "the loop of the scan interval")
+	g.Eventually(f.clock.HasWaiters).Should(BeTrue())
+	engine.Trigger()
+	status = f.nextLoop(g, engine, loops, false)
+	g.Expect(status.Time).To(BeTemporally("<=", last.Time.Add(config.TriggerQuietPeriod+100*time.Millisecond)),
+		"a loop of the scan interval does not hold back a trigger right after it")
+}
+
+// quiesce steps the fake clock by 50ms, taking in the loops of the
+// triggers still pending, until a second of it passed without a loop.
+func (f *fixture) quiesce(g Gomega, loops <-chan autoscaler.Status) {
+	quiet := 0
+	g.Eventually(func() bool {
+		f.clock.Step(50 * time.Millisecond)
+		select {
+		case <-loops:
+			quiet = 0
+		default:
+			quiet++
+		}
+		return quiet >= 20
+	}).Should(BeTrue())
+}
+
+// nextLoop steps the fake clock by 50ms, triggering the engine at each
+// step when keepTriggering, until a loop runs, and returns its status.
+func (f *fixture) nextLoop(g Gomega, engine *autoscaler.Engine, loops <-chan autoscaler.Status, keepTriggering bool) autoscaler.Status {
+	var status autoscaler.Status
+	g.Eventually(func() bool {
+		if keepTriggering {
+			engine.Trigger()
+		}
+		f.clock.Step(50 * time.Millisecond)
+		select {
+		case status = <-loops:
+			return true
+		default:
+			return false
+		}
+	}).Should(BeTrue())
+	return status
 }
 
 // metric returns the value of a gauge or counter for the fixture's cluster

@@ -521,7 +521,7 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	case !s.config.ScaleDown.Enabled:
 		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
 	}
-	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Groups: l.groups.Groups, Minimums: s.scaleDown.Minimums})
+	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.scaleDown.Minimums})
 	for _, r := range released {
 		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
 		s.opts.Metrics.recordError(s.opts.ClusterName, "nodeNotDeleted")
@@ -535,16 +535,24 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 // scaleDownUnneeded finds the nodes whose pods fit elsewhere and starts
 // removing those that have been unneeded long enough.
 func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
-	l.snapshot.Fork()
-	defer l.snapshot.Revert()
-	placeWaitingPods(l.snapshot, l.absorbed)
-	plan := s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
+	plan := s.planScaleDown(ctx, l)
 	l.status.UnneededNodes = len(plan.Unneeded)
 	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
-		s.actuator.Start(ctx, plan)
+		// Outside the planning fork: the pods to evict are those read
+		// from the cluster, not the pending pods placed to plan.
+		s.actuator.Start(ctx, plan, l.snapshot)
 	}
+}
+
+// planScaleDown plans in a fork of the snapshot, with the pending pods on
+// the nodes they wait for.
+func (s *steps) planScaleDown(ctx context.Context, l *loop) *scaledown.Plan {
+	l.snapshot.Fork()
+	defer l.snapshot.Revert()
+	placeWaitingPods(l.snapshot, l.absorbed)
+	return s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
 }
 
 // placeWaitingPods puts the pending pods that the scale-up step placed on

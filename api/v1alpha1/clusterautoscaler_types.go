@@ -21,6 +21,7 @@ const (
 
 // ClusterAutoscalerSpec configures autoscaling of one workload cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
+// +kubebuilder:validation:XValidation:rule="!has(self.minLoopInterval) || !has(self.scanInterval) || duration(self.minLoopInterval) <= duration(self.scanInterval)",message="minLoopInterval must not exceed scanInterval"
 type ClusterAutoscalerSpec struct {
 	// clusterName is the name of the Cluster, in the same namespace, to autoscale.
 	// The controller makes that Cluster an owner of the ClusterAutoscaler:
@@ -137,6 +138,18 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="scanInterval must be at least 1s"
 	ScanInterval *metav1.Duration `json:"scanInterval,omitempty"`
+
+	// minLoopInterval is the least time between the starts of two loops
+	// that pods turning unschedulable start. Such a pod starts a loop once
+	// no other did for 200ms; under pod churn, where they keep coming,
+	// loops start at most once per minLoopInterval instead of every half
+	// second. A pod that turns unschedulable minLoopInterval after the
+	// last such loop started is not held back, nor are the loops of
+	// scanInterval. 0s turns the bound off; at most scanInterval.
+	// +optional
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="minLoopInterval must not be negative"
+	MinLoopInterval *metav1.Duration `json:"minLoopInterval,omitempty"`
 
 	// backoff configures how long a node group that failed to scale up is
 	// left out of scale-ups.
@@ -551,7 +564,13 @@ type ClusterAutoscalerStatus struct {
 	// +optional
 	LastScaleDownTime *metav1.Time `json:"lastScaleDownTime,omitempty"`
 
-	// lastLoopTime is when the autoscaling loop last completed.
+	// lastLoopTime is when a loop that wrote this status started. Loops
+	// that change nothing else in the status are not written, so that a
+	// steady cluster costs no writes: lastLoopTime moves with every other
+	// change of the status, with the first loop of a new engine (after a
+	// restart or a change of leader), and at least once a minute while
+	// loops run. A lastLoopTime more than a minute and a scan interval
+	// behind means that loops stopped.
 	// +optional
 	LastLoopTime *metav1.Time `json:"lastLoopTime,omitempty"`
 }

@@ -46,6 +46,7 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Expect(spec.MaxNodesPerScaleUp).To(HaveValue(BeEquivalentTo(1000)))
 		Expect(spec.NewPodScaleUpDelay).To(Equal(duration("0s")))
 		Expect(spec.ScanInterval).To(Equal(duration("10s")))
+		Expect(spec.MinLoopInterval).To(Equal(duration("1s")))
 		Expect(spec.LogVerbosity).To(HaveValue(BeEquivalentTo(1)))
 		Expect(spec.ResourceLimits).To(BeNil(), "no limits unless asked for")
 
@@ -149,6 +150,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("provision time a second under the engine's minimum", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.MaxNodeProvisionTime = &metav1.Duration{Duration: nodegroups.MinMaxNodeProvisionTime - time.Second}
 		}, "maxNodeProvisionTime must be at least 1m"),
+		Entry("negative minimum loop interval", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MinLoopInterval = duration("-1s")
+		}, "minLoopInterval must not be negative"),
+		Entry("minimum loop interval above the scan interval", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.MinLoopInterval = duration("20s")
+		}, "minLoopInterval must not exceed scanInterval"),
 		Entry("initial backoff above max backoff", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: duration("1h"), Max: duration("30m")}
 		}, "initial backoff must not exceed max backoff"),

@@ -179,6 +179,11 @@ func (in *ClusterAutoscalerSpec) DeepCopyInto(out *ClusterAutoscalerSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MinLoopInterval != nil {
+		in, out := &in.MinLoopInterval, &out.MinLoopInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.Backoff != nil {
 		in, out := &in.Backoff, &out.Backoff
 		*out = new(BackoffConfig)

@@ -74,6 +74,12 @@ func (o ActuatorOptions) Validate() error {
 // never blocked, and a drain that outlives its time limits fails and
 // leaves the node as it was, minus the pods already evicted.
 //
+// Which pods a drain evicts and waits for come from the loop's cache
+// (NodePods): a drain reads them in every loop for minutes, and so do
+// several drains at once. Before a node is handed to its group the API
+// server is read once more (podsLeft), for the pods the cache has not
+// seen yet.
+//
 // Before every step that changes the cluster (taint, evict, delete) the
 // Actuator asks the node's group, read afresh, whether the removal still
 // holds (NodeGroup.CheckScaleDown), and checks the cluster minimums on the
@@ -99,6 +105,9 @@ type drain struct {
 	node      *corev1.Node
 	group     nodegroups.NodeGroup
 	startedAt time.Time
+	// taintVersion is the node's resourceVersion once it carried the
+	// deletion taint.
+	taintVersion string
 	// evictedAt is when each pod's eviction was accepted.
 	evictedAt map[types.UID]time.Time
 	// refused is the last error of an eviction, for the failure message.
@@ -117,10 +126,19 @@ type handOver struct {
 type View struct {
 	// Nodes are the nodes of the cluster.
 	Nodes []*corev1.Node
+	// Pods are the pods on each node, as the loop read them.
+	Pods NodePods
 	// Groups are the node groups, with their instances.
 	Groups []nodegroups.NodeGroup
 	// Minimums are the cluster-wide totals that removals must leave.
 	Minimums ClusterMinimums
+}
+
+// NodePods lists the pods on a node as a loop read them from its cache,
+// which may not have the latest yet. A *snapshot.Snapshot outside its forks
+// is one.
+type NodePods interface {
+	PodsOn(nodeName string) []*snapshot.Pod
 }
 
 // Released is a node handed over for deletion that was still there after
@@ -166,11 +184,12 @@ func (a *Actuator) Progress() Progress {
 	}
 }
 
-// Start removes the empty nodes of plan and starts draining the others.
-func (a *Actuator) Start(ctx context.Context, plan *Plan) {
+// Start removes the empty nodes of plan and starts draining the others,
+// whose pods are as the loop read them.
+func (a *Actuator) Start(ctx context.Context, plan *Plan, pods NodePods) {
 	a.deleteEmpty(ctx, plan.Empty)
 	for _, removal := range plan.Drain {
-		a.startDrain(ctx, removal)
+		a.startDrain(ctx, removal, pods)
 	}
 }
 
@@ -196,7 +215,7 @@ func (a *Actuator) Continue(ctx context.Context, view View) []Released {
 		case reason != "":
 			a.cancel(ctx, d.node, reason)
 		default:
-			a.step(ctx, d)
+			a.step(ctx, d, view.Pods)
 		}
 	}
 	a.releaseLeftovers(ctx, view.Nodes, members)
@@ -360,8 +379,8 @@ func (a *Actuator) releaseLeftovers(ctx context.Context, nodes []*corev1.Node, m
 }
 
 // deleteEmpty checks each group afresh, taints its nodes, makes sure that
-// no pod landed on them since the plan, and deletes them, one DeleteNodes
-// call per group.
+// no pod landed on them since the cache the plan was made from, and
+// deletes them, one DeleteNodes call per group.
 func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	logger := klog.FromContext(ctx)
 	now := a.opts.Clock.Now()
@@ -377,21 +396,19 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 			a.notStarted(ctx, byGroup[id], group, reason, err)
 			continue
 		}
-		var tainted []*corev1.Node
-		for _, node := range byGroup[id] {
-			if a.taint(ctx, node, now) {
-				tainted = append(tainted, node)
-			}
-		}
 		var empty []*corev1.Node
-		for _, node := range tainted {
-			pods, err := a.podsToEvict(ctx, node.Name, now)
+		for _, node := range byGroup[id] {
+			version, ok := a.taint(ctx, node, now)
+			if !ok {
+				continue
+			}
+			pods, err := a.podsLeft(ctx, node.Name, version, now)
 			switch {
 			case err != nil:
 				a.fail(ctx, node, fmt.Sprintf("failed to list the pods of empty node: %v", err))
 			case len(pods) > 0:
 				// Not a failure: the scheduler used the node before the taint.
-				logger.V(2).Info("Node is no longer empty, keeping it", "node", klog.KObj(node), "pod", klog.KObj(pods[0]))
+				logger.V(2).Info("Node is no longer empty, keeping it", "node", klog.KObj(node), "pod", klog.KRef(pods[0].Namespace, pods[0].Name))
 				a.release(ctx, node)
 			default:
 				empty = append(empty, node)
@@ -417,7 +434,7 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 
 // startDrain checks the group afresh, taints the node and takes the first
 // drain step.
-func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
+func (a *Actuator) startDrain(ctx context.Context, removal Removal, pods NodePods) {
 	node := removal.Node
 	if a.drains[node.Name] != nil {
 		return
@@ -427,13 +444,14 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal) {
 		return
 	}
 	now := a.opts.Clock.Now()
-	if !a.taint(ctx, node, now) {
+	version, ok := a.taint(ctx, node, now)
+	if !ok {
 		return
 	}
 	klog.FromContext(ctx).Info("Draining node", "node", klog.KObj(node), "nodeGroup", removal.Group.ID())
-	d := &drain{node: node, group: removal.Group, startedAt: now, evictedAt: map[types.UID]time.Time{}}
+	d := &drain{node: node, group: removal.Group, startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{}}
 	a.drains[node.Name] = d
-	a.step(ctx, d)
+	a.step(ctx, d, pods)
 }
 
 // notStarted says why removals the plan chose do not start: their group
@@ -450,22 +468,23 @@ func (a *Actuator) notStarted(ctx context.Context, nodes []*corev1.Node, group n
 	}
 }
 
-// taint puts the deletion taint on the node and says whether it did. A
-// node that another autoscaler is removing is left alone; other failures
-// count as failed removals.
-func (a *Actuator) taint(ctx context.Context, node *corev1.Node, now time.Time) bool {
-	err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating)
+// taint puts the deletion taint on the node, says whether it did, and
+// returns the node's resourceVersion with the taint. A node that another
+// autoscaler is removing is left alone; other failures count as failed
+// removals.
+func (a *Actuator) taint(ctx context.Context, node *corev1.Node, now time.Time) (string, bool) {
+	version, err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating)
 	var foreign *ForeignTaintError
 	switch {
 	case errors.As(err, &foreign):
 		klog.FromContext(ctx).Info("Not removing a node that another cluster autoscaler is removing", "node", klog.KObj(node))
-		return false
+		return "", false
 	case err != nil:
 		a.fail(ctx, node, fmt.Sprintf("failed to taint node: %v", err))
-		return false
+		return "", false
 	}
 	a.recorder.Event(node, corev1.EventTypeNormal, EventReasonScaleDown, "marked the node as toBeDeleted/unschedulable")
-	return true
+	return version, true
 }
 
 func (a *Actuator) drainsOfGroup(id string) int {
@@ -515,24 +534,46 @@ func (a *Actuator) release(ctx context.Context, node *corev1.Node) {
 	}
 }
 
-// podsToEvict lists, from the API server, the pods on the node that must
-// go before it is deleted at now: all but DaemonSet and mirror pods and
-// those already gone.
-func (a *Actuator) podsToEvict(ctx context.Context, nodeName string, now time.Time) ([]*corev1.Pod, error) {
+// podsToEvict are those of pods, the pods on a node, that must go before
+// it is deleted at now: all but DaemonSet and mirror pods and those already
+// gone.
+func podsToEvict(pods []*snapshot.Pod, now time.Time) []*snapshot.Pod {
+	var evict []*snapshot.Pod
+	for _, pod := range pods {
+		if !pod.IsDaemonSetPod() && !isMirrorPod(pod) && !gone(pod, now) {
+			evict = append(evict, pod)
+		}
+	}
+	return evict
+}
+
+// podsLeft lists from the API server the pods on the node that must go
+// before it is deleted at now: the last read before the node is handed to
+// its group, for the pods the loop's cache has not seen yet. It reads at a
+// resourceVersion not older than tainted, the node's with the deletion
+// taint: the API server serves that from its watch cache, through its
+// index of pods by node, where a consistent read may go to etcd and
+// through every pod of the cluster. Resource versions order all writes, so
+// every pod bound to the node before the taint is in the read, and the
+// scheduler binds nothing there once it has seen the taint. What the read
+// may miss, against a consistent one, is a binding within the watch
+// cache's lag (milliseconds): a drain reads long after its taint, and a
+// consistent read too leaves the scheduler the moment before the deletion.
+func (a *Actuator) podsLeft(ctx context.Context, nodeName, tainted string, now time.Time) ([]*snapshot.Pod, error) {
 	list, err := a.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
+		FieldSelector:        fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
+		ResourceVersion:      tainted,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 	})
 	if err != nil {
 		return nil, err
 	}
-	var pods []*corev1.Pod
+	pods := make([]*snapshot.Pod, 0, len(list.Items))
 	for i := range list.Items {
-		pod := &list.Items[i]
 		// The field selector is checked again: not every client honours it.
-		if compact := snapshot.NewPod(pod); compact.NodeName != nodeName || compact.IsDaemonSetPod() || isMirrorPod(compact) || gone(compact, now) {
-			continue
+		if pod := snapshot.NewPod(&list.Items[i]); pod.NodeName == nodeName {
+			pods = append(pods, pod)
 		}
-		pods = append(pods, pod)
 	}
-	return pods, nil
+	return podsToEvict(pods, now), nil
 }

@@ -72,10 +72,35 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 	return f
 }
 
+// start starts the removals of plan on the pods as a cache in step with
+// the API server has them.
+func (f *actuatorFixture) start(g Gomega, plan *scaledown.Plan) {
+	f.actuator.Start(f.ctx, plan, f.cache(g))
+}
+
 // advance runs the actuator's per-loop step on the nodes as the API server
-// has them and the given groups.
+// has them, the pods as a cache in step with it has them, and the given
+// groups.
 func (f *actuatorFixture) advance(g Gomega, groups ...nodegroups.NodeGroup) []scaledown.Released {
-	return f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Groups: groups})
+	return f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Pods: f.cache(g), Groups: groups})
+}
+
+// cache is what a cache in step with the API server has of the nodes and
+// their pods.
+func (f *actuatorFixture) cache(g Gomega) *snapshot.Snapshot {
+	in := snapshot.Input{Nodes: f.nodes(g)}
+	for _, pod := range f.pods(g) {
+		in.Pods = append(in.Pods, &pod)
+	}
+	return snapshot.New(in)
+}
+
+// pods are the pods of the API server, read from the fake's tracker, so
+// that no list of pods is recorded but the actuator's.
+func (f *actuatorFixture) pods(g Gomega) []corev1.Pod {
+	list, err := f.client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	return list.(*corev1.PodList).Items
 }
 
 func (f *actuatorFixture) nodes(g Gomega) []*corev1.Node {
@@ -96,10 +121,8 @@ func (f *actuatorFixture) node(g Gomega, name string) *corev1.Node {
 
 // terminating are the names of the pods marked for deletion.
 func (f *actuatorFixture) terminating(g Gomega) []string {
-	pods, err := f.client.CoreV1().Pods("").List(f.ctx, metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
 	names := []string{}
-	for _, pod := range pods.Items {
+	for _, pod := range f.pods(g) {
 		if pod.DeletionTimestamp != nil {
 			names = append(names, pod.Name)
 		}
@@ -142,7 +165,7 @@ func TestEmptyNodesAreDeletedInBulk(t *testing.T) {
 	f := newActuatorFixture(t, a1, a2, b1, pod("agent-a1", "100m", "a1", daemonSetPod), pod("static-b1", "100m", "b1", mirrorPod))
 	groupA, groupB := newGroup("ng-a", a1, a2), newGroup("ng-b", b1)
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: groupA}, {Node: b1, Group: groupB}, {Node: a2, Group: groupA}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: groupA}, {Node: b1, Group: groupB}, {Node: a2, Group: groupA}}})
 
 	g.Expect(groupA.Deleted).To(Equal([]string{"a1", "a2"}), "one call for the group")
 	g.Expect(groupB.Deleted).To(Equal([]string{"b1"}))
@@ -163,7 +186,7 @@ func TestEmptyNodeThatGotAPodStays(t *testing.T) {
 	f := newActuatorFixture(t, a1, pod("newcomer", "100m", "a1"))
 	group := newGroup("ng", a1)
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
 
 	g.Expect(group.Deleted).To(BeEmpty())
 	expectTainted(g, f.node(g, "a1"), false)
@@ -191,7 +214,7 @@ func TestEmptyNodeWhosePodsAreStuckTerminating(t *testing.T) {
 			f := newActuatorFixture(t, dead, pod("web-0", "100m", "dead", st.Terminating(tt.gracePeriodEnd)))
 			group := newGroup("ng", dead)
 
-			f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: dead, Group: group}}})
+			f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: dead, Group: group}}})
 
 			if !tt.wantDeleted {
 				g.Expect(group.Deleted).To(BeEmpty())
@@ -212,7 +235,7 @@ func TestFailedDeletionLeavesNothingBehind(t *testing.T) {
 	group := newGroup("ng", a1)
 	group.DeleteNodesErr = errors.New("the API server is unavailable")
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
 
 	g.Expect(group.Deleted).To(BeEmpty())
 	expectTainted(g, f.node(g, "a1"), false)
@@ -232,7 +255,7 @@ func TestRefusalAtTheWriteCancelsAnEmptyNodesRemoval(t *testing.T) {
 	group := newGroup("ng", n, node("other"))
 	group.DeleteNodesErr = refusalAtTheWrite
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
 
 	f.expectCancelledAtTheWrite(g, group)
 }
@@ -243,7 +266,7 @@ func TestRefusalAtTheWriteCancelsADrainedNodesRemoval(t *testing.T) {
 	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
 	group := newGroup("ng", n, node("other"))
 	group.DeleteNodesErr = refusalAtTheWrite
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	f.finishTerminating(g)
 	f.clock.Step(10 * time.Second)
 
@@ -268,7 +291,7 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 		pod("custom-agent", "100m", "n", st.CustomDaemonSetPod("agent")), pod("low", "100m", "n", st.WithPriority(-100)), pod("elsewhere", "100m", "other"))
 	group := newGroup("ng", n, node("other"))
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 
 	expectTainted(g, f.node(g, "n"), true)
 	g.Expect(f.terminating(g)).To(ConsistOf("web-0", "web-1", "low"))
@@ -290,6 +313,73 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	}), "a drained node stays in progress, never to be chosen again, while it is listed")
 }
 
+// podLists are the lists of pods the actuator asked the API server for.
+func (f *actuatorFixture) podLists() []metav1.ListOptions {
+	var lists []metav1.ListOptions
+	for _, action := range f.client.Actions() {
+		if list, ok := action.(k8stesting.ListActionImpl); ok && list.GetResource().Resource == "pods" {
+			lists = append(lists, list.ListOptions)
+		}
+	}
+	return lists
+}
+
+// A drain reads the pods it evicts and waits for from the loop's cache:
+// the API server is asked once, when the cache has none left, not older
+// than the taint, which it serves from its watch cache (the envtest of
+// drainenvtest checks the resourceVersion, which the fake drops). So is
+// the check of an empty node.
+func TestPodsOfANodeAreListedFromTheAPIServerOnlyBeforeItIsHandedOver(t *testing.T) {
+	g := NewWithT(t)
+	drained, empty := node("drained"), node("empty")
+	f := newActuatorFixture(t, drained, empty, pod("web-0", "100m", "drained"), pod("web-1", "100m", "drained"))
+	group := newGroup("ng", drained, empty, node("other"))
+
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: drained, Group: group}}})
+	g.Expect(group.Deleted).To(Equal([]string{"empty"}))
+	g.Expect(f.podLists()).To(Equal([]metav1.ListOptions{{FieldSelector: "spec.nodeName=empty", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}}),
+		"the empty node, once tainted")
+	g.Expect(f.terminating(g)).To(ConsistOf("web-0", "web-1"))
+
+	for range 3 {
+		f.clock.Step(10 * time.Second)
+		f.advance(g, group)
+	}
+	g.Expect(f.podLists()).To(HaveLen(1), "the drained node's pods come from the cache while it has some")
+
+	f.finishTerminating(g)
+	f.advance(g, group)
+	g.Expect(group.Deleted).To(Equal([]string{"empty", "drained"}))
+	g.Expect(f.podLists()).To(HaveLen(2))
+	g.Expect(f.podLists()[1]).To(Equal(metav1.ListOptions{FieldSelector: "spec.nodeName=drained", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}),
+		"the drained node, once the cache has no pod left on it")
+}
+
+// The cache may not have a pod bound to the node yet, e.g. one the
+// scheduler bound just before the taint: it is evicted all the same before
+// the node goes.
+func TestDrainEvictsAPodTheCacheHasNotSeenBeforeTheNodeGoes(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	group := newGroup("ng", n, node("other"))
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.finishTerminating(g)
+	lagging := f.cache(g)
+	_, err := f.client.CoreV1().Pods("default").Create(f.ctx, pod("late", "100m", "n"), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	f.clock.Step(10 * time.Second)
+	f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Pods: lagging, Groups: []nodegroups.NodeGroup{group}})
+	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while a pod the cache missed runs on it")
+	g.Expect(f.terminating(g)).To(ConsistOf("late"))
+
+	f.finishTerminating(g)
+	f.clock.Step(10 * time.Second)
+	f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Pods: lagging, Groups: []nodegroups.NodeGroup{group}})
+	g.Expect(group.Deleted).To(Equal([]string{"n"}))
+}
+
 // The loop that finishes a drain plans next from the snapshot it took
 // before: the drained node is still in it, empty. Removing it again would
 // lower its group's replicas a second time, and Cluster API would remove a
@@ -300,7 +390,7 @@ func TestDeletedNodeIsNotRemovedAgain(t *testing.T) {
 	busyPod := pod("busy-0", "3", "busy")
 	f := newActuatorFixture(t, drained, busy, pod("web-0", "100m", "drained"), busyPod)
 	group := newGroup("ng", drained, busy)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: drained, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: drained, Group: group}}})
 	f.finishTerminating(g)
 	f.advance(g)
 	g.Expect(group.Deleted).To(Equal([]string{"drained"}))
@@ -335,7 +425,7 @@ func TestDrainRetriesEvictionsThatAPDBRefuses(t *testing.T) {
 			f.refuse = func(name string) bool { return name == "web-1" && f.clock.Since(st.Now) < tt.refuseFor }
 			group := newGroup("ng", n)
 
-			f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+			f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 			g.Expect(f.terminating(g)).To(ConsistOf("web-0"))
 			for range 4 { // every 30s, as the loop would, for 2 minutes
 				f.finishTerminating(g)
@@ -368,7 +458,7 @@ func TestDrainEndsWhenPodsOutliveTheirGracePeriod(t *testing.T) {
 	f := newActuatorFixture(t, n, stuck)
 	group := newGroup("ng", n)
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	f.clock.Step(10*time.Minute + 30*time.Second)
 	f.advance(g)
 	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and the margin")
@@ -389,7 +479,7 @@ func TestDrainFailsWhenPodsDoNotTerminate(t *testing.T) {
 	f := newActuatorFixture(t, n, stubborn)
 	group := newGroup("ng", n)
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	f.clock.Step(10*time.Minute + 30*time.Second)
 	f.advance(g)
 	g.Expect(f.actuator.Progress().Draining).To(Equal(1), "still within the capped grace period and the margin")
@@ -416,7 +506,7 @@ func TestContinueReleasesOnlyWhatTheAutoscalerLeft(t *testing.T) {
 	admin := node("admin", taint, ours, cordonedByAdmin)
 	other := node("other", st.WithTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
 	f := newActuatorFixture(t, leftover, draining, upstream, admin, other, pod("web-0", "100m", "draining"))
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: draining, Group: newGroup("ng", draining)}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: draining, Group: newGroup("ng", draining)}}})
 
 	f.advance(g)
 
@@ -436,7 +526,7 @@ func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {
 	empty, drained := node("empty"), node("drained")
 	f := newActuatorFixture(t, empty, drained, pod("web-0", "100m", "drained"))
 	group := newGroup("ng", empty, drained)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: drained, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: drained, Group: group}}})
 	f.finishTerminating(g)
 	f.advance(g)
 	g.Expect(group.Deleted).To(ConsistOf("empty", "drained"))
@@ -466,7 +556,7 @@ func TestNodesAreCordonedBeforeRemovalOnlyWhenAsked(t *testing.T) {
 			atMinimum := newGroup("at-min", kept)
 			atMinimum.Min = 1 // DeleteNodes refuses: the removal is given up
 
-			f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}, {Node: kept, Group: atMinimum}}})
+			f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}, {Node: kept, Group: atMinimum}}})
 
 			g.Expect(group.Deleted).To(ConsistOf("empty"))
 			deleted := f.node(g, "empty")
@@ -486,7 +576,7 @@ func TestDrainIsGivenBackWhenItsGroupNoLongerAllowsIt(t *testing.T) {
 	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"), pod("web-1", "100m", "n"))
 	f.refuse = func(name string) bool { return name == "web-1" }
 	group := newGroup("ng", n, node("other"))
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	g.Expect(f.terminating(g)).To(ConsistOf("web-0"))
 	f.events()
 
@@ -511,7 +601,7 @@ func TestEmptyNodesOfAGroupThatNoLongerAllowsItAreNotTainted(t *testing.T) {
 	group := newGroup("ng", a1)
 	group.ScaleDownRefusal = &nodegroups.RefusedError{Reason: "MachineDeployment/default/md is paused"}
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group}}})
 
 	g.Expect(group.Deleted).To(BeEmpty())
 	g.Expect(f.node(g, "a1").Spec.Taints).To(BeEmpty())
@@ -526,7 +616,7 @@ func TestDrainWaitsWhileItsGroupCannotBeRead(t *testing.T) {
 	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
 	f.refuse = func(string) bool { return true }
 	group := newGroup("ng", n, node("other"))
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 	group.ScaleDownRefusal = errors.New("the API server is unavailable")
 
 	f.clock.Step(time.Minute)
@@ -546,7 +636,7 @@ func TestDrainIsGivenBackWhenTheClusterMinimumWasRaised(t *testing.T) {
 	f := newActuatorFixture(t, n, other, pod("web-0", "100m", "n"))
 	f.refuse = func(string) bool { return true }
 	group := newGroup("ng", n, other)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 
 	f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Groups: []nodegroups.NodeGroup{group}, Minimums: scaledown.ClusterMinimums{Cores: 8}})
 
@@ -560,7 +650,7 @@ func TestReleaseAllGivesBackDrainsButNotHandedOverNodes(t *testing.T) {
 	f := newActuatorFixture(t, empty, busy, pod("web-0", "100m", "busy"))
 	f.refuse = func(string) bool { return true }
 	group := newGroup("ng", empty, busy)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: busy, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: empty, Group: group}}, Drain: []scaledown.Removal{{Node: busy, Group: group}}})
 
 	f.actuator.ReleaseAll(f.ctx, "the Cluster was paused")
 
@@ -577,7 +667,7 @@ func TestReleaseUndoesTheCordonEvenWhenCordoningWasTurnedOff(t *testing.T) {
 	f.refuse = func(string) bool { return true }
 	opts := scaledown.ActuatorOptions{MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock, CordonNodeBeforeTerminating: true}
 	f.actuator.SetOptions(opts)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
 	g.Expect(f.node(g, "n").Spec.Unschedulable).To(BeTrue())
 
 	opts.CordonNodeBeforeTerminating = false
@@ -595,7 +685,7 @@ func TestAdministratorsCordonSurvivesARelease(t *testing.T) {
 	f.refuse = func(string) bool { return true }
 	opts := scaledown.ActuatorOptions{MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock, CordonNodeBeforeTerminating: true}
 	f.actuator.SetOptions(opts)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
 
 	f.actuator.ReleaseAll(f.ctx, "scale-down is disabled")
 
@@ -609,7 +699,7 @@ func TestNodeAnotherAutoscalerIsRemovingIsLeftAlone(t *testing.T) {
 	f := newActuatorFixture(t, theirs)
 	group := newGroup("ng", theirs)
 
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
 	f.advance(g, group)
 
 	g.Expect(group.Deleted).To(BeEmpty())
@@ -626,7 +716,7 @@ func TestHandedOverNodeIsGivenBackWhenItsGroupDoesNotRemoveIt(t *testing.T) {
 	n := node("n")
 	f := newActuatorFixture(t, n)
 	group := newGroup("ng", n)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: group}}})
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
 	f.events()
 
@@ -651,7 +741,7 @@ func TestHandedOverNodeWhoseInstanceIsDeletingKeepsItsTaint(t *testing.T) {
 	g := NewWithT(t)
 	n := node("n")
 	f := newActuatorFixture(t, n)
-	f.actuator.Start(f.ctx, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
 
 	f.clock.Step(time.Hour)
 	released := f.advance(g, &deletingGroup{NodeGroup: newGroup("ng", n)})

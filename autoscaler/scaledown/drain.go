@@ -11,23 +11,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // defaultGracePeriod is what the API server gives a pod that sets none.
 const defaultGracePeriod = 30 * time.Second
 
 // step evicts the pods left on the node, deletes the node once they are
-// gone, and fails the drain when its time limits are over.
-func (a *Actuator) step(ctx context.Context, d *drain) {
+// gone, and fails the drain when its time limits are over. The pods are
+// those of the loop's cache, until it has none left: then the API server
+// says whether any it has not seen yet are there (podsLeft).
+func (a *Actuator) step(ctx context.Context, d *drain, cached NodePods) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(d.node))
 	now := a.opts.Clock.Now()
-	pods, err := a.podsToEvict(ctx, d.node.Name, now)
-	if err != nil {
-		d.refused = fmt.Errorf("listing pods: %w", err)
-	}
-	if err == nil && len(pods) == 0 {
-		a.deleteDrained(ctx, d)
-		return
+	pods := podsToEvict(cached.PodsOn(d.node.Name), now)
+	var err error
+	if len(pods) == 0 {
+		pods, err = a.podsLeft(ctx, d.node.Name, d.taintVersion, now)
+		if err != nil {
+			d.refused = fmt.Errorf("listing pods: %w", err)
+		}
+		if err == nil && len(pods) == 0 {
+			a.deleteDrained(ctx, d)
+			return
+		}
 	}
 	notEvicted := 0
 	for _, pod := range pods {
@@ -45,14 +53,14 @@ func (a *Actuator) step(ctx context.Context, d *drain) {
 			continue
 		}
 		if err := a.evict(ctx, pod); err != nil {
-			logger.V(2).Info("Eviction refused, will retry", "pod", klog.KObj(pod), "err", err)
+			logger.V(2).Info("Eviction refused, will retry", "pod", klog.KRef(pod.Namespace, pod.Name), "err", err)
 			d.refused = fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			notEvicted++
 			continue
 		}
 		if _, ok := d.evictedAt[pod.UID]; !ok {
 			a.evictedPods++
-			a.recorder.Event(pod, corev1.EventTypeNormal, EventReasonScaleDown, "deleting pod for node scale down")
+			a.recorder.Event(pod.Full(), corev1.EventTypeNormal, EventReasonScaleDown, "deleting pod for node scale down")
 		}
 		d.evictedAt[pod.UID] = now
 	}
@@ -64,7 +72,7 @@ func (a *Actuator) step(ctx context.Context, d *drain) {
 // evict asks the Eviction API to evict the pod, with its grace period
 // capped; a pod already gone, or replaced by another of the same name, is
 // evicted.
-func (a *Actuator) evict(ctx context.Context, pod *corev1.Pod) error {
+func (a *Actuator) evict(ctx context.Context, pod *snapshot.Pod) error {
 	eviction := &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{
@@ -80,7 +88,7 @@ func (a *Actuator) evict(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // gracePeriod is the pod's termination grace period, capped.
-func (a *Actuator) gracePeriod(pod *corev1.Pod) time.Duration {
+func (a *Actuator) gracePeriod(pod *snapshot.Pod) time.Duration {
 	grace := defaultGracePeriod
 	if seconds := pod.Spec.TerminationGracePeriodSeconds; seconds != nil {
 		grace = time.Duration(*seconds) * time.Second

@@ -71,11 +71,12 @@ func (e *ForeignTaintError) Error() string {
 func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == nodefacts.ToBeDeletedTaint }
 
 // addDeletionTaint puts the deletion taint on the named node and, when
-// asked, cordons it, recording both as the autoscaler's. A node another
-// autoscaler tainted is refused with a *ForeignTaintError; a node already
-// cordoned by someone else stays theirs to uncordon.
-func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time, cordon bool) error {
-	return updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
+// asked, cordons it, recording both as the autoscaler's, and returns the
+// node's resourceVersion with the taint. A node another autoscaler tainted
+// is refused with a *ForeignTaintError; a node already cordoned by someone
+// else stays theirs to uncordon.
+func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time, cordon bool) (string, error) {
+	node, err := updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
 		if HasForeignDeletionTaint(node) {
 			return false, &ForeignTaintError{Node: name}
 		}
@@ -93,6 +94,10 @@ func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name str
 		}
 		return changed, nil
 	})
+	if err != nil {
+		return "", err
+	}
+	return node.ResourceVersion, nil
 }
 
 // ReleaseNode takes off the named node what the autoscaler put on it for
@@ -100,7 +105,7 @@ func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name str
 // cordonNodeBeforeTerminating says now. A taint or cordon it did not place
 // stays; a node that is gone has nothing to release.
 func ReleaseNode(ctx context.Context, client kubernetes.Interface, name string) error {
-	err := updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
+	_, err := updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
 		if !hasOwnMarks(node) {
 			return false, nil
 		}
@@ -121,18 +126,22 @@ func ReleaseNode(ctx context.Context, client kubernetes.Interface, name string) 
 }
 
 // updateNode reads the node, lets change modify it and writes it back
-// when change says it did, retrying on conflicts.
-func updateNode(ctx context.Context, client kubernetes.Interface, name string, change func(*corev1.Node) (bool, error)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+// when change says it did, retrying on conflicts. It returns the node as
+// last read or written.
+func updateNode(ctx context.Context, client kubernetes.Interface, name string, change func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
+	var node *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		read, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		changed, err := change(node)
+		node = read
+		changed, err := change(read)
 		if err != nil || !changed {
 			return err
 		}
-		_, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		node, err = client.CoreV1().Nodes().Update(ctx, read, metav1.UpdateOptions{})
 		return err
 	})
+	return node, err
 }

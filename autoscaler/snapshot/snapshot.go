@@ -253,6 +253,20 @@ func (s *Snapshot) NodeInfo(name string) *NodeInfo {
 	return info
 }
 
+// PodsOn returns the pods on the named node, none when the node is not in
+// the snapshot. Outside forks they are the pods read from the cluster.
+func (s *Snapshot) PodsOn(nodeName string) []*Pod {
+	info := s.NodeInfo(nodeName)
+	if info == nil {
+		return nil
+	}
+	pods := make([]*Pod, 0, len(info.pods))
+	for _, pod := range info.pods {
+		pods = append(pods, pod.Pod)
+	}
+	return pods
+}
+
 // AddNode adds a node with the pods already on it; the snapshot takes
 // ownership of info.
 func (s *Snapshot) AddNode(info *NodeInfo) error {

@@ -59,6 +59,14 @@ const (
 	// DefaultWorkloadCleanupTimeout is how long the deletion of a
 	// ClusterAutoscaler waits for an unreachable workload cluster.
 	DefaultWorkloadCleanupTimeout = 5 * time.Minute
+
+	// DefaultWorkloadEventQPS and DefaultWorkloadEventBurst limit the
+	// events an engine records in its workload cluster: 600 a minute, with
+	// room for the events of a scale-up for a few pods at once. The
+	// broadcaster queues what is over (up to 1,000 events, then drops
+	// them), and its spam filter already bounds those of one object.
+	DefaultWorkloadEventQPS   = 10
+	DefaultWorkloadEventBurst = 25
 )
 
 // The patch helper writes the ClusterAutoscaler, its finalizer and its
@@ -104,6 +112,12 @@ type ClusterAutoscalerReconciler struct {
 	// retries removing its taints from an unreachable workload cluster
 	// before giving up; DefaultWorkloadCleanupTimeout when zero.
 	WorkloadCleanupTimeout time.Duration
+	// WorkloadEventQPS and WorkloadEventBurst limit the events each engine
+	// records in its workload cluster, apart from the engine's other
+	// requests; DefaultWorkloadEventQPS and DefaultWorkloadEventBurst when
+	// zero.
+	WorkloadEventQPS   float32
+	WorkloadEventBurst int
 	// NodeGroups builds the node groups of an engine; Cluster API's
 	// (clusterapi.NewProvider) when nil. Tests put faults in them
 	// (internal/test/faults).
@@ -137,6 +151,12 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	}
 	if r.WorkloadCleanupTimeout == 0 {
 		r.WorkloadCleanupTimeout = DefaultWorkloadCleanupTimeout
+	}
+	if r.WorkloadEventQPS == 0 {
+		r.WorkloadEventQPS = DefaultWorkloadEventQPS
+	}
+	if r.WorkloadEventBurst == 0 {
+		r.WorkloadEventBurst = DefaultWorkloadEventBurst
 	}
 	if r.restarts == nil {
 		r.restarts = flowcontrol.NewBackOff(engineRestartDelay, maxEngineRestartDelay)
@@ -227,6 +247,8 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(ca)
+	// What readers see now, against which the loop time is stamped.
+	read := ca.Status.DeepCopy()
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -312,6 +334,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	ca.Status.ObservedGeneration = running.applied.generation
 	if status := running.engine.Status(); !status.Time.IsZero() {
 		setStatusFromLoop(ca, status)
+		stampLoopTime(ca, read, status.Time, running.startedAt)
 	}
 	return ctrl.Result{}, nil
 }

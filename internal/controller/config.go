@@ -30,6 +30,7 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 	config.MaxNodeProvisionTime = duration(spec.MaxNodeProvisionTime, config.MaxNodeProvisionTime)
 	config.NewPodScaleUpDelay = duration(spec.NewPodScaleUpDelay, config.NewPodScaleUpDelay)
 	config.ScanInterval = duration(spec.ScanInterval, config.ScanInterval)
+	config.MinLoopInterval = duration(spec.MinLoopInterval, config.MinLoopInterval)
 	config.BalanceSimilarNodeGroups = ptr.Deref(spec.BalanceSimilarNodeGroups, config.BalanceSimilarNodeGroups)
 	config.BalancingIgnoredLabels = spec.BalancingIgnoredLabels
 

@@ -98,14 +98,16 @@ func TestConfigFromSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "scan interval, health and backoff",
+			name: "scan and loop intervals, health and backoff",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
-				ScanInterval:  &metav1.Duration{Duration: 30 * time.Second},
-				ClusterHealth: &autoscalingv1alpha1.ClusterHealthConfig{OkTotalUnreadyCount: ptr.To[int32](1), MaxTotalUnreadyPercentage: ptr.To[int32](20)},
-				Backoff:       &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: time.Minute}},
+				ScanInterval:    &metav1.Duration{Duration: 30 * time.Second},
+				MinLoopInterval: &metav1.Duration{Duration: 5 * time.Second},
+				ClusterHealth:   &autoscalingv1alpha1.ClusterHealthConfig{OkTotalUnreadyCount: ptr.To[int32](1), MaxTotalUnreadyPercentage: ptr.To[int32](20)},
+				Backoff:         &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: time.Minute}},
 			},
 			want: func(c *autoscaler.Config) {
 				c.ScanInterval = 30 * time.Second
+				c.MinLoopInterval = 5 * time.Second
 				c.Health = autoscaler.HealthConfig{OkTotalUnreadyCount: 1, MaxTotalUnreadyPercentage: 20}
 				c.Backoff.Initial = time.Minute
 			},

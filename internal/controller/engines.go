@@ -53,6 +53,8 @@ type runningEngine struct {
 	// restConfig is the workload cluster connection the engine started
 	// with; its writes and events go there.
 	restConfig *rest.Config
+	// startedAt is when the engine started.
+	startedAt time.Time
 	// applied is the configuration the engine runs with.
 	applied engineConfig
 	// verbosity is the log level of the engine's loop (spec.logVerbosity).
@@ -168,9 +170,12 @@ func (r *engineRegistry) ofCluster(cluster client.ObjectKey) []*runningEngine {
 func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, restConfig *rest.Config, desired engineConfig) error {
 	key := client.ObjectKeyFromObject(ca)
 	cluster := clusterKey(ca)
-	clientset, err := kubernetes.NewForConfig(restConfig)
+	// The manager's context, not the engine's: stopping the engine gives
+	// back its drains and says so in events, after the engine's context is
+	// cancelled. The broadcaster is shut down once the engine has returned.
+	clientset, broadcaster, err := r.newWorkloadClients(r.ctx, restConfig)
 	if err != nil {
-		return fmt.Errorf("creating a clientset for workload cluster %s: %w", cluster, err)
+		return fmt.Errorf("creating the clients of workload cluster %s: %w", cluster, err)
 	}
 	workload := newWorkloadReader(r.ClusterCache, cluster, key)
 
@@ -182,11 +187,6 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		"ClusterAutoscaler", klog.KObj(ca), "Cluster", klog.KRef(cluster.Namespace, cluster.Name))
 	engineCtx, cancel := context.WithCancel(ctrl.LoggerInto(r.ctx, logger))
 
-	// The manager's context, not the engine's: stopping the engine gives
-	// back its drains and says so in events, after engineCtx is cancelled.
-	// The broadcaster is shut down once the engine has returned.
-	broadcaster := record.NewBroadcaster(record.WithContext(r.ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
 	// What the engine's goroutine refers to the ClusterAutoscaler by, in
 	// reconcile requests and events; it outlives this reconcile's object.
 	regarding := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: ca.UID}}
@@ -229,6 +229,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		workload:   workload,
 		cluster:    cluster,
 		restConfig: restConfig,
+		startedAt:  r.Clock.Now(),
 		applied:    desired,
 		verbosity:  verbosity,
 		cancel:     cancel,
@@ -254,6 +255,28 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	r.engines.put(key, running)
 	ctrl.LoggerFrom(ctx).Info("Started the autoscaling engine")
 	return nil
+}
+
+// newWorkloadClients returns an engine's clients of the workload cluster
+// of restConfig: a clientset for its writes (taints, evictions), and a
+// broadcaster for its events with a rate limit of their own, so that the
+// events of a scale-up, one per pod it helps, do not hold up the writes,
+// nor these the events. Events over their limit wait in the broadcaster's
+// queue.
+func (r *ClusterAutoscalerReconciler) newWorkloadClients(ctx context.Context, restConfig *rest.Config) (kubernetes.Interface, record.EventBroadcaster, error) {
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	eventConfig := rest.CopyConfig(restConfig)
+	eventConfig.QPS, eventConfig.Burst, eventConfig.RateLimiter = r.WorkloadEventQPS, r.WorkloadEventBurst, nil
+	events, err := kubernetes.NewForConfig(eventConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	return clientset, broadcaster, nil
 }
 
 // engineCrashed says, in an event, that the engine of a ClusterAutoscaler

@@ -1,12 +1,24 @@
 package controller
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,4 +54,79 @@ func TestAnEngineThatPanicsInARowWaitsLongerForItsSuccessorUpToFiveMinutes(t *te
 	clock.Step(4*time.Minute + time.Second)
 	g.Expect(r.engineCrashed(ca, cluster, panicked).restartDelay).To(Equal(10*time.Second),
 		"the delay starts over after ten minutes without a panic")
+}
+
+// An engine's writes to its workload cluster (taints, evictions) and its
+// events there each have a rate limit: a storm of events, one per pod a
+// scale-up helps, must not hold up the writes, nor the writes the events.
+// Both limits here allow three requests, then one every 1,000 seconds.
+func TestEventsAndWritesOfAnEngineHaveRateLimitsOfTheirOwn(t *testing.T) {
+	const qps, burst = 0.001, 3
+	// workloadCluster answers every request as an API server would, and
+	// counts the events and the other writes it got.
+	workloadCluster := func(t *testing.T) (restConfig *rest.Config, events, writes *atomic.Int32) {
+		events, writes = &atomic.Int32{}, &atomic.Int32{}
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.HasSuffix(req.URL.Path, "/events") {
+				events.Add(1)
+			} else {
+				writes.Add(1)
+			}
+			w.Header().Set("Content-Type", req.Header.Get("Content-Type"))
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.Copy(w, req.Body)
+		}))
+		t.Cleanup(server.Close)
+		return &rest.Config{Host: server.URL, QPS: qps, Burst: burst}, events, writes
+	}
+	// engineClients are an engine's clientset and event recorder.
+	engineClients := func(t *testing.T, restConfig *rest.Config) (kubernetes.Interface, record.EventRecorder) {
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: qps, WorkloadEventBurst: burst}
+		clientset, broadcaster, err := r.newWorkloadClients(context.Background(), restConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(broadcaster.Shutdown)
+		return clientset, broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: workloadEventSource})
+	}
+	recordEvents := func(recorder record.EventRecorder, n int) {
+		for i := range n {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("web-%d", i)}}
+			recorder.Event(pod, corev1.EventTypeNormal, "TriggeredScaleUp", "pod triggered scale-up")
+		}
+	}
+	// write asks for a write, which fails at once when the rate limit
+	// would keep it waiting past its deadline.
+	write := func(clientset kubernetes.Interface, name string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := clientset.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, metav1.CreateOptions{})
+		return err
+	}
+
+	t.Run("writes go on while events wait for their limit", func(t *testing.T) {
+		g := NewWithT(t)
+		restConfig, events, writes := workloadCluster(t)
+		clientset, recorder := engineClients(t, restConfig)
+		recordEvents(recorder, 10)
+		g.Eventually(events.Load, 10*time.Second).Should(BeEquivalentTo(burst), "the events took their burst and wait")
+
+		for i := range burst {
+			g.Expect(write(clientset, fmt.Sprintf("write-%d", i))).To(Succeed())
+		}
+		g.Expect(writes.Load()).To(BeEquivalentTo(burst))
+	})
+
+	t.Run("events go on while writes wait for their limit", func(t *testing.T) {
+		g := NewWithT(t)
+		restConfig, events, _ := workloadCluster(t)
+		clientset, recorder := engineClients(t, restConfig)
+		for i := range burst {
+			g.Expect(write(clientset, fmt.Sprintf("write-%d", i))).To(Succeed())
+		}
+		g.Expect(write(clientset, "one-too-many")).To(MatchError(ContainSubstring("rate")), "the writes took their burst")
+
+		recordEvents(recorder, burst)
+		g.Eventually(events.Load, 10*time.Second).Should(BeEquivalentTo(burst))
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -33,9 +34,15 @@ var ownedConditions = []string{
 	autoscalingv1alpha1.ConfigurationAppliedCondition,
 }
 
+// lastLoopTimeRefresh is how old status.lastLoopTime grows at most while
+// loops run: a loop that changes nothing else a reader sees costs no
+// write, and lastLoopTime still shows within a minute that loops run.
+const lastLoopTimeRefresh = time.Minute
+
 // setStatusFromLoop writes what the engine's last loop saw and did into the
-// ClusterAutoscaler status. Times are truncated to seconds, as the API stores
-// them, so that an unchanged status causes no patch.
+// ClusterAutoscaler status, but for its time (stampLoopTime). Times are
+// truncated to seconds, as the API stores them, so that an unchanged status
+// causes no patch.
 func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autoscaler.Status) {
 	if status.Err != nil {
 		reason := autoscalingv1alpha1.LoopFailedReason
@@ -46,7 +53,6 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 		}
 		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, message)
 		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, reason, "Nothing is scaled until the loop succeeds")
-		ca.Status.LastLoopTime = statusTime(status.Time)
 		return
 	}
 
@@ -94,7 +100,21 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	}
 	ca.Status.LastScaleUpTime = statusTime(status.LastScaleUp)
 	ca.Status.LastScaleDownTime = statusTime(status.LastScaleDown)
-	ca.Status.LastLoopTime = statusTime(status.Time)
+}
+
+// stampLoopTime sets status.lastLoopTime to loopTime, when the engine's
+// last loop started, if the status is written anyway (anything else in it
+// differs from read, the status as the reconcile read it), if the engine,
+// started at engineStart, has not stamped a loop yet, or if the time read
+// is lastLoopTimeRefresh old. Otherwise it keeps the time read, so that a
+// loop that changed nothing a reader sees costs no write.
+func stampLoopTime(ca *autoscalingv1alpha1.ClusterAutoscaler, read *autoscalingv1alpha1.ClusterAutoscalerStatus, loopTime, engineStart time.Time) {
+	last := read.LastLoopTime
+	ca.Status.LastLoopTime = last
+	if last == nil || last.Before(statusTime(engineStart)) || loopTime.Sub(last.Time) >= lastLoopTimeRefresh ||
+		!equality.Semantic.DeepEqual(ca.Status, *read) {
+		ca.Status.LastLoopTime = statusTime(loopTime)
+	}
 }
 
 func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGroupStatus {

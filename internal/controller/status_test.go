@@ -56,7 +56,6 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(ca.Status.Nodes).To(BeEquivalentTo(3))
 				g.Expect(ca.Status.ReadyNodes).To(BeEquivalentTo(2))
 				g.Expect(ca.Status.UnschedulablePods).To(BeEquivalentTo(4))
-				g.Expect(ca.Status.LastLoopTime.Time).To(Equal(loopTime.Truncate(time.Second)))
 				g.Expect(ca.Status.LastScaleUpTime.Time).To(Equal(loopTime.Add(-time.Hour).Truncate(time.Second)))
 				g.Expect(ca.Status.LastScaleDownTime).To(BeNil())
 			},
@@ -133,6 +132,77 @@ func TestSetStatusFromLoop(t *testing.T) {
 			ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 			setStatusFromLoop(ca, tt.status)
 			tt.expect(g, ca)
+		})
+	}
+}
+
+func TestStampLoopTime(t *testing.T) {
+	loopTime := time.Date(2026, 3, 1, 10, 0, 30, 500, time.UTC)
+	stamped := statusTime(loopTime)
+	tests := []struct {
+		name string
+		// lastLoopTime is the time read; change changes the status after it was read.
+		lastLoopTime *metav1.Time
+		change       func(*autoscalingv1alpha1.ClusterAutoscalerStatus)
+		// engineStart is when the engine started; an hour before the loop when zero.
+		engineStart time.Time
+		want        *metav1.Time
+	}{
+		{
+			name:         "an unchanged status keeps the time read",
+			lastLoopTime: statusTime(loopTime.Add(-lastLoopTimeRefresh + time.Second)),
+			want:         statusTime(loopTime.Add(-lastLoopTimeRefresh + time.Second)),
+		},
+		{
+			name:         "an unchanged status gets the time once the time read is as old as the refresh interval",
+			lastLoopTime: statusTime(loopTime.Add(-lastLoopTimeRefresh)),
+			want:         stamped,
+		},
+		{
+			name:         "a status that changed gets the time",
+			lastLoopTime: statusTime(loopTime.Add(-time.Second)),
+			change:       func(status *autoscalingv1alpha1.ClusterAutoscalerStatus) { status.UnschedulablePods++ },
+			want:         stamped,
+		},
+		{
+			name:         "a condition that changed stamps the time too",
+			lastLoopTime: statusTime(loopTime.Add(-time.Second)),
+			change: func(status *autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				status.Conditions = append(status.Conditions, metav1.Condition{Type: autoscalingv1alpha1.ReadyCondition, Status: metav1.ConditionTrue})
+			},
+			want: stamped,
+		},
+		{
+			name:         "the first loop of an engine gets the time, so that a restart shows",
+			lastLoopTime: statusTime(loopTime.Add(-3 * time.Second)),
+			engineStart:  loopTime.Add(-time.Second),
+			want:         stamped,
+		},
+		{
+			name: "a status without a time gets it",
+			want: stamped,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{Status: autoscalingv1alpha1.ClusterAutoscalerStatus{
+				LastLoopTime: tt.lastLoopTime, Nodes: 3, NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0"}},
+			}}
+			read := ca.Status.DeepCopy()
+			// What a loop that changed nothing writes: the same, as new values.
+			ca.Status.NodeGroups = append([]autoscalingv1alpha1.NodeGroupStatus{}, read.NodeGroups...)
+			if tt.change != nil {
+				tt.change(&ca.Status)
+			}
+
+			engineStart := tt.engineStart
+			if engineStart.IsZero() {
+				engineStart = loopTime.Add(-time.Hour)
+			}
+			stampLoopTime(ca, read, loopTime, engineStart)
+
+			g.Expect(ca.Status.LastLoopTime).To(Equal(tt.want))
 		})
 	}
 }

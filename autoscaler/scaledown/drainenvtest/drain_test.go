@@ -6,7 +6,11 @@ package drainenvtest_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -26,13 +31,19 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
 func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	g := NewWithT(t)
 	_, ctx := ktesting.NewTestContext(t)
-	client := startAPIServer(t)
+	config := startAPIServer(t)
+	client := kubernetes.NewForConfigOrDie(config)
+	// The actuator's own client, whose lists of pods are recorded.
+	lists := &podLists{}
+	actuatorConfig := rest.CopyConfig(config)
+	actuatorConfig.Wrap(lists.record)
 
 	n := create(ctx, g, client, st.Node("n", "4", "16Gi"))
 	create(ctx, g, client, st.Node("other", "4", "16Gi"))
@@ -50,13 +61,13 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	allowDisruptions(ctx, g, client, budget, 1)
 
 	clock := clocktesting.NewFakeClock(time.Now())
-	actuator, err := scaledown.NewActuator(client, record.NewFakeRecorder(100), scaledown.ActuatorOptions{
+	actuator, err := scaledown.NewActuator(kubernetes.NewForConfigOrDie(actuatorConfig), record.NewFakeRecorder(100), scaledown.ActuatorOptions{
 		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 20 * time.Second, NodeDeletionTimeout: 5 * time.Minute, Clock: clock,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	group := &st.NodeGroup{Name: "ng", Max: 10, Target: 2, Nodes: []string{"n", "other"}}
 
-	actuator.Start(ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+	actuator.Start(ctx, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}}, cache(ctx, g, client))
 
 	node, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -67,28 +78,78 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
-	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
+	actuator.Continue(ctx, scaledown.View{Pods: cache(ctx, g, client), Groups: []nodegroups.NodeGroup{group}})
 	g.Expect(terminatingPods(ctx, g, client)).To(BeEmpty(), "the PDB refuses the second eviction")
 	g.Expect(group.Deleted).To(BeEmpty())
 
 	// The disruption controller sees the replacement pod running.
 	allowDisruptions(ctx, g, client, budget, 1)
 	clock.Step(30 * time.Second)
-	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
+	actuator.Continue(ctx, scaledown.View{Pods: cache(ctx, g, client), Groups: []nodegroups.NodeGroup{group}})
 	terminating = terminatingPods(ctx, g, client)
 	g.Expect(terminating).To(HaveLen(1))
 	g.Expect(group.Deleted).To(BeEmpty(), "the node stays while a pod terminates")
 	finishTermination(ctx, g, client, terminating)
 
 	clock.Step(30 * time.Second)
-	actuator.Continue(ctx, scaledown.View{Groups: []nodegroups.NodeGroup{group}})
+	g.Expect(lists.queries()).To(BeEmpty(), "while the cache has pods on the node, the API server is not asked")
+	actuator.Continue(ctx, scaledown.View{Pods: cache(ctx, g, client), Groups: []nodegroups.NodeGroup{group}})
 	g.Expect(group.Deleted).To(Equal([]string{"n"}))
+	queries := lists.queries()
+	g.Expect(queries).To(HaveLen(1), "the API server is read once, before the deletion")
+	g.Expect(queries[0].Get("fieldSelector")).To(Equal("spec.nodeName=n"))
+	g.Expect(queries[0].Get("resourceVersionMatch")).To(Equal(string(metav1.ResourceVersionMatchNotOlderThan)), "served from the watch cache")
+	g.Expect(queries[0].Get("resourceVersion")).NotTo(BeEmpty())
 	agent, err := client.CoreV1().Pods("default").Get(ctx, "agent", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(agent.DeletionTimestamp).To(BeNil(), "DaemonSet pods are not evicted")
 }
 
-func startAPIServer(t *testing.T) kubernetes.Interface {
+// podLists records the queries of the requests that list pods.
+type podLists struct {
+	mu   sync.Mutex
+	seen []url.Values
+}
+
+func (l *podLists) record(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodGet && req.URL.Path == "/api/v1/pods" {
+			l.mu.Lock()
+			l.seen = append(l.seen, req.URL.Query())
+			l.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+func (l *podLists) queries() []url.Values {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// cache is what an up-to-date cache of the cluster has of its nodes and
+// their pods.
+func cache(ctx context.Context, g Gomega, client kubernetes.Interface) *snapshot.Snapshot {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	in := snapshot.Input{}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	return snapshot.New(in)
+}
+
+func startAPIServer(t *testing.T) *rest.Config {
 	env := &envtest.Environment{
 		// Used when KUBEBUILDER_ASSETS is unset, e.g. under a plain go test.
 		BinaryAssetsDirectory: filepath.Join("..", "..", "..", "bin", "k8s"),
@@ -102,7 +163,7 @@ func startAPIServer(t *testing.T) kubernetes.Interface {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	return kubernetes.NewForConfigOrDie(cfg)
+	return cfg
 }
 
 func create[T interface {
