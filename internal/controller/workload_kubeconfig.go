@@ -35,7 +35,7 @@ const (
 	// one it disconnected as gone (see
 	// WorkloadKubeconfigs.ClusterCacheManager): the replay makes it
 	// connect again, with the kubeconfig read anew.
-	ClusterResyncPeriod = 10 * time.Second
+	ClusterResyncPeriod = 5 * time.Second
 
 	// workloadKubeconfigRetryInterval is how often a ClusterAutoscaler
 	// whose spec.workloadKubeconfigSecretRef names a missing or unusable
@@ -114,13 +114,17 @@ func (k *WorkloadKubeconfigs) List(ctx context.Context, list client.ObjectList, 
 }
 
 // ClusterCacheManager returns mgr as clustercache.SetupWithManager is to be
-// given it: its client reports a Cluster whose reconnect was asked for as
-// not found, once, so that the ClusterCache drops its connection as it does
-// for a deleted Cluster. The ClusterCache connects again, reading the
-// kubeconfig anew, the next time it reconciles the Cluster: within
-// ClusterResyncPeriod. Cluster API v1.14.0's ClusterCache has no other way
-// to connect again while the old credentials still work
-// (kubernetes-sigs/cluster-api#12399), and it ignores its
+// given it: its client reports as not found, so that the ClusterCache does
+// not connect to it or drops its connection as for a deleted Cluster:
+//   - a Cluster that no ClusterAutoscaler names: the manager reaches only
+//     the workload clusters it autoscales, and none with the Cluster's admin
+//     kubeconfig while its ClusterAutoscaler is still to come;
+//   - a Cluster whose reconnect was asked for, once.
+//
+// The ClusterCache connects, reading the kubeconfig anew, the next time it
+// reconciles the Cluster: within ClusterResyncPeriod. Cluster API v1.14.0's
+// ClusterCache has no other way to connect again while the old credentials
+// still work (kubernetes-sigs/cluster-api#12399), and it ignores its
 // Options.ClusterFilter (kubernetes-sigs/cluster-api#14119), which would
 // otherwise be the place for this.
 func (k *WorkloadKubeconfigs) ClusterCacheManager(mgr manager.Manager) manager.Manager {
@@ -135,17 +139,29 @@ type clusterCacheManager struct {
 
 func (m clusterCacheManager) GetClient() client.Client { return m.client }
 
-// clusterCacheClient is the manager's client, but for the Clusters whose
-// reconnect was asked for, which it reports as not found, once.
+// clusterCacheClient is the manager's client, but for the Clusters that no
+// ClusterAutoscaler names and those whose reconnect was asked for, which it
+// reports as not found.
 type clusterCacheClient struct {
 	client.Client
 	kubeconfigs *WorkloadKubeconfigs
 }
 
 func (c clusterCacheClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, isCluster := obj.(*clusterv1.Cluster); isCluster && c.kubeconfigs.takeReconnect(key) {
+	if _, isCluster := obj.(*clusterv1.Cluster); !isCluster {
+		return c.Client.Get(ctx, key, obj, opts...)
+	}
+	notFound := apierrors.NewNotFound(clusterv1.GroupVersion.WithResource("clusters").GroupResource(), key.Name)
+	if c.kubeconfigs.takeReconnect(key) {
 		ctrl.LoggerFrom(ctx).Info("Dropping the connection to the workload cluster, to connect again with the new credentials of its kubeconfig")
-		return apierrors.NewNotFound(clusterv1.GroupVersion.WithResource("clusters").GroupResource(), key.Name)
+		return notFound
+	}
+	owner, err := ownerOfCluster(ctx, c.kubeconfigs.client, key)
+	if err != nil {
+		return err
+	}
+	if owner == nil {
+		return notFound
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
