@@ -185,22 +185,21 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 	})
 
 	It("reaches the workload cluster with the identity of the Secret the ClusterAutoscaler names, never with the Cluster's", func() {
-		// The ClusterCache connects with the Cluster's kubeconfig while no
-		// ClusterAutoscaler names another.
+		// The ClusterCache does not connect, with the Cluster's admin
+		// kubeconfig or any other, while no ClusterAutoscaler names the
+		// Cluster.
 		fixture := newWorkloadCluster(env.Config.Host)
 		cluster := client.ObjectKeyFromObject(fixture.Cluster)
-		Eventually(func() error {
+		notConnected := func() error {
 			_, err := reconciler.ClusterCache.GetRESTConfig(ctx, cluster)
 			return err
-		}, waitTimeout).Should(Succeed())
+		}
+		Consistently(notConnected, 2*ClusterResyncPeriod).Should(HaveOccurred())
 		key := createClusterAutoscalerWithKubeconfig(fixture, &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "autoscaler-kubeconfig", Key: "kubeconfig"})
 
-		By("refusing to run while the Secret is missing, and dropping the connection made with the Cluster's kubeconfig")
+		By("refusing to run while the Secret is missing, without connecting with the Cluster's kubeconfig instead")
 		expectNoEngineFor(key, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, "Secret "+fixture.Namespace+"/autoscaler-kubeconfig does not exist")
-		Eventually(func() error {
-			_, err := reconciler.ClusterCache.GetRESTConfig(ctx, cluster)
-			return err
-		}, reconnectTimeout).Should(HaveOccurred())
+		Consistently(notConnected, 2*ClusterResyncPeriod).Should(HaveOccurred())
 		Eventually(func(g Gomega) {
 			events := &eventsv1.EventList{}
 			g.Expect(k8sClient.List(ctx, events, client.InNamespace(fixture.Namespace))).To(Succeed())
