@@ -25,7 +25,6 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/flags"
@@ -207,12 +206,9 @@ func run(opts *options) error {
 // setupControllers wires the workload cluster connections and the
 // ClusterAutoscaler controller into the manager.
 func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*controller.ClusterAutoscalerReconciler, error) {
-	// The manager's client reads Secrets live (see managerOptions): only
-	// kubeconfig Secrets are read.
-	kubeconfigs := controller.NewWorkloadKubeconfigs(mgr.GetClient())
-	clusterCache, err := clustercache.SetupWithManager(ctx, kubeconfigs.ClusterCacheManager(mgr), clustercache.Options{
-		SecretClient: kubeconfigs,
-		Cache:        controller.WorkloadCacheOptions(),
+	// The manager's client reads Secrets live (see managerOptions).
+	clusterCache, kubeconfigs, err := controller.SetupClusterCache(ctx, mgr, clustercache.Options{
+		Cache: controller.WorkloadCacheOptions(),
 		// Connect only to the Clusters this manager serves.
 		WatchFilterValue: opts.watchFilterValue,
 		Client: clustercache.ClientOptions{
@@ -305,11 +301,7 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
 	}
 	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod
-	// The ClusterCache connects again to a Cluster whose kubeconfig changed
-	// when the Cluster is replayed to it (see controller.ClusterResyncPeriod).
-	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&clusterv1.Cluster{}: {SyncPeriod: ptr.To(controller.ClusterResyncPeriod)},
-	}
+	mgrOpts.Cache.ByObject = controller.ClusterCacheCacheOptions()
 	if opts.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
 	}

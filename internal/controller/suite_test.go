@@ -12,8 +12,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -73,16 +71,12 @@ var _ = BeforeSuite(func() {
 			DisableFor:   []client.Object{&corev1.Secret{}},
 			Unstructured: true,
 		}},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&clusterv1.Cluster{}: {SyncPeriod: ptr.To(ClusterResyncPeriod)},
-		}},
+		Cache: cache.Options{ByObject: ClusterCacheCacheOptions()},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	kubeconfigs := NewWorkloadKubeconfigs(mgr.GetClient())
-	clusterCache, err := clustercache.SetupWithManager(ctx, kubeconfigs.ClusterCacheManager(mgr), clustercache.Options{
-		SecretClient: kubeconfigs,
-		Cache:        WorkloadCacheOptions(),
-		Client:       clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
+	clusterCache, kubeconfigs, err := SetupClusterCache(ctx, mgr, clustercache.Options{
+		Cache:  WorkloadCacheOptions(),
+		Client: clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	Expect(err).NotTo(HaveOccurred())
 

@@ -18,11 +18,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/secret"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -111,6 +115,30 @@ func (k *WorkloadKubeconfigs) Get(ctx context.Context, key client.ObjectKey, obj
 // List lists objects as c does.
 func (k *WorkloadKubeconfigs) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return k.client.List(ctx, list, opts...)
+}
+
+// ClusterCacheCacheOptions are the options of the manager's cache that the
+// ClusterCache of SetupClusterCache needs: Clusters replayed every
+// ClusterResyncPeriod.
+func ClusterCacheCacheOptions() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&clusterv1.Cluster{}: {SyncPeriod: ptr.To(ClusterResyncPeriod)},
+	}
+}
+
+// SetupClusterCache sets up Cluster API's ClusterCache on mgr, whose cache
+// has ClusterCacheCacheOptions, to reach workload clusters with the
+// kubeconfigs WorkloadKubeconfigs gives; options.SecretClient is set here.
+// The manager's client is to read Secrets live: only kubeconfig Secrets are
+// read.
+func SetupClusterCache(ctx context.Context, mgr manager.Manager, options clustercache.Options, controllerOptions controller.Options) (clustercache.ClusterCache, *WorkloadKubeconfigs, error) {
+	kubeconfigs := NewWorkloadKubeconfigs(mgr.GetClient())
+	options.SecretClient = kubeconfigs
+	clusterCache, err := clustercache.SetupWithManager(ctx, kubeconfigs.ClusterCacheManager(mgr), options, controllerOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	return clusterCache, kubeconfigs, nil
 }
 
 // ClusterCacheManager returns mgr as clustercache.SetupWithManager is to be

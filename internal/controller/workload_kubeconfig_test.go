@@ -131,18 +131,30 @@ func TestWorkloadKubeconfigsGet(t *testing.T) {
 	}
 }
 
-func TestClusterCacheSeesAReconnectedClusterGoneOnce(t *testing.T) {
+func TestClusterCacheSeesOnlyAutoscaledClustersAndAReconnectedOneGoneOnce(t *testing.T) {
 	g := NewWithT(t)
 	scheme := runtime.NewScheme()
 	g.Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
+	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workload"}}
 	other := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"}}
-	kubeconfigs := NewWorkloadKubeconfigs(nil)
-	c := clusterCacheClient{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, other).Build(), kubeconfigs: kubeconfigs}
+	notAutoscaled := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "not-autoscaled"}}
+	autoscaling := func(cluster *clusterv1.Cluster) *autoscalingv1alpha1.ClusterAutoscaler {
+		return &autoscalingv1alpha1.ClusterAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name},
+			Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: cluster.Name},
+		}
+	}
+	managerClient := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(cluster, other, notAutoscaled, autoscaling(cluster), autoscaling(other)).
+		WithIndex(&autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName).Build()
+	kubeconfigs := NewWorkloadKubeconfigs(managerClient)
+	c := clusterCacheClient{Client: managerClient, kubeconfigs: kubeconfigs}
 	get := func(obj *clusterv1.Cluster) error {
 		return c.Get(context.Background(), client.ObjectKeyFromObject(obj), &clusterv1.Cluster{})
 	}
 
+	g.Expect(get(notAutoscaled)).To(Satisfy(apierrors.IsNotFound), "connected to a Cluster no ClusterAutoscaler names")
 	g.Expect(get(cluster)).To(Succeed())
 	g.Expect(kubeconfigs.reconnect(client.ObjectKeyFromObject(cluster))).To(BeTrue())
 	g.Expect(kubeconfigs.reconnect(client.ObjectKeyFromObject(cluster))).To(BeFalse(), "asked for already")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -60,18 +61,19 @@ func runController(e *testenv.Environment) {
 			DisableFor:   []ctrlclient.Object{&corev1.Secret{}},
 			Unstructured: true,
 		}},
+		Cache: cache.Options{ByObject: autoscalercontroller.ClusterCacheCacheOptions()},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	clusterCache, err := clustercache.SetupWithManager(managerCtx, mgr, clustercache.Options{
-		SecretClient: mgr.GetClient(),
-		Cache:        autoscalercontroller.WorkloadCacheOptions(),
-		Client:       clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
+	clusterCache, kubeconfigs, err := autoscalercontroller.SetupClusterCache(managerCtx, mgr, clustercache.Options{
+		Cache:  autoscalercontroller.WorkloadCacheOptions(),
+		Client: clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
 	}, controller.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	reconciler := &autoscalercontroller.ClusterAutoscalerReconciler{
-		Client:       mgr.GetClient(),
-		ClusterCache: clusterCache,
-		Recorder:     mgr.GetEventRecorder("capi-autoscaler"),
+		Client:              mgr.GetClient(),
+		ClusterCache:        clusterCache,
+		WorkloadKubeconfigs: kubeconfigs,
+		Recorder:            mgr.GetEventRecorder("capi-autoscaler"),
 	}
 	Expect(reconciler.SetupWithManager(managerCtx, mgr, controller.Options{})).To(Succeed())
 
