@@ -95,6 +95,21 @@ func (s *Stack) startCluster(ctx context.Context, name string, m modules) (*Clus
 // default ServiceAccount created first. Stop stops it. The name must not be
 // taken (management, workload, or a directory of WorkDir).
 func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, error) {
+	return s.StartAPIServerWithOptions(ctx, name, APIServerOptions{})
+}
+
+// APIServerOptions tune an API server that StartAPIServerWithOptions
+// starts, e.g. to fit many of them in the memory of one machine.
+type APIServerOptions struct {
+	// ExtraArgs come after the stack's own flags, so they win over them.
+	ExtraArgs []string
+	// Env is added to the API server's environment, e.g. GOMEMLIMIT=200MiB.
+	Env []string
+}
+
+// StartAPIServerWithOptions is StartAPIServer with tuned flags and
+// environment, which RestartAPIServer keeps.
+func (s *Stack) StartAPIServerWithOptions(ctx context.Context, name string, opts APIServerOptions) (*Cluster, error) {
 	dir := filepath.Join(s.WorkDir, name)
 	// Mkdir, not MkdirAll: a second API server of the same name would share
 	// the first one's etcd prefix.
@@ -107,24 +122,24 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 		return nil, err
 	}
 	server := "https://127.0.0.1:" + strconv.Itoa(port)
-	apiserver, err := startProcess(ctx, s.logDir(), name+"-kube-apiserver", s.binary("kube-apiserver"),
-		"--etcd-servers="+s.etcdURL,
-		"--etcd-prefix=/"+name,
+	args := []string{
+		"--etcd-servers=" + s.etcdURL,
+		"--etcd-prefix=/" + name,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(port),
-		"--tls-cert-file="+filepath.Join(pki, "serving.crt"),
-		"--tls-private-key-file="+filepath.Join(pki, "serving.key"),
-		"--client-ca-file="+filepath.Join(pki, "ca.crt"),
-		"--requestheader-client-ca-file="+filepath.Join(pki, "ca.crt"),
-		"--requestheader-allowed-names="+frontProxyUser,
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + filepath.Join(pki, "serving.crt"),
+		"--tls-private-key-file=" + filepath.Join(pki, "serving.key"),
+		"--client-ca-file=" + filepath.Join(pki, "ca.crt"),
+		"--requestheader-client-ca-file=" + filepath.Join(pki, "ca.crt"),
+		"--requestheader-allowed-names=" + frontProxyUser,
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+filepath.Join(pki, "front-proxy-client.crt"),
-		"--proxy-client-key-file="+filepath.Join(pki, "front-proxy-client.key"),
-		"--service-account-key-file="+s.saKeyPath,
-		"--service-account-signing-key-file="+s.saKeyPath,
+		"--proxy-client-cert-file=" + filepath.Join(pki, "front-proxy-client.crt"),
+		"--proxy-client-key-file=" + filepath.Join(pki, "front-proxy-client.key"),
+		"--service-account-key-file=" + s.saKeyPath,
+		"--service-account-signing-key-file=" + s.saKeyPath,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=Node,RBAC",
@@ -132,7 +147,9 @@ func (s *Stack) StartAPIServer(ctx context.Context, name string) (*Cluster, erro
 		// No Pod network: the kubernetes Service gets no loopback endpoints.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
-	)
+	}
+	apiserver, err := startProcessWithEnv(ctx, s.logDir(), name+"-kube-apiserver", s.binary("kube-apiserver"),
+		opts.Env, append(args, opts.ExtraArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +204,7 @@ func (s *Stack) RestartAPIServer(ctx context.Context, cluster *Cluster) error {
 		return fmt.Errorf("the API server of %s is running (pid %d)", cluster.Name, stopped.Pid())
 	}
 	name := fmt.Sprintf("%s-kube-apiserver-%d", cluster.Name, cluster.apiServerStarts+1)
-	apiserver, err := startProcess(ctx, s.logDir(), name, stopped.Binary(), stopped.Args()...)
+	apiserver, err := startProcessWithEnv(ctx, s.logDir(), name, stopped.Binary(), stopped.env, stopped.Args()...)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ type Process struct {
 	name    string
 	binary  string
 	args    []string
+	env     []string
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
@@ -41,12 +42,21 @@ type Process struct {
 // startProcess starts binary with args; it keeps running until stopped,
 // whatever happens to ctx.
 func startProcess(ctx context.Context, logDir, name, binary string, args ...string) (*Process, error) {
+	return startProcessWithEnv(ctx, logDir, name, binary, nil, args...)
+}
+
+// startProcessWithEnv is startProcess with env added to the launcher's
+// environment (later entries win, as in exec.Cmd).
+func startProcessWithEnv(ctx context.Context, logDir, name, binary string, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(binary, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	// Its own process group: a Ctrl-C in the terminal reaches only the
@@ -60,6 +70,7 @@ func startProcess(ctx context.Context, logDir, name, binary string, args ...stri
 		name:    name,
 		binary:  binary,
 		args:    slices.Clone(args),
+		env:     slices.Clone(env),
 		cmd:     cmd,
 		logPath: logPath,
 		exited:  make(chan struct{}),

@@ -115,6 +115,15 @@ type Cluster struct {
 	apiServerStarts int
 }
 
+// APIServerPid is the process id of the cluster's API server, 0 when the
+// stack did not start it; e.g. to read its memory.
+func (c *Cluster) APIServerPid() int {
+	if c.apiServer == nil {
+		return 0
+	}
+	return c.apiServer.Pid()
+}
+
 // Stack is a running local stack.
 type Stack struct {
 	// Management is the management cluster, where Cluster API runs.

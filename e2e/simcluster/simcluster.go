@@ -183,13 +183,19 @@ func FreeLocalAddress() (string, error) {
 // against the management cluster, serving its metrics over plain HTTP on
 // metricsAddress and no health probes.
 func StartManager(ctx context.Context, stack *localstack.Stack, binary, metricsAddress string, extraArgs ...string) (*localstack.Process, error) {
+	return StartNamedManager(ctx, stack, ManagerProcess, binary, metricsAddress, extraArgs...)
+}
+
+// StartNamedManager is StartManager for one of several managers: the
+// process, and so its log, is called name.
+func StartNamedManager(ctx context.Context, stack *localstack.Stack, name, binary, metricsAddress string, extraArgs ...string) (*localstack.Process, error) {
 	args := append([]string{
 		"--kubeconfig=" + stack.Management.KubeconfigPath,
 		"--diagnostics-address=" + metricsAddress,
 		"--insecure-diagnostics",
 		"--health-probe-bind-address=0",
 	}, extraArgs...)
-	return stack.StartProcess(ctx, ManagerProcess, binary, args...)
+	return stack.StartProcess(ctx, name, binary, args...)
 }
 
 // ManagerLog is the log file of the manager StartManager runs.

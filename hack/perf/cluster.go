@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
@@ -60,6 +64,9 @@ func (h *harness) createCluster(ctx context.Context, name string, burstMax int) 
 	objects := append(simcluster.ClusterObjects(namespace, name),
 		pool.MachineTemplate(), pool.MachineDeployment(), burst.MachineTemplate(), burst.MachineDeployment())
 	for _, obj := range objects {
+		if cluster, ok := obj.(*clusterv1.Cluster); ok {
+			cluster.Labels = watchFilterLabels(h.managerOf(name).watchFilter)
+		}
 		if err := h.mgmt.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
@@ -72,9 +79,10 @@ func (h *harness) createCluster(ctx context.Context, name string, burstMax int) 
 // never removes anything during a run (unneededTime 1h), the pods' owners
 // (ConfigMaps standing in for ReplicaSets) do not block a removal, and the
 // burst group's machines, which never provision, do not time out (2h).
-func clusterAutoscaler(cluster string) *autoscalingv1alpha1.ClusterAutoscaler {
+// Its watch-filter label names the manager that serves it, if any.
+func clusterAutoscaler(cluster, watchFilter string) *autoscalingv1alpha1.ClusterAutoscaler {
 	return &autoscalingv1alpha1.ClusterAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster, Labels: watchFilterLabels(watchFilter)},
 		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
 			ClusterName:          cluster,
 			MaxNodeProvisionTime: &metav1.Duration{Duration: 2 * time.Hour},
@@ -85,6 +93,15 @@ func clusterAutoscaler(cluster string) *autoscalingv1alpha1.ClusterAutoscaler {
 			},
 		},
 	}
+}
+
+// watchFilterLabels select the objects of the manager started with
+// --watch-filter=value; none when value is empty (a manager serving all).
+func watchFilterLabels(value string) map[string]string {
+	if value == "" {
+		return nil
+	}
+	return map[string]string{clusterv1.WatchLabel: value}
 }
 
 // staticNode is a kwok Node of no node group, like a big fixed pool.
@@ -344,32 +361,75 @@ func (h *harness) setReplicas(ctx context.Context, name string, replicas int32) 
 	return h.mgmt.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch))
 }
 
+// workloadCluster is the API server of one Cluster in multi-cluster mode.
+type workloadCluster struct {
+	*localstack.Cluster
+	// client is the harness's, with a high rate limit.
+	client client.Client
+	// host is the host:port the manager reaches it at: its requests
+	// there are counted under this host.
+	host string
+}
+
 // startWorkloads starts, in multi-cluster mode, one API server per Cluster
 // and creates the Cluster's kubeconfig Secret pointing at it, before the
 // Cluster exists: the simulated control plane writes one only when it is
 // missing, else pointing at the shared workload API server.
-func (h *harness) startWorkloads(ctx context.Context, stack *localstack.Stack, clusters []string) (map[string]*localstack.Cluster, error) {
+func (h *harness) startWorkloads(ctx context.Context, stack *localstack.Stack, clusters []string) (map[string]*workloadCluster, error) {
 	h.logf("starting %d workload API servers", len(clusters))
 	started := time.Now()
-	workloads := make([]*localstack.Cluster, len(clusters))
+	workloads := make([]*workloadCluster, len(clusters))
 	// A starting API server is busy for seconds: a few at a time.
 	err := parallel(ctx, len(clusters), 4, func(ctx context.Context, i int) error {
-		workload, err := stack.StartAPIServer(ctx, clusters[i])
+		apiServer, err := stack.StartAPIServerWithOptions(ctx, clusters[i], h.opts.workloadAPIServer)
 		if err != nil {
 			return err
 		}
-		workloads[i] = workload
-		return h.mgmt.Create(ctx, kubeconfigSecret(clusters[i], workload.Kubeconfig))
+		if workloads[i], err = newWorkloadCluster(apiServer); err != nil {
+			return err
+		}
+		return h.mgmt.Create(ctx, kubeconfigSecret(clusters[i], apiServer.Kubeconfig))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the workload API servers: %w", err)
 	}
-	h.row("| %d workload API servers started | %s | | load %s |", len(clusters), time.Since(started).Round(time.Second), loadavg())
-	out := map[string]*localstack.Cluster{}
+	h.row("| %d workload API servers started | %s | %s | load %s |", len(clusters), time.Since(started).Round(time.Second), h.workloadTuning(), loadavg())
+	out := map[string]*workloadCluster{}
 	for i, c := range clusters {
 		out[c] = workloads[i]
 	}
 	return out, nil
+}
+
+func newWorkloadCluster(apiServer *localstack.Cluster) (*workloadCluster, error) {
+	cfg := rest.CopyConfig(apiServer.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	// A request to a saturated API server fails rather than holding up the
+	// churn of its cluster.
+	cfg.Timeout = 30 * time.Second
+	c, err := client.New(cfg, client.Options{Scheme: localstack.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	// The manager reads the kubeconfig the Cluster's Secret holds.
+	managerCfg, err := clientcmd.RESTConfigFromKubeConfig(apiServer.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig of %s: %w", apiServer.Name, err)
+	}
+	server, err := url.Parse(managerCfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("the server of %s: %w", apiServer.Name, err)
+	}
+	return &workloadCluster{Cluster: apiServer, client: c, host: server.Host}, nil
+}
+
+// workloadTuning says how the workload API servers were tuned.
+func (h *harness) workloadTuning() string {
+	t := h.opts.workloadAPIServer
+	if len(t.ExtraArgs)+len(t.Env) == 0 {
+		return "default flags"
+	}
+	return fmt.Sprintf("tuned: `%s`", strings.Join(append(slices.Clone(t.Env), t.ExtraArgs...), " "))
 }
 
 // kubeconfigSecret is the Cluster's kubeconfig Secret as a control plane
@@ -391,13 +451,8 @@ func kubeconfigSecret(cluster string, kubeconfig []byte) *corev1.Secret {
 // pods on each, bound directly: it makes the Nodes Ready and removes the
 // not-ready taint (kwok's and the node lifecycle controller's work) and
 // marks the pods Running (the kubelet's). Nothing changes them afterwards.
-func (h *harness) populateWorkload(ctx context.Context, workload *localstack.Cluster, nodes, podsPerNode int) error {
-	cfg := rest.CopyConfig(workload.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	c, err := client.New(cfg, client.Options{Scheme: localstack.Scheme})
-	if err != nil {
-		return err
-	}
+func (h *harness) populateWorkload(ctx context.Context, workload *workloadCluster, nodes, podsPerNode int) error {
+	c := workload.client
 	// The pods' ServiceAccount, which no controller creates here.
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
@@ -418,6 +473,7 @@ func (h *harness) populateWorkload(ctx context.Context, workload *localstack.Clu
 	pods := nodes * podsPerNode
 	owners := make([]metav1.OwnerReference, (pods+49)/50)
 	for i := range owners {
+		var err error
 		if owners[i], err = createOwner(ctx, c, fmt.Sprintf("owner-static-%d", i)); err != nil {
 			return err
 		}
@@ -447,6 +503,24 @@ func createRunningPod(ctx context.Context, c client.Client, p *corev1.Pod) error
 	}
 	if err := c.Status().Update(ctx, p); err != nil {
 		return fmt.Errorf("marking pod %s Running: %w", p.Name, err)
+	}
+	return nil
+}
+
+// createUnschedulablePod creates p, unbound, and reports it unschedulable
+// through the status subresource, as the scheduler does for a pod that
+// fits none of the cluster's nodes.
+func createUnschedulablePod(ctx context.Context, c client.Client, p *corev1.Pod, nodes int) error {
+	if err := c.Create(ctx, p); err != nil {
+		return err
+	}
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message:            fmt.Sprintf("0/%d nodes are available: %d Insufficient cpu.", nodes, nodes),
+		LastTransitionTime: metav1.Now(),
+	}}
+	if err := c.Status().Update(ctx, p); err != nil {
+		return fmt.Errorf("marking pod %s unschedulable: %w", p.Name, err)
 	}
 	return nil
 }

@@ -21,14 +21,23 @@
 // manager nor kwok), holding --nodes-per-cluster static Nodes and their
 // pods, which the harness makes Ready and Running itself; so each
 // ClusterAutoscaler's cache holds its own cluster only.
+//
+//	go run ./hack/perf --clusters=100 --nodes-per-cluster=50 --churn=10m [--managers=2]
+//
+// --churn then creates and deletes pods in every workload cluster for the
+// window, unschedulable ones and ones bound to the static nodes, and
+// measures the managers over it (churn.go). --managers splits the Clusters
+// between managers by --watch-filter, as Cluster API controllers scale out.
 package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,6 +52,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +71,16 @@ type options struct {
 	idle                            time.Duration
 	clusters, nodesPerCluster       int
 	waitRunning                     bool
+	// managers split the Clusters between them by --watch-filter.
+	managers int
+	churn    churnOptions
+	// workloadAPIServer tunes every workload API server, e.g. to fit 100
+	// of them in memory.
+	workloadAPIServer localstack.APIServerOptions
+	// workloadAPIServerMiB is what one workload API server is expected to
+	// take, for the memory check made before anything starts.
+	workloadAPIServerMiB int
+	skipMemoryCheck      bool
 }
 
 func main() {
@@ -81,10 +101,31 @@ func main() {
 	flag.IntVar(&o.clusters, "clusters", 0, "Multi-cluster mode: this many Clusters, each with its own API server and ClusterAutoscaler")
 	flag.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 50, "Multi-cluster mode: static nodes per Cluster")
 	flag.BoolVar(&o.waitRunning, "wait-running", true, "Wait until kwok has marked every pod Running before measuring; false measures as soon as they are bound (kwok goes on in the background: about 50 pods/s at 5,000 nodes)")
+	flag.IntVar(&o.managers, "managers", 1, "Multi-cluster mode: this many managers, each serving a disjoint block of the Clusters through its own --watch-filter value")
+	flag.DurationVar(&o.churn.window, "churn", 0, "Multi-cluster mode: after the idle window, churn pods in every workload cluster and measure the managers over this window (after a warm-up of one --churn-pod-life)")
+	flag.Float64Var(&o.churn.rate, "churn-rate", 1, "Pods created per second in each workload cluster (as many are deleted once the churn is steady)")
+	flag.DurationVar(&o.churn.podLife, "churn-pod-life", 30*time.Second, "How long a churned pod lives before the harness deletes it")
+	flag.Float64Var(&o.churn.unschedulableShare, "churn-unschedulable", 0.5, "Share of the churned pods that fit no node and no node group (marked Unschedulable by the harness); the others are bound to the static nodes and marked Running")
+	flag.Func("workload-apiserver-arg", "A flag added to every workload kube-apiserver's, e.g. --watch-cache-sizes=events#100 (repeatable; later flags win)", func(arg string) error {
+		o.workloadAPIServer.ExtraArgs = append(o.workloadAPIServer.ExtraArgs, arg)
+		return nil
+	})
+	flag.Func("workload-apiserver-env", "An environment variable of every workload kube-apiserver, e.g. GOMEMLIMIT=200MiB or GOGC=50 (repeatable)", func(kv string) error {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("not NAME=VALUE: %q", kv)
+		}
+		o.workloadAPIServer.Env = append(o.workloadAPIServer.Env, kv)
+		return nil
+	})
+	flag.IntVar(&o.workloadAPIServerMiB, "workload-apiserver-mib", defaultWorkloadAPIServerMiB, "Private memory (RssAnon, MiB) one workload API server is expected to take, for the memory check before the run; the run reports what they took")
+	flag.BoolVar(&o.skipMemoryCheck, "skip-memory-check", false, "Start even when the workload API servers are not expected to fit in the available memory")
 	flag.Parse()
 	var err error
 	if o.sizes, err = ints(sizes); err == nil {
 		o.batches, err = ints(batches)
+	}
+	if err == nil {
+		err = o.validate()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -97,6 +138,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "perf failed: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func (o options) validate() error {
+	switch {
+	case o.managers < 1:
+		return errors.New("--managers must be at least 1")
+	case o.managers > 1 && o.clusters < o.managers:
+		return fmt.Errorf("--managers=%d needs at least as many --clusters", o.managers)
+	case o.churn.window > 0 && o.clusters == 0:
+		return errors.New("--churn needs the multi-cluster mode (--clusters)")
+	case o.churn.window > 0 && (o.churn.rate <= 0 || o.churn.podLife <= 0):
+		return errors.New("--churn-rate and --churn-pod-life must be positive")
+	case o.churn.unschedulableShare < 0 || o.churn.unschedulableShare > 1:
+		return errors.New("--churn-unschedulable is a share, between 0 and 1")
+	}
+	return nil
 }
 
 func ints(s string) ([]int, error) {
@@ -115,17 +172,36 @@ func ints(s string) ([]int, error) {
 }
 
 type harness struct {
-	opts           options
-	workDir        string
-	mgmt           client.WithWatch
+	opts     options
+	workDir  string
+	mgmt     client.WithWatch
+	managers []*manager
+	// managementHost is the host:port the managers reach the management
+	// API server at: their requests there are counted under it.
+	managementHost string
+	// servedBy is the manager of each Cluster.
+	servedBy map[string]*manager
+	mu       sync.Mutex
+	report   []string
+}
+
+// manager is one manager process the harness runs and measures.
+type manager struct {
+	name string
+	// watchFilter is its --watch-filter value, and the
+	// cluster.x-k8s.io/watch-filter label of its Clusters and
+	// ClusterAutoscalers; empty: it serves all.
+	watchFilter    string
 	metricsAddress string
 	// profilerAddress serves the manager's pprof profiles.
 	profilerAddress string
-	managerPid      int
-	managerLog      string
-	mu              sync.Mutex
-	report          []string
+	pid             int
+	log             string
+	clusters        []string
 }
+
+// managerOf is the manager that serves cluster.
+func (h *harness) managerOf(cluster string) *manager { return h.servedBy[cluster] }
 
 func (h *harness) logf(format string, args ...any) {
 	fmt.Printf("%s [load %s] %s\n", time.Now().Format("15:04:05"), loadavg(), fmt.Sprintf(format, args...))
@@ -160,13 +236,21 @@ func (h *harness) row(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options) (retErr error) {
-	manager := o.manager
-	if !filepath.IsAbs(manager) {
-		manager = filepath.Join(o.repoRoot, manager)
+	binary := o.manager
+	if !filepath.IsAbs(binary) {
+		binary = filepath.Join(o.repoRoot, binary)
 	}
-	manager, _ = filepath.Abs(manager)
-	if _, err := os.Stat(manager); err != nil {
-		return fmt.Errorf("no manager binary at %s (build it with go build -o bin/manager)", manager)
+	binary, _ = filepath.Abs(binary)
+	if _, err := os.Stat(binary); err != nil {
+		return fmt.Errorf("no manager binary at %s (build it with go build -o bin/manager)", binary)
+	}
+	// Before anything starts: do the workload API servers fit?
+	var memoryPlan string
+	if o.clusters > 0 {
+		var err error
+		if memoryPlan, err = checkMemory(o); err != nil {
+			return err
+		}
 	}
 	workDir := o.workDir
 	if workDir == "" {
@@ -206,7 +290,20 @@ func run(ctx context.Context, o options) (retErr error) {
 		return err
 	}
 
-	h.header()
+	managerCfg, err := clientcmd.BuildConfigFromFlags("", stack.Management.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("the management kubeconfig: %w", err)
+	}
+	managementServer, err := url.Parse(managerCfg.Host)
+	if err != nil {
+		return fmt.Errorf("the management API server's address: %w", err)
+	}
+	h.managementHost = managementServer.Host
+
+	h.header(binary)
+	if memoryPlan != "" {
+		h.row("| memory plan | %s | | load %s |", memoryPlan, loadavg())
+	}
 	clusters := []string{"perf"}
 	if o.clusters > 0 {
 		clusters = nil
@@ -214,10 +311,11 @@ func run(ctx context.Context, o options) (retErr error) {
 			clusters = append(clusters, fmt.Sprintf("perf-%02d", i))
 		}
 	}
+	h.planManagers(clusters)
 	// In multi-cluster mode, each Cluster's kubeconfig Secret is created
 	// before the Cluster, pointing at its own API server: the simulated
 	// control plane only writes one when it is missing.
-	var workloads map[string]*localstack.Cluster
+	var workloads map[string]*workloadCluster
 	if o.clusters > 0 {
 		if workloads, err = h.startWorkloads(ctx, stack, clusters); err != nil {
 			return err
@@ -230,34 +328,18 @@ func run(ctx context.Context, o options) (retErr error) {
 	}
 	h.logf("%d Cluster(s) provisioned", len(clusters))
 
-	// The manager.
-	if h.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
-		return err
+	for _, m := range h.managers {
+		if err := h.startManager(ctx, stack, binary, m); err != nil {
+			return err
+		}
 	}
-	if h.profilerAddress, err = simcluster.FreeLocalAddress(); err != nil {
-		return err
-	}
-	process, err := simcluster.StartManager(ctx, stack, manager, h.metricsAddress, "--profiler-address="+h.profilerAddress)
-	if err != nil {
-		return err
-	}
-	h.managerLog = simcluster.ManagerLog(stack)
-	h.managerPid = process.Pid()
-	// Wait for the manager to serve its metrics before reading its memory.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := goMemory(ctx, h.metricsAddress)
-		return err == nil, nil
-	}); err != nil {
-		return fmt.Errorf("the manager serves no metrics: %w", err)
-	}
-	rss, _ := rssMiB(h.managerPid)
-	h.row("| manager started, no ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
+	h.row("| manager started, no ClusterAutoscaler | RSS %s | | load %s |", h.managersRSS(), loadavg())
 
 	if o.clusters > 0 {
 		return h.multi(ctx, clusters, workloads)
 	}
 	for _, c := range clusters {
-		if err := h.mgmt.Create(ctx, clusterAutoscaler(c)); err != nil {
+		if err := h.mgmt.Create(ctx, clusterAutoscaler(c, h.managerOf(c).watchFilter)); err != nil {
 			return err
 		}
 	}
@@ -269,7 +351,77 @@ func run(ctx context.Context, o options) (retErr error) {
 	return nil
 }
 
-func (h *harness) header() {
+// planManagers names the managers and splits the Clusters between them in
+// contiguous, disjoint blocks: with several, each gets a --watch-filter
+// value, which its Clusters and ClusterAutoscalers carry as their
+// cluster.x-k8s.io/watch-filter label.
+func (h *harness) planManagers(clusters []string) {
+	n := h.opts.managers
+	h.servedBy = map[string]*manager{}
+	for i := 0; i < n; i++ {
+		m := &manager{name: simcluster.ManagerProcess}
+		if n > 1 {
+			m.watchFilter = fmt.Sprintf("shard-%d", i)
+			m.name += "-" + m.watchFilter
+		}
+		h.managers = append(h.managers, m)
+	}
+	for i, c := range clusters {
+		m := h.managers[i*n/len(clusters)]
+		m.clusters = append(m.clusters, c)
+		h.servedBy[c] = m
+	}
+}
+
+// startManager starts m and waits until it serves its metrics. In the
+// multi-cluster mode every manager runs with leader election, as its
+// Deployment would, on a Lease of its own.
+func (h *harness) startManager(ctx context.Context, stack *localstack.Stack, binary string, m *manager) error {
+	var err error
+	if m.metricsAddress, err = simcluster.FreeLocalAddress(); err != nil {
+		return err
+	}
+	if m.profilerAddress, err = simcluster.FreeLocalAddress(); err != nil {
+		return err
+	}
+	args := []string{"--profiler-address=" + m.profilerAddress}
+	if m.watchFilter != "" {
+		args = append(args, "--watch-filter="+m.watchFilter)
+	}
+	if h.opts.clusters > 0 {
+		args = append(args, "--leader-elect", "--leader-election-id="+m.name, "--leader-election-namespace="+namespace)
+	}
+	process, err := simcluster.StartNamedManager(ctx, stack, m.name, binary, m.metricsAddress, args...)
+	if err != nil {
+		return fmt.Errorf("starting manager %s: %w", m.name, err)
+	}
+	m.log, m.pid = process.LogPath(), process.Pid()
+	// Wait for the manager to serve its metrics before reading its memory.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := goMemory(ctx, m.metricsAddress)
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("manager %s serves no metrics (log %s): %w", m.name, m.log, err)
+	}
+	return nil
+}
+
+// managersRSS is the RSS of the manager, or of each manager and their sum.
+func (h *harness) managersRSS() string {
+	var parts []string
+	total := 0.0
+	for _, m := range h.managers {
+		rss, _ := rssMiB(m.pid)
+		total += rss
+		parts = append(parts, fmt.Sprintf("%.0f", rss))
+	}
+	if len(parts) == 1 {
+		return fmt.Sprintf("%.0f MiB", total)
+	}
+	return fmt.Sprintf("%.0f MiB (%s)", total, strings.Join(parts, " + "))
+}
+
+func (h *harness) header(managerBinary string) {
 	host, _ := os.Hostname()
 	mem := "?"
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
@@ -279,11 +431,32 @@ func (h *harness) header() {
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		cpus = strconv.Itoa(strings.Count(string(b), "processor\t:"))
 	}
-	h.row("Run %s on %s: %s CPUs, %s memory, load at start %s. Command: `go run ./hack/perf %s`",
-		time.Now().Format(time.RFC3339), host, cpus, mem, loadavg(), strings.Join(os.Args[1:], " "))
+	h.row("Run %s on %s: %s CPUs, %s memory, load at start %s. Command: `go run ./hack/perf %s`. Manager: %s (%s).",
+		time.Now().Format(time.RFC3339), host, cpus, mem, loadavg(), strings.Join(os.Args[1:], " "), managerBinary, revision(managerBinary))
 	h.row("")
 	h.row("| measurement | result | detail | load (1/5/15 min) |")
 	h.row("| --- | --- | --- | --- |")
+}
+
+// revision is the commit a Go binary was built from, as `go build` stamps
+// it in a git checkout, so that runs of older managers say which.
+func revision(binary string) string {
+	info, err := buildinfo.ReadFile(binary)
+	if err != nil {
+		return "no build information: " + err.Error()
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	commit, ok := settings["vcs.revision"]
+	if !ok {
+		return "no commit stamped"
+	}
+	if settings["vcs.modified"] == "true" {
+		return "commit " + commit[:min(12, len(commit))] + " with local changes"
+	}
+	return "commit " + commit[:min(12, len(commit))]
 }
 
 func (h *harness) write() error {
@@ -298,14 +471,14 @@ func (h *harness) waitLoops(ctx context.Context, cluster string, n uint64) error
 	var start uint64
 	first := true
 	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		m, err := scrape(ctx, h.metricsAddress)
+		m, err := scrape(ctx, h.managerOf(cluster).metricsAddress)
 		if err != nil {
 			return pollAgain(err)
 		}
 		if first {
-			start, first = m[key].count, false
+			start, first = m.loops[key].count, false
 		}
-		return m[key].count >= start+n, nil
+		return m.loops[key].count >= start+n, nil
 	})
 }
 
@@ -325,32 +498,33 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	}
 	// Idle loops.
 	key := func(f string) [2]string { return [2]string{namespace + "/" + cluster, f} }
-	before, err := scrape(ctx, h.metricsAddress)
+	m := h.managerOf(cluster)
+	before, err := scrape(ctx, m.metricsAddress)
 	if err != nil {
 		return err
 	}
 	// The idle window is a CPU profile of the manager.
 	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes.pb.gz", size))
-	if err := saveProfile(ctx, h.profilerAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
+	if err := saveProfile(ctx, m.profilerAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
 		return fmt.Errorf("profiling the idle manager: %w", err)
 	}
-	after, err := scrape(ctx, h.metricsAddress)
+	after, err := scrape(ctx, m.metricsAddress)
 	if err != nil {
 		return err
 	}
 	load := loadavg()
-	rss, _ := rssMiB(h.managerPid)
-	memory, err := goMemory(ctx, h.metricsAddress)
+	rss, _ := rssMiB(m.pid)
+	memory, err := goMemory(ctx, m.metricsAddress)
 	if err != nil {
 		memory = err.Error()
 	}
 	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-nodes.pb.gz", size))
-	if err := saveProfile(ctx, h.profilerAddress, "heap", heapProfile); err != nil {
+	if err := saveProfile(ctx, m.profilerAddress, "heap", heapProfile); err != nil {
 		return fmt.Errorf("profiling the manager's heap: %w", err)
 	}
-	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before[key("main")], after[key("main")]), o.idle, diff(before[key("refresh")], after[key("refresh")]), load)
+	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before.loops[key("main")], after.loops[key("main")]), o.idle, diff(before.loops[key("refresh")], after.loops[key("refresh")]), load)
 	h.row("| %d nodes: scale-down planning (%d underutilized) | %s | unneeded nodes in status: %s | load %s |", size, pool,
-		diff(before[key("scaleDown")], after[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
+		diff(before.loops[key("scaleDown")], after.loops[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
 	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | %s; profiles %s, %s | load %s |", size, size*o.podsPerNode, rss, memory, filepath.Base(heapProfile), filepath.Base(cpuProfile), load)
 
 	for _, batch := range o.batches {
@@ -367,7 +541,7 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 
 // gauge is the value of a metric of the cluster, as text.
 func (h *harness) gauge(ctx context.Context, name, cluster string) string {
-	body, err := get(ctx, h.metricsAddress, "/metrics")
+	body, err := get(ctx, h.managerOf(cluster).metricsAddress, "/metrics")
 	if err != nil {
 		return "?"
 	}
@@ -398,7 +572,8 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 	h.logf("--- %d nodes: %d trials of %d pending pods", size, trials, batch)
 	key := [2]string{namespace + "/" + cluster, "main"}
 	upKey := [2]string{namespace + "/" + cluster, "scaleUp"}
-	before, err := scrape(ctx, h.metricsAddress)
+	m := h.managerOf(cluster)
+	before, err := scrape(ctx, m.metricsAddress)
 	if err != nil {
 		return err
 	}
@@ -413,14 +588,14 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 			}
 			continue
 		}
-		if rss, err := rssMiB(h.managerPid); err == nil && rss > peakRSS {
+		if rss, err := rssMiB(m.pid); err == nil && rss > peakRSS {
 			peakRSS = rss
 		}
 		h.logf("trial %d: %s from lastTransitionTime, %s from first Unschedulable seen, replicas %d, log %s before (found %v)",
 			t, r.fromTransition.Round(time.Millisecond), r.fromObserved.Round(time.Millisecond), r.replicas, (-r.logLag).Round(time.Millisecond), r.haveLog)
 		results = append(results, r)
 	}
-	after, err := scrape(ctx, h.metricsAddress)
+	after, err := scrape(ctx, m.metricsAddress)
 	if err != nil {
 		return err
 	}
@@ -452,7 +627,7 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 			return lg[len(lg)/2].Round(time.Millisecond)
 		}(), logs, len(results), results[len(results)-1].replicas, load)
 	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; peak RSS %.0f MiB | load %s |", size, batch,
-		diff(before[key], after[key]), diff(before[upKey], after[upKey]), peakRSS, load)
+		diff(before.loops[key], after.loops[key]), diff(before.loops[upKey], after.loops[upKey]), peakRSS, load)
 	return nil
 }
 
@@ -557,7 +732,7 @@ func (h *harness) trial(ctx context.Context, cluster, id string, batch int) (r t
 	if !earliest.IsZero() {
 		r.fromTransition = raisedAt.Sub(earliest)
 	}
-	if logTimes := scaledUpLogTimes(h.managerLog, mdName, start.Add(-time.Second)); len(logTimes) > 0 {
+	if logTimes := scaledUpLogTimes(h.managerOf(cluster).log, mdName, start.Add(-time.Second)); len(logTimes) > 0 {
 		r.haveLog, r.logLag = true, raisedAt.Sub(logTimes[0])
 	}
 
@@ -631,9 +806,9 @@ func podScheduledFalse(p *corev1.Pod) *corev1.PodCondition {
 
 func isUnschedulable(p *corev1.Pod) bool { return p.Spec.NodeName == "" && podScheduledFalse(p) != nil }
 
-// multi measures one manager serving many Clusters, each with its own
-// workload API server.
-func (h *harness) multi(ctx context.Context, clusters []string, workloads map[string]*localstack.Cluster) error {
+// multi measures the managers serving many Clusters, each with its own
+// workload API server, idle and then, with --churn, under pod churn.
+func (h *harness) multi(ctx context.Context, clusters []string, workloads map[string]*workloadCluster) error {
 	o := h.opts
 	pods := o.nodesPerCluster * o.podsPerNode
 	started := time.Now()
@@ -643,18 +818,17 @@ func (h *harness) multi(ctx context.Context, clusters []string, workloads map[st
 		}
 	}
 	h.row("| %d Clusters, each on its own API server: %d static nodes and %d pods each populated | %s | | load %s |", len(clusters), o.nodesPerCluster, pods, time.Since(started).Round(time.Second), loadavg())
-	rss, _ := rssMiB(h.managerPid)
-	h.row("| before any ClusterAutoscaler | RSS %.0f MiB | | load %s |", rss, loadavg())
+	h.row("| workload API servers, populated | %s | %s; MemAvailable %s | load %s |", workloadRSS(workloads, clusters), h.workloadTuning(), memAvailableText(), loadavg())
+	h.row("| before any ClusterAutoscaler | RSS %s | | load %s |", h.managersRSS(), loadavg())
 	for i, c := range clusters {
-		if err := h.mgmt.Create(ctx, clusterAutoscaler(c)); err != nil {
+		if err := h.mgmt.Create(ctx, clusterAutoscaler(c, h.managerOf(c).watchFilter)); err != nil {
 			return err
 		}
 		if i == 0 || i+1 == len(clusters) || (i+1)%5 == 0 {
 			if err := h.waitLoops(ctx, c, 1); err != nil {
 				return err
 			}
-			rss, _ := rssMiB(h.managerPid)
-			h.row("| %d ClusterAutoscaler(s) | RSS %.0f MiB | each cache holds only its own cluster's %d nodes and %d pods | load %s |", i+1, rss, o.nodesPerCluster, pods, loadavg())
+			h.row("| %d ClusterAutoscaler(s) | RSS %s | each cache holds only its own cluster's %d nodes and %d pods | load %s |", i+1, h.managersRSS(), o.nodesPerCluster, pods, loadavg())
 		}
 	}
 	for _, c := range clusters {
@@ -662,37 +836,83 @@ func (h *harness) multi(ctx context.Context, clusters []string, workloads map[st
 			return err
 		}
 	}
-	before, err := scrape(ctx, h.metricsAddress)
+	before, err := h.scrapeManagers(ctx)
 	if err != nil {
 		return err
 	}
+	workloadCPUBefore := workloadCPUSeconds(workloads, clusters)
 	time.Sleep(o.idle)
-	after, err := scrape(ctx, h.metricsAddress)
+	after, err := h.scrapeManagers(ctx)
 	if err != nil {
 		return err
 	}
-	var all window
-	var sum time.Duration
-	for _, c := range clusters {
-		w := diff(before[[2]string{namespace + "/" + c, "main"}], after[[2]string{namespace + "/" + c, "main"}])
-		all.count += w.count
-		sum += w.mean * time.Duration(w.count)
+	workloadCPU := (workloadCPUSeconds(workloads, clusters) - workloadCPUBefore) / o.idle.Seconds()
+	if err := h.checkDisjoint(after); err != nil {
+		return err
 	}
-	if all.count > 0 {
-		all.mean = sum / time.Duration(all.count)
+	idle := diff(h.loops(before, clusters), h.loops(after, clusters))
+	var memory []string
+	var profiles []string
+	for _, m := range h.managers {
+		stats, err := goMemory(ctx, m.metricsAddress)
+		if err != nil {
+			stats = err.Error()
+		}
+		memory = append(memory, stats)
+		profile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-clusters-%s.pb.gz", len(clusters), m.name))
+		if err := saveProfile(ctx, m.profilerAddress, "heap", profile); err != nil {
+			return fmt.Errorf("profiling the heap of manager %s: %w", m.name, err)
+		}
+		profiles = append(profiles, filepath.Base(profile))
 	}
-	rss, _ = rssMiB(h.managerPid)
-	memory, err := goMemory(ctx, h.metricsAddress)
-	if err != nil {
-		memory = err.Error()
+	h.row("| %d Clusters: idle loops (all engines) | %s | over %s; the workload API servers used %.2f CPU s/s in all | load %s |", len(clusters), idle, o.idle, workloadCPU, loadavg())
+	h.row("| %d Clusters: manager RSS after %s | %s | %s; profiles %s | load %s |", len(clusters), o.idle, h.managersRSS(), strings.Join(memory, "; "), strings.Join(profiles, ", "), loadavg())
+	if o.churn.window > 0 {
+		return h.churnWindow(ctx, clusters, workloads)
 	}
-	heapProfile := filepath.Join(h.workDir, fmt.Sprintf("heap-%d-clusters.pb.gz", len(clusters)))
-	if err := saveProfile(ctx, h.profilerAddress, "heap", heapProfile); err != nil {
-		return fmt.Errorf("profiling the manager's heap: %w", err)
-	}
-	h.row("| %d Clusters: idle loops (all engines) | mean %s, %d loops | over %s | load %s |", len(clusters), roundDuration(all.mean), all.count, o.idle, loadavg())
-	h.row("| %d Clusters: manager RSS after %s | %.0f MiB | %s; profile %s | load %s |", len(clusters), o.idle, rss, memory, filepath.Base(heapProfile), loadavg())
 	return nil
+}
+
+// scrapeManagers reads the metrics of every manager.
+func (h *harness) scrapeManagers(ctx context.Context) (map[*manager]managerMetrics, error) {
+	out := map[*manager]managerMetrics{}
+	for _, m := range h.managers {
+		metrics, err := scrape(ctx, m.metricsAddress)
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics of manager %s: %w", m.name, err)
+		}
+		out[m] = metrics
+	}
+	return out, nil
+}
+
+// checkDisjoint fails when a manager runs the engine of a Cluster that is
+// not its own: its --watch-filter let another manager's objects through.
+func (h *harness) checkDisjoint(metrics map[*manager]managerMetrics) error {
+	for m, mm := range metrics {
+		for key := range mm.loops {
+			cluster := strings.TrimPrefix(key[0], namespace+"/")
+			owner := h.managerOf(cluster)
+			if key[1] != "main" || owner == m {
+				continue
+			}
+			if owner == nil {
+				return fmt.Errorf("manager %s runs the engine of %s, which the harness did not create", m.name, cluster)
+			}
+			return fmt.Errorf("manager %s runs the engine of %s, which is %s's", m.name, cluster, owner.name)
+		}
+	}
+	return nil
+}
+
+// loops sums the loop durations of clusters, each read from the metrics
+// of its manager.
+func (h *harness) loops(metrics map[*manager]managerMetrics, clusters []string) histogram {
+	var hs []histogram
+	for _, c := range clusters {
+		hs = append(hs, metrics[h.managerOf(c)].loops[[2]string{namespace + "/" + c, "main"}])
+	}
+	return sumHistograms(hs...)
 }
 
 // pollAgain keeps a poll going after a read error: the API server of a

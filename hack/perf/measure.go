@@ -21,60 +21,111 @@ type histogram struct {
 	buckets map[float64]uint64 // upper bound -> cumulative count
 }
 
-// scrape reads cluster_autoscaler_function_duration_seconds for every
-// (cluster, function) from the text exposition format. (Parsed by hand:
-// importing prometheus/common, an indirect dependency, would change go.mod.)
-func scrape(ctx context.Context, address string) (map[[2]string]histogram, error) {
+// managerMetrics is what one read of a manager's /metrics holds.
+type managerMetrics struct {
+	// loops are cluster_autoscaler_function_duration_seconds by (cluster,
+	// function).
+	loops map[[2]string]histogram
+	// cpuSeconds is process_cpu_seconds_total.
+	cpuSeconds float64
+	// requests are client-go's rest_client_requests_total, by API server
+	// (host:port) and read (GET, watches included) or write (any other
+	// method). The API servers' own apiserver_request_total has no label
+	// that tells the manager's requests from the harness's.
+	requests map[requestKind]float64
+}
+
+type requestKind struct {
+	host  string
+	write bool
+}
+
+// scrape reads a manager's metrics from the text exposition format.
+// (Parsed by hand: importing prometheus/common, an indirect dependency,
+// would change go.mod.)
+func scrape(ctx context.Context, address string) (managerMetrics, error) {
+	out := managerMetrics{loops: map[[2]string]histogram{}, requests: map[requestKind]float64{}}
 	body, err := get(ctx, address, "/metrics")
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer body.Close()
-	const name = "cluster_autoscaler_function_duration_seconds_"
-	out := map[[2]string]histogram{}
+	const loopMetric = "cluster_autoscaler_function_duration_seconds_"
 	s := bufio.NewScanner(body)
 	s.Buffer(make([]byte, 1<<20), 1<<22)
 	for s.Scan() {
-		line, ok := strings.CutPrefix(s.Text(), name)
+		name, labels, value, ok := parseSample(s.Text())
 		if !ok {
 			continue
 		}
-		suffix, rest, ok := strings.Cut(line, "{")
-		if !ok {
-			continue
+		switch {
+		case name == "process_cpu_seconds_total":
+			out.cpuSeconds = value
+		case name == "rest_client_requests_total":
+			out.requests[requestKind{host: labels["host"], write: labels["method"] != "GET"}] += value
+		case strings.HasPrefix(name, loopMetric):
+			key := [2]string{labels["cluster"], labels["function"]}
+			h := out.loops[key]
+			if h.buckets == nil {
+				h.buckets = map[float64]uint64{}
+			}
+			switch strings.TrimPrefix(name, loopMetric) {
+			case "sum":
+				h.sum = value
+			case "count":
+				h.count = uint64(value)
+			case "bucket":
+				if le, err := strconv.ParseFloat(labels["le"], 64); err == nil {
+					h.buckets[le] = uint64(value)
+				}
+			}
+			out.loops[key] = h
 		}
-		labelText, valueText, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
+	}
+	return out, s.Err()
+}
+
+// parseSample splits a sample line, `name{label="value",...} value` or
+// `name value`, of the text exposition format. Label values must hold no
+// comma, as those the harness reads.
+func parseSample(line string) (name string, labels map[string]string, value float64, ok bool) {
+	if line == "" || line[0] == '#' {
+		return "", nil, 0, false
+	}
+	var valueText string
+	if before, rest, found := strings.Cut(line, "{"); found {
+		var labelText string
+		if labelText, valueText, found = strings.Cut(rest, "} "); !found {
+			return "", nil, 0, false
 		}
-		labels := map[string]string{}
+		name, labels = before, map[string]string{}
 		for _, kv := range strings.Split(labelText, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			labels[k] = strings.Trim(v, `"`)
 		}
-		value, err := strconv.ParseFloat(strings.Fields(valueText)[0], 64)
-		if err != nil {
-			continue
-		}
-		key := [2]string{labels["cluster"], labels["function"]}
-		h := out[key]
-		if h.buckets == nil {
-			h.buckets = map[float64]uint64{}
-		}
-		switch suffix {
-		case "sum":
-			h.sum = value
-		case "count":
-			h.count = uint64(value)
-		case "bucket":
-			le, err := strconv.ParseFloat(labels["le"], 64)
-			if err == nil {
-				h.buckets[le] = uint64(value)
-			}
-		}
-		out[key] = h
+	} else if name, valueText, found = strings.Cut(line, " "); !found {
+		return "", nil, 0, false
 	}
-	return out, s.Err()
+	fields := strings.Fields(valueText)
+	if len(fields) == 0 {
+		return "", nil, 0, false
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	return name, labels, value, err == nil
+}
+
+// sumHistograms adds up histograms of the same buckets, e.g. the loops of
+// several clusters.
+func sumHistograms(hs ...histogram) histogram {
+	out := histogram{buckets: map[float64]uint64{}}
+	for _, h := range hs {
+		out.count += h.count
+		out.sum += h.sum
+		for le, n := range h.buckets {
+			out.buckets[le] += n
+		}
+	}
+	return out
 }
 
 // window is what a histogram gained between two scrapes.
@@ -137,7 +188,15 @@ func roundDuration(d time.Duration) time.Duration {
 }
 
 // rssMiB is VmRSS of a process in MiB.
-func rssMiB(pid int) (float64, error) {
+func rssMiB(pid int) (float64, error) { return procStatusMiB(pid, "VmRSS") }
+
+// privateMiB is RssAnon of a process in MiB: its resident memory less the
+// pages of files it maps, e.g. its binary's, which every process of the
+// same binary shares.
+func privateMiB(pid int) (float64, error) { return procStatusMiB(pid, "RssAnon") }
+
+// procStatusMiB is a field of /proc/PID/status given in kB, in MiB.
+func procStatusMiB(pid int, field string) (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -145,12 +204,37 @@ func rssMiB(pid int) (float64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
+}
+
+// cpuSeconds is the CPU time, user and system, a process has used:
+// utime and stime of /proc/PID/stat, in ticks of USER_HZ (100 on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command, in parentheses, may hold spaces: fields start after it,
+	// with the state (field 3); utime and stime are fields 14 and 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, b)
+	}
+	var ticks float64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, b)
+		}
+		ticks += n
+	}
+	return ticks / 100, nil
 }
 
 func loadavg() string {
