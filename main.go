@@ -301,7 +301,7 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
 	}
 	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod
-	mgrOpts.Cache.ByObject = controller.ClusterCacheCacheOptions()
+	mgrOpts.Cache.ByObject = controller.ClusterCacheByObject()
 	if opts.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
 	}

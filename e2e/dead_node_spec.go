@@ -36,9 +36,9 @@ const deadNodeUnreadyTime = time.Minute
 const kubeletGoneFinalizer = "e2e.capi-autoscaler.io/kubelet-gone"
 
 // startedNodeAge is how old a node must be before a Ready condition that
-// changes counts as the node going down rather than finishing its start
-// (upstream's two minutes, and ours).
-const startedNodeAge = 2*time.Minute + 10*time.Second
+// changes counts as the node going down rather than finishing its start,
+// with a margin for the clocks of the API server and the test.
+const startedNodeAge = nodefacts.MaxStatusDelayAfterCreation + 10*time.Second
 
 // DeadNodeSpec kills the kubelet of a node: the node turns unreachable,
 // taint-based eviction deletes its pod, and the pod stays Terminating, as

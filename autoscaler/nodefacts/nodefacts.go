@@ -151,10 +151,10 @@ const (
 	Unready Readiness = "Unready"
 )
 
-// maxStatusDelayAfterCreation is how soon after registering a kubelet
+// MaxStatusDelayAfterCreation is how soon after registering a kubelet
 // reports the node's first Ready condition, as upstream: a condition that
 // last changed later than that changed after the node had started.
-const maxStatusDelayAfterCreation = 2 * time.Minute
+const MaxStatusDelayAfterCreation = 2 * time.Minute
 
 // Readiness tells whether node is Ready, NotStarted or Unready at now.
 func (r Rules) Readiness(node *corev1.Node, now time.Time) Readiness {
@@ -178,7 +178,7 @@ func wentDown(node *corev1.Node) bool {
 	}
 	for _, condition := range node.Status.Conditions {
 		if condition.Type == corev1.NodeReady {
-			return condition.LastTransitionTime.Sub(node.CreationTimestamp.Time) >= maxStatusDelayAfterCreation
+			return condition.LastTransitionTime.Sub(node.CreationTimestamp.Time) >= MaxStatusDelayAfterCreation
 		}
 	}
 	return false

@@ -71,7 +71,7 @@ var _ = BeforeSuite(func() {
 			DisableFor:   []client.Object{&corev1.Secret{}},
 			Unstructured: true,
 		}},
-		Cache: cache.Options{ByObject: ClusterCacheCacheOptions()},
+		Cache: cache.Options{ByObject: ClusterCacheByObject()},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	clusterCache, kubeconfigs, err := SetupClusterCache(ctx, mgr, clustercache.Options{

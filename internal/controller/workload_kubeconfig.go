@@ -117,17 +117,17 @@ func (k *WorkloadKubeconfigs) List(ctx context.Context, list client.ObjectList, 
 	return k.client.List(ctx, list, opts...)
 }
 
-// ClusterCacheCacheOptions are the options of the manager's cache that the
+// ClusterCacheByObject are the per-object options of the manager's cache that the
 // ClusterCache of SetupClusterCache needs: Clusters replayed every
 // ClusterResyncPeriod.
-func ClusterCacheCacheOptions() map[client.Object]cache.ByObject {
+func ClusterCacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&clusterv1.Cluster{}: {SyncPeriod: ptr.To(ClusterResyncPeriod)},
 	}
 }
 
 // SetupClusterCache sets up Cluster API's ClusterCache on mgr, whose cache
-// has ClusterCacheCacheOptions, to reach workload clusters with the
+// has ClusterCacheByObject, to reach workload clusters with the
 // kubeconfigs WorkloadKubeconfigs gives; options.SecretClient is set here.
 // The manager's client is to read Secrets live: only kubeconfig Secrets are
 // read.

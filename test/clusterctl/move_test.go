@@ -61,7 +61,7 @@ func runController(e *testenv.Environment) {
 			DisableFor:   []ctrlclient.Object{&corev1.Secret{}},
 			Unstructured: true,
 		}},
-		Cache: cache.Options{ByObject: autoscalercontroller.ClusterCacheCacheOptions()},
+		Cache: cache.Options{ByObject: autoscalercontroller.ClusterCacheByObject()},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	clusterCache, kubeconfigs, err := autoscalercontroller.SetupClusterCache(managerCtx, mgr, clustercache.Options{
