@@ -426,6 +426,30 @@ func TestPodsNoGroupCanHelpAreExplained(t *testing.T) {
 	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("NotTriggerScaleUp pod didn't trigger scale-up")))
 }
 
+// A pod that waits for no scale-up is told why once, not in every loop: a
+// busy cluster paid an event write per pending pod per loop. It is told
+// again when the reason changes, and every few minutes while it waits.
+func TestPodsNoGroupCanHelpAreToldOncePerReason(t *testing.T) {
+	g := NewWithT(t)
+	full := &fakeGroup{id: "MachineDeployment/default/md-0", max: 1, template: templateNode()}
+	nodes := full.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{full}, objects(nodes, st.Pod("big-0", "3", "1Gi", st.OwnedBy("big")))...)
+	loop := func(after time.Duration) int {
+		f.clock.Step(after)
+		f.runOnce(t)
+		return len(f.podEvents())
+	}
+
+	g.Expect(loop(0)).To(Equal(1), "the first loop tells the pod")
+	g.Expect(loop(time.Second)).To(BeZero(), "the same reason is not told again")
+	g.Expect(loop(time.Second)).To(BeZero(), "the same reason is not told again")
+
+	f.provider.groups = append(f.provider.groups, &fakeGroup{id: "MachineDeployment/default/md-1", max: 0, template: templateNode()})
+	g.Expect(loop(time.Second)).To(Equal(1), "a new reason is told")
+	g.Expect(loop(time.Second)).To(BeZero())
+	g.Expect(loop(5*time.Minute)).To(Equal(1), "the pod is told again after five minutes")
+}
+
 func TestMisconfiguredGroupIsReportedInAnEventOnceAndInTheStatus(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 3, template: templateNode()}

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,13 @@ type history struct {
 	// nominations are where the last scale-up plan placed pending pods, so
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
+	// nominationsRefused is set once the cluster forbade writing a pod's
+	// nominated node, so that a cluster whose role predates nominations is
+	// told once, not in every loop.
+	nominationsRefused bool
+	// notTriggered are the last NotTriggerScaleUp events of the pods that
+	// triggered no scale-up in the last loop, by UID.
+	notTriggered map[types.UID]notTriggeredEvent
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
@@ -413,13 +421,21 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	for _, state := range s.state.Groups() {
 		upcoming[state.Group.ID()] = state.Upcoming
 	}
+	expected := map[string][]string{}
+	for _, group := range l.groups.Groups {
+		if names := nodegroups.ExpectedNodeNames(group); len(names) > 0 {
+			expected[group.ID()] = names
+		}
+	}
 	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
-		Upcoming:    upcoming,
-		Skip:        func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
-		Nominations: s.history.nominations,
+		Upcoming:          upcoming,
+		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
+		Nominations:       s.history.nominations,
+		ExpectedNodeNames: expected,
 	})
 	s.history.nominations = plan.Nominations
 	l.absorbed = plan.Absorbed
+	s.nominate(ctx, plan.ToNominate)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
 
 	scaled := 0
@@ -453,12 +469,31 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	}
 
 	reasons := map[string]int{}
+	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
 	for _, pod := range plan.NoScaleUp {
 		message := pod.Message()
 		reasons[message]++
-		s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
+		last, told := s.history.notTriggered[pod.Pod.UID]
+		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
+			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
+			last = notTriggeredEvent{message: message, at: l.now}
+		}
+		notTriggered[pod.Pod.UID] = last
 	}
+	s.history.notTriggered = notTriggered
 	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
+}
+
+// notTriggerScaleUpRepeat is how often a pod that still triggers no
+// scale-up, for the same reasons, is told again. Telling it in every loop
+// cost a busy cluster an event write per pending pod per loop, for the
+// same message.
+const notTriggerScaleUpRepeat = 5 * time.Minute
+
+// notTriggeredEvent is the last NotTriggerScaleUp event of a pod.
+type notTriggeredEvent struct {
+	message string
+	at      time.Time
 }
 
 // templateProblems are the problems of the groups whose template could not

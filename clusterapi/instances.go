@@ -123,6 +123,7 @@ func machinelessInstance(providerID string, node *corev1.Node) nodegroups.Instan
 func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Instance {
 	instance := nodegroups.Instance{
 		ID:        instanceID(machine, node),
+		Name:      machine.Name,
 		State:     nodegroups.InstanceCreating,
 		Removable: true,
 	}

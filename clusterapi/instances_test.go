@@ -109,18 +109,18 @@ func TestInstanceFor(t *testing.T) {
 		{
 			name:    "pending, no provider ID",
 			machine: machine(func(*clusterv1.Machine) {}),
-			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name:    "provisioned, node not registered",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
-			want:    nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true},
+			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name:    "running",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
 			node:    node,
-			want:    nodegroups.Instance{ID: "test:///node-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
+			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
 		},
 		{
 			name: "deleting",
@@ -128,7 +128,7 @@ func TestInstanceFor(t *testing.T) {
 				m.DeletionTimestamp = ptr.To(created)
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceDeleting, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceDeleting, Removable: true},
 		},
 		{
 			name: "failed, v1beta1 failure reason",
@@ -139,7 +139,7 @@ func TestInstanceFor(t *testing.T) {
 					FailureMessage: ptr.To("quota exceeded"),
 				}}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "CreateError", Message: "quota exceeded"}},
 		},
 		{
@@ -148,7 +148,7 @@ func TestInstanceFor(t *testing.T) {
 				m.Spec.ProviderID = "test:///node-0"
 				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeStartupTimeoutReason)}
 			}),
-			want: nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "NodeStartupTimeout", Message: "HealthCheckSucceeded: boom"}},
 		},
 		{
@@ -159,14 +159,14 @@ func TestInstanceFor(t *testing.T) {
 				m.Spec.ProviderID = "test:///node-0"
 				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeDeletedReason)}
 			}),
-			want: nodegroups.Instance{ID: "test:///node-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			name: "failed, phase",
 			machine: machine(func(m *clusterv1.Machine) {
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
 				Error: &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}},
 		},
 		{
@@ -177,7 +177,7 @@ func TestInstanceFor(t *testing.T) {
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.InternalErrorReason),
 				}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 		{
 			// Providers retry errors they report this way: a passing cloud
@@ -189,7 +189,7 @@ func TestInstanceFor(t *testing.T) {
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, "DataSecretGenerationError"),
 				}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
 		},
 	}
 	for _, tt := range tests {

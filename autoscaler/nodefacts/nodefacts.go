@@ -9,6 +9,7 @@ package nodefacts
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,6 +183,16 @@ func wentDown(node *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// Started returns node as it will be once it has started: without the
+// condition and startup taints that keep pods off it while it starts.
+func (r Rules) Started(node *corev1.Node) *corev1.Node {
+	started := node.DeepCopy()
+	started.Spec.Taints = slices.DeleteFunc(started.Spec.Taints, func(taint corev1.Taint) bool {
+		return conditionTaints.Has(taint.Key) || r.IsStartupTaint(taint.Key)
+	})
+	return started
 }
 
 // UsableAsTemplate says whether node shows what a new node of its group

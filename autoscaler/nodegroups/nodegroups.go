@@ -156,6 +156,10 @@ type Instance struct {
 	ID string
 	// NodeName is the name of the node the instance registered as, or empty.
 	NodeName string
+	// Name is the name of the machine behind the instance, when it has one.
+	// Many providers (Docker, vSphere, OpenStack, Azure, GCP) register the
+	// node under it, which tells before it registers what it will be called.
+	Name string
 	State    InstanceState
 	// Removable is true when DeleteInstances can remove the instance while
 	// it has no node. Only removable instances are given up when they stay
@@ -210,4 +214,27 @@ func (s Settings) For(group NodeGroup) Settings {
 		ScaleDownUnreadyTime:          ptr.Deref(overrides.ScaleDownUnreadyTime, s.ScaleDownUnreadyTime),
 		MaxNodeProvisionTime:          ptr.Deref(overrides.MaxNodeProvisionTime, s.MaxNodeProvisionTime),
 	}
+}
+
+// ExpectedNodeNames are the names the group's instances on their way will
+// register their nodes under, when every node of the group so far has been
+// named after its machine; nil when that is not known.
+func ExpectedNodeNames(group NodeGroup) []string {
+	var names []string
+	namedAfterMachines := false
+	for _, instance := range group.Instances() {
+		switch {
+		case instance.NodeName != "":
+			if instance.NodeName != instance.Name {
+				return nil
+			}
+			namedAfterMachines = true
+		case instance.State == InstanceCreating && instance.Error == nil && instance.Name != "":
+			names = append(names, instance.Name)
+		}
+	}
+	if !namedAfterMachines {
+		return nil
+	}
+	return names
 }

@@ -55,3 +55,40 @@ func TestSettingsForAGroupTakeItsOverrides(t *testing.T) {
 		})
 	}
 }
+
+// instancesGroup is a node group with the given instances.
+type instancesGroup struct {
+	*st.NodeGroup
+	instances []nodegroups.Instance
+}
+
+func (g instancesGroup) Instances() []nodegroups.Instance { return g.instances }
+
+func TestExpectedNodeNamesAreKnownOnlyWhereNodesAreNamedAfterTheirMachines(t *testing.T) {
+	running := func(machine, node string) nodegroups.Instance {
+		return nodegroups.Instance{Name: machine, NodeName: node, State: nodegroups.InstanceRunning}
+	}
+	booting := func(machine string) nodegroups.Instance {
+		return nodegroups.Instance{Name: machine, State: nodegroups.InstanceCreating}
+	}
+	failed := nodegroups.Instance{Name: "md-failed", State: nodegroups.InstanceCreating, Error: &nodegroups.InstanceError{Reason: "MachineFailed"}}
+	tests := []struct {
+		name      string
+		instances []nodegroups.Instance
+		want      []string
+	}{
+		{name: "nodes named after their machines", instances: []nodegroups.Instance{running("md-a", "md-a"), booting("md-b"), booting("md-c")},
+			want: []string{"md-b", "md-c"}},
+		{name: "a node named otherwise", instances: []nodegroups.Instance{running("md-a", "md-a"), running("md-b", "ip-10-0-0-1"), booting("md-c")}},
+		{name: "no node registered yet, so no evidence", instances: []nodegroups.Instance{booting("md-b")}},
+		{name: "failed and deleting machines get no node", instances: []nodegroups.Instance{running("md-a", "md-a"), failed,
+			{Name: "md-gone", State: nodegroups.InstanceDeleting}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := instancesGroup{NodeGroup: &st.NodeGroup{Name: "md"}, instances: tc.instances}
+			g.Expect(nodegroups.ExpectedNodeNames(group)).To(Equal(tc.want))
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -64,6 +65,11 @@ type State struct {
 	// Nominations are the places the last plan gave pending pods, in the
 	// order it gave them (Plan.Nominations).
 	Nominations []Nomination
+	// ExpectedNodeNames are, per group ID, the names nodes on their way will
+	// register under, when known (nodegroups.ExpectedNodeNames): the plan
+	// gives those nodes these names, so that pods placed there can be
+	// nominated to them before they register.
+	ExpectedNodeNames map[string][]string
 }
 
 // Nomination is the node a plan gave a pending pod: one that exists or is
@@ -96,6 +102,13 @@ type Plan struct {
 	// Rounds show how the helped candidates got their places, round by
 	// round; Nominations holds the same places, after the absorbed ones.
 	Rounds []Round
+	// ToNominate are the absorbed candidates placed on nodes on their way
+	// whose names are known: nodes that registered but have not started,
+	// and nodes expected under their machines' names. kube-scheduler places
+	// pods its own way once such nodes start, unless told (the pods'
+	// status.nominatedNodeName) where they were planned. Pods nominated
+	// elsewhere, as by kube-scheduler for a preemption, are left out.
+	ToNominate []simulator.Placement
 	// TemplateErrors say, by group ID, why groups that needed a template
 	// (simulator.SetTemplates) have none: they could not grow.
 	TemplateErrors map[string]error
@@ -197,17 +210,18 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	if upcoming == nil {
 		upcoming = UpcomingNodes(snap)
 	}
-	upcomingGroups := addUpcomingNodes(sched, snap, upcoming)
+	onTheirWay := s.addUpcomingNodes(sched, snap, upcoming, state.ExpectedNodeNames)
 
 	// Pods that fit where they are or on nodes on their way wait for them:
 	// first where the last plan put them, then wherever they fit. The pod
 	// groups stay in placement order from here on: remaining keeps it.
 	podGroups := placementOrder(simulator.GroupPods(candidates))
-	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, upcoming)
+	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, onTheirWay.unregistered)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
 	absorbed, podGroups := placeFirstFit(sched, podGroups, simulator.ScheduleOptions{})
 	plan.Absorbed = append(plan.Absorbed, absorbed...)
-	plan.Nominations = nominations(snap, plan.Absorbed, upcomingGroups)
+	plan.Nominations = nominations(snap, plan.Absorbed, onTheirWay.groups)
+	plan.ToNominate = onTheirWay.toNominate(plan.Absorbed)
 	if len(podGroups) == 0 {
 		return plan
 	}
@@ -404,23 +418,76 @@ func UpcomingNodes(snap *snapshot.Snapshot) map[string]int {
 	return upcoming
 }
 
-// addUpcomingNodes adds the nodes on their way, and returns their groups
-// by node name.
-func addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Snapshot, upcoming map[string]int) map[string]string {
-	groups := map[string]string{}
+// nodesOnTheirWay are the nodes a plan adds for the nodes on their way.
+type nodesOnTheirWay struct {
+	// named are those whose names are known: nodes that registered but
+	// have not started, and nodes expected under their machines' names.
+	named sets.Set[string]
+	// unregistered are, per group ID, the names of those that have not
+	// registered, in the order they were added.
+	unregistered map[string][]string
+	// groups are the group IDs of those that have not registered, by name.
+	groups map[string]string
+}
+
+// toNominate are the placements on nodes whose names are known, of pods
+// that no other node was nominated for.
+func (n nodesOnTheirWay) toNominate(placements []simulator.Placement) []simulator.Placement {
+	var result []simulator.Placement
+	for _, placement := range placements {
+		current := placement.Pod.Status.NominatedNodeName
+		if n.named.Has(placement.NodeName) && (current == "" || n.named.Has(current)) {
+			result = append(result, placement)
+		}
+	}
+	return result
+}
+
+// addUpcomingNodes adds the upcoming nodes of each group: those that
+// registered but have not started, as they will be once started, with the
+// pods that will run there (kube-scheduler keeps the pods waiting for them
+// off until they start); then, for those that have not registered, copies
+// of the group's template, under the names in expected first.
+func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Snapshot, upcoming map[string]int, expected map[string][]string) nodesOnTheirWay {
+	added := nodesOnTheirWay{named: sets.New[string](), unregistered: map[string][]string{}, groups: map[string]string{}}
+	now := s.opts.Clock.Now()
 	for _, group := range snap.NodeGroups() {
+		left := upcoming[group.ID()]
+		for _, name := range snap.RegisteredNodes(group.ID()) {
+			info := snap.NodeInfo(name)
+			if left == 0 || s.opts.NodeRules.Readiness(info.Node(), now) != nodefacts.NotStarted {
+				continue
+			}
+			started := snapshot.NewNodeInfo(s.opts.NodeRules.Started(info.Node()), info.Pods()...).WithAttachLimits(info.AttachLimits())
+			// The node was in the snapshot, so both succeed.
+			_ = sched.RemoveNode(name)
+			_ = sched.AddNode(started)
+			added.named.Insert(name)
+			left--
+		}
 		template := snap.Template(group.ID())
 		if template == nil {
 			continue
 		}
-		for i := range upcoming[group.ID()] {
+		names := expected[group.ID()]
+		for i := range left {
 			name := upcomingNodeName(template, i)
-			// Template names are unique, so these are too.
-			_ = sched.AddNode(template.CopyAs(name))
-			groups[name] = group.ID()
+			if i < len(names) {
+				name = names[i]
+			}
+			if sched.AddNode(template.CopyAs(name)) != nil {
+				// A node of that name exists already: the name says
+				// nothing about this one.
+				name = upcomingNodeName(template, i)
+				_ = sched.AddNode(template.CopyAs(name))
+			} else if i < len(names) {
+				added.named.Insert(name)
+			}
+			added.unregistered[group.ID()] = append(added.unregistered[group.ID()], name)
+			added.groups[name] = group.ID()
 		}
 	}
-	return groups
+	return added
 }
 
 // upcomingNodeName names the i-th node on its way of a group. A plan names
@@ -433,8 +500,9 @@ func upcomingNodeName(template *snapshot.NodeInfo, i int) string {
 // placeNominated places the candidates that the last plan gave a node on
 // that node, in the same order, as long as it takes them; when the node
 // registered under its own name meanwhile, on the first node of its group
-// that takes them.
-func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, nominated []Nomination, upcoming map[string]int) []simulator.Placement {
+// that takes them. unregistered are the names of the nodes on their way
+// that have not registered, per group ID.
+func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, nominated []Nomination, unregistered map[string][]string) []simulator.Placement {
 	if len(nominated) == 0 {
 		return nil
 	}
@@ -453,12 +521,7 @@ func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup,
 	nodesOf := func(groupID string) []string {
 		nodes, ok := groupNodes[groupID]
 		if !ok {
-			nodes = slices.Clone(snap.RegisteredNodes(groupID))
-			if template := snap.Template(groupID); template != nil {
-				for i := range upcoming[groupID] {
-					nodes = append(nodes, upcomingNodeName(template, i))
-				}
-			}
+			nodes = slices.Concat(snap.RegisteredNodes(groupID), unregistered[groupID])
 			groupNodes[groupID] = nodes
 		}
 		return nodes

@@ -33,10 +33,13 @@ type Pod struct {
 	// NodeName is the node the pod is bound to. Read it, never
 	// Spec.NodeName, which is empty when Spec is shared by the replicas
 	// of a workload on many nodes.
-	NodeName   string
-	Phase      corev1.PodPhase
-	Conditions []corev1.PodCondition
-	Spec       *corev1.PodSpec
+	NodeName string
+	// NominatedNodeName is the node kube-scheduler keeps room on for the
+	// pod (status.nominatedNodeName).
+	NominatedNodeName string
+	Phase             corev1.PodPhase
+	Conditions        []corev1.PodCondition
+	Spec              *corev1.PodSpec
 
 	// parsed is the pod's PodInfo, once a snapshot parsed it: the engines
 	// of a cluster share its cache, and a cached pod parses the same in
@@ -57,6 +60,7 @@ func NewPod(pod *corev1.Pod) *Pod {
 		Annotations:       pod.Annotations,
 		OwnerReferences:   pod.OwnerReferences,
 		NodeName:          pod.Spec.NodeName,
+		NominatedNodeName: pod.Status.NominatedNodeName,
 		Phase:             pod.Status.Phase,
 		Conditions:        pod.Status.Conditions,
 		Spec:              &pod.Spec,
@@ -69,7 +73,7 @@ func (p *Pod) Full() *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: p.objectMeta(),
 		Spec:       *p.Spec,
-		Status:     corev1.PodStatus{Phase: p.Phase, Conditions: p.Conditions},
+		Status:     corev1.PodStatus{Phase: p.Phase, Conditions: p.Conditions, NominatedNodeName: p.NominatedNodeName},
 	}
 	pod.Spec.NodeName = p.NodeName
 	return pod
