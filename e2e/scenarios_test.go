@@ -81,3 +81,11 @@ var _ = Describe("Pending binding", Label("ci"), func() {
 		return PendingBindingSpecInput{Stack: stack}
 	})
 })
+
+// About two minutes (machines take 45 s, then 30 nodes come and go): too
+// long for the ci set.
+var _ = Describe("Split burst", Label("full"), func() {
+	SplitBurstSpec(ctx, func() SplitBurstSpecInput {
+		return SplitBurstSpecInput{Stack: stack}
+	})
+})
