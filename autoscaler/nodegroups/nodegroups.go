@@ -159,8 +159,8 @@ type Instance struct {
 	// Name is the name of the machine behind the instance, when it has one.
 	// Many providers (Docker, vSphere, OpenStack, Azure, GCP) register the
 	// node under it, which tells before it registers what it will be called.
-	Name string
-	State    InstanceState
+	Name  string
+	State InstanceState
 	// Removable is true when DeleteInstances can remove the instance while
 	// it has no node. Only removable instances are given up when they stay
 	// unregistered too long; the others (e.g. a MachinePool member known
