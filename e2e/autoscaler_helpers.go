@@ -265,6 +265,15 @@ func CreateWorkload(ctx context.Context, input WorkloadInput) *appsv1.Deployment
 	return deployment
 }
 
+// SpreadOverZones is a WorkloadInput.Mutate that spreads the pods over the
+// zones with maxSkew 1, as a hard constraint.
+func SpreadOverZones(template *corev1.PodTemplateSpec) {
+	template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},
+	}}
+}
+
 // PodsOf lists the pods of a Deployment created by CreateWorkload.
 func PodsOf(g Gomega, c client.Client, deployment *appsv1.Deployment) []corev1.Pod {
 	return podsSelected(g, c, deployment.Namespace, deployment.Spec.Selector)

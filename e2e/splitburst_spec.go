@@ -72,21 +72,15 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 		DeferCleanup(stopWatching)
 
 		By("Creating 40 pods spread over the zones, then 20 more that also keep apart by host")
-		spread := func(template *corev1.PodTemplateSpec) {
-			template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-				MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
-				LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},
-			}}
-		}
 		web := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "web", Replicas: 40, Requests: CPURequest("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name}, Mutate: spread,
+			NodeSelector: map[string]string{ClusterLabel: cluster.Name}, Mutate: SpreadOverZones,
 		})
 		cache := CreateWorkload(ctx, WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "cache", Replicas: 20, Requests: CPURequest("1500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
 			Mutate: func(template *corev1.PodTemplateSpec) {
-				spread(template)
+				SpreadOverZones(template)
 				template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 						TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},

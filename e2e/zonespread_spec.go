@@ -56,12 +56,7 @@ func ZoneSpreadSpec(ctx context.Context, inputGetter func() ZoneSpreadSpecInput)
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 12,
 			Requests:     CPURequest("1500m"),
 			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
-			Mutate: func(template *corev1.PodTemplateSpec) {
-				template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-					MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
-					LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},
-				}}
-			},
+			Mutate:       SpreadOverZones,
 		})
 
 		By("Seeing every pod run on 4 nodes per zone")
