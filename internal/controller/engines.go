@@ -59,6 +59,10 @@ type runningEngine struct {
 	applied engineConfig
 	// verbosity is the log level of the engine's loop (spec.logVerbosity).
 	verbosity *atomic.Int32
+	// kubeconfigChecked is the last reading of the workload kubeconfig
+	// that found it usable; only reconciles of the ClusterAutoscaler,
+	// which never run concurrently, use it.
+	kubeconfigChecked kubeconfigCheck
 
 	cancel context.CancelFunc
 	// done is closed when the engine's loop has returned.

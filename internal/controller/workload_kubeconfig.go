@@ -46,6 +46,13 @@ const (
 	// kubeconfig looks at it again: the manager does not watch Secrets.
 	workloadKubeconfigRetryInterval = 10 * time.Second
 
+	// workloadKubeconfigCheckInterval is how often a running engine's
+	// kubeconfig is read again to see whether its credentials changed:
+	// not at every loop, which under pod churn comes every second for
+	// each cluster. A change of spec.workloadKubeconfigSecretRef is
+	// checked at once.
+	workloadKubeconfigCheckInterval = 10 * time.Second
+
 	// WorkloadKubeconfigChangedReason is the reason of the event that says
 	// the credentials of the kubeconfig changed and the workload cluster is
 	// connected to again.
@@ -271,15 +278,22 @@ func sameCredentials(a, b *rest.Config) bool {
 }
 
 // reconcileWorkloadKubeconfig checks the kubeconfig the workload cluster is
-// reached with, at every reconcile (every loop of the engine), and has the
+// reached with, at most every workloadKubeconfigCheckInterval while its
+// engine runs and at every reconcile otherwise, and has the
 // ClusterCache connect again when its credentials are not those of the
 // connection: the Secret was rotated, or spec.workloadKubeconfigSecretRef
 // changed. It returns false, with the engine stopped and the Ready
 // condition saying why, while the Secret spec.workloadKubeconfigSecretRef
 // names is missing or holds no usable kubeconfig.
 func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (bool, error) {
-	// From the API server's watch cache, not etcd: this runs at every loop
-	// of every engine.
+	running := r.engines.get(client.ObjectKeyFromObject(ca))
+	location, dataKey := kubeconfigLocation(ca)
+	checked := kubeconfigCheck{secret: location, dataKey: dataKey, at: r.Clock.Now()}
+	if running != nil && running.kubeconfigChecked.coversNow(checked) {
+		return true, nil
+	}
+	// From the API server's watch cache, not etcd: every engine comes here
+	// every workloadKubeconfigCheckInterval.
 	fromWatchCache := &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
 	kubeconfigSecret, data, err := readKubeconfig(ctx, r.Client, ca, fromWatchCache)
 	var kubeconfig *rest.Config
@@ -304,6 +318,11 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 		return false, err
 	}
 
+	if running != nil {
+		// Whatever follows, the next reconciles need not read it again:
+		// the connection is either these credentials' or being replaced.
+		running.kubeconfigChecked = checked
+	}
 	cluster := clusterKey(ca)
 	connection, err := r.ClusterCache.GetRESTConfig(ctx, cluster)
 	if err != nil || sameCredentials(connection, kubeconfig) {
@@ -317,6 +336,21 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 			"Connecting to Cluster %s again with the new credentials in Secret %s", cluster, kubeconfigSecret.Name)
 	}
 	return true, nil
+}
+
+// kubeconfigCheck is a reading of the kubeconfig Secret of a running
+// engine's workload cluster that found it usable.
+type kubeconfigCheck struct {
+	secret  client.ObjectKey
+	dataKey string
+	at      time.Time
+}
+
+// coversNow says whether this check makes another one, now, needless: the
+// same Secret and key, read less than workloadKubeconfigCheckInterval
+// before.
+func (c kubeconfigCheck) coversNow(now kubeconfigCheck) bool {
+	return c.secret == now.secret && c.dataKey == now.dataKey && now.at.Sub(c.at) < workloadKubeconfigCheckInterval
 }
 
 // refuseWorkloadKubeconfig stops the engine of ca, whose

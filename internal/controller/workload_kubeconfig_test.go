@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
@@ -415,4 +418,82 @@ func expectEngineWithToken(key types.NamespacedName, token string, timeout time.
 	expectAnotherLoop(key)
 	Expect(conditions.Get(getClusterAutoscaler(Default, key), autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 	return engine
+}
+
+// A running engine's kubeconfig is read at most every
+// workloadKubeconfigCheckInterval, not at every loop: under pod churn a
+// loop comes every second for each cluster, and each read is a request to
+// the management API server. A rotation is still seen within the interval,
+// and a change of the Secret named at once.
+func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) {
+	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	kubeconfigWithToken := func(token string) []byte {
+		config := clientcmdapi.NewConfig()
+		config.Clusters["workload"] = &clientcmdapi.Cluster{Server: "https://workload.example:6443"}
+		config.AuthInfos["autoscaler"] = &clientcmdapi.AuthInfo{Token: token}
+		config.Contexts["workload"] = &clientcmdapi.Context{Cluster: "workload", AuthInfo: "autoscaler"}
+		config.CurrentContext = "workload"
+		data, err := clientcmd.Write(*config)
+		g.Expect(err).NotTo(HaveOccurred())
+		return data
+	}
+	first := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "first"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("one")}}
+	second := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "second"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("two")}}
+	var secretReads int
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(first, second).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, isSecret := obj.(*corev1.Secret); isSecret {
+				secretReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	clock := clocktesting.NewFakeClock(time.Now())
+	recorder := events.NewFakeRecorder(10)
+	r := &ClusterAutoscalerReconciler{Client: c, Clock: clock, Recorder: recorder, WorkloadKubeconfigs: NewWorkloadKubeconfigs(c),
+		ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "one"}}}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "autoscaler"},
+		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload",
+			WorkloadKubeconfigSecretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: first.Name}},
+	}
+	r.engines.put(client.ObjectKeyFromObject(ca), &runningEngine{})
+	cluster := clusterKey(ca)
+	reconcileEverySecondFor := func(d time.Duration) {
+		for end := clock.Now().Add(d); clock.Now().Before(end); clock.Step(time.Second) {
+			usable, err := r.reconcileWorkloadKubeconfig(context.Background(), ca)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(usable).To(BeTrue())
+		}
+	}
+
+	reconcileEverySecondFor(workloadKubeconfigCheckInterval)
+	g.Expect(secretReads).To(Equal(1), "ten loops in ten seconds read the kubeconfig once")
+
+	rotated := first.DeepCopy()
+	rotated.Data[secret.KubeconfigDataName] = kubeconfigWithToken("rotated")
+	g.Expect(c.Update(context.Background(), rotated)).To(Succeed())
+	reconcileEverySecondFor(workloadKubeconfigCheckInterval)
+	g.Expect(secretReads).To(Equal(2))
+	g.Expect(r.WorkloadKubeconfigs.takeReconnect(cluster)).To(BeTrue(), "the rotation is seen within the interval")
+	g.Expect(recorder.Events).To(Receive(ContainSubstring("WorkloadKubeconfigChanged")))
+
+	ca.Spec.WorkloadKubeconfigSecretRef.Name = second.Name
+	reconcileEverySecondFor(time.Second)
+	g.Expect(secretReads).To(Equal(3), "another Secret named is read at once")
+	g.Expect(r.WorkloadKubeconfigs.takeReconnect(cluster)).To(BeTrue())
+}
+
+// connectedWith is a ClusterCache connected to every workload cluster with
+// one REST config.
+type connectedWith struct {
+	clustercache.ClusterCache
+	config *rest.Config
+}
+
+func (c connectedWith) GetRESTConfig(context.Context, client.ObjectKey) (*rest.Config, error) {
+	return c.config, nil
 }
