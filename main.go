@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +80,7 @@ type options struct {
 	workloadEventQPS        float32
 	workloadEventBurst      int
 	workloadCleanupTimeout  time.Duration
+	goMemoryLimitPercent    int
 	logging                 *logsv1.LoggingConfiguration
 }
 
@@ -124,6 +126,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Burst of events recorded in each workload cluster, apart from --workload-client-burst.")
 	fs.DurationVar(&o.workloadCleanupTimeout, "workload-cleanup-timeout", controller.DefaultWorkloadCleanupTimeout,
 		"How long deleting a ClusterAutoscaler waits for an unreachable workload cluster to remove scale-down taints before leaving them.")
+	fs.IntVar(&o.goMemoryLimitPercent, "go-memory-limit-percent", defaultGoMemoryLimitPercent,
+		fmt.Sprintf("The Go runtime's soft memory limit, as a percentage of the container's memory limit, which the %s environment variable holds in bytes (from the downward API): the garbage collector works harder as the heap nears it. Ignored when GOMEMLIMIT is set or %s is not; 0 sets none.", memoryLimitEnv, memoryLimitEnv))
 	logsv1.AddFlags(o.logging, fs)
 }
 
@@ -175,6 +179,14 @@ func run(opts *options) error {
 	log := klog.Background()
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
+	}
+	softLimit, err := goMemoryLimit(opts.goMemoryLimitPercent, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if softLimit > 0 {
+		debug.SetMemoryLimit(softLimit)
+		log.Info("Set the Go memory limit from the container's", "percent", opts.goMemoryLimitPercent, "bytes", softLimit)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	restConfig, err := ctrl.GetConfig()
@@ -340,4 +352,39 @@ func setProfiling(metricsOpts *metricsserver.Options, profiling bool) {
 		metricsOpts.ExtraHandlers = map[string]http.Handler{}
 	}
 	maps.Copy(metricsOpts.ExtraHandlers, pprofHandlers)
+}
+
+const (
+	// memoryLimitEnv holds the container's memory limit in bytes; the
+	// manifest sets it from the downward API (limits.memory).
+	memoryLimitEnv = "MEMORY_LIMIT"
+
+	// defaultGoMemoryLimitPercent leaves a tenth of the container's limit
+	// outside the Go heap's target: the pages of the binary (about 43 MiB)
+	// and the runtime's own memory count toward the limit but not toward
+	// GOMEMLIMIT, so a soft limit equal to the container's would let the
+	// process reach it before the collector works hard.
+	defaultGoMemoryLimitPercent = 90
+)
+
+// goMemoryLimit is the Go runtime's soft memory limit to set, in bytes:
+// percent of the container's memory limit, read with lookupEnv. It is 0,
+// to set none, when GOMEMLIMIT is set (the runtime applied it already),
+// the container's limit is unknown, or percent is 0.
+func goMemoryLimit(percent int, lookupEnv func(string) (string, bool)) (int64, error) {
+	if percent < 0 || percent > 100 {
+		return 0, fmt.Errorf("--go-memory-limit-percent must be between 0 and 100, not %d", percent)
+	}
+	if _, set := lookupEnv("GOMEMLIMIT"); set || percent == 0 {
+		return 0, nil
+	}
+	value, set := lookupEnv(memoryLimitEnv)
+	if !set || value == "" {
+		return 0, nil
+	}
+	limit, err := strconv.ParseInt(value, 10, 64)
+	if err != nil || limit <= 0 {
+		return 0, fmt.Errorf("%s=%q is not the container's memory limit in bytes, as the downward API's limits.memory gives it", memoryLimitEnv, value)
+	}
+	return limit / 100 * int64(percent), nil
 }

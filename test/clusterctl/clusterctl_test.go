@@ -47,7 +47,10 @@ type manager struct {
 	cpuRequest    string
 	memoryRequest string
 	memoryLimit   string
-	goMemLimit    string
+	// memoryLimitEnv is the MEMORY_LIMIT environment variable, from which
+	// the manager sets its Go memory limit.
+	memoryLimitEnv       string
+	goMemoryLimitPercent string
 	// safeToEvict is the pod's safe-to-evict annotation, "false" so that
 	// no autoscaler drains the node of a self-hosted manager.
 	safeToEvict string
@@ -57,13 +60,14 @@ type manager struct {
 // the configuration file.
 func defaults(image string) manager {
 	return manager{
-		image:         image,
-		logVerbosity:  "--v=" + logVerbosityInConfig,
-		cpuRequest:    "100m",
-		memoryRequest: "128Mi",
-		memoryLimit:   "512Mi",
-		goMemLimit:    fromMemoryLimit,
-		safeToEvict:   "false",
+		image:                image,
+		logVerbosity:         "--v=" + logVerbosityInConfig,
+		cpuRequest:           "100m",
+		memoryRequest:        "256Mi",
+		memoryLimit:          "1Gi",
+		memoryLimitEnv:       fromMemoryLimit,
+		goMemoryLimitPercent: "--go-memory-limit-percent=90",
+		safeToEvict:          "false",
 	}
 }
 
@@ -105,7 +109,7 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 			"CAPI_AUTOSCALER_CPU_REQUEST",
 			"CAPI_AUTOSCALER_MEMORY_REQUEST",
 			"CAPI_AUTOSCALER_MEMORY_LIMIT",
-			"CAPI_AUTOSCALER_GOMEMLIMIT",
+			"CAPI_AUTOSCALER_GOMEMLIMIT_PERCENT",
 		))
 		Expect(components.Images()).To(ConsistOf(releaseImage + ":" + oldVersion))
 		Expect(components.TargetNamespace()).To(Equal(targetNamespace))
@@ -143,12 +147,14 @@ var _ = Describe("clusterctl with a local repository of the release artifacts", 
 		Entry("an environment variable wins over the configuration file",
 			map[string]string{"CAPI_AUTOSCALER_LOG_VERBOSITY": "5"},
 			func(m *manager) { m.logVerbosity = "--v=5" }),
-		Entry("a registry of the user's, and a larger memory limit that GOMEMLIMIT follows",
-			map[string]string{"CAPI_AUTOSCALER_IMAGE": "registry.example.com/capi-autoscaler:v9.9.9", "CAPI_AUTOSCALER_MEMORY_LIMIT": "1Gi"},
-			func(m *manager) { m.image, m.memoryLimit = "registry.example.com/capi-autoscaler:v9.9.9", "1Gi" }),
-		Entry("requests and GOMEMLIMIT of the user's",
-			map[string]string{"CAPI_AUTOSCALER_CPU_REQUEST": "250m", "CAPI_AUTOSCALER_MEMORY_REQUEST": "256Mi", "CAPI_AUTOSCALER_GOMEMLIMIT": "450MiB"},
-			func(m *manager) { m.cpuRequest, m.memoryRequest, m.goMemLimit = "250m", "256Mi", "450MiB" }),
+		Entry("a registry of the user's, and a larger memory limit that the Go memory limit follows",
+			map[string]string{"CAPI_AUTOSCALER_IMAGE": "registry.example.com/capi-autoscaler:v9.9.9", "CAPI_AUTOSCALER_MEMORY_LIMIT": "2Gi"},
+			func(m *manager) { m.image, m.memoryLimit = "registry.example.com/capi-autoscaler:v9.9.9", "2Gi" }),
+		Entry("requests and the Go memory limit's share of the user's",
+			map[string]string{"CAPI_AUTOSCALER_CPU_REQUEST": "250m", "CAPI_AUTOSCALER_MEMORY_REQUEST": "512Mi", "CAPI_AUTOSCALER_GOMEMLIMIT_PERCENT": "80"},
+			func(m *manager) {
+				m.cpuRequest, m.memoryRequest, m.goMemoryLimitPercent = "250m", "512Mi", "--go-memory-limit-percent=80"
+			}),
 	)
 
 	It("init --addon installs the components and the provider's inventory entry", func() {
@@ -332,30 +338,28 @@ func managerOfDeployment(deployment *appsv1.Deployment) manager {
 			safeToEvict:   deployment.Spec.Template.Annotations[scaledown.SafeToEvictAnnotation],
 		}
 		for _, arg := range c.Args {
-			if strings.HasPrefix(arg, "--v=") {
+			switch {
+			case strings.HasPrefix(arg, "--v="):
 				m.logVerbosity = arg
+			case strings.HasPrefix(arg, "--go-memory-limit-percent="):
+				m.goMemoryLimitPercent = arg
 			}
 		}
-		m.goMemLimit = expandedEnv(c.Env)["GOMEMLIMIT"]
+		m.memoryLimitEnv = envOf(c.Env)["MEMORY_LIMIT"]
 		return m
 	}
 	Fail("the Deployment has no manager container")
 	return manager{}
 }
 
-// expandedEnv is the container's environment as the kubelet sets it: a
-// $(NAME) value is expanded when NAME is defined before it.
-func expandedEnv(vars []corev1.EnvVar) map[string]string {
+// envOf is the container's environment: a value from the memory limit
+// reads fromMemoryLimit.
+func envOf(vars []corev1.EnvVar) map[string]string {
 	values := map[string]string{}
 	for _, e := range vars {
 		value := e.Value
 		if from := e.ValueFrom; from != nil && from.ResourceFieldRef != nil && from.ResourceFieldRef.Resource == "limits.memory" {
 			value = fromMemoryLimit
-		}
-		if name, ok := strings.CutPrefix(value, "$("); ok && strings.HasSuffix(name, ")") {
-			if earlier, defined := values[strings.TrimSuffix(name, ")")]; defined {
-				value = earlier
-			}
 		}
 		values[e.Name] = value
 	}
