@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -62,6 +63,10 @@ type Options struct {
 	// those of the storage objects and of the controllers' metadata;
 	// DefaultOptionalReadTimeout when zero.
 	OptionalReadTimeout time.Duration
+	// Buffers, when set, lists the capacity buffers the engine keeps room
+	// for, within OptionalReadTimeout; a loop whose read fails goes on
+	// without them.
+	Buffers buffers.Lister
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a

@@ -35,6 +35,11 @@ type Status struct {
 	// scale-up, most frequent first.
 	NotTriggerScaleUpReasons []ReasonCount
 
+	// Buffers are the capacity buffers of the cluster and where their room
+	// is; BuffersError is why they could not be read, or "".
+	Buffers      []BufferStatus
+	BuffersError string
+
 	LastScaleUp   time.Time
 	LastScaleDown time.Time
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -113,7 +114,10 @@ type loop struct {
 	// absorbed are the pending pods that fit on nodes that exist or are on
 	// their way, and where, as the scale-up step placed them.
 	absorbed []simulator.Placement
-	status   Status
+	// buffers are the capacity buffers whose virtual pods are among the
+	// snapshot's pending pods.
+	buffers []buffers.Buffer
+	status  Status
 }
 
 // newSteps builds the steps of a configuration. The planner and the
@@ -177,6 +181,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	if err != nil {
 		return err
 	}
+	s.readBuffers(ctx, &input, l)
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
@@ -435,7 +440,8 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	})
 	s.history.nominations = plan.Nominations
 	l.absorbed = plan.Absorbed
-	s.nominate(ctx, plan.ToNominate)
+	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
+	l.status.Buffers = bufferStatuses(l.buffers, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
 
 	scaled := 0
@@ -463,14 +469,14 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		s.planner.RecordScaleUp(l.now)
 		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, scaled)
 		message := s.scaleUpMessage(plan.Increases)
-		for _, pod := range plan.Helped {
+		for _, pod := range withoutBufferPods(plan.Helped) {
 			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
 		}
 	}
 
 	reasons := map[string]int{}
 	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
-	for _, pod := range plan.NoScaleUp {
+	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
 		message := pod.Message()
 		reasons[message]++
 		last, told := s.history.notTriggered[pod.Pod.UID]
@@ -616,7 +622,7 @@ func (s *steps) fillStatus(l *loop) {
 	s.opts.Metrics.recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
 	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {
-		if scaleup.IsUnschedulable(pod.Status.Conditions) {
+		if scaleup.IsUnschedulable(pod.Status.Conditions) && !buffers.IsBufferPod(pod) {
 			status.UnschedulablePods++
 		}
 	}

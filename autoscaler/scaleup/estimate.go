@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -348,13 +349,21 @@ func (b *binpacker) addingOrder() []int {
 
 // placementOrder is the order in which both the absorption into nodes that
 // exist or are on their way and binpacking on new nodes place pod groups,
-// so that pods planned for in one loop find their place in the next: pods
-// with required anti-affinity first, since each needs a domain of its own
-// and smaller pods can fill the room they leave, then the largest first,
-// which keeps first-fit close to optimal.
+// so that pods planned for in one loop find their place in the next: real
+// pods before the virtual pods of capacity buffers, which hold room only
+// where real pods leave it; then pods with required anti-affinity, since
+// each needs a domain of its own and smaller pods can fill the room they
+// leave; then the largest first, which keeps first-fit close to optimal.
 func placementOrder(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 	sorted := slices.Clone(podGroups)
 	slices.SortStableFunc(sorted, func(a, b *simulator.PodGroup) int {
+		// Real pods win every tie with the room capacity buffers hold.
+		if aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0]); aBuffer != bBuffer {
+			if bBuffer {
+				return -1
+			}
+			return 1
+		}
 		if a.HasRequiredAntiAffinity() != b.HasRequiredAntiAffinity() {
 			if a.HasRequiredAntiAffinity() {
 				return -1

@@ -1,0 +1,114 @@
+package autoscaler
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// BufferStatus is how much of one capacity buffer's room the cluster
+// holds, as the last loop planned it.
+type BufferStatus struct {
+	// Buffer is the buffer's namespace/name.
+	Buffer string
+	// Replicas are the pods the buffer holds room for.
+	Replicas int
+	// Held are those with room on nodes that exist.
+	Held int
+	// Upcoming are those whose room is on nodes on their way, or on the
+	// nodes this loop's scale-up added.
+	Upcoming int
+	// Unplaceable are those no node group can make room for, with why.
+	Unplaceable int
+	Reasons     []ReasonCount
+}
+
+// readBuffers adds the virtual pods of the cluster's capacity buffers to
+// the pending pods of in, within OptionalReadTimeout. A failure does not
+// stop the loop: it goes on without buffers, and the status says why.
+func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
+	if s.opts.Buffers == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
+	defer cancel()
+	list, err := s.opts.Buffers.ListBuffers(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read the capacity buffers of the cluster; no room is kept for them in this loop")
+		l.status.BuffersError = err.Error()
+		return
+	}
+	l.buffers = list
+	in.Pods = append(in.Pods, buffers.Pods(list, s.config.PodPriorityThreshold)...)
+}
+
+// bufferStatuses counts where the plan put the virtual pods of each buffer.
+func bufferStatuses(list []buffers.Buffer, snap *snapshot.Snapshot, plan *scaleup.Plan) []BufferStatus {
+	if len(list) == 0 {
+		return nil
+	}
+	statuses := make([]BufferStatus, len(list))
+	index := make(map[string]int, len(list))
+	for i := range list {
+		statuses[i] = BufferStatus{Buffer: list[i].Key(), Replicas: int(list[i].Replicas)}
+		index[list[i].Key()] = i
+	}
+	of := func(pod *corev1.Pod) *BufferStatus {
+		i, ok := index[pod.Annotations[buffers.BufferAnnotation]]
+		if !ok {
+			return nil
+		}
+		return &statuses[i]
+	}
+	for _, placement := range plan.Absorbed {
+		if status := of(placement.Pod); status != nil {
+			if snap.NodeInfo(placement.NodeName) != nil {
+				status.Held++
+			} else {
+				status.Upcoming++
+			}
+		}
+	}
+	for _, pod := range plan.Helped {
+		if status := of(pod); status != nil {
+			status.Upcoming++
+		}
+	}
+	reasons := map[*BufferStatus]map[string]int{}
+	for _, pod := range plan.NoScaleUp {
+		if status := of(pod.Pod); status != nil {
+			status.Unplaceable++
+			if reasons[status] == nil {
+				reasons[status] = map[string]int{}
+			}
+			reasons[status][pod.Message()]++
+		}
+	}
+	for status, counts := range reasons {
+		status.Reasons = sortedReasons(counts)
+	}
+	return statuses
+}
+
+// withoutBufferPods are the pods that exist: the virtual pods of buffers
+// get no events and no nominations.
+func withoutBufferPods(pods []*corev1.Pod) []*corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(pods), buffers.IsBufferPod)
+}
+
+// placementsOfRealPods are the placements of pods that exist.
+func placementsOfRealPods(placements []simulator.Placement) []simulator.Placement {
+	return slices.DeleteFunc(slices.Clone(placements), func(p simulator.Placement) bool { return buffers.IsBufferPod(p.Pod) })
+}
+
+// realNoScaleUp are the pods that exist among those no group can help.
+func realNoScaleUp(pods []scaleup.NoScaleUp) []scaleup.NoScaleUp {
+	return slices.DeleteFunc(slices.Clone(pods), func(n scaleup.NoScaleUp) bool { return buffers.IsBufferPod(n.Pod) })
+}
