@@ -46,7 +46,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) crd paths=./api/capacitybuffer/... output:crd:artifacts:config=config/workload-crd/bases
+	$(CONTROLLER_GEN) crd paths=./api/capacitybuffer/... paths=./api/provisioningrequest/... output:crd:artifacts:config=config/workload-crd/bases
 	$(CONTROLLER_GEN) crd paths=./e2e/infrastructure/api/... output:crd:artifacts:config=e2e/infrastructure/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 
