@@ -41,10 +41,14 @@ func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
 	defer cancel()
 	list, err := s.opts.Buffers.ListBuffers(ctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot read the capacity buffers of the cluster; no room is kept for them in this loop")
+		if err.Error() != s.history.buffersError {
+			klog.FromContext(ctx).Error(err, "Cannot read the capacity buffers of the cluster; no room is kept for them")
+		}
+		s.history.buffersError = err.Error()
 		l.status.BuffersError = err.Error()
 		return
 	}
+	s.history.buffersError = ""
 	l.buffers = list
 	in.Pods = append(in.Pods, buffers.Pods(list, s.config.PodPriorityThreshold)...)
 }

@@ -80,6 +80,9 @@ type history struct {
 	// notTriggered are the last NotTriggerScaleUp events of the pods that
 	// triggered no scale-up in the last loop, by UID.
 	notTriggered map[types.UID]notTriggeredEvent
+	// buffersError is the last error of reading the capacity buffers,
+	// logged when it appears or changes.
+	buffersError string
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack

@@ -509,6 +509,11 @@ const (
 	// node, its Lease or status ConfigMap recently written); nothing is
 	// scaled until it is gone. The condition message names the evidence.
 	OtherAutoscalerActiveReason = "OtherAutoscalerActive"
+	// CapacityBuffersUnreadableReason, of a Warning event: the
+	// CapacityBuffers of the workload cluster could not be read (the role
+	// there lacks config/workload-rbac's rules for them); autoscaling goes
+	// on without them and tries again every 5 minutes.
+	CapacityBuffersUnreadableReason = "CapacityBuffersUnreadable"
 )
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.
@@ -555,6 +560,14 @@ type ClusterAutoscalerStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	NotTriggerScaleUpReasons []PodReasonCount `json:"notTriggerScaleUpReasons,omitempty"`
+
+	// capacityBuffers are the CapacityBuffers of the workload cluster whose
+	// room the autoscaler keeps, and where that room is, by namespace and
+	// name (at most 50).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	CapacityBuffers []CapacityBufferRoom `json:"capacityBuffers,omitempty"`
 
 	// lastScaleUpTime is when nodes were last added.
 	// +optional
@@ -626,6 +639,37 @@ type NodeGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Problem string `json:"problem,omitempty"`
+}
+
+// CapacityBufferRoom is where the room of one CapacityBuffer is.
+type CapacityBufferRoom struct {
+	// name is the buffer's namespace/name in the workload cluster.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	Name string `json:"name"`
+
+	// replicas are the pods the buffer keeps room for.
+	// +required
+	Replicas int32 `json:"replicas"`
+
+	// held are those whose room is on nodes that exist.
+	// +optional
+	Held int32 `json:"held,omitempty"`
+
+	// upcoming are those whose room is on nodes on their way.
+	// +optional
+	Upcoming int32 `json:"upcoming,omitempty"`
+
+	// unplaceable are those no node group can make room for; message says
+	// why.
+	// +optional
+	Unplaceable int32 `json:"unplaceable,omitempty"`
+
+	// message says why some pods of the buffer have no room, the most
+	// frequent reason first.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // PodReasonCount counts the pending pods that share a reason.

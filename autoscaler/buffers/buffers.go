@@ -114,7 +114,7 @@ type Size struct {
 	// Replicas is a number of pods.
 	Replicas *int32
 	// Percentage is a share of the replicas of the workload the buffer
-	// refers to, WorkloadReplicas, rounded down.
+	// refers to, WorkloadReplicas, rounded up.
 	Percentage       *int32
 	WorkloadReplicas *int32
 	// Limits cap the resources all the buffer's pods request together.
@@ -122,27 +122,31 @@ type Size struct {
 }
 
 // ReplicasOf is the number of pods of template a buffer of this size holds
-// room for: the smallest of what replicas, percentage and limits allow, as
-// the upstream autoscaler counts it. It fails when none of them applies,
-// or when the limits name no resource the template requests.
+// room for, as the upstream CapacityBuffer API defines it: the larger of
+// replicas and the percentage of the workload's replicas, capped by what
+// fits within limits; with limits alone, as many as fit. It fails when
+// none of them applies, or when the limits name no resource the template
+// requests.
 func (s Size) ReplicasOf(template *corev1.PodTemplateSpec) (int32, error) {
-	replicas := int32(math.MaxInt32)
-	resolved := false
+	replicas := int32(-1)
 	if s.Replicas != nil {
-		replicas, resolved = min(replicas, max(0, *s.Replicas)), true
+		replicas = max(0, *s.Replicas)
 	}
 	if s.Percentage != nil && s.WorkloadReplicas != nil {
-		share := int64(*s.Percentage) * int64(*s.WorkloadReplicas) / 100
-		replicas, resolved = min(replicas, int32(max(0, share))), true
+		share := (int64(max(0, *s.Percentage))*int64(max(0, *s.WorkloadReplicas)) + 99) / 100
+		replicas = max(replicas, int32(min(share, math.MaxInt32)))
 	}
 	if s.Limits != nil {
 		byLimits, err := replicasWithin(template, s.Limits)
 		if err != nil {
 			return 0, err
 		}
-		replicas, resolved = min(replicas, byLimits), true
+		if replicas < 0 {
+			return byLimits, nil
+		}
+		return min(replicas, byLimits), nil
 	}
-	if !resolved {
+	if replicas < 0 {
 		return 0, fmt.Errorf("the buffer sets none of replicas, a percentage of a workload's replicas, and limits")
 	}
 	return replicas, nil

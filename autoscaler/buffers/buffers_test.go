@@ -34,8 +34,10 @@ func TestReplicasOfCountsAsTheUpstreamAutoscalerDoes(t *testing.T) {
 	}{
 		{name: "a number of pods", size: Size{Replicas: ptr.To[int32](3)}, want: 3},
 		{name: "a negative number is none", size: Size{Replicas: ptr.To[int32](-1)}, want: 0},
-		{name: "a percentage of a workload, rounded down", size: Size{Percentage: ptr.To[int32](25), WorkloadReplicas: ptr.To[int32](10)}, want: 2},
-		{name: "the smaller of a number and a percentage", size: Size{Replicas: ptr.To[int32](1), Percentage: ptr.To[int32](50), WorkloadReplicas: ptr.To[int32](10)}, want: 1},
+		{name: "a percentage of a workload, rounded up", size: Size{Percentage: ptr.To[int32](25), WorkloadReplicas: ptr.To[int32](10)}, want: 3},
+		{name: "a small percentage of a small workload is one pod", size: Size{Percentage: ptr.To[int32](1), WorkloadReplicas: ptr.To[int32](3)}, want: 1},
+		{name: "a percentage of a workload at zero is none", size: Size{Percentage: ptr.To[int32](50), WorkloadReplicas: ptr.To[int32](0)}, want: 0},
+		{name: "the larger of a number and a percentage", size: Size{Replicas: ptr.To[int32](1), Percentage: ptr.To[int32](50), WorkloadReplicas: ptr.To[int32](10)}, want: 5},
 		{name: "limits alone: what fits within every resource named", size: Size{Limits: limits("2", "3Gi")}, want: 3},
 		{name: "limits cap a number", size: Size{Replicas: ptr.To[int32](10), Limits: limits("1", "")}, want: 2},
 		{name: "a percentage whose workload is unknown, with limits", size: Size{Percentage: ptr.To[int32](50), Limits: limits("", "2Gi")}, want: 2},

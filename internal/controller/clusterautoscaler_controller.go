@@ -333,6 +333,13 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 	}
 	ca.Status.ObservedGeneration = running.applied.generation
 	if status := running.engine.Status(); !status.Time.IsZero() {
+		if status.BuffersError != running.buffersError {
+			running.buffersError = status.BuffersError
+			if status.BuffersError != "" {
+				r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.CapacityBuffersUnreadableReason, autoscaleAction,
+					"No room is kept for the CapacityBuffers of Cluster %s: %s", clusterKey(ca), status.BuffersError)
+			}
+		}
 		setStatusFromLoop(ca, status)
 		stampLoopTime(ca, read, status.Time, running.startedAt)
 	}

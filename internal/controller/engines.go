@@ -63,6 +63,9 @@ type runningEngine struct {
 	// that found it usable; only reconciles of the ClusterAutoscaler,
 	// which never run concurrently, use it.
 	kubeconfigChecked kubeconfigCheck
+	// buffersError is the last error of reading the capacity buffers that
+	// an event reported; reconciles, which never run concurrently, use it.
+	buffersError string
 
 	cancel context.CancelFunc
 	// done is closed when the engine's loop has returned.
@@ -213,6 +216,13 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		GroupRecorder: groupRecorder,
 		Metrics:       r.Metrics,
 		Clock:         r.Clock,
+		Buffers: &capacityBuffers{
+			cached: workload,
+			live: func(ctx context.Context) (client.Client, error) {
+				return r.ClusterCache.GetUncachedClient(ctx, cluster)
+			},
+			clock: r.Clock,
+		},
 		// Every loop enqueues the ClusterAutoscaler, whose reconcile
 		// writes the engine's status.
 		OnStatus: func(autoscaler.Status) {

@@ -16,6 +16,8 @@ import (
 const (
 	// maxNotTriggerScaleUpReasons is how many reasons the status keeps.
 	maxNotTriggerScaleUpReasons = 10
+	// maxCapacityBuffers is how many buffers the status lists.
+	maxCapacityBuffers = 50
 	// maxNodeGroupRows is the most node group rows the CRD accepts.
 	maxNodeGroupRows = 1000
 	// maxReasonLength is the longest backoff reason, problem or pod reason
@@ -97,6 +99,18 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 		}
 		ca.Status.NotTriggerScaleUpReasons = append(ca.Status.NotTriggerScaleUpReasons,
 			autoscalingv1alpha1.PodReasonCount{Reason: truncate(reason.Reason, maxReasonLength), Pods: int32(reason.Pods)})
+	}
+	ca.Status.CapacityBuffers = nil
+	for _, buffer := range status.Buffers {
+		if len(ca.Status.CapacityBuffers) == maxCapacityBuffers {
+			break
+		}
+		room := autoscalingv1alpha1.CapacityBufferRoom{Name: buffer.Buffer, Replicas: int32(buffer.Replicas),
+			Held: int32(buffer.Held), Upcoming: int32(buffer.Upcoming), Unplaceable: int32(buffer.Unplaceable)}
+		if len(buffer.Reasons) > 0 {
+			room.Message = truncate(buffer.Reasons[0].Reason, maxReasonLength)
+		}
+		ca.Status.CapacityBuffers = append(ca.Status.CapacityBuffers, room)
 	}
 	ca.Status.LastScaleUpTime = statusTime(status.LastScaleUp)
 	ca.Status.LastScaleDownTime = statusTime(status.LastScaleDown)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
@@ -56,8 +57,9 @@ var _ = BeforeSuite(func() {
 
 	var err error
 	env, err = testenv.Start(testenv.Options{
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testenv.InfrastructureMachineTemplateCRD()},
-		AddToScheme: []func(*runtime.Scheme) error{autoscalingv1alpha1.AddToScheme},
+		CRDs:         []*apiextensionsv1.CustomResourceDefinition{testenv.InfrastructureMachineTemplateCRD()},
+		AddToScheme:  []func(*runtime.Scheme) error{autoscalingv1alpha1.AddToScheme, capacitybufferv1beta1.AddToScheme},
+		WorkloadCRDs: true,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client

@@ -29,6 +29,9 @@ const (
 	clusterAPICRDs = "core/config/crd/bases"
 	// projectCRDs is where `make manifests` writes this project's CRDs.
 	projectCRDs = "config/crd/bases"
+	// workloadCRDs is where `make manifests` writes the CRDs this project
+	// reads in workload clusters.
+	workloadCRDs = "config/workload-crd/bases"
 	// assetsDir is where `make test` builds kube-apiserver and etcd.
 	assetsDir = "bin/k8s"
 )
@@ -43,6 +46,9 @@ type Options struct {
 	// WithoutProjectCRDs leaves this project's CRDs out, for a test that
 	// installs them itself (as clusterctl does).
 	WithoutProjectCRDs bool
+	// WorkloadCRDs installs the CRDs of workload clusters too, for a test
+	// whose API server serves as a workload cluster.
+	WorkloadCRDs bool
 }
 
 // Environment is a running API server and a client for it.
@@ -81,6 +87,9 @@ func Start(opts Options) (*Environment, error) {
 	paths := []string{filepath.Join(capiDir, clusterAPICRDs)}
 	if dir := filepath.Join(root, projectCRDs); isDir(dir) && !opts.WithoutProjectCRDs {
 		paths = append(paths, dir)
+	}
+	if opts.WorkloadCRDs {
+		paths = append(paths, filepath.Join(root, workloadCRDs))
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,

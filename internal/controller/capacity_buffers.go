@@ -1,0 +1,272 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+)
+
+const (
+	// bufferResolveInterval is how often a buffer's PodTemplate or
+	// workload is read again while the buffer's spec does not change: a
+	// workload's replicas move a percentage buffer, but not every loop.
+	bufferResolveInterval = 30 * time.Second
+
+	// buffersUnavailableRetry is how long an engine goes without buffers
+	// after they could not be listed: the CRD is not installed in the
+	// workload cluster, or the role there does not allow reading them
+	// (then the cache's informer never syncs, and each try would hold the
+	// loop for the engine's OptionalReadTimeout).
+	buffersUnavailableRetry = 5 * time.Minute
+
+	// notReadyReason is the reason upstream gives ReadyForProvisioning=False.
+	notReadyReason = "error"
+)
+
+// capacityBuffers are the CapacityBuffers of one workload cluster, resolved
+// for its engine (buffers.Lister): a buffer with the active-capacity
+// strategy becomes room for status.replicas pods of its PodTemplate or of
+// its workload's pod template, and its status says so, as the upstream
+// autoscaler's buffer controller writes it.
+type capacityBuffers struct {
+	// cached lists the CapacityBuffers from the workload cluster's cache.
+	cached client.Reader
+	// live reads PodTemplates and workloads, and writes PodTemplates and the
+	// buffers' status.
+	live  func(context.Context) (client.Client, error)
+	clock clock.PassiveClock
+
+	// resolved are the last resolutions, by buffer UID.
+	resolved map[types.UID]resolvedBuffer
+	// unavailableUntil: the last list failed (unavailable says why, nil
+	// when the CRD is not installed), and is not tried again before.
+	unavailableUntil time.Time
+	unavailable      error
+}
+
+// resolvedBuffer is what a buffer of some generation resolved to, and when.
+type resolvedBuffer struct {
+	generation int64
+	at         time.Time
+	buffer     buffers.Buffer
+	// template is the PodTemplate the buffer's pods are shaped like.
+	template *corev1.PodTemplate
+	// err is why the buffer could not be resolved.
+	err error
+}
+
+// ListBuffers lists the buffers with the active-capacity strategy that
+// hold room for at least one pod, resolved. Resolving one writes its
+// status, when it changed.
+func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, error) {
+	now := c.clock.Now()
+	if now.Before(c.unavailableUntil) {
+		return nil, c.unavailable
+	}
+	list := &capacitybufferv1beta1.CapacityBufferList{}
+	if err := c.cached.List(ctx, list); err != nil {
+		c.unavailableUntil = now.Add(buffersUnavailableRetry)
+		if meta.IsNoMatchError(err) {
+			// No CRD, no buffers: the usual case, and no error.
+			c.unavailable = nil
+			return nil, nil
+		}
+		c.unavailable = fmt.Errorf("listing CapacityBuffers (tried again after %s): %w", c.unavailableUntil.Format(time.RFC3339), err)
+		return nil, c.unavailable
+	}
+	live, err := c.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resolved := make(map[types.UID]resolvedBuffer, len(list.Items))
+	var out []buffers.Buffer
+	for i := range list.Items {
+		buffer := &list.Items[i]
+		if ptr.Deref(buffer.Spec.ProvisioningStrategy, capacitybufferv1beta1.ActiveCapacityProvisioningStrategy) != capacitybufferv1beta1.ActiveCapacityProvisioningStrategy {
+			continue
+		}
+		last, known := c.resolved[buffer.UID]
+		if !known || last.generation != buffer.Generation || now.Sub(last.at) >= bufferResolveInterval {
+			last = c.resolve(ctx, live, buffer)
+			last.generation, last.at = buffer.Generation, now
+			if err := c.writeStatus(ctx, live, buffer, &last); err != nil {
+				klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
+			}
+		}
+		resolved[buffer.UID] = last
+		if last.err == nil && last.buffer.Replicas > 0 {
+			out = append(out, last.buffer)
+		}
+	}
+	c.resolved = resolved
+	return out, nil
+}
+
+// resolve reads what a buffer's pods are shaped like and counts them.
+func (c *capacityBuffers) resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer) resolvedBuffer {
+	size := buffers.Size{Replicas: buffer.Spec.Replicas, Percentage: buffer.Spec.Percentage, Limits: buffer.Spec.Limits}
+	var template *corev1.PodTemplate
+	switch {
+	case buffer.Spec.PodTemplateRef != nil:
+		template = &corev1.PodTemplate{}
+		key := client.ObjectKey{Namespace: buffer.Namespace, Name: buffer.Spec.PodTemplateRef.Name}
+		if err := live.Get(ctx, key, template); err != nil {
+			return resolvedBuffer{err: fmt.Errorf("reading PodTemplate %s: %w", key.Name, err)}
+		}
+	case buffer.Spec.ScalableRef != nil:
+		spec, replicas, err := workloadTemplate(ctx, live, buffer.Namespace, buffer.Spec.ScalableRef)
+		if err != nil {
+			return resolvedBuffer{err: err}
+		}
+		size.WorkloadReplicas = &replicas
+		if template, err = ensurePodTemplate(ctx, live, buffer, spec); err != nil {
+			return resolvedBuffer{err: err}
+		}
+	default:
+		return resolvedBuffer{err: errors.New("the buffer names neither a podTemplateRef nor a scalableRef")}
+	}
+	replicas, err := size.ReplicasOf(&template.Template)
+	if err != nil {
+		return resolvedBuffer{template: template, err: err}
+	}
+	return resolvedBuffer{template: template, buffer: buffers.Buffer{
+		Namespace: buffer.Namespace, Name: buffer.Name, UID: buffer.UID, CreationTimestamp: buffer.CreationTimestamp,
+		Template: template.Template, Replicas: replicas,
+	}}
+}
+
+// workloadTemplate reads the pod template and the replicas of the workload
+// a buffer's scalableRef names: a Deployment, ReplicaSet, StatefulSet,
+// ReplicationController, or Job (its parallelism).
+func workloadTemplate(ctx context.Context, live client.Client, namespace string, ref *capacitybufferv1beta1.ScalableRef) (*corev1.PodTemplateSpec, int32, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
+	var (
+		workload client.Object
+		read     func() (*corev1.PodTemplateSpec, *int32)
+	)
+	switch ref.APIGroup + "/" + ref.Kind {
+	case "apps/Deployment":
+		d := &appsv1.Deployment{}
+		workload, read = d, func() (*corev1.PodTemplateSpec, *int32) { return &d.Spec.Template, d.Spec.Replicas }
+	case "apps/ReplicaSet":
+		rs := &appsv1.ReplicaSet{}
+		workload, read = rs, func() (*corev1.PodTemplateSpec, *int32) { return &rs.Spec.Template, rs.Spec.Replicas }
+	case "apps/StatefulSet":
+		ss := &appsv1.StatefulSet{}
+		workload, read = ss, func() (*corev1.PodTemplateSpec, *int32) { return &ss.Spec.Template, ss.Spec.Replicas }
+	case "/ReplicationController":
+		rc := &corev1.ReplicationController{}
+		workload, read = rc, func() (*corev1.PodTemplateSpec, *int32) { return rc.Spec.Template, rc.Spec.Replicas }
+	case "batch/Job":
+		job := &batchv1.Job{}
+		workload, read = job, func() (*corev1.PodTemplateSpec, *int32) { return &job.Spec.Template, job.Spec.Parallelism }
+	default:
+		return nil, 0, fmt.Errorf("scalableRef kind %s in group %q is not supported: name a Deployment, ReplicaSet, StatefulSet, ReplicationController or Job, or use a podTemplateRef", ref.Kind, ref.APIGroup)
+	}
+	if err := live.Get(ctx, key, workload); err != nil {
+		return nil, 0, fmt.Errorf("reading %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	template, replicas := read()
+	if template == nil {
+		return nil, 0, fmt.Errorf("%s %s has no pod template", ref.Kind, ref.Name)
+	}
+	// Unset, the API server's default is one.
+	return template, ptr.Deref(replicas, 1), nil
+}
+
+// bufferPodTemplateName is the PodTemplate that shows the pods of a buffer
+// with a scalableRef, as upstream names it.
+func bufferPodTemplateName(buffer *capacitybufferv1beta1.CapacityBuffer) string {
+	return fmt.Sprintf("capacitybuffer-%s-pod-template", buffer.Name)
+}
+
+// ensurePodTemplate writes the PodTemplate of a buffer with a scalableRef:
+// the workload's pod template, owned by the buffer, so that its status
+// names a template as for a podTemplateRef.
+func ensurePodTemplate(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, spec *corev1.PodTemplateSpec) (*corev1.PodTemplate, error) {
+	key := client.ObjectKey{Namespace: buffer.Namespace, Name: bufferPodTemplateName(buffer)}
+	template := &corev1.PodTemplate{}
+	err := live.Get(ctx, key, template)
+	switch {
+	case apierrors.IsNotFound(err):
+		template = &corev1.PodTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: capacitybufferv1beta1.GroupVersion.String(), Kind: "CapacityBuffer",
+				Name: buffer.Name, UID: buffer.UID, Controller: ptr.To(true),
+			}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec},
+		}
+		if err := live.Create(ctx, template); err != nil {
+			return nil, fmt.Errorf("creating PodTemplate %s: %w", key.Name, err)
+		}
+		return template, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading PodTemplate %s: %w", key.Name, err)
+	}
+	if !metav1.IsControlledBy(template, buffer) {
+		return nil, fmt.Errorf("PodTemplate %s exists and is not the buffer's", key.Name)
+	}
+	want := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec}
+	if equality.Semantic.DeepEqual(template.Template, want) {
+		return template, nil
+	}
+	template.Template = want
+	if err := live.Update(ctx, template); err != nil {
+		return nil, fmt.Errorf("updating PodTemplate %s: %w", key.Name, err)
+	}
+	return template, nil
+}
+
+// writeStatus writes what a buffer resolved to, as the upstream autoscaler
+// does, when it changed: the PodTemplate, the replicas, and the
+// ReadyForProvisioning and Provisioning conditions.
+func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer) error {
+	updated := buffer.DeepCopy()
+	status := &updated.Status
+	status.ProvisioningStrategy = ptr.To(capacitybufferv1beta1.ActiveCapacityProvisioningStrategy)
+	if resolved.template != nil {
+		status.PodTemplateRef = &capacitybufferv1beta1.LocalObjectRef{Name: resolved.template.Name}
+		status.PodTemplateGeneration = ptr.To(resolved.template.Generation)
+	}
+	now := metav1.NewTime(c.clock.Now())
+	ready := metav1.Condition{Type: capacitybufferv1beta1.ReadyForProvisioningCondition, ObservedGeneration: buffer.Generation, LastTransitionTime: now}
+	provisioning := metav1.Condition{Type: capacitybufferv1beta1.ProvisioningCondition, ObservedGeneration: buffer.Generation, LastTransitionTime: now}
+	switch {
+	case resolved.err != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, notReadyReason, resolved.err.Error()
+		provisioning.Status, provisioning.Reason = metav1.ConditionFalse, capacitybufferv1beta1.NotReadyForProvisioningReason
+		provisioning.Message = "No room is kept until the buffer is ready for provisioning"
+	case resolved.buffer.Replicas == 0:
+		status.Replicas = ptr.To[int32](0)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
+		provisioning.Status, provisioning.Reason, provisioning.Message = metav1.ConditionFalse, capacitybufferv1beta1.BufferIsEmptyReason, "The buffer holds room for no pod"
+	default:
+		status.Replicas = ptr.To(resolved.buffer.Replicas)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
+		provisioning.Status, provisioning.Reason = metav1.ConditionTrue, capacitybufferv1beta1.FakePodsInjectedReason
+		provisioning.Message = fmt.Sprintf("The autoscaler keeps room for %d pod(s) of PodTemplate %s", resolved.buffer.Replicas, resolved.template.Name)
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	meta.SetStatusCondition(&status.Conditions, provisioning)
+	if equality.Semantic.DeepEqual(buffer.Status, updated.Status) {
+		return nil
+	}
+	return live.Status().Patch(ctx, updated, client.MergeFromWithOptions(buffer, client.MergeFromWithOptimisticLock{}))
+}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+)
+
+// The envtest API server serves as the workload cluster, with the
+// CapacityBuffer CRD installed.
+var _ = Describe("Capacity buffers", func() {
+	var (
+		namespace string
+		clock     *clocktesting.FakeClock
+		lister    *capacityBuffers
+	)
+	webSpec := corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}}}}
+	createBuffer := func(name string, spec capacitybufferv1beta1.CapacityBufferSpec) *capacitybufferv1beta1.CapacityBuffer {
+		GinkgoHelper()
+		buffer := &capacitybufferv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
+		Expect(k8sClient.Create(ctx, buffer)).To(Succeed())
+		return buffer
+	}
+	bufferStatus := func(name string) capacitybufferv1beta1.CapacityBufferStatus {
+		GinkgoHelper()
+		buffer := &capacitybufferv1beta1.CapacityBuffer{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, buffer)).To(Succeed())
+		return buffer.Status
+	}
+	listBuffers := func() []buffers.Buffer {
+		GinkgoHelper()
+		list, err := lister.ListBuffers(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		return list
+	}
+
+	BeforeEach(func() {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "buffers-"}}
+		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+		namespace = ns.Name
+		clock = clocktesting.NewFakeClock(time.Now())
+		lister = &capacityBuffers{
+			cached: client.NewNamespacedClient(k8sClient, namespace),
+			live:   func(context.Context) (client.Client, error) { return k8sClient, nil },
+			clock:  clock,
+		}
+	})
+
+	It("keeps room for the pods of a PodTemplate, and says so in the buffer's status", func() {
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: webSpec}})).To(Succeed())
+		createBuffer("warm", capacitybufferv1beta1.CapacityBufferSpec{
+			PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "web"}, Replicas: ptr.To[int32](2),
+		})
+
+		list := listBuffers()
+
+		Expect(list).To(HaveLen(1))
+		Expect(list[0].Replicas).To(Equal(int32(2)))
+		Expect(list[0].Template.Labels).To(HaveKeyWithValue("app", "web"))
+		status := bufferStatus("warm")
+		Expect(status.Replicas).To(HaveValue(Equal(int32(2))))
+		Expect(status.PodTemplateRef).To(HaveValue(HaveField("Name", "web")))
+		Expect(status.ProvisioningStrategy).To(HaveValue(Equal(capacitybufferv1beta1.ActiveCapacityProvisioningStrategy)))
+		Expect(meta.IsStatusConditionTrue(status.Conditions, capacitybufferv1beta1.ReadyForProvisioningCondition)).To(BeTrue())
+		Expect(meta.FindStatusCondition(status.Conditions, capacitybufferv1beta1.ProvisioningCondition)).To(HaveValue(SatisfyAll(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", capacitybufferv1beta1.FakePodsInjectedReason))))
+	})
+
+	It("keeps a percentage of a Deployment's replicas, rounded up and within limits, from a PodTemplate written for it", func() {
+		deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"}, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](10),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: webSpec},
+		}}
+		Expect(k8sClient.Create(ctx, deployment)).To(Succeed())
+		createBuffer("web-headroom", capacitybufferv1beta1.CapacityBufferSpec{
+			ScalableRef: &capacitybufferv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "web"},
+			Percentage:  ptr.To[int32](25),
+		})
+
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(3))), "25% of 10 replicas, rounded up")
+		template := &corev1.PodTemplate{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "capacitybuffer-web-headroom-pod-template"}, template)).To(Succeed())
+		Expect(template.OwnerReferences).To(ConsistOf(HaveField("Kind", "CapacityBuffer")))
+		Expect(bufferStatus("web-headroom").PodTemplateRef).To(HaveValue(HaveField("Name", template.Name)))
+
+		By("following the Deployment's replicas, once the buffer is resolved again")
+		deployment.Spec.Replicas = ptr.To[int32](20)
+		Expect(k8sClient.Update(ctx, deployment)).To(Succeed())
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(3))), "not read again within the resolve interval")
+		clock.Step(bufferResolveInterval)
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(5))))
+		Expect(bufferStatus("web-headroom").Replicas).To(HaveValue(Equal(int32(5))))
+
+		By("within limits")
+		buffer := &capacitybufferv1beta1.CapacityBuffer{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "web-headroom"}, buffer)).To(Succeed())
+		buffer.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		Expect(k8sClient.Update(ctx, buffer)).To(Succeed())
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(2))), "a new generation is resolved at once")
+	})
+
+	It("reports a buffer it cannot resolve, and keeps no room for it", func() {
+		createBuffer("broken", capacitybufferv1beta1.CapacityBufferSpec{
+			PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "missing"}, Replicas: ptr.To[int32](1),
+		})
+		createBuffer("unsupported", capacitybufferv1beta1.CapacityBufferSpec{
+			ScalableRef: &capacitybufferv1beta1.ScalableRef{APIGroup: "example.com", Kind: "Widget", Name: "w"}, Replicas: ptr.To[int32](1),
+		})
+
+		Expect(listBuffers()).To(BeEmpty())
+
+		for name, message := range map[string]string{
+			"broken":      `reading PodTemplate missing: podtemplates "missing" not found`,
+			"unsupported": `scalableRef kind Widget in group "example.com" is not supported`,
+		} {
+			status := bufferStatus(name)
+			Expect(meta.FindStatusCondition(status.Conditions, capacitybufferv1beta1.ReadyForProvisioningCondition)).To(HaveValue(SatisfyAll(
+				HaveField("Status", metav1.ConditionFalse), HaveField("Message", ContainSubstring(message)))), name)
+			Expect(meta.FindStatusCondition(status.Conditions, capacitybufferv1beta1.ProvisioningCondition)).To(HaveValue(
+				HaveField("Reason", capacitybufferv1beta1.NotReadyForProvisioningReason)), name)
+		}
+	})
+
+	It("leaves alone a buffer of another provisioning strategy", func() {
+		createBuffer("standby", capacitybufferv1beta1.CapacityBufferSpec{
+			ProvisioningStrategy: ptr.To("example.com/standby-capacity"),
+			PodTemplateRef:       &capacitybufferv1beta1.LocalObjectRef{Name: "missing"}, Replicas: ptr.To[int32](1),
+		})
+
+		Expect(listBuffers()).To(BeEmpty())
+		Expect(bufferStatus("standby")).To(Equal(capacitybufferv1beta1.CapacityBufferStatus{}))
+	})
+})
