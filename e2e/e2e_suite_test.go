@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -51,6 +52,7 @@ var _ = BeforeSuite(func() {
 	ctx = ctrl.LoggerInto(ctx, logger)
 
 	Expect(autoscalingv1alpha1.AddToScheme(localstack.Scheme)).To(Succeed())
+	Expect(capacitybufferv1beta1.AddToScheme(localstack.Scheme)).To(Succeed())
 	managerBinary := *manager
 	if managerBinary == "" {
 		By("Building the autoscaler manager")
@@ -72,6 +74,7 @@ var _ = BeforeSuite(func() {
 	By("Installing the shipped RBAC: the manager runs as its ServiceAccount, and as the ServiceAccount of config/workload-rbac in the workload cluster")
 	kubeconfig := InstallManagerRBAC(ctx, stack, *repoRoot)
 	workloadKubeconfig = InstallWorkloadRBAC(ctx, stack, *repoRoot)
+	InstallWorkloadCRDs(ctx, stack, *repoRoot)
 	// Registered after the stack's clean-up, so it runs first.
 	DeferCleanup(func() {
 		By("Checking that no request of the autoscaler was forbidden")

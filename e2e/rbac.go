@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
@@ -100,6 +102,21 @@ func InstallWorkloadRBAC(ctx context.Context, stack *localstack.Stack, repoRoot 
 	kubeconfig, err := stack.WorkloadServiceAccountKubeconfig(ctx, WorkloadServiceAccount.Namespace, WorkloadServiceAccount.Name)
 	Expect(err).NotTo(HaveOccurred())
 	return kubeconfig
+}
+
+// InstallWorkloadCRDs creates config/workload-crd, the CRDs of the
+// CapacityBuffer and ProvisioningRequest APIs, in the workload cluster, as
+// the release's workload-components.yaml does, and waits until they are
+// served.
+func InstallWorkloadCRDs(ctx context.Context, stack *localstack.Stack, repoRoot string) {
+	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "workload-crd"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, obj := range objects {
+		Expect(stack.Workload.Client.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+	}
+	Eventually(func(g Gomega) {
+		g.Expect(stack.Workload.Client.List(ctx, &capacitybufferv1beta1.CapacityBufferList{})).To(Succeed())
+	}, time.Minute, time.Second).Should(Succeed(), "the CapacityBuffer CRD is served")
 }
 
 // ExpectNoForbiddenRequests fails when the API servers refused the

@@ -82,6 +82,12 @@ var _ = Describe("Pending binding", Label("ci"), func() {
 	})
 })
 
+var _ = Describe("Capacity buffer", Label("ci"), func() {
+	CapacityBufferSpec(ctx, func() CapacityBufferSpecInput {
+		return CapacityBufferSpecInput{Stack: stack}
+	})
+})
+
 // About two minutes (machines take 45 s, then 30 nodes come and go): too
 // long for the ci set.
 var _ = Describe("Split burst", Label("full"), func() {
