@@ -2,21 +2,31 @@ package controller
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
 )
 
 // The envtest API server serves as the workload cluster, with the
@@ -146,5 +156,55 @@ var _ = Describe("Capacity buffers", func() {
 
 		Expect(listBuffers()).To(BeEmpty())
 		Expect(bufferStatus("standby")).To(Equal(capacitybufferv1beta1.CapacityBufferStatus{}))
+	})
+})
+
+// A workload role from before buffers cannot list them: autoscaling goes on,
+// and the ClusterAutoscaler gets a Warning event that says why no room is
+// kept for them.
+var _ = Describe("Capacity buffers the workload role cannot read", func() {
+	It("autoscales without them and says so in an event", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		By("binding a ServiceAccount to the workload role without its rules for autoscaling.x-k8s.io")
+		objects, err := kustomize.Build(filepath.Join("..", "..", "config", "workload-rbac"))
+		Expect(err).NotTo(HaveOccurred())
+		role := &rbacv1.ClusterRole{}
+		for _, obj := range objects {
+			if obj.GetKind() == "ClusterRole" && obj.GetName() == "capi-autoscaler-workload" {
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, role)).To(Succeed())
+			}
+		}
+		Expect(role.Rules).NotTo(BeEmpty())
+		role.ObjectMeta = metav1.ObjectMeta{Name: "workload-before-buffers-" + fixture.Namespace}
+		role.Rules = slices.DeleteFunc(role.Rules, func(rule rbacv1.PolicyRule) bool {
+			return slices.Contains(rule.APIGroups, capacitybufferv1beta1.GroupVersion.Group)
+		})
+		Expect(k8sClient.Create(ctx, role)).To(Succeed())
+		account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "before-buffers"}}
+		Expect(k8sClient.Create(ctx, account)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: account.Namespace, Name: account.Name}},
+		})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "before-buffers-kubeconfig"},
+			Data:       map[string][]byte{secret.KubeconfigDataName: serviceAccountKubeconfig(client.ObjectKeyFromObject(account)).kubeconfig},
+		})).To(Succeed())
+
+		key := createClusterAutoscalerWithKubeconfig(fixture, &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "before-buffers-kubeconfig"})
+
+		Eventually(func(g Gomega) {
+			events := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, events, client.InNamespace(fixture.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":      Equal(corev1.EventTypeWarning),
+				"Reason":    Equal(autoscalingv1alpha1.CapacityBuffersUnreadableReason),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(key.Name)}),
+				"Note":      ContainSubstring("listing CapacityBuffers"),
+			})))
+		}, time.Minute).Should(Succeed())
+		Expect(conditions.Get(getClusterAutoscaler(Default, key), autoscalingv1alpha1.ReadyCondition)).To(
+			haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason), "autoscaling goes on")
 	})
 })
