@@ -104,10 +104,19 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 		}
 		last, known := c.resolved[buffer.UID]
 		if !known || last.generation != buffer.Generation || now.Sub(last.at) >= bufferResolveInterval {
-			last = c.resolve(ctx, live, buffer)
-			last.generation, last.at = buffer.Generation, now
-			if err := c.writeStatus(ctx, live, buffer, &last); err != nil {
-				klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
+			next := resolve(ctx, live, buffer)
+			next.generation, next.at = buffer.Generation, now
+			var failing *apiError
+			if errors.As(next.err, &failing) && known && last.err == nil && last.generation == buffer.Generation {
+				// The API server failed, not the buffer: its room is kept
+				// as last resolved, and its status left as it is.
+				klog.FromContext(ctx).Error(next.err, "Failed to resolve a capacity buffer; keeping room as last resolved", "CapacityBuffer", klog.KObj(buffer))
+				last.at = now
+			} else {
+				last = next
+				if err := c.writeStatus(ctx, live, buffer, &last); err != nil {
+					klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
+				}
 			}
 		}
 		resolved[buffer.UID] = last
@@ -119,8 +128,25 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 	return out, nil
 }
 
+// apiError is a read or write of the workload cluster that failed for
+// another reason than the object's absence: the API server's failure, not
+// the buffer's.
+type apiError struct{ err error }
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+// readError wraps err as an apiError unless the object is missing, which
+// is the buffer's error.
+func readError(err error) error {
+	if apierrors.IsNotFound(err) {
+		return err
+	}
+	return &apiError{err: err}
+}
+
 // resolve reads what a buffer's pods are shaped like and counts them.
-func (c *capacityBuffers) resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer) resolvedBuffer {
+func resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer) resolvedBuffer {
 	size := buffers.Size{Replicas: buffer.Spec.Replicas, Percentage: buffer.Spec.Percentage, Limits: buffer.Spec.Limits}
 	var template *corev1.PodTemplate
 	switch {
@@ -128,7 +154,7 @@ func (c *capacityBuffers) resolve(ctx context.Context, live client.Client, buffe
 		template = &corev1.PodTemplate{}
 		key := client.ObjectKey{Namespace: buffer.Namespace, Name: buffer.Spec.PodTemplateRef.Name}
 		if err := live.Get(ctx, key, template); err != nil {
-			return resolvedBuffer{err: fmt.Errorf("reading PodTemplate %s: %w", key.Name, err)}
+			return resolvedBuffer{err: fmt.Errorf("reading PodTemplate %s: %w", key.Name, readError(err))}
 		}
 	case buffer.Spec.ScalableRef != nil:
 		spec, replicas, err := workloadTemplate(ctx, live, buffer.Namespace, buffer.Spec.ScalableRef)
@@ -181,7 +207,7 @@ func workloadTemplate(ctx context.Context, live client.Client, namespace string,
 		return nil, 0, fmt.Errorf("scalableRef kind %s in group %q is not supported: name a Deployment, ReplicaSet, StatefulSet, ReplicationController or Job, or use a podTemplateRef", ref.Kind, ref.APIGroup)
 	}
 	if err := live.Get(ctx, key, workload); err != nil {
-		return nil, 0, fmt.Errorf("reading %s %s: %w", ref.Kind, ref.Name, err)
+		return nil, 0, fmt.Errorf("reading %s %s: %w", ref.Kind, ref.Name, readError(err))
 	}
 	template, replicas := read()
 	if template == nil {
@@ -214,11 +240,11 @@ func ensurePodTemplate(ctx context.Context, live client.Client, buffer *capacity
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec},
 		}
 		if err := live.Create(ctx, template); err != nil {
-			return nil, fmt.Errorf("creating PodTemplate %s: %w", key.Name, err)
+			return nil, fmt.Errorf("creating PodTemplate %s: %w", key.Name, &apiError{err: err})
 		}
 		return template, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading PodTemplate %s: %w", key.Name, err)
+		return nil, fmt.Errorf("reading PodTemplate %s: %w", key.Name, &apiError{err: err})
 	}
 	if !metav1.IsControlledBy(template, buffer) {
 		return nil, fmt.Errorf("PodTemplate %s exists and is not the buffer's", key.Name)
@@ -229,7 +255,7 @@ func ensurePodTemplate(ctx context.Context, live client.Client, buffer *capacity
 	}
 	template.Template = want
 	if err := live.Update(ctx, template); err != nil {
-		return nil, fmt.Errorf("updating PodTemplate %s: %w", key.Name, err)
+		return nil, fmt.Errorf("updating PodTemplate %s: %w", key.Name, &apiError{err: err})
 	}
 	return template, nil
 }

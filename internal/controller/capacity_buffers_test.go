@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -146,6 +148,32 @@ var _ = Describe("Capacity buffers", func() {
 			Expect(meta.FindStatusCondition(status.Conditions, capacitybufferv1beta1.ProvisioningCondition)).To(HaveValue(
 				HaveField("Reason", capacitybufferv1beta1.NotReadyForProvisioningReason)), name)
 		}
+	})
+
+	It("keeps the room of a resolved buffer while the API server fails to read its PodTemplate", func() {
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Template: corev1.PodTemplateSpec{Spec: webSpec}})).To(Succeed())
+		createBuffer("warm", capacitybufferv1beta1.CapacityBufferSpec{
+			PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "web"}, Replicas: ptr.To[int32](2),
+		})
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(2))))
+		resolvedStatus := bufferStatus("warm")
+
+		withWatch, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		failing := interceptor.NewClient(withWatch, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*corev1.PodTemplate); ok {
+					return apierrors.NewServiceUnavailable("etcd is down")
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+		})
+		lister.live = func(context.Context) (client.Client, error) { return failing, nil }
+		clock.Step(bufferResolveInterval)
+
+		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(2))), "the room stays as last resolved")
+		Expect(bufferStatus("warm")).To(Equal(resolvedStatus), "the status does not flap to not ready")
 	})
 
 	It("leaves alone a buffer of another provisioning strategy", func() {
