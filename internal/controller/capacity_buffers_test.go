@@ -46,6 +46,13 @@ var _ = Describe("Capacity buffers", func() {
 		GinkgoHelper()
 		buffer := &capacitybufferv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
 		Expect(k8sClient.Create(ctx, buffer)).To(Succeed())
+		// The API server is the workload cluster of every spec of the
+		// suite, and envtest deletes nothing with a namespace: a buffer
+		// left behind would have the engines of later specs keep room for
+		// it, and scale up for it.
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, buffer))).To(Succeed())
+		})
 		return buffer
 	}
 	bufferStatus := func(name string) capacitybufferv1beta1.CapacityBufferStatus {
