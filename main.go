@@ -38,6 +38,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -58,6 +59,7 @@ func init() {
 	// Read in workload clusters, through the ClusterCache, which uses the
 	// manager's scheme.
 	utilruntime.Must(capacitybufferv1beta1.AddToScheme(scheme))
+	utilruntime.Must(provisioningv1.AddToScheme(scheme))
 }
 
 // options are the manager's command-line flags.

@@ -24,6 +24,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -67,6 +68,9 @@ type Options struct {
 	// for, within OptionalReadTimeout; a loop whose read fails goes on
 	// without them.
 	Buffers buffers.Lister
+	// Requests, when set, lists the check-capacity ProvisioningRequests the
+	// engine answers, and records its answers.
+	Requests provisioning.Checker
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a

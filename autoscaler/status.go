@@ -39,6 +39,9 @@ type Status struct {
 	// is; BuffersError is why they could not be read, or "".
 	Buffers      []BufferStatus
 	BuffersError string
+	// RequestsError is why the check-capacity ProvisioningRequests could
+	// not be read, or "".
+	RequestsError string
 
 	LastScaleUp   time.Time
 	LastScaleDown time.Time

@@ -83,6 +83,9 @@ type history struct {
 	// buffersError is the last error of reading the capacity buffers,
 	// logged when it appears or changes.
 	buffersError string
+	// requestsError is the last error of reading the provisioning
+	// requests, logged when it appears or changes.
+	requestsError string
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
@@ -120,7 +123,9 @@ type loop struct {
 	// buffers are the capacity buffers whose virtual pods are among the
 	// snapshot's pending pods.
 	buffers []buffers.Buffer
-	status  Status
+	// booked are where the room of booked provisioning requests is.
+	booked []simulator.Placement
+	status Status
 }
 
 // newSteps builds the steps of a configuration. The planner and the
@@ -153,6 +158,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	s.continueScaleDown(ctx, l)
 	if l.healthy && l.otherAutoscaler == "" {
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
+		s.checkCapacity(ctx, l)
 		if s.config.ScaleDown.Enabled {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
@@ -595,7 +601,7 @@ func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
 func (s *steps) planScaleDown(ctx context.Context, l *loop) *scaledown.Plan {
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
-	placeWaitingPods(l.snapshot, l.absorbed)
+	placeWaitingPods(l.snapshot, slices.Concat(l.absorbed, l.booked))
 	return s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
 )
@@ -53,6 +54,7 @@ var _ = BeforeSuite(func() {
 
 	Expect(autoscalingv1alpha1.AddToScheme(localstack.Scheme)).To(Succeed())
 	Expect(capacitybufferv1beta1.AddToScheme(localstack.Scheme)).To(Succeed())
+	Expect(provisioningv1.AddToScheme(localstack.Scheme)).To(Succeed())
 	managerBinary := *manager
 	if managerBinary == "" {
 		By("Building the autoscaler manager")

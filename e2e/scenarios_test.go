@@ -88,6 +88,12 @@ var _ = Describe("Capacity buffer", Label("ci"), func() {
 	})
 })
 
+var _ = Describe("Check capacity", Label("ci"), func() {
+	CheckCapacitySpec(ctx, func() CheckCapacitySpecInput {
+		return CheckCapacitySpecInput{Stack: stack}
+	})
+})
+
 // About two minutes (machines take 45 s, then 30 nodes come and go): too
 // long for the ci set.
 var _ = Describe("Split burst", Label("full"), func() {

@@ -514,6 +514,11 @@ const (
 	// there lacks config/workload-rbac's rules for them); autoscaling goes
 	// on without them and tries again every 5 minutes.
 	CapacityBuffersUnreadableReason = "CapacityBuffersUnreadable"
+	// ProvisioningRequestsUnreadableReason, of a Warning event: the
+	// ProvisioningRequests of the workload cluster could not be read;
+	// autoscaling goes on without answering them and tries again every 5
+	// minutes.
+	ProvisioningRequestsUnreadableReason = "ProvisioningRequestsUnreadable"
 )
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.

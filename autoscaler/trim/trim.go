@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -32,6 +33,8 @@ var PodAnnotations = []string{
 	scaledown.SafeToEvictAnnotation,
 	scaledown.SafeToEvictLocalVolumesAnnotation,
 	snapshot.DaemonSetPodAnnotation,
+	provisioningv1.ConsumeProvisioningRequestAnnotation,
+	provisioningv1.DeprecatedConsumeProvisioningRequestAnnotation,
 }
 
 // maxOwners bounds the pods remembered for sharing; when it is reached the

@@ -29,13 +29,6 @@ const (
 	// workload's replicas move a percentage buffer, but not every loop.
 	bufferResolveInterval = 30 * time.Second
 
-	// buffersUnavailableRetry is how long an engine goes without buffers
-	// after they could not be listed: the CRD is not installed in the
-	// workload cluster, or the role there does not allow reading them
-	// (then the cache's informer never syncs, and each try would hold the
-	// loop for the engine's OptionalReadTimeout).
-	buffersUnavailableRetry = 5 * time.Minute
-
 	// notReadyReason is the reason upstream gives ReadyForProvisioning=False.
 	notReadyReason = "error"
 )
@@ -46,19 +39,19 @@ const (
 // its workload's pod template, and its status says so, as the upstream
 // autoscaler's buffer controller writes it.
 type capacityBuffers struct {
-	// cached lists the CapacityBuffers from the workload cluster's cache.
-	cached client.Reader
-	// live reads PodTemplates and workloads, and writes PodTemplates and the
-	// buffers' status.
-	live  func(context.Context) (client.Client, error)
-	clock clock.PassiveClock
+	// optionalKind lists the CapacityBuffers; its live client also reads
+	// PodTemplates and workloads, and writes PodTemplates and the buffers'
+	// status.
+	optionalKind
 
 	// resolved are the last resolutions, by buffer UID.
 	resolved map[types.UID]resolvedBuffer
-	// unavailableUntil: the last list failed (unavailable says why, nil
-	// when the CRD is not installed), and is not tried again before.
-	unavailableUntil time.Time
-	unavailable      error
+}
+
+// newCapacityBuffers lists the CapacityBuffers of a workload cluster from
+// its cache, and reads and writes the rest live.
+func newCapacityBuffers(cached client.Reader, live func(context.Context) (client.Client, error), clock clock.PassiveClock) *capacityBuffers {
+	return &capacityBuffers{optionalKind: optionalKind{kind: "CapacityBuffers", cached: cached, live: live, clock: clock}}
 }
 
 // resolvedBuffer is what a buffer of some generation resolved to, and when.
@@ -76,21 +69,11 @@ type resolvedBuffer struct {
 // hold room for at least one pod, resolved. Resolving one writes its
 // status, when it changed.
 func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, error) {
-	now := c.clock.Now()
-	if now.Before(c.unavailableUntil) {
-		return nil, c.unavailable
-	}
 	list := &capacitybufferv1beta1.CapacityBufferList{}
-	if err := c.cached.List(ctx, list); err != nil {
-		c.unavailableUntil = now.Add(buffersUnavailableRetry)
-		if meta.IsNoMatchError(err) {
-			// No CRD, no buffers: the usual case, and no error.
-			c.unavailable = nil
-			return nil, nil
-		}
-		c.unavailable = fmt.Errorf("listing CapacityBuffers (tried again after %s): %w", c.unavailableUntil.Format(time.RFC3339), err)
-		return nil, c.unavailable
+	if listed, err := c.list(ctx, list); !listed {
+		return nil, err
 	}
+	now := c.clock.Now()
 	live, err := c.live(ctx)
 	if err != nil {
 		return nil, err

@@ -73,11 +73,8 @@ var _ = Describe("Capacity buffers", func() {
 		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 		namespace = ns.Name
 		clock = clocktesting.NewFakeClock(time.Now())
-		lister = &capacityBuffers{
-			cached: client.NewNamespacedClient(k8sClient, namespace),
-			live:   func(context.Context) (client.Client, error) { return k8sClient, nil },
-			clock:  clock,
-		}
+		lister = newCapacityBuffers(client.NewNamespacedClient(k8sClient, namespace),
+			func(context.Context) (client.Client, error) { return k8sClient, nil }, clock)
 	})
 
 	It("keeps room for the pods of a PodTemplate, and says so in the buffer's status", func() {
@@ -194,11 +191,11 @@ var _ = Describe("Capacity buffers", func() {
 	})
 })
 
-// A workload role from before buffers cannot list them: autoscaling goes on,
-// and the ClusterAutoscaler gets a Warning event that says why no room is
-// kept for them.
-var _ = Describe("Capacity buffers the workload role cannot read", func() {
-	It("autoscales without them and says so in an event", func() {
+// A workload role from before buffers and provisioning requests cannot list
+// them: autoscaling goes on, and the ClusterAutoscaler gets Warning events
+// that say why no room is kept for buffers and requests are not answered.
+var _ = Describe("Capacity buffers and provisioning requests the workload role cannot read", func() {
+	It("autoscales without them and says so in events", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		By("binding a ServiceAccount to the workload role without its rules for autoscaling.x-k8s.io")
 		objects, err := kustomize.Build(filepath.Join("..", "..", "config", "workload-rbac"))
@@ -237,6 +234,12 @@ var _ = Describe("Capacity buffers the workload role cannot read", func() {
 				"Reason":    Equal(autoscalingv1alpha1.CapacityBuffersUnreadableReason),
 				"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(key.Name)}),
 				"Note":      ContainSubstring("listing CapacityBuffers"),
+			})))
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":      Equal(corev1.EventTypeWarning),
+				"Reason":    Equal(autoscalingv1alpha1.ProvisioningRequestsUnreadableReason),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(key.Name)}),
+				"Note":      ContainSubstring("listing ProvisioningRequests"),
 			})))
 		}, time.Minute).Should(Succeed())
 		Expect(conditions.Get(getClusterAutoscaler(Default, key), autoscalingv1alpha1.ReadyCondition)).To(

@@ -340,6 +340,13 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 					"No room is kept for the CapacityBuffers of Cluster %s: %s", clusterKey(ca), status.BuffersError)
 			}
 		}
+		if status.RequestsError != running.requestsError {
+			running.requestsError = status.RequestsError
+			if status.RequestsError != "" {
+				r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.ProvisioningRequestsUnreadableReason, autoscaleAction,
+					"The ProvisioningRequests of Cluster %s are not answered: %s", clusterKey(ca), status.RequestsError)
+			}
+		}
 		setStatusFromLoop(ca, status)
 		stampLoopTime(ca, read, status.Time, running.startedAt)
 	}

@@ -63,9 +63,11 @@ type runningEngine struct {
 	// that found it usable; only reconciles of the ClusterAutoscaler,
 	// which never run concurrently, use it.
 	kubeconfigChecked kubeconfigCheck
-	// buffersError is the last error of reading the capacity buffers that
-	// an event reported; reconciles, which never run concurrently, use it.
-	buffersError string
+	// buffersError and requestsError are the last errors of reading the
+	// capacity buffers and the provisioning requests that an event
+	// reported; reconciles, which never run concurrently, use them.
+	buffersError  string
+	requestsError string
 
 	cancel context.CancelFunc
 	// done is closed when the engine's loop has returned.
@@ -199,6 +201,11 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	regarding := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: ca.UID}}
 	statusEvent := event.GenericEvent{Object: regarding}
 
+	// Reads and writes of buffers and provisioning requests that the cache
+	// does not serve.
+	live := func(ctx context.Context) (client.Client, error) {
+		return r.ClusterCache.GetUncachedClient(ctx, cluster)
+	}
 	groupRecorder := &nodeGroupEventRecorder{ctx: engineCtx, client: r.Client, recorder: r.Recorder}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
@@ -216,13 +223,8 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		GroupRecorder: groupRecorder,
 		Metrics:       r.Metrics,
 		Clock:         r.Clock,
-		Buffers: &capacityBuffers{
-			cached: workload,
-			live: func(ctx context.Context) (client.Client, error) {
-				return r.ClusterCache.GetUncachedClient(ctx, cluster)
-			},
-			clock: r.Clock,
-		},
+		Buffers:       newCapacityBuffers(workload, live, r.Clock),
+		Requests:      newProvisioningRequests(workload, live, r.Clock),
 		// Every loop enqueues the ClusterAutoscaler, whose reconcile
 		// writes the engine's status.
 		OnStatus: func(autoscaler.Status) {

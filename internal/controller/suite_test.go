@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
@@ -58,7 +59,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = testenv.Start(testenv.Options{
 		CRDs:         []*apiextensionsv1.CustomResourceDefinition{testenv.InfrastructureMachineTemplateCRD()},
-		AddToScheme:  []func(*runtime.Scheme) error{autoscalingv1alpha1.AddToScheme, capacitybufferv1beta1.AddToScheme},
+		AddToScheme:  []func(*runtime.Scheme) error{autoscalingv1alpha1.AddToScheme, capacitybufferv1beta1.AddToScheme, provisioningv1.AddToScheme},
 		WorkloadCRDs: true,
 	})
 	Expect(err).NotTo(HaveOccurred())

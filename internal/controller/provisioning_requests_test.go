@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
+)
+
+// The envtest API server serves as the workload cluster, with the
+// ProvisioningRequest CRD installed.
+var _ = Describe("Check-capacity provisioning requests", func() {
+	var (
+		namespace string
+		clock     *clocktesting.FakeClock
+		checker   *provisioningRequests
+	)
+	createRequest := func(name string, parameters map[string]provisioningv1.Parameter) *provisioningv1.ProvisioningRequest {
+		GinkgoHelper()
+		request := &provisioningv1.ProvisioningRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: provisioningv1.ProvisioningRequestSpec{
+				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
+				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "worker"}, Count: 3}},
+				Parameters:            parameters,
+			},
+		}
+		Expect(k8sClient.Create(ctx, request)).To(Succeed())
+		return request
+	}
+	conditionsOf := func(name string) []metav1.Condition {
+		GinkgoHelper()
+		request := &provisioningv1.ProvisioningRequest{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, request)).To(Succeed())
+		return request.Status.Conditions
+	}
+	listRequests := func() []provisioning.Request {
+		GinkgoHelper()
+		requests, err := checker.ListRequests(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		return requests
+	}
+	haveCondition := func(conditionType string, status metav1.ConditionStatus, reason string) OmegaMatcher {
+		return ContainElement(SatisfyAll(HaveField("Type", conditionType), HaveField("Status", status), HaveField("Reason", reason)))
+	}
+
+	BeforeEach(func() {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "provreq-"}}
+		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+		namespace = ns.Name
+		clock = clocktesting.NewFakeClock(time.Now())
+		checker = newProvisioningRequests(client.NewNamespacedClient(k8sClient, namespace),
+			func(context.Context) (client.Client, error) { return k8sClient, nil }, clock)
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "worker"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}})).To(Succeed())
+	})
+
+	It("books the capacity found, and ends the booking after 10 minutes", func() {
+		request := createRequest("job", nil)
+
+		requests := listRequests()
+		Expect(requests).To(ConsistOf(SatisfyAll(HaveField("Booked", false), HaveField("PodSets", ConsistOf(HaveField("Count", int32(3)))))))
+		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "job", UID: request.UID, Found: true}})
+		Expect(conditionsOf("job")).To(SatisfyAll(
+			haveCondition(provisioningv1.AcceptedCondition, metav1.ConditionTrue, provisioningv1.AcceptedReason),
+			haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsFoundReason)))
+
+		Expect(listRequests()).To(ConsistOf(HaveField("Booked", true)), "its room is kept for its pods")
+		clock.Step(bookingTime)
+		Expect(listRequests()).To(BeEmpty())
+		Expect(conditionsOf("job")).To(haveCondition(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue, provisioningv1.CapacityReservationTimeExpiredReason))
+	})
+
+	It("says when the capacity is not found, and fails a request that asked not to be retried", func() {
+		retried := createRequest("retried", nil)
+		once := createRequest("once", map[string]provisioningv1.Parameter{provisioningv1.NoRetryParameter: "true"})
+		Expect(listRequests()).To(HaveLen(2))
+
+		checker.Answer(ctx, []provisioning.Answer{
+			{Namespace: namespace, Name: "retried", UID: retried.UID, Message: "1 of the 3 pods fit on no node"},
+			{Namespace: namespace, Name: "once", UID: once.UID, Message: "1 of the 3 pods fit on no node"},
+		})
+
+		Expect(conditionsOf("retried")).To(haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.CapacityIsNotFoundReason))
+		Expect(meta.FindStatusCondition(conditionsOf("retried"), provisioningv1.ProvisionedCondition).Message).To(Equal("1 of the 3 pods fit on no node"))
+		Expect(conditionsOf("once")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsNotFoundReason))
+		Expect(listRequests()).To(ConsistOf(HaveField("Name", "retried")), "a failed request is not checked again")
+	})
+
+	It("fails a request whose PodTemplate is missing, and leaves other classes alone", func() {
+		missing := &provisioningv1.ProvisioningRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "missing"},
+			Spec: provisioningv1.ProvisioningRequestSpec{
+				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
+				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "nowhere"}, Count: 1}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
+		other := &provisioningv1.ProvisioningRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"},
+			Spec: provisioningv1.ProvisioningRequestSpec{
+				ProvisioningClassName: "queued.example.com",
+				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "worker"}, Count: 1}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+
+		Expect(listRequests()).To(BeEmpty())
+		Expect(conditionsOf("missing")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.FailedToCreatePodsReason))
+		Expect(conditionsOf("other")).To(BeEmpty())
+	})
+})
