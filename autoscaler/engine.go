@@ -68,9 +68,9 @@ type Options struct {
 	// for, within OptionalReadTimeout; a loop whose read fails goes on
 	// without them.
 	Buffers buffers.Lister
-	// Requests, when set, lists the check-capacity ProvisioningRequests the
-	// engine answers, and records its answers.
-	Requests provisioning.Checker
+	// Requests, when set, lists the ProvisioningRequests the engine
+	// answers, and records its answers.
+	Requests provisioning.Lister
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a

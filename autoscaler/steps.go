@@ -24,6 +24,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
@@ -86,6 +87,8 @@ type history struct {
 	// requestsError is the last error of reading the provisioning
 	// requests, logged when it appears or changes.
 	requestsError string
+	// scaleUps are the atomic scale-ups in progress, by request UID.
+	scaleUps map[types.UID]*atomicScaleUp
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
@@ -123,9 +126,20 @@ type loop struct {
 	// buffers are the capacity buffers whose virtual pods are among the
 	// snapshot's pending pods.
 	buffers []buffers.Buffer
-	// booked are where the room of booked provisioning requests is.
+	// requests are the provisioning requests the engine serves.
+	requests []provisioning.Request
+	// reserved are, by group ID, the nodes on their way that atomic
+	// scale-ups in progress added: other pods do not count on them, and
+	// those groups lose no node until the scale-ups end.
+	reserved map[string]int
+	// booked are where the booked provisioning requests have their room,
+	// the requests found in this loop's too. Like absorbed, they are placed
+	// only in the forks of the steps that plan, never in the snapshot the
+	// actuator drains from.
 	booked []simulator.Placement
-	status Status
+	// rolledBack is set when an atomic scale-up was rolled back.
+	rolledBack bool
+	status     Status
 }
 
 // newSteps builds the steps of a configuration. The planner and the
@@ -157,9 +171,11 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	s.checkOtherAutoscalers(ctx, l)
 	s.continueScaleDown(ctx, l)
 	if l.healthy && l.otherAutoscaler == "" {
+		s.bookRequests(ctx, l)
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
-		s.checkCapacity(ctx, l)
-		if s.config.ScaleDown.Enabled {
+		s.answerRequests(ctx, l)
+		// Nodes a rollback is removing are not judged again in its loop.
+		if s.config.ScaleDown.Enabled && !l.rolledBack {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
@@ -191,9 +207,10 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 		return err
 	}
 	s.readBuffers(ctx, &input, l)
+	s.readRequests(ctx, &input, l)
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
-	input.NodeGroups = s.withScaleDownBlocks(groups.Groups)
+	input.NodeGroups = s.withScaleDownBlocks(l, groups.Groups)
 	l.snapshot = snapshot.New(input)
 	return nil
 }
@@ -218,13 +235,17 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 	s.history.problems = current
 }
 
-// withScaleDownBlocks keeps groups that are still growing or unhealthy out
-// of scale-down: their nodes are not settled enough to judge.
-func (s *steps) withScaleDownBlocks(groups []nodegroups.NodeGroup) []nodegroups.NodeGroup {
+// withScaleDownBlocks keeps groups that are still growing, for pending pods
+// or for an atomic scale-up, or unhealthy out of scale-down: their nodes
+// are not settled enough to judge.
+func (s *steps) withScaleDownBlocks(l *loop, groups []nodegroups.NodeGroup) []nodegroups.NodeGroup {
 	out := make([]nodegroups.NodeGroup, 0, len(groups))
 	for _, group := range groups {
 		state := s.state.Group(group.ID())
+		_, scalingUp := l.reserved[group.ID()]
 		switch healthy, message := s.state.GroupHealthy(group.ID()); {
+		case scalingUp:
+			group = scaleDownBlocked{NodeGroup: group, reason: "waiting for the nodes of an atomic scale-up"}
 		case !state.Converged():
 			group = scaleDownBlocked{NodeGroup: group, reason: fmt.Sprintf("waiting for %d requested node(s)", max(state.Upcoming, state.NotCreated))}
 		case !healthy:
@@ -433,7 +454,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	logger := klog.FromContext(ctx)
 	upcoming := map[string]int{}
 	for _, state := range s.state.Groups() {
-		upcoming[state.Group.ID()] = state.Upcoming
+		upcoming[state.Group.ID()] = max(state.Upcoming-l.reserved[state.Group.ID()], 0)
 	}
 	expected := map[string][]string{}
 	for _, group := range l.groups.Groups {
@@ -441,12 +462,21 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 			expected[group.ID()] = names
 		}
 	}
+	// Pending pods do not get the room of booked provisioning requests.
+	booked := len(l.booked) > 0
+	if booked {
+		l.snapshot.Fork()
+		placeWaitingPods(l.snapshot, l.booked)
+	}
 	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming:          upcoming,
 		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Nominations:       s.history.nominations,
 		ExpectedNodeNames: expected,
 	})
+	if booked {
+		l.snapshot.Revert()
+	}
 	s.history.nominations = plan.Nominations
 	l.absorbed = plan.Absorbed
 	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))

@@ -94,6 +94,12 @@ var _ = Describe("Check capacity", Label("ci"), func() {
 	})
 })
 
+var _ = Describe("Atomic scale-up", Label("ci"), func() {
+	AtomicScaleUpSpec(ctx, func() AtomicScaleUpSpecInput {
+		return AtomicScaleUpSpecInput{Stack: stack}
+	})
+})
+
 // About two minutes (machines take 45 s, then 30 nodes come and go): too
 // long for the ci set.
 var _ = Describe("Split burst", Label("full"), func() {

@@ -2,20 +2,17 @@ package v1alpha1_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/schematest"
 )
 
 var (
-	testEnv   *envtest.Environment
 	k8sClient client.Client
 	ctx       context.Context
 )
@@ -27,23 +24,6 @@ func TestAPI(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		// Used when KUBEBUILDER_ASSETS is unset, e.g. under a plain go test.
-		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting envtest; run 'make test' to build kube-apiserver and etcd into bin/k8s")
-
-	scheme := runtime.NewScheme()
-	Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	env := schematest.Start(false, autoscalingv1alpha1.AddToScheme)
+	k8sClient = env.Client
 })

@@ -1,14 +1,18 @@
-// Package provisioning answers ProvisioningRequests of the check-capacity
-// class (autoscaling.x-k8s.io/v1): does the cluster, as it is, have room
-// for all the pods a request asks for? A request whose pods all fit gets
-// that room booked: the engine keeps it, as it keeps the room of pending
-// pods, until the booking ends or the request's pods take it.
+// Package provisioning is what the engine knows of ProvisioningRequests
+// (autoscaling.x-k8s.io/v1) and what it answers. Of the class
+// check-capacity it asks: does the cluster, as it is, have room for all the
+// pods a request asks for? Of the class best-effort-atomic-scale-up: if
+// not, can one scale-up add the nodes for all of them? It adds them all or
+// none, and removes those it added when any fails. A request whose pods all
+// fit gets that room booked: the engine keeps it, as it keeps the room of
+// pending pods, until the booking ends or the request's pods take it.
 package provisioning
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,15 +33,42 @@ var ConsumeAnnotations = []string{
 // requestAnnotation, on a virtual pod, names the request it stands for.
 const requestAnnotation = "autoscaling.cluster.x-k8s.io/provisioning-request"
 
-// Request is a check-capacity ProvisioningRequest, resolved.
+// Class is how a request is served.
+type Class string
+
+const (
+	// CheckCapacity requests are answered from the nodes that exist.
+	CheckCapacity Class = provisioningv1.CheckCapacityProvisioningClass
+	// AtomicScaleUp requests get the nodes for all their pods, or none.
+	AtomicScaleUp Class = provisioningv1.BestEffortAtomicScaleUpProvisioningClass
+)
+
+// Request is a ProvisioningRequest the engine serves, resolved.
 type Request struct {
 	Namespace string
 	Name      string
 	UID       types.UID
+	Class     Class
 	PodSets   []PodSet
-	// Booked is set once capacity was found: its room is kept for the pods
-	// still to come.
+	// Booked is set once capacity was found or provisioned: its room is
+	// kept for the pods still to come.
 	Booked bool
+	// ScaleUp is the atomic scale-up in progress for the request, or nil.
+	ScaleUp *ScaleUp
+}
+
+// ScaleUp is an atomic scale-up in progress: the nodes it asked of each
+// group, and the instances that appeared for them. It is kept in the
+// request's status, so that a restarted manager follows it and can still
+// remove what it added.
+type ScaleUp struct {
+	Started time.Time `json:"started"`
+	// Groups are the nodes added to each group, by group ID.
+	Groups map[string]int `json:"groups"`
+	// Instances are, by group ID, the instances that appeared for the
+	// scale-up, at most as many as it added there: their Machines' names,
+	// or their IDs when they have no Machine.
+	Instances map[string][]string `json:"instances,omitempty"`
 }
 
 // PodSet is Count pods of Template.
@@ -107,19 +138,40 @@ func ConsumerOf(namespace string, annotations map[string]string) string {
 	return ""
 }
 
-// Answer says whether the pods of a request not booked yet fit.
+// Outcome is what became of a request in a loop.
+type Outcome string
+
+const (
+	// Found: all the pods fit on the nodes that exist; their room is booked.
+	Found Outcome = "Found"
+	// NotFound: not all the pods fit, nor could one scale-up add nodes for
+	// all of them; the request is tried again.
+	NotFound Outcome = "NotFound"
+	// ScalingUp: an atomic scale-up for the pods was started, or goes on
+	// (Answer.ScaleUp).
+	ScalingUp Outcome = "ScalingUp"
+	// Provisioned: the nodes of the atomic scale-up are up and the pods fit;
+	// their room is booked.
+	Provisioned Outcome = "Provisioned"
+	// ScaleUpFailed: a node of the atomic scale-up failed or did not come in
+	// time, and the nodes it added were removed.
+	ScaleUpFailed Outcome = "ScaleUpFailed"
+)
+
+// Answer is what became of a request in a loop, and why.
 type Answer struct {
 	Namespace string
 	Name      string
 	UID       types.UID
-	Found     bool
-	// Message says how many pods fit nowhere, when not found.
-	Message string
+	Outcome   Outcome
+	Message   string
+	// ScaleUp is the scale-up in progress, with Outcome ScalingUp.
+	ScaleUp *ScaleUp
 }
 
-// Checker lists the check-capacity requests of a cluster that are waiting
-// for an answer or booked, and records the answers.
-type Checker interface {
+// Lister lists the requests of a cluster that the engine serves, waiting
+// for an answer, scaling up or booked, and records the answers.
+type Lister interface {
 	ListRequests(ctx context.Context) ([]Request, error)
 	Answer(ctx context.Context, answers []Answer)
 }

@@ -70,6 +70,10 @@ type State struct {
 	// gives those nodes these names, so that pods placed there can be
 	// nominated to them before they register.
 	ExpectedNodeNames map[string][]string
+	// Pods, when set, are the pods to plan for, all of them, instead of the
+	// candidates among the snapshot's pending pods: the pods of a request
+	// that asks for nodes for all of them at once.
+	Pods []*corev1.Pod
 }
 
 // Nomination is the node a plan gave a pending pod: one that exists or is
@@ -197,7 +201,10 @@ func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []
 func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
-	candidates := Candidates(snap.PendingPods(), s.opts.PriorityCutoff, s.opts.NewPodScaleUpDelay, s.opts.Clock.Now())
+	candidates := state.Pods
+	if candidates == nil {
+		candidates = Candidates(snap.PendingPods(), s.opts.PriorityCutoff, s.opts.NewPodScaleUpDelay, s.opts.Clock.Now())
+	}
 	if len(candidates) == 0 {
 		return plan
 	}

@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,11 +31,13 @@ const (
 	requestExpiry = 7 * 24 * time.Hour
 )
 
-// provisioningRequests are the check-capacity ProvisioningRequests of one
-// workload cluster, for its engine (provisioning.Checker): it lists those
-// waiting for an answer or booked, with their pods resolved, and writes
-// the engine's answers, the bookings' end and the failures to their status,
-// as the upstream autoscaler does.
+// provisioningRequests are the ProvisioningRequests of one workload
+// cluster of the classes check-capacity and best-effort-atomic-scale-up,
+// for its engine (provisioning.Lister): it lists those waiting for an
+// answer, scaling up or booked, with their pods resolved, and writes the
+// engine's answers, the bookings' end and the failures to their status, as
+// the upstream autoscaler does. An atomic scale-up in progress is kept in
+// the status too (provisioningv1.ScaleUpDetail).
 type provisioningRequests struct {
 	// optionalKind lists the ProvisioningRequests; its live client also
 	// reads PodTemplates and writes the requests' status.
@@ -52,7 +57,34 @@ func newProvisioningRequests(cached client.Reader, live func(context.Context) (c
 	return &provisioningRequests{optionalKind: optionalKind{kind: "ProvisioningRequests", cached: cached, live: live, clock: clock}}
 }
 
-// ListRequests lists the check-capacity requests waiting for an answer or
+// served tells whether the engine serves the request: a class it knows,
+// not meant for another instance, not over.
+func served(request *provisioningv1.ProvisioningRequest) bool {
+	switch provisioning.Class(request.Spec.ProvisioningClassName) {
+	case provisioning.CheckCapacity:
+		if request.Spec.Parameters[provisioningv1.ProcessorInstanceParameter] != "" {
+			return false
+		}
+	case provisioning.AtomicScaleUp:
+	default:
+		return false
+	}
+	return !meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.FailedCondition) &&
+		!meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.BookingExpiredCondition)
+}
+
+// validity is how long after its creation a request that got no capacity
+// is tried: its ValidUntilSeconds parameter for an atomic one, else 7 days.
+func validity(request *provisioningv1.ProvisioningRequest) time.Duration {
+	if provisioning.Class(request.Spec.ProvisioningClassName) == provisioning.AtomicScaleUp {
+		if seconds, err := strconv.Atoi(string(request.Spec.Parameters[provisioningv1.ValidUntilSecondsParameter])); err == nil && seconds > 0 {
+			return time.Duration(seconds) * time.Second
+		}
+	}
+	return requestExpiry
+}
+
+// ListRequests lists the requests waiting for an answer, scaling up or
 // booked. It ends the bookings that are over and fails the requests that
 // expired or whose pods cannot be built.
 func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning.Request, error) {
@@ -65,34 +97,40 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 	if err != nil {
 		return nil, err
 	}
+	// Oldest first: they are answered in this order.
+	slices.SortStableFunc(list.Items, func(a, b provisioningv1.ProvisioningRequest) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
 	podSets := map[types.UID][]provisioning.PodSet{}
 	c.listed = map[types.UID]*provisioningv1.ProvisioningRequest{}
 	var requests []provisioning.Request
 	for i := range list.Items {
 		request := &list.Items[i]
-		if request.Spec.ProvisioningClassName != provisioningv1.CheckCapacityProvisioningClass ||
-			request.Spec.Parameters[provisioningv1.ProcessorInstanceParameter] != "" ||
-			meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.FailedCondition) ||
-			meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.BookingExpiredCondition) {
+		if !served(request) {
 			continue
 		}
 		provisioned := meta.FindStatusCondition(request.Status.Conditions, provisioningv1.ProvisionedCondition)
 		booked := provisioned != nil && provisioned.Status == metav1.ConditionTrue
+		scaleUp, err := scaleUpOf(request)
 		switch {
+		case err != nil:
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
+				provisioningv1.ScaleUpFailedReason, err.Error(), now))
+			continue
 		case booked && now.Sub(provisioned.LastTransitionTime.Time) >= bookingTime:
-			c.setConditions(ctx, live, request, condition(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue,
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue,
 				provisioningv1.CapacityReservationTimeExpiredReason, fmt.Sprintf("The capacity was booked for %s", bookingTime), now))
 			continue
-		case !booked && now.Sub(request.CreationTimestamp.Time) >= requestExpiry:
-			c.setConditions(ctx, live, request, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.ExpiredReason, fmt.Sprintf("No capacity was found within %s of the request's creation", requestExpiry), now))
+		case !booked && scaleUp == nil && now.Sub(request.CreationTimestamp.Time) >= validity(request):
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
+				provisioningv1.ExpiredReason, fmt.Sprintf("No capacity was found within %s of the request's creation", validity(request)), now))
 			continue
 		}
 		sets, known := c.podSets[request.UID]
 		if !known {
 			var err error
 			if sets, err = resolvePodSets(ctx, live, request); apierrors.IsNotFound(err) {
-				c.setConditions(ctx, live, request, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
+				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
 					provisioningv1.FailedToCreatePodsReason, err.Error(), now))
 				continue
 			} else if err != nil {
@@ -104,11 +142,26 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 		podSets[request.UID] = sets
 		c.listed[request.UID] = request
 		requests = append(requests, provisioning.Request{
-			Namespace: request.Namespace, Name: request.Name, UID: request.UID, PodSets: sets, Booked: booked,
+			Namespace: request.Namespace, Name: request.Name, UID: request.UID,
+			Class: provisioning.Class(request.Spec.ProvisioningClassName), PodSets: sets, Booked: booked, ScaleUp: scaleUp,
 		})
 	}
 	c.podSets = podSets
 	return requests, nil
+}
+
+// scaleUpOf reads the atomic scale-up in progress from a request's status.
+func scaleUpOf(request *provisioningv1.ProvisioningRequest) (*provisioning.ScaleUp, error) {
+	detail, ok := request.Status.ProvisioningClassDetails[provisioningv1.ScaleUpDetail]
+	if !ok {
+		return nil, nil
+	}
+	scaleUp := &provisioning.ScaleUp{}
+	if err := json.Unmarshal([]byte(detail), scaleUp); err != nil || len(scaleUp.Groups) == 0 {
+		return nil, fmt.Errorf("provisioningClassDetails[%s] no longer says which nodes the scale-up in progress added, so they cannot be followed: %q",
+			provisioningv1.ScaleUpDetail, detail)
+	}
+	return scaleUp, nil
 }
 
 // resolvePodSets reads the PodTemplates of a request's podSets.
@@ -124,9 +177,7 @@ func resolvePodSets(ctx context.Context, live client.Client, request *provisioni
 	return sets, nil
 }
 
-// Answer writes the engine's answers: Provisioned=True when the capacity
-// was found (it is then booked), else Provisioned=False, or Failed=True
-// for a request that asked not to be retried.
+// Answer writes the engine's answers to the requests' status.
 func (c *provisioningRequests) Answer(ctx context.Context, answers []provisioning.Answer) {
 	live, err := c.live(ctx)
 	if err != nil {
@@ -138,15 +189,28 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 		if !ok {
 			continue
 		}
-		switch {
-		case answer.Found:
-			c.setConditions(ctx, live, request, condition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityIsFoundReason, "The pods fit in the cluster as it is; the capacity is booked for them", now))
-		case request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true":
-			c.setConditions(ctx, live, request, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
-		default:
-			c.setConditions(ctx, live, request, condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse,
+		noRetry := request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
+		switch answer.Outcome {
+		case provisioning.Found:
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue,
+				provisioningv1.CapacityIsFoundReason, answer.Message, now))
+		case provisioning.Provisioned:
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue,
+				provisioningv1.CapacityIsProvisionedReason, answer.Message, now))
+		case provisioning.ScalingUp:
+			c.setStatus(ctx, live, request, answer.ScaleUp, condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse,
+				provisioningv1.ScaleUpInProgressReason, answer.Message, now))
+		case provisioning.ScaleUpFailed:
+			c.setStatus(ctx, live, request, nil,
+				condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason, answer.Message, now),
+				condition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason, answer.Message, now))
+		case provisioning.NotFound:
+			if noRetry {
+				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
+					provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
+				continue
+			}
+			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse,
 				provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
 		}
 	}
@@ -156,9 +220,11 @@ func condition(conditionType string, status metav1.ConditionStatus, reason, mess
 	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
 }
 
-// setConditions sets Accepted and the given conditions on a request's
-// status, and writes it when it changed.
-func (c *provisioningRequests) setConditions(ctx context.Context, live client.Client, request *provisioningv1.ProvisioningRequest, conditions ...metav1.Condition) {
+// setStatus sets Accepted and the given conditions on a request's status,
+// and the scale-up in progress (none when nil), and writes it when it
+// changed.
+func (c *provisioningRequests) setStatus(ctx context.Context, live client.Client, request *provisioningv1.ProvisioningRequest,
+	scaleUp *provisioning.ScaleUp, conditions ...metav1.Condition) {
 	updated := request.DeepCopy()
 	now := c.clock.Now()
 	for _, condition := range append([]metav1.Condition{
@@ -166,6 +232,18 @@ func (c *provisioningRequests) setConditions(ctx context.Context, live client.Cl
 	}, conditions...) {
 		condition.ObservedGeneration = request.Generation
 		meta.SetStatusCondition(&updated.Status.Conditions, condition)
+	}
+	delete(updated.Status.ProvisioningClassDetails, provisioningv1.ScaleUpDetail)
+	if scaleUp != nil {
+		detail, err := json.Marshal(scaleUp)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to encode the scale-up of a provisioning request", "ProvisioningRequest", klog.KObj(request))
+			return
+		}
+		if updated.Status.ProvisioningClassDetails == nil {
+			updated.Status.ProvisioningClassDetails = map[string]provisioningv1.Detail{}
+		}
+		updated.Status.ProvisioningClassDetails[provisioningv1.ScaleUpDetail] = provisioningv1.Detail(detail)
 	}
 	if equality.Semantic.DeepEqual(request.Status, updated.Status) {
 		return

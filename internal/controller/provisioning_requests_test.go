@@ -25,18 +25,28 @@ var _ = Describe("Check-capacity provisioning requests", func() {
 		clock     *clocktesting.FakeClock
 		checker   *provisioningRequests
 	)
-	createRequest := func(name string, parameters map[string]provisioningv1.Parameter) *provisioningv1.ProvisioningRequest {
+	createRequestOf := func(class, name string, parameters map[string]provisioningv1.Parameter) *provisioningv1.ProvisioningRequest {
 		GinkgoHelper()
 		request := &provisioningv1.ProvisioningRequest{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Spec: provisioningv1.ProvisioningRequestSpec{
-				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
+				ProvisioningClassName: class,
 				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "worker"}, Count: 3}},
 				Parameters:            parameters,
 			},
 		}
 		Expect(k8sClient.Create(ctx, request)).To(Succeed())
 		return request
+	}
+	createRequest := func(name string, parameters map[string]provisioningv1.Parameter) *provisioningv1.ProvisioningRequest {
+		GinkgoHelper()
+		return createRequestOf(provisioningv1.CheckCapacityProvisioningClass, name, parameters)
+	}
+	statusOf := func(name string) provisioningv1.ProvisioningRequestStatus {
+		GinkgoHelper()
+		request := &provisioningv1.ProvisioningRequest{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, request)).To(Succeed())
+		return request.Status
 	}
 	conditionsOf := func(name string) []metav1.Condition {
 		GinkgoHelper()
@@ -71,7 +81,7 @@ var _ = Describe("Check-capacity provisioning requests", func() {
 
 		requests := listRequests()
 		Expect(requests).To(ConsistOf(SatisfyAll(HaveField("Booked", false), HaveField("PodSets", ConsistOf(HaveField("Count", int32(3)))))))
-		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "job", UID: request.UID, Found: true}})
+		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "job", UID: request.UID, Outcome: provisioning.Found}})
 		Expect(conditionsOf("job")).To(SatisfyAll(
 			haveCondition(provisioningv1.AcceptedCondition, metav1.ConditionTrue, provisioningv1.AcceptedReason),
 			haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsFoundReason)))
@@ -88,8 +98,8 @@ var _ = Describe("Check-capacity provisioning requests", func() {
 		Expect(listRequests()).To(HaveLen(2))
 
 		checker.Answer(ctx, []provisioning.Answer{
-			{Namespace: namespace, Name: "retried", UID: retried.UID, Message: "1 of the 3 pods fit on no node"},
-			{Namespace: namespace, Name: "once", UID: once.UID, Message: "1 of the 3 pods fit on no node"},
+			{Namespace: namespace, Name: "retried", UID: retried.UID, Outcome: provisioning.NotFound, Message: "1 of the 3 pods fit on no node"},
+			{Namespace: namespace, Name: "once", UID: once.UID, Outcome: provisioning.NotFound, Message: "1 of the 3 pods fit on no node"},
 		})
 
 		Expect(conditionsOf("retried")).To(haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.CapacityIsNotFoundReason))
@@ -119,5 +129,48 @@ var _ = Describe("Check-capacity provisioning requests", func() {
 		Expect(listRequests()).To(BeEmpty())
 		Expect(conditionsOf("missing")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.FailedToCreatePodsReason))
 		Expect(conditionsOf("other")).To(BeEmpty())
+	})
+
+	It("keeps an atomic scale-up in progress in the status, and says how it ended", func() {
+		request := createRequestOf(provisioningv1.BestEffortAtomicScaleUpProvisioningClass, "atomic", nil)
+		Expect(listRequests()).To(ConsistOf(HaveField("Class", provisioning.AtomicScaleUp)))
+
+		By("starting a scale-up")
+		scaleUp := &provisioning.ScaleUp{Started: clock.Now().UTC().Truncate(time.Second), Groups: map[string]int{"MachineDeployment/ns/a": 2}}
+		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "atomic", UID: request.UID,
+			Outcome: provisioning.ScalingUp, Message: "Adding 2 to MachineDeployment/ns/a for the 3 pods", ScaleUp: scaleUp}})
+		Expect(conditionsOf("atomic")).To(haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpInProgressReason))
+		Expect(statusOf("atomic").ProvisioningClassDetails).To(HaveKey(provisioningv1.ScaleUpDetail))
+		Eventually(listRequests).Should(ConsistOf(HaveField("ScaleUp", Equal(scaleUp))), "a restarted manager reads it back")
+
+		By("its nodes coming up")
+		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "atomic", UID: request.UID, Outcome: provisioning.Provisioned}})
+		Expect(conditionsOf("atomic")).To(haveCondition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsProvisionedReason))
+		Expect(statusOf("atomic").ProvisioningClassDetails).NotTo(HaveKey(provisioningv1.ScaleUpDetail))
+		Eventually(listRequests).Should(ConsistOf(SatisfyAll(HaveField("Booked", true), HaveField("ScaleUp", BeNil()))))
+	})
+
+	It("fails an atomic request whose scale-up failed, or whose scale-up it can no longer read", func() {
+		failed := createRequestOf(provisioningv1.BestEffortAtomicScaleUpProvisioningClass, "failed", nil)
+		Expect(listRequests()).To(HaveLen(1))
+		checker.Answer(ctx, []provisioning.Answer{{Namespace: namespace, Name: "failed", UID: failed.UID,
+			Outcome: provisioning.ScaleUpFailed, Message: "Instance m-1 of MachineDeployment/ns/a failed: no capacity; the nodes it added were removed"}})
+		Expect(conditionsOf("failed")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason))
+
+		garbled := createRequestOf(provisioningv1.BestEffortAtomicScaleUpProvisioningClass, "garbled", nil)
+		garbled.Status.ProvisioningClassDetails = map[string]provisioningv1.Detail{provisioningv1.ScaleUpDetail: "{"}
+		Expect(k8sClient.Status().Update(ctx, garbled)).To(Succeed())
+		Eventually(listRequests).Should(BeEmpty())
+		Expect(conditionsOf("garbled")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason))
+	})
+
+	It("fails an atomic request that found no capacity within its ValidUntilSeconds", func() {
+		createRequestOf(provisioningv1.BestEffortAtomicScaleUpProvisioningClass, "short", map[string]provisioningv1.Parameter{
+			provisioningv1.ValidUntilSecondsParameter: "60"})
+		Expect(listRequests()).To(HaveLen(1))
+
+		clock.Step(time.Minute)
+		Expect(listRequests()).To(BeEmpty())
+		Expect(conditionsOf("short")).To(haveCondition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ExpiredReason))
 	})
 })

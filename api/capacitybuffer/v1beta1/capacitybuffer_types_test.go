@@ -2,8 +2,6 @@ package v1beta1_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,31 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/schematest"
 )
-
-// readExample returns the buffer of a YAML file in testdata, as a user of
-// the upstream autoscaler would write it, in the namespace default.
-func readExample(file string) *unstructured.Unstructured {
-	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	Expect(err).NotTo(HaveOccurred())
-	data, err = yaml.YAMLToJSON(data)
-	Expect(err).NotTo(HaveOccurred())
-	example := &unstructured.Unstructured{}
-	Expect(example.UnmarshalJSON(data)).To(Succeed())
-	example.SetNamespace(metav1.NamespaceDefault)
-	return example
-}
-
-// createForTest creates obj and deletes it when the spec ends.
-func createForTest(obj client.Object) {
-	GinkgoHelper()
-	Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, obj))).To(Succeed()) })
-}
 
 // newBuffer returns a valid buffer, changed by mutate.
 func newBuffer(mutate func(spec *capacitybufferv1beta1.CapacityBufferSpec)) *capacitybufferv1beta1.CapacityBuffer {
@@ -59,9 +36,9 @@ func quantity(s string) resource.Quantity { return resource.MustParse(s) }
 var _ = Describe("CapacityBuffer schema", func() {
 	DescribeTable("accepts buffers written for the upstream autoscaler unchanged",
 		func(file string, check func(spec capacitybufferv1beta1.CapacityBufferSpec)) {
-			example := readExample(file)
+			example := schematest.ReadExample(file)
 			created := example.DeepCopy()
-			createForTest(created)
+			schematest.CreateForTest(ctx, k8sClient, created)
 
 			// The API server drops fields its schema does not know without an
 			// error: a field named differently here than upstream would vanish.
@@ -103,7 +80,7 @@ var _ = Describe("CapacityBuffer schema", func() {
 	)
 
 	It("accepts a percentage above 100, as upstream does: 200 keeps twice the workload's replicas", func() {
-		createForTest(newBuffer(func(spec *capacitybufferv1beta1.CapacityBufferSpec) {
+		schematest.CreateForTest(ctx, k8sClient, newBuffer(func(spec *capacitybufferv1beta1.CapacityBufferSpec) {
 			spec.PodTemplateRef = nil
 			spec.ScalableRef = &capacitybufferv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "web"}
 			spec.Replicas = nil
@@ -115,7 +92,7 @@ var _ = Describe("CapacityBuffer schema", func() {
 		buffer := newBuffer(func(spec *capacitybufferv1beta1.CapacityBufferSpec) {
 			spec.ProvisioningStrategy = ptr.To("example.com/standby-capacity")
 		})
-		createForTest(buffer)
+		schematest.CreateForTest(ctx, k8sClient, buffer)
 		Expect(buffer.Spec.ProvisioningStrategy).To(HaveValue(Equal("example.com/standby-capacity")))
 	})
 
@@ -156,7 +133,7 @@ var _ = Describe("CapacityBuffer schema", func() {
 	)
 
 	It("refuses limits that are not quantities", func() {
-		buffer := readExample("podtemplate-limits.yaml")
+		buffer := schematest.ReadExample("podtemplate-limits.yaml")
 		Expect(unstructured.SetNestedField(buffer.Object, "forty", "spec", "limits", "cpu")).To(Succeed())
 		err := k8sClient.Create(ctx, buffer)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused as invalid: %v", err)
@@ -164,8 +141,8 @@ var _ = Describe("CapacityBuffer schema", func() {
 	})
 
 	It("takes the autoscaler's answer through the status subresource only, and shows it in kubectl get", func() {
-		buffer := readExample("podtemplate-replicas.yaml")
-		createForTest(buffer)
+		buffer := schematest.ReadExample("podtemplate-replicas.yaml")
+		schematest.CreateForTest(ctx, k8sClient, buffer)
 		typed := &capacitybufferv1beta1.CapacityBuffer{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(buffer), typed)).To(Succeed())
 		generation := typed.Generation

@@ -17,9 +17,11 @@ const (
 	// (7 days after its creation upstream).
 	CheckCapacityProvisioningClass = "check-capacity.autoscaling.x-k8s.io"
 	// BestEffortAtomicScaleUpProvisioningClass adds the nodes for the pods
-	// of all podSets in one scale-up, or none: Provisioned=True with reason
-	// CapacityIsProvisioned once the scale-up is requested (CapacityIsFound
-	// when the pods already fit), without waiting for the nodes to start.
+	// of all podSets in one scale-up, or none: upstream sets
+	// Provisioned=True with reason CapacityIsProvisioned once the scale-up
+	// is requested (CapacityIsFound when the pods already fit), without
+	// waiting for the nodes to start. capi-autoscaler sets it once the
+	// nodes are up, and removes them all when one fails (ScaleUpFailedReason).
 	BestEffortAtomicScaleUpProvisioningClass = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 )
 
@@ -120,7 +122,22 @@ const (
 	// ExpiredReason goes with Failed=True when a check-capacity request
 	// was not provisioned in time (7 days after its creation upstream).
 	ExpiredReason = "Expired"
+
+	// ScaleUpInProgressReason, capi-autoscaler's, goes with
+	// Provisioned=False while the nodes of an atomic scale-up come: the
+	// request is provisioned once they are all up.
+	ScaleUpInProgressReason = "ScaleUpInProgress"
+	// ScaleUpFailedReason, capi-autoscaler's, goes with Failed=True when a
+	// node of an atomic scale-up failed or did not come in time, and the
+	// nodes it added were removed.
+	ScaleUpFailedReason = "ScaleUpFailed"
 )
+
+// ScaleUpDetail, capi-autoscaler's key of provisioningClassDetails, holds
+// the atomic scale-up in progress for a best-effort-atomic-scale-up request
+// (JSON: when it started, the nodes it added to each group, the instances
+// that appeared for them), so that a restarted manager follows it.
+const ScaleUpDetail = "autoscaling.cluster.x-k8s.io/scale-up"
 
 // ProvisioningRequest asks for capacity for a group of pods at once, named
 // by the PodTemplates of its podSets. The pods that use it name it in

@@ -1,42 +1,17 @@
 package v1_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	provisioningrequestv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/test/schematest"
 )
-
-// readExample returns the request of a YAML file in testdata, as a user of
-// the upstream autoscaler (or Kueue) would write it, in the namespace
-// default.
-func readExample(file string) *unstructured.Unstructured {
-	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	Expect(err).NotTo(HaveOccurred())
-	data, err = yaml.YAMLToJSON(data)
-	Expect(err).NotTo(HaveOccurred())
-	example := &unstructured.Unstructured{}
-	Expect(example.UnmarshalJSON(data)).To(Succeed())
-	example.SetNamespace(metav1.NamespaceDefault)
-	return example
-}
-
-// createForTest creates obj and deletes it when the spec ends.
-func createForTest(obj client.Object) {
-	GinkgoHelper()
-	Expect(k8sClient.Create(ctx, obj)).To(Succeed())
-	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, obj))).To(Succeed()) })
-}
 
 // newRequest returns a valid check-capacity request, changed by mutate.
 func newRequest(mutate func(spec *provisioningrequestv1.ProvisioningRequestSpec)) *provisioningrequestv1.ProvisioningRequest {
@@ -64,9 +39,9 @@ func podSets(n int) []provisioningrequestv1.PodSet {
 var _ = Describe("ProvisioningRequest schema", func() {
 	DescribeTable("accepts requests written for the upstream autoscaler unchanged",
 		func(file string, want provisioningrequestv1.ProvisioningRequestSpec) {
-			example := readExample(file)
+			example := schematest.ReadExample(file)
 			created := example.DeepCopy()
-			createForTest(created)
+			schematest.CreateForTest(ctx, k8sClient, created)
 
 			// The API server drops fields its schema does not know without an
 			// error: a field named differently here than upstream would vanish.
@@ -92,7 +67,7 @@ var _ = Describe("ProvisioningRequest schema", func() {
 	)
 
 	It("accepts the classes of other provisioners", func() {
-		createForTest(newRequest(func(spec *provisioningrequestv1.ProvisioningRequestSpec) {
+		schematest.CreateForTest(ctx, k8sClient, newRequest(func(spec *provisioningrequestv1.ProvisioningRequestSpec) {
 			spec.ProvisioningClassName = "queued-provisioning.gke.io"
 		}))
 	})
@@ -134,7 +109,7 @@ var _ = Describe("ProvisioningRequest schema", func() {
 			request := newRequest(func(spec *provisioningrequestv1.ProvisioningRequestSpec) {
 				spec.Parameters = map[string]provisioningrequestv1.Parameter{provisioningrequestv1.NoRetryParameter: "true"}
 			})
-			createForTest(request)
+			schematest.CreateForTest(ctx, k8sClient, request)
 			change(&request.Spec)
 			err := k8sClient.Update(ctx, request)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "refused as invalid: %v", err)
@@ -156,14 +131,14 @@ var _ = Describe("ProvisioningRequest schema", func() {
 
 	It("takes changes to the metadata", func() {
 		request := newRequest(nil)
-		createForTest(request)
+		schematest.CreateForTest(ctx, k8sClient, request)
 		request.Labels = map[string]string{"team": "training"}
 		Expect(k8sClient.Update(ctx, request)).To(Succeed())
 	})
 
 	It("takes the autoscaler's answer through the status subresource only", func() {
 		request := newRequest(nil)
-		createForTest(request)
+		schematest.CreateForTest(ctx, k8sClient, request)
 		generation := request.Generation
 		status := provisioningrequestv1.ProvisioningRequestStatus{
 			Conditions: []metav1.Condition{{

@@ -1,0 +1,478 @@
+package autoscaler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// Events of the atomic scale-ups of ProvisioningRequests, on node groups.
+const (
+	EventScaleUpRolledBack = "ScaleUpRolledBack"
+)
+
+// atomicScaleUp is what the engine remembers of an atomic scale-up in
+// progress: the record, also kept in the request's status but followed from
+// here even when writing that failed, and the instances each group had
+// before it, so that those that appear since are the scale-up's.
+type atomicScaleUp struct {
+	record *provisioning.ScaleUp
+	before map[string]sets.Set[string]
+}
+
+// readRequests lists the ProvisioningRequests the engine serves, within
+// OptionalReadTimeout. Pending pods that consume a request whose atomic
+// scale-up is in progress are left out of the snapshot: they wait for the
+// nodes it adds, and must not start a scale-up of their own. A failure
+// does not stop the loop: it goes on without requests, and the status says
+// why.
+func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
+	if s.opts.Requests == nil {
+		return
+	}
+	readCtx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
+	requests, err := s.opts.Requests.ListRequests(readCtx)
+	cancel()
+	if err != nil {
+		if err.Error() != s.history.requestsError {
+			klog.FromContext(ctx).Error(err, "Cannot read the provisioning requests of the cluster; none is answered")
+		}
+		s.history.requestsError = err.Error()
+		l.status.RequestsError = err.Error()
+		return
+	}
+	s.history.requestsError = ""
+	l.requests = requests
+
+	listed := sets.New[types.UID]()
+	scaling := sets.New[string]()
+	l.reserved = map[string]int{}
+	for i := range requests {
+		request := &requests[i]
+		listed.Insert(request.UID)
+		if remembered := s.history.scaleUps[request.UID]; remembered != nil && request.ScaleUp == nil && !request.Booked {
+			request.ScaleUp = remembered.record
+		}
+		if request.ScaleUp == nil {
+			continue
+		}
+		scaling.Insert(request.Key())
+		registered := registeredInstances(l.groups.Groups, request.ScaleUp)
+		for id, added := range request.ScaleUp.Groups {
+			l.reserved[id] += max(added-registered[id], 0)
+		}
+	}
+	// A request deleted during its scale-up leaves its nodes to scale-down.
+	maps.DeleteFunc(s.history.scaleUps, func(uid types.UID, _ *atomicScaleUp) bool { return !listed.Has(uid) })
+	if scaling.Len() > 0 {
+		in.Pods = slices.DeleteFunc(slices.Clone(in.Pods), func(pod *corev1.Pod) bool {
+			return pod.Spec.NodeName == "" && scaling.Has(provisioning.ConsumerOf(pod.Namespace, pod.Annotations))
+		})
+		in.CachedPods = slices.DeleteFunc(slices.Clone(in.CachedPods), func(pod *snapshot.Pod) bool {
+			return pod.NodeName == "" && scaling.Has(provisioning.ConsumerOf(pod.Namespace, pod.Annotations))
+		})
+	}
+}
+
+// registeredInstances counts, by group ID, the instances of a scale-up
+// that registered a node.
+func registeredInstances(groups []nodegroups.NodeGroup, scaleUp *provisioning.ScaleUp) map[string]int {
+	counts := map[string]int{}
+	for _, group := range groups {
+		ours := sets.New(scaleUp.Instances[group.ID()]...)
+		if _, ok := scaleUp.Groups[group.ID()]; !ok {
+			continue
+		}
+		for _, instance := range group.Instances() {
+			if ours.Has(instanceKey(instance)) && instance.NodeName != "" {
+				counts[group.ID()]++
+			}
+		}
+	}
+	return counts
+}
+
+// bookRequests finds where the pods still to come of the booked requests
+// have their room (l.booked): scale-up gives it to no other pod, and
+// scale-down keeps it. Pods that consume a request take their share of its
+// room already.
+func (s *steps) bookRequests(ctx context.Context, l *loop) {
+	if !slices.ContainsFunc(l.requests, func(r provisioning.Request) bool { return r.Booked }) {
+		return
+	}
+	l.snapshot.Fork()
+	defer l.snapshot.Revert()
+	consumed := consumers(l.snapshot)
+	sched := simulator.NewScheduler(ctx, l.snapshot)
+	for i := range l.requests {
+		if request := &l.requests[i]; request.Booked {
+			result := sched.SchedulePods(request.Pods(consumed[request.Key()]), simulator.ScheduleOptions{})
+			l.booked = append(l.booked, result.Scheduled...)
+		}
+	}
+}
+
+// answerRequests answers the requests not booked, oldest first, after the
+// scale-up of pending pods, on the nodes that exist with the room pending
+// pods wait for held:
+//   - a request whose pods all fit is found, and its room booked;
+//   - a check-capacity request is otherwise not found;
+//   - an atomic scale-up in progress is followed: provisioned once its
+//     pods fit, rolled back when a node of it fails or does not come;
+//   - a best-effort-atomic-scale-up request gets one scale-up for all its
+//     pods, or none: at most one starts per loop, and none in a loop that
+//     scaled up already, whose groups' sizes the plan would not see.
+func (s *steps) answerRequests(ctx context.Context, l *loop) {
+	if len(l.requests) == 0 {
+		return
+	}
+	consumed := consumers(l.snapshot)
+	l.snapshot.Fork()
+	defer l.snapshot.Revert()
+	placeWaitingPods(l.snapshot, slices.Concat(l.booked, l.absorbed))
+	mayStart := len(l.increased) == 0
+
+	var answers []provisioning.Answer
+	for i := range l.requests {
+		request := &l.requests[i]
+		if request.Booked {
+			continue
+		}
+		pods := request.Pods(consumed[request.Key()])
+		answer := provisioning.Answer{Namespace: request.Namespace, Name: request.Name, UID: request.UID}
+		placements, unplaced := s.tryPlace(ctx, l, pods)
+		switch {
+		case unplaced == 0 && request.ScaleUp != nil:
+			answer.Outcome, answer.Message = provisioning.Provisioned, "The nodes of the scale-up are up and all the pods fit; the capacity is booked for them"
+			delete(s.history.scaleUps, request.UID)
+		case unplaced == 0:
+			answer.Outcome, answer.Message = provisioning.Found, "The pods fit in the cluster as it is; the capacity is booked for them"
+		case request.ScaleUp != nil:
+			answer = s.followScaleUp(ctx, l, request, answer)
+		case request.Class == provisioning.CheckCapacity:
+			answer.Outcome = provisioning.NotFound
+			answer.Message = fmt.Sprintf("%d of the %d pods fit on no node of the cluster as it is", unplaced, len(pods))
+		case !mayStart:
+			continue
+		default:
+			answer = s.startScaleUp(ctx, l, request, pods, answer)
+			mayStart = answer.Outcome != provisioning.ScalingUp
+		}
+		if answer.Outcome == provisioning.Found || answer.Outcome == provisioning.Provisioned {
+			for _, placement := range placements {
+				_ = l.snapshot.AddPod(snapshot.NewPodInfo(placement.Pod), placement.NodeName)
+			}
+			l.booked = append(l.booked, placements...)
+		}
+		answers = append(answers, answer)
+	}
+	s.opts.Requests.Answer(ctx, answers)
+}
+
+// tryPlace places pods on the nodes of the snapshot, all or none, and
+// returns where, or how many fit nowhere.
+func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]simulator.Placement, int) {
+	l.snapshot.Fork()
+	defer l.snapshot.Revert()
+	result := simulator.NewScheduler(ctx, l.snapshot).SchedulePods(pods, simulator.ScheduleOptions{})
+	if len(result.Unschedulable) > 0 {
+		return nil, cmp.Or(len(pods)-len(result.Scheduled), 1)
+	}
+	return result.Scheduled, 0
+}
+
+// startScaleUp plans new nodes for all the pods of a request, within the
+// groups' max sizes, the cluster's limits and backoffs, counting on no
+// node on its way (those are other pods'), and raises every group of the
+// plan, or none: a group that fails to grow takes back the others'
+// increases.
+func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
+	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
+	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
+		Upcoming: map[string]int{},
+		Skip:     func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
+		Pods:     pods,
+	})
+	if len(plan.NoScaleUp) > 0 || len(plan.Increases) == 0 {
+		answer.Outcome = provisioning.NotFound
+		answer.Message = fmt.Sprintf("No scale-up can add nodes for all the %d pods; nothing was added", len(pods))
+		if len(plan.NoScaleUp) > 0 {
+			answer.Message = fmt.Sprintf("%d of the %d pods fit on no new node (%s); nothing was added",
+				len(plan.NoScaleUp), len(pods), strings.TrimPrefix(plan.NoScaleUp[0].Message(), "pod didn't trigger scale-up: "))
+		}
+		return answer
+	}
+
+	before := map[string]sets.Set[string]{}
+	for _, increase := range plan.Increases {
+		before[increase.Group.ID()] = instanceKeys(increase.Group)
+	}
+	for i, increase := range plan.Increases {
+		id := increase.Group.ID()
+		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
+			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
+			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
+			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "api")
+			for _, done := range plan.Increases[:i] {
+				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
+					s.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
+				}
+			}
+			answer.Outcome, answer.Message = provisioning.NotFound, message+"; the other increases were taken back"
+			return answer
+		}
+	}
+
+	record := &provisioning.ScaleUp{Started: l.now, Groups: map[string]int{}}
+	var added []string
+	for _, increase := range plan.Increases {
+		id := increase.Group.ID()
+		target := s.state.Group(id).Target
+		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		l.increased[id] += increase.Delta
+		record.Groups[id] = increase.Delta
+		added = append(added, fmt.Sprintf("%d to %s", increase.Delta, id))
+		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
+			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
+				request.Key(), id, target+increase.Delta, target, increase.Group.MaxSize()))
+	}
+	s.history.lastScaleUp = l.now
+	s.planner.RecordScaleUp(l.now)
+	s.opts.Metrics.recordScaleUp(s.opts.ClusterName, plan.NewNodes())
+	if s.history.scaleUps == nil {
+		s.history.scaleUps = map[types.UID]*atomicScaleUp{}
+	}
+	s.history.scaleUps[request.UID] = &atomicScaleUp{record: record, before: before}
+	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
+	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
+	answer.Message = fmt.Sprintf("Adding %s for the %d pods", strings.Join(added, ", "), len(pods))
+	return answer
+}
+
+// followScaleUp notes the instances that appeared for a scale-up in
+// progress, and rolls it back when one of them failed or its nodes did not
+// all come within the groups' max provision time.
+func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
+	record := request.ScaleUp
+	remembered := s.history.scaleUps[request.UID]
+	if remembered == nil {
+		// A manager that restarted since the scale-up started: the
+		// instances that appear from now on are the scale-up's.
+		remembered = &atomicScaleUp{record: record, before: map[string]sets.Set[string]{}}
+		for _, group := range l.groups.Groups {
+			if _, ok := record.Groups[group.ID()]; ok {
+				remembered.before[group.ID()] = instanceKeys(group)
+			}
+		}
+		if s.history.scaleUps == nil {
+			s.history.scaleUps = map[types.UID]*atomicScaleUp{}
+		}
+		s.history.scaleUps[request.UID] = remembered
+	}
+
+	record = noteInstances(record, l.groups.Groups, remembered)
+	remembered.record = record
+	failure := s.scaleUpFailure(l, record)
+	if failure == "" {
+		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
+		answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", record.Started.UTC().Format("15:04:05"))
+		return answer
+	}
+	l.rolledBack = true
+	kept, err := s.rollBack(ctx, l, record)
+	if err != nil {
+		// Tried again next loop: the failure stays, and what was removed
+		// already is not asked again.
+		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
+		answer.Message = fmt.Sprintf("%s; rolling back: %v", failure, err)
+		return answer
+	}
+	delete(s.history.scaleUps, request.UID)
+	klog.FromContext(ctx).Info("Rolled back an atomic scale-up", "ProvisioningRequest", klog.KRef(request.Namespace, request.Name),
+		"failure", failure, "keptNodesWithPods", kept)
+	answer.Outcome = provisioning.ScaleUpFailed
+	answer.Message = failure + "; the nodes it added were removed"
+	if kept > 0 {
+		answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", kept)
+	}
+	return answer
+}
+
+// instanceKey names an instance across loops: its Machine's name, as its
+// ID becomes the provider ID when the Machine gets one.
+func instanceKey(instance nodegroups.Instance) string {
+	return cmp.Or(instance.Name, instance.ID)
+}
+
+// instanceKeys are the keys of a group's instances.
+func instanceKeys(group nodegroups.NodeGroup) sets.Set[string] {
+	keys := sets.New[string]()
+	for _, instance := range group.Instances() {
+		keys.Insert(instanceKey(instance))
+	}
+	return keys
+}
+
+// noteInstances returns record with the instances that appeared in its
+// groups since before, up to the nodes it added to each.
+func noteInstances(record *provisioning.ScaleUp, groups []nodegroups.NodeGroup, remembered *atomicScaleUp) *provisioning.ScaleUp {
+	updated := &provisioning.ScaleUp{Started: record.Started, Groups: record.Groups, Instances: map[string][]string{}}
+	for id, ids := range record.Instances {
+		updated.Instances[id] = slices.Clone(ids)
+	}
+	for _, group := range groups {
+		id := group.ID()
+		delta, ok := record.Groups[id]
+		if !ok {
+			continue
+		}
+		ours := sets.New(updated.Instances[id]...)
+		for _, instance := range group.Instances() {
+			if len(updated.Instances[id]) >= delta {
+				break
+			}
+			if key := instanceKey(instance); !ours.Has(key) && !remembered.before[id].Has(key) {
+				updated.Instances[id] = append(updated.Instances[id], key)
+			}
+		}
+	}
+	return updated
+}
+
+// scaleUpFailure says why a scale-up in progress failed, or "": a group of
+// it backs off (one of its instances failed, or it could not grow), one of
+// its instances failed or was removed, or its nodes did not all register
+// within the group's max provision time.
+func (s *steps) scaleUpFailure(l *loop, record *provisioning.ScaleUp) string {
+	registered := registeredInstances(l.groups.Groups, record)
+	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
+		group := groupByID(l.groups.Groups, id)
+		if group == nil {
+			return fmt.Sprintf("Node group %s is no longer autoscaled", id)
+		}
+		if backoff := s.state.BackoffOf(id, l.now); !backoff.Until.IsZero() {
+			return fmt.Sprintf("Node group %s failed to scale up (%s): %s", id, backoff.Reason, backoff.Message)
+		}
+		present := instanceKeys(group)
+		for _, instance := range group.Instances() {
+			if slices.Contains(record.Instances[id], instanceKey(instance)) && instance.Error != nil {
+				return fmt.Sprintf("Instance %s of %s failed: %s", instanceKey(instance), id, instance.Error.Message)
+			}
+		}
+		for _, ours := range record.Instances[id] {
+			if !present.Has(ours) {
+				return fmt.Sprintf("Instance %s of %s was removed", ours, id)
+			}
+		}
+		if provisionTime := s.provisionTime(group); registered[id] < record.Groups[id] && l.now.Sub(record.Started) >= provisionTime {
+			return fmt.Sprintf("%d of the %d nodes added to %s registered within %s", registered[id], record.Groups[id], id, provisionTime)
+		}
+	}
+	return ""
+}
+
+func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
+	for _, group := range groups {
+		if group.ID() == id {
+			return group
+		}
+	}
+	return nil
+}
+
+// rollBack removes what a scale-up added, group by group, the way
+// scale-down removes nodes (the instances marked, then the target size
+// lowered): the sizes it asked for that have no instance yet, its
+// instances without a node, and its nodes that run no pod but DaemonSet
+// and mirror pods. Nodes that run other pods stay, left to scale-down,
+// and are counted in kept. Instances being deleted are not asked again.
+func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.ScaleUp) (kept int, err error) {
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
+		group := groupByID(l.groups.Groups, id)
+		if group == nil {
+			continue
+		}
+		if notCreated := min(record.Groups[id]-len(record.Instances[id]), s.state.Group(id).NotCreated); notCreated > 0 {
+			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			}
+		}
+		ours := sets.New(record.Instances[id]...)
+		var unregistered []nodegroups.Instance
+		var nodes []*corev1.Node
+		for _, instance := range group.Instances() {
+			if !ours.Has(instanceKey(instance)) || instance.State == nodegroups.InstanceDeleting {
+				continue
+			}
+			switch info := l.snapshot.NodeInfo(instance.NodeName); {
+			case instance.NodeName == "":
+				unregistered = append(unregistered, instance)
+			case info != nil && runsOnlyDaemons(l.snapshot.PodsOn(instance.NodeName)):
+				nodes = append(nodes, info.Node())
+			default:
+				kept++
+			}
+		}
+		if len(unregistered) > 0 {
+			if err := group.DeleteInstances(ctx, unregistered); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			}
+		}
+		if len(nodes) > 0 {
+			if err := group.DeleteNodes(ctx, nodes); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			}
+		}
+		if len(unregistered)+len(nodes) > 0 {
+			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRolledBack,
+				fmt.Sprintf("Removing the %d instance(s) without a node and %d node(s) an atomic scale-up added", len(unregistered), len(nodes)))
+		}
+	}
+	return kept, errors.Join(errs...)
+}
+
+// runsOnlyDaemons tells whether pods are all DaemonSet and mirror pods.
+func runsOnlyDaemons(pods []*snapshot.Pod) bool {
+	for _, pod := range pods {
+		if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; !pod.IsDaemonSetPod() && !mirror {
+			return false
+		}
+	}
+	return true
+}
+
+// consumers counts, by request key, the pods of the snapshot that consume
+// a ProvisioningRequest.
+func consumers(snap *snapshot.Snapshot) map[string]int {
+	counts := map[string]int{}
+	for _, node := range snap.NodeInfos() {
+		for _, pod := range snap.PodsOn(node.Node().Name) {
+			if key := provisioning.ConsumerOf(pod.Namespace, pod.Annotations); key != "" {
+				counts[key]++
+			}
+		}
+	}
+	for _, pod := range snap.PendingPods() {
+		if key := provisioning.ConsumerOf(pod.Namespace, pod.Annotations); key != "" {
+			counts[key]++
+		}
+	}
+	return counts
+}
