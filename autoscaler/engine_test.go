@@ -369,9 +369,8 @@ func TestScaleUpForUnschedulablePods(t *testing.T) {
 	g.Expect(f.metric(t, "cluster_autoscaler_unschedulable_pods_count", "")).To(Equal(3.0))
 	g.Expect(f.metric(t, "cluster_autoscaler_cluster_safe_to_autoscale", "")).To(Equal(1.0))
 
-	By := "the next loop sees the upcoming nodes and adds none"
 	status = f.runOnce(t)
-	g.Expect(group.increases).To(Equal([]int{2}), By)
+	g.Expect(group.increases).To(Equal([]int{2}), "the next loop sees the upcoming nodes and adds none")
 	g.Expect(groupRow(status, group.id).Upcoming).To(Equal(2))
 }
 
@@ -516,10 +515,11 @@ func TestGroupWhoseTemplateCannotBeReadIsReportedAndTheOthersScaleUp(t *testing.
 	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{unreadable.id, corev1.EventTypeWarning, nodegroups.ReasonTemplateUnreadable, message}))
 	g.Expect(f.groupRecorder.reasons(withoutCapacity.id)).To(BeEmpty())
 
-	By := "the next loop, the pod still pending, reports the same problem without a new event"
+	// The next loop, the pod still pending, reports the same problem
+	// without a new event.
 	status = f.runOnce(t)
-	g.Expect(groupRow(status, unreadable.id).Problem).To(Equal(message), By)
-	g.Expect(f.groupRecorder.reasons(unreadable.id)).To(ConsistOf(nodegroups.ReasonTemplateUnreadable), By)
+	g.Expect(groupRow(status, unreadable.id).Problem).To(Equal(message))
+	g.Expect(f.groupRecorder.reasons(unreadable.id)).To(ConsistOf(nodegroups.ReasonTemplateUnreadable))
 }
 
 func TestTimedOutScaleUpBacksOffAndCorrectsTheTarget(t *testing.T) {
@@ -704,7 +704,7 @@ func TestTriggerRunsALoopBeforeTheScanInterval(t *testing.T) {
 	status := f.nextLoop(g, engine, loops, false)
 	g.Expect(status.Time).To(BeTemporally("<=", start.Add(350*time.Millisecond)),
 		"once triggers stop, the loop runs after the 200ms quiet period, not the 10s scan interval")
-	g.Consistently(loops, 100*time.Millisecond).ShouldNot(Receive(), "both triggers were served by one loop")
+	f.expectNoLoopFor(g, loops, 2*autoscaler.DefaultConfig().MinLoopInterval, "both triggers were served by one loop")
 
 	idle()
 	start = f.clock.Now()
@@ -768,6 +768,15 @@ func (f *fixture) quiesce(g Gomega, loops <-chan autoscaler.Status) {
 		}
 		return quiet >= 20
 	}).Should(BeTrue())
+}
+
+// expectNoLoopFor steps the fake clock by d, 50ms at a time, giving the
+// engine a moment after each step, and expects no loop to run.
+func (f *fixture) expectNoLoopFor(g Gomega, loops <-chan autoscaler.Status, d time.Duration, why string) {
+	for stepped := time.Duration(0); stepped < d; stepped += 50 * time.Millisecond {
+		f.clock.Step(50 * time.Millisecond)
+		g.Consistently(loops, 10*time.Millisecond, time.Millisecond).ShouldNot(Receive(), why)
+	}
 }
 
 // nextLoop steps the fake clock by 50ms, triggering the engine at each

@@ -241,8 +241,7 @@ func TestAnAtomicRequestGetsNodesForAllItsPodsAtOnce(t *testing.T) {
 		HaveField("Outcome", provisioning.ScalingUp),
 		HaveField("ScaleUp.Groups", Equal(map[string]int{small.id: 2, large.id: 1}))))
 
-	By := func(string) {}
-	By("the Machines are created, then their nodes register")
+	// The Machines are created, then their nodes register.
 	small.appear()
 	large.appear()
 	f.clock.Step(time.Minute)
@@ -333,8 +332,7 @@ func TestAFailedAtomicScaleUpRemovesEverythingItAdded(t *testing.T) {
 			g.Expect(small.increases).To(Equal([]int{2}))
 			g.Expect(large.increases).To(Equal([]int{1}))
 
-			By := func(string) {}
-			By("a's Machines register, b's does not")
+			// a's Machines register, b's does not.
 			small.appear()
 			f.register(t, small)
 			large.appear()
@@ -367,8 +365,7 @@ func TestAnAtomicScaleUpSurvivesARestart(t *testing.T) {
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}))
 
-	By := func(string) {}
-	By("a new engine, as after a restart, sees the Machines created since")
+	// A new engine, as after a restart, sees the Machines created since.
 	f.withRequests(t, requests)
 	f.clock.Step(time.Minute)
 	f.runOnce(t)

@@ -70,7 +70,7 @@ go_build_module() {
 debian_image() {
   local name=$1 packages=$2
   local mirror hash
-  mirror=$(apt_mirror)
+  mirror=$(apt_mirror) || return 1
   hash=$(inputs_hash "debian_image trim_rootfs" "$debian_suite" "$mirror" "$packages")
   if up_to_date "$name" "$hash"; then return 0; fi
   ensure_debootstrap
@@ -97,11 +97,18 @@ ensure_debootstrap() {
     { tail -20 "$work/apt.log"; return 1; }
 }
 
+# apt_mirror prints the Debian mirror the machine's apt is configured with:
+# the images are built from the packages this machine may reach, never from
+# a public mirror it may not.
 apt_mirror() {
   local mirror
   mirror=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v security | head -1)
-  [[ -n $mirror ]] || mirror=$(grep -hsE '^deb ' /etc/apt/sources.list | awk '{print $2}' | head -1)
-  echo "${mirror:-http://deb.debian.org/debian}"
+  [[ -n $mirror ]] || mirror=$(grep -hsE '^deb ' /etc/apt/sources.list | awk '{print $2}' | grep -v security | head -1)
+  if [[ -z $mirror ]]; then
+    echo "build-images: no Debian mirror in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list; configure the one this machine reaches (docs/kind-e2e.md)" >&2
+    return 1
+  fi
+  echo "$mirror"
 }
 
 # trim_rootfs drops what a container never reads: documentation, locales,
