@@ -158,7 +158,7 @@ func BenchmarkIdleLoop(b *testing.B) {
 				config.BalanceSimilarNodeGroups = true
 				engine, err := autoscaler.New(autoscaler.Options{
 					ClusterName: "default/workload",
-					Config:      config,
+					Settings:    mustSettings(b, config, clk),
 					NodeGroups:  provider,
 					Cluster:     cluster,
 					Clientset:   kubefake.NewClientset(),

@@ -50,7 +50,7 @@ func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
 	}
 	s.history.buffersError = ""
 	l.buffers = list
-	in.Pods = append(in.Pods, buffers.Pods(list, s.config.PodPriorityThreshold)...)
+	in.Pods = append(in.Pods, buffers.Pods(list, s.settings.config.PodPriorityThreshold)...)
 }
 
 // bufferStatuses counts where the plan put the virtual pods of each buffer.

@@ -39,7 +39,7 @@ func bufferOf(name string, replicas int32, cpu string) buffers.Buffer {
 func (f *fixture) withBuffers(t *testing.T, lister buffers.Lister) *fixture {
 	t.Helper()
 	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, GroupRecorder: f.groupRecorder,
 		Metrics: f.metrics, Clock: f.clock, Buffers: lister,
 	})

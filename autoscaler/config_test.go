@@ -6,10 +6,12 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"k8s.io/utils/clock"
+
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 )
 
-func TestValidateConfigRefusesAProvisionTimeUnderAMinute(t *testing.T) {
+func TestNewSettingsRefusesAProvisionTimeUnderAMinute(t *testing.T) {
 	tests := []struct {
 		provisionTime time.Duration
 		wantErr       bool
@@ -25,7 +27,7 @@ func TestValidateConfigRefusesAProvisionTimeUnderAMinute(t *testing.T) {
 			g := NewWithT(t)
 			config := autoscaler.DefaultConfig()
 			config.MaxNodeProvisionTime = tt.provisionTime
-			err := autoscaler.ValidateConfig(config)
+			_, err := autoscaler.NewSettings(config, clock.RealClock{})
 			if !tt.wantErr {
 				g.Expect(err).NotTo(HaveOccurred())
 				return
@@ -37,7 +39,7 @@ func TestValidateConfigRefusesAProvisionTimeUnderAMinute(t *testing.T) {
 
 // The deadline of a loop (Engine.Stalled) counts on the minimum loop
 // interval being over within a scan interval.
-func TestValidateConfigKeepsTheMinLoopIntervalWithinTheScanInterval(t *testing.T) {
+func TestNewSettingsKeepsTheMinLoopIntervalWithinTheScanInterval(t *testing.T) {
 	tests := []struct {
 		minLoopInterval time.Duration
 		wantErr         bool
@@ -52,7 +54,7 @@ func TestValidateConfigKeepsTheMinLoopIntervalWithinTheScanInterval(t *testing.T
 			g := NewWithT(t)
 			config := autoscaler.DefaultConfig()
 			config.MinLoopInterval = tt.minLoopInterval
-			err := autoscaler.ValidateConfig(config)
+			_, err := autoscaler.NewSettings(config, clock.RealClock{})
 			if !tt.wantErr {
 				g.Expect(err).NotTo(HaveOccurred())
 				return

@@ -34,7 +34,9 @@ import (
 type Options struct {
 	// ClusterName labels metrics and logs, e.g. "namespace/name".
 	ClusterName string
-	Config      Config
+	// Settings are the configuration the engine starts with
+	// (NewSettings, with the engine's Clock).
+	Settings *Settings
 	// NodeGroups discovers the node groups of the cluster.
 	NodeGroups nodegroups.Provider
 	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets,
@@ -113,7 +115,7 @@ func (e *PanicError) Error() string {
 }
 
 // Engine autoscales one cluster. Run it with Run; Trigger asks for an early
-// loop. It is safe to call Trigger, UpdateConfig, Status and Stalled
+// loop. It is safe to call Trigger, Apply, Config, Status and Stalled
 // concurrently with Run.
 type Engine struct {
 	opts    Options
@@ -124,22 +126,20 @@ type Engine struct {
 	// have finished at the latest (see Stalled).
 	loopDeadline atomic.Int64
 
-	mu     sync.Mutex
-	config Config
-	status Status
+	mu       sync.Mutex
+	settings *Settings
+	status   Status
 
-	// Only the loop touches these. All but steps outlive a configuration.
-	state    *clusterstate.Registry
-	history  history
-	planner  *scaledown.Planner
-	actuator *scaledown.Actuator
-	steps    *steps
+	// Only the loop touches these. lasting outlives a configuration; steps
+	// are built anew for each.
+	lasting lasting
+	steps   *steps
 }
 
 // New returns an Engine for one cluster.
 func New(opts Options) (*Engine, error) {
-	if opts.NodeGroups == nil || opts.Cluster == nil || opts.Clientset == nil || opts.Recorder == nil {
-		return nil, errors.New("node groups, a cluster reader, a clientset and an event recorder are required")
+	if opts.Settings == nil || opts.NodeGroups == nil || opts.Cluster == nil || opts.Clientset == nil || opts.Recorder == nil {
+		return nil, errors.New("settings, node groups, a cluster reader, a clientset and an event recorder are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -150,36 +150,38 @@ func New(opts Options) (*Engine, error) {
 	if opts.OptionalReadTimeout <= 0 {
 		opts.OptionalReadTimeout = DefaultOptionalReadTimeout
 	}
+	settings := opts.Settings
+	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, settings.actuator)
+	if err != nil {
+		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
+	}
 	e := &Engine{
-		opts:    opts,
-		clock:   opts.Clock,
-		trigger: make(chan struct{}, 1),
-		config:  opts.Config,
+		opts:     opts,
+		clock:    opts.Clock,
+		trigger:  make(chan struct{}, 1),
+		settings: settings,
+		lasting: lasting{
+			state:    clusterstate.NewRegistry(settings.clusterstate),
+			planner:  scaledown.NewPlanner(opts.Clock),
+			actuator: actuator,
+		},
 	}
-	if err := e.configure(opts.Config); err != nil {
-		return nil, err
-	}
+	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)
 	return e, nil
 }
 
-// UpdateConfig applies a new configuration from the next loop on; the
-// state of the cluster (backoffs, unneeded times, drains in progress) is
-// kept. A configuration ValidateConfig refuses is not applied at all: the
-// engine goes on with the one it has.
-func (e *Engine) UpdateConfig(config Config) error {
-	if err := ValidateConfig(config); err != nil {
-		return err
-	}
+// Apply applies new settings from the next loop on; the state of the
+// cluster (backoffs, unneeded times, drains in progress) is kept.
+func (e *Engine) Apply(settings *Settings) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.config = config
-	return nil
+	e.settings = settings
 }
 
 // Config returns the configuration the engine runs with.
 func (e *Engine) Config() Config {
-	return e.currentConfig()
+	return e.currentSettings().config
 }
 
 // Status returns the status of the last loop.
@@ -218,7 +220,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	e.expectLoopWithin(e.opts.LoopTimeout)
 	for {
 		e.RunOnce(ctx, e.clock.Now())
-		config := e.currentConfig()
+		config := e.Config()
 		// The next loop starts within a scan interval, or a batch window
 		// after a trigger, and is cut at the loop timeout. The minimum loop
 		// interval, at most a scan interval after the start of a loop
@@ -280,7 +282,7 @@ const releaseTimeout = 30 * time.Second
 func (e *Engine) releaseDrains(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	e.actuator.ReleaseAll(ctx, "the autoscaler stopped autoscaling the cluster")
+	e.lasting.actuator.ReleaseAll(ctx, "the autoscaler stopped autoscaling the cluster")
 }
 
 // settle lets a burst of triggers, e.g. the pods of a new Deployment
@@ -288,7 +290,7 @@ func (e *Engine) releaseDrains(ctx context.Context) {
 // no trigger came for TriggerQuietPeriod, and at most TriggerBatchWindow.
 // It returns false when ctx is done.
 func (e *Engine) settle(ctx context.Context) bool {
-	config := e.currentConfig()
+	config := e.Config()
 	window := e.clock.NewTimer(config.TriggerBatchWindow)
 	defer window.Stop()
 	for {
@@ -333,10 +335,10 @@ func (e *Engine) waitUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func (e *Engine) currentConfig() Config {
+func (e *Engine) currentSettings() *Settings {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.config
+	return e.settings
 }
 
 // RunOnce runs one loop at now and returns its status.
@@ -345,9 +347,7 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 	logger := klog.FromContext(ctx).WithValues("loop", id)
 	ctx = klog.NewContext(ctx, logger)
 
-	if err := e.configure(e.currentConfig()); err != nil {
-		return e.publish(ctx, Status{Time: now, Err: err})
-	}
+	e.configure(e.currentSettings())
 	start := e.clock.Now()
 	loopCtx, cancel := context.WithTimeout(ctx, e.opts.LoopTimeout)
 	status := e.steps.run(loopCtx, now)
@@ -376,75 +376,14 @@ func (e *Engine) publish(ctx context.Context, status Status) Status {
 	return status
 }
 
-// configure rebuilds the steps when the configuration changed. The
-// cluster state, the planner and the actuator are kept: they take the new
-// settings, so unneeded timers, backoffs and drains in progress go on.
-func (e *Engine) configure(config Config) error {
-	if e.steps != nil && e.steps.config.equal(config) {
-		return nil
+// configure rebuilds the steps when the settings changed. The lasting
+// parts take the new settings, so unneeded timers, backoffs and drains in
+// progress go on.
+func (e *Engine) configure(settings *Settings) {
+	if e.steps != nil && e.steps.settings == settings {
+		return
 	}
-	// newSteps below checks the rest, building the steps once.
-	if err := checkConfig(config); err != nil {
-		return err
-	}
-	if e.state == nil {
-		actuator, err := newActuator(e.opts, config, e.clock)
-		if err != nil {
-			return err
-		}
-		e.state = clusterstate.NewRegistry(clusterstate.Options{})
-		e.planner, e.actuator = scaledown.NewPlanner(e.clock), actuator
-	}
-	steps, err := newSteps(e.opts, config, e.state, &e.history, e.planner, e.actuator, e.clock)
-	if err != nil {
-		return err
-	}
-	// Only now that every part is built is any of the configuration applied.
-	e.state.SetOptions(clusterstateOptions(config))
-	e.actuator.SetOptions(actuatorOptions(config, e.clock))
-	e.steps = steps
-	return nil
-}
-
-// ValidateConfig says why an engine would refuse config, if it would. It
-// checks every part of a loop and builds those that check themselves, so
-// that it refuses exactly what a loop would fail on.
-func ValidateConfig(config Config) error {
-	if err := checkConfig(config); err != nil {
-		return err
-	}
-	_, err := newSteps(Options{}, config, nil, &history{}, nil, nil, clock.RealClock{})
-	return err
-}
-
-// checkConfig checks what the steps do not check when they are built.
-func checkConfig(config Config) error {
-	if config.ScanInterval <= 0 {
-		return fmt.Errorf("scan interval must be positive, got %s", config.ScanInterval)
-	}
-	if config.MinLoopInterval < 0 || config.MinLoopInterval > config.ScanInterval {
-		return fmt.Errorf("minimum loop interval must be between 0 and the scan interval %s, got %s", config.ScanInterval, config.MinLoopInterval)
-	}
-	if config.MaxNodeProvisionTime < nodegroups.MinMaxNodeProvisionTime {
-		return fmt.Errorf("max node provision time must be at least %s, got %s: a shorter one deletes Machines that are still booting",
-			nodegroups.MinMaxNodeProvisionTime, config.MaxNodeProvisionTime)
-	}
-	if t := config.ScaleDown.UtilizationThreshold; t <= 0 || t >= 1 {
-		return fmt.Errorf("scale-down utilization threshold must be strictly between 0 and 1, got %v", t)
-	}
-	if err := scaleDownOptions(config).Validate(); err != nil {
-		return fmt.Errorf("invalid scale-down configuration: %w", err)
-	}
-	if err := actuatorOptions(config, clock.RealClock{}).Validate(); err != nil {
-		return fmt.Errorf("invalid scale-down configuration: %w", err)
-	}
-	return nil
-}
-
-func newActuator(opts Options, config Config, clk clock.PassiveClock) (*scaledown.Actuator, error) {
-	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, actuatorOptions(config, clk))
-	if err != nil {
-		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
-	}
-	return actuator, nil
+	e.lasting.state.SetOptions(settings.clusterstate)
+	e.lasting.actuator.SetOptions(settings.actuator)
+	e.steps = &steps{opts: e.opts, settings: settings, lasting: &e.lasting, clock: e.clock}
 }

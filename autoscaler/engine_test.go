@@ -18,6 +18,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -186,6 +187,22 @@ type fixture struct {
 	engine        *autoscaler.Engine
 }
 
+// mustSettings are the settings of config for an engine on clk.
+func mustSettings(tb testing.TB, config autoscaler.Config, clk clock.PassiveClock) *autoscaler.Settings {
+	tb.Helper()
+	settings, err := autoscaler.NewSettings(config, clk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return settings
+}
+
+// apply has the fixture's engine run with config from the next loop on.
+func (f *fixture) apply(t *testing.T, config autoscaler.Config) {
+	t.Helper()
+	f.engine.Apply(mustSettings(t, config, f.clock))
+}
+
 // newFixture returns the engine of a cluster with the objects, and with
 // the controllers its pods name, as a real cluster has them.
 func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fixture {
@@ -207,7 +224,7 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 	f.metrics = autoscaler.NewMetrics(f.registry)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName:   "default/workload",
-		Config:        autoscaler.DefaultConfig(),
+		Settings:      mustSettings(t, autoscaler.DefaultConfig(), f.clock),
 		NodeGroups:    f.provider,
 		Cluster:       f.cluster,
 		Clientset:     f.clientset,
@@ -258,7 +275,7 @@ func controllersOf(t *testing.T, objects []client.Object) []client.Object {
 func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler.Engine {
 	t.Helper()
 	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster:             cluster,
 		OptionalReadTimeout: 100 * time.Millisecond,
 		Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock,
@@ -274,7 +291,7 @@ func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler
 func (f *fixture) start(t *testing.T, provider nodegroups.Provider, config autoscaler.Config, onStatus func(autoscaler.Status)) *autoscaler.Engine {
 	t.Helper()
 	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: config, NodeGroups: provider,
+		ClusterName: "default/workload", Settings: mustSettings(t, config, f.clock), NodeGroups: provider,
 		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
 		OnStatus: onStatus,
 	})
@@ -396,7 +413,7 @@ func TestPodsAreReadFromAPodLister(t *testing.T) {
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
 	f := newFixture(t, []*fakeGroup{group}, objects(group.addNodes(1))...)
 	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster:   podLister{Reader: f.cluster, pods: compact(st.Replicas("web", 3, "3", "1Gi"))},
 		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
 	})
@@ -612,7 +629,7 @@ func TestMachineWhoseNodeWasDeletedIsKeptForTheProvisionTime(t *testing.T) {
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
 	config := autoscaler.DefaultConfig()
 	config.ScaleDown.Enabled = false // the empty nodes stay
-	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.apply(t, config)
 	f.runOnce(t)
 	f.clock.Step(time.Hour)
 	f.runOnce(t)
@@ -869,17 +886,15 @@ func TestConfigurationALoopWouldFailOnIsRefusedAsAWhole(t *testing.T) {
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
 	nodes := group.addNodes(1, st.Unschedulable())
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
-	good := f.engine.Config()
 
 	bad := autoscaler.DefaultConfig()
 	bad.MaxNodesPerScaleUp = 1
 	bad.Expanders = []string{"priority"}
 	bad.ExpanderPriorities = map[int32][]string{10: {"MachineDeployment/default/(md"}}
-	err := f.engine.UpdateConfig(bad)
+	settings, err := autoscaler.NewSettings(bad, f.clock)
 
 	g.Expect(err).To(MatchError(ContainSubstring("missing closing )")))
-	g.Expect(autoscaler.ValidateConfig(bad)).To(MatchError(err.Error()))
-	g.Expect(f.engine.Config()).To(Equal(good), "no part of the refused configuration is applied")
+	g.Expect(settings).To(BeNil(), "there is nothing to apply, not even the parts that are right")
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{3}), "the loop runs with the configuration it had, not one node per scale-up")
 }
@@ -897,7 +912,7 @@ func TestConfigurationChangeKeepsUnneededTimers(t *testing.T) {
 
 	config := autoscaler.DefaultConfig()
 	config.ScaleDown.UtilizationThreshold = 0.6
-	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.apply(t, config)
 	f.clock.Step(time.Minute)
 	f.runOnce(t)
 	g.Expect(group.deletedNodes).To(BeEmpty(), "unneeded for 9 of 10 minutes")
@@ -915,7 +930,7 @@ func TestConfigurationChangeKeepsDrainsInProgress(t *testing.T) {
 
 	config := autoscaler.DefaultConfig()
 	config.ScaleDown.MaxGracefulTermination = 5 * time.Minute
-	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.apply(t, config)
 	f.clock.Step(10 * time.Second)
 	f.runOnce(t)
 

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -32,7 +33,7 @@ func TestLoopThatDoesNotFinishFailsAtItsTimeout(t *testing.T) {
 	g := NewWithT(t)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
-		Config:      autoscaler.DefaultConfig(),
+		Settings:    mustSettings(t, autoscaler.DefaultConfig(), clock.RealClock{}),
 		NodeGroups:  unsyncedProvider{},
 		Cluster:     fake.NewClientBuilder().Build(),
 		Clientset:   kubefake.NewClientset(),

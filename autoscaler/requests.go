@@ -203,7 +203,7 @@ func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]si
 // increases.
 func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
 	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
-	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
+	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming: map[string]int{},
 		Skip:     func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Pods:     pods,

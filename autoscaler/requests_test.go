@@ -86,7 +86,7 @@ func checkOf(name string, count int32, cpu string, booked bool) provisioning.Req
 func (f *fixture) withRequests(t *testing.T, lister provisioning.Lister) *fixture {
 	t.Helper()
 	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Config: autoscaler.DefaultConfig(), NodeGroups: f.provider,
+		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, GroupRecorder: f.groupRecorder,
 		Metrics: f.metrics, Clock: f.clock, Requests: lister,
 	})

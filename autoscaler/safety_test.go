@@ -48,7 +48,7 @@ func TestTurningScaleDownOffGivesBackTheDrainsInProgress(t *testing.T) {
 
 	config := autoscaler.DefaultConfig()
 	config.ScaleDown.Enabled = false
-	g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+	f.apply(t, config)
 	f.clock.Step(10 * time.Second)
 	f.runOnce(t)
 

@@ -39,7 +39,7 @@ func TestNodesWithStartupTaintsAreUpcomingAndTheirGroupStillScalesUp(t *testing.
 			if tc.config != nil {
 				config := autoscaler.DefaultConfig()
 				tc.config(&config)
-				g.Expect(f.engine.UpdateConfig(config)).To(Succeed())
+				f.apply(t, config)
 			}
 
 			status := f.runOnce(t)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -49,15 +48,20 @@ const (
 // actuator, the history) belongs to the Engine and is shared.
 type steps struct {
 	opts     Options
-	config   Config
+	settings *Settings
+	*lasting
+	clock clock.PassiveClock
+}
+
+// lasting are the parts of an engine that outlive a configuration: what it
+// knows of the cluster (backoffs, scale-ups on their way), what it did, and
+// the scale-down timers and drains in progress. They take each new
+// configuration's settings.
+type lasting struct {
 	state    *clusterstate.Registry
-	history  *history
-	clock    clock.PassiveClock
-	scaleUp  *scaleup.ScaleUp
+	history  history
 	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
-	// scaleDown are the planner's options under config.
-	scaleDown scaledown.Options
 }
 
 // history is what the engine remembers of its own actions across
@@ -142,20 +146,6 @@ type loop struct {
 	status     Status
 }
 
-// newSteps builds the steps of a configuration. The planner and the
-// actuator are shared: they get the configuration's settings with each
-// call, so unneeded timers and drains in progress survive a change.
-func newSteps(opts Options, config Config, state *clusterstate.Registry, hist *history, planner *scaledown.Planner, actuator *scaledown.Actuator, clk clock.PassiveClock) (*steps, error) {
-	scaleUp, err := scaleup.New(scaleUpOptions(config, clk))
-	if err != nil {
-		return nil, fmt.Errorf("invalid scale-up configuration: %w", err)
-	}
-	return &steps{opts: opts, config: config, state: state, history: hist, clock: clk,
-		scaleUp: scaleUp, planner: planner, actuator: actuator, scaleDown: scaleDownOptions(config)}, nil
-}
-
-func (c Config) equal(other Config) bool { return reflect.DeepEqual(c, other) }
-
 // run runs the steps of one loop in order. A step that fails for one node
 // group records it and goes on with the others.
 func (s *steps) run(ctx context.Context, now time.Time) Status {
@@ -175,7 +165,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		s.answerRequests(ctx, l)
 		// Nodes a rollback is removing are not judged again in its loop.
-		if s.config.ScaleDown.Enabled && !l.rolledBack {
+		if s.settings.config.ScaleDown.Enabled && !l.rolledBack {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
@@ -432,7 +422,7 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 }
 
 func (s *steps) provisionTime(group nodegroups.NodeGroup) time.Duration {
-	return s.config.groupSettings().For(group).MaxNodeProvisionTime
+	return s.settings.config.groupSettings().For(group).MaxNodeProvisionTime
 }
 
 // checkHealth stops all scaling while too many nodes are unready: new
@@ -468,7 +458,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		l.snapshot.Fork()
 		placeWaitingPods(l.snapshot, l.booked)
 	}
-	plan := s.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
+	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming:          upcoming,
 		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Nominations:       s.history.nominations,
@@ -598,10 +588,10 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	switch {
 	case l.otherAutoscaler != "":
 		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
-	case !s.config.ScaleDown.Enabled:
+	case !s.settings.config.ScaleDown.Enabled:
 		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
 	}
-	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.scaleDown.Minimums})
+	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums})
 	for _, r := range released {
 		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
 		s.opts.Metrics.recordError(s.opts.ClusterName, "nodeNotDeleted")
@@ -632,7 +622,7 @@ func (s *steps) planScaleDown(ctx context.Context, l *loop) *scaledown.Plan {
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.absorbed, l.booked))
-	return s.planner.Plan(ctx, l.snapshot, s.scaleDown, s.actuator.Progress())
+	return s.planner.Plan(ctx, l.snapshot, s.settings.scaleDown, s.actuator.Progress())
 }
 
 // placeWaitingPods puts the pending pods that the scale-up step placed on
@@ -719,78 +709,4 @@ func (s *steps) groupEvent(groupID, eventType, reason, message string) {
 func (s *steps) groupError(ctx context.Context, groupID, action string, err error) {
 	klog.FromContext(ctx).Error(err, "Node group action failed", "nodeGroup", groupID, "action", action)
 	s.opts.Metrics.recordError(s.opts.ClusterName, "cloudProviderError")
-}
-
-func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
-	opts := scaleup.Options{
-		PriorityCutoff:     config.PodPriorityThreshold,
-		NewPodScaleUpDelay: config.NewPodScaleUpDelay,
-		MaxNodesPerScaleUp: config.MaxNodesPerScaleUp,
-		Limits: scaleup.ResourceLimits{
-			MaxNodesTotal: config.Limits.MaxNodesTotal,
-			Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
-			MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
-		},
-		Expanders:                config.Expanders,
-		Priorities:               config.ExpanderPriorities,
-		BalanceSimilarNodeGroups: config.BalanceSimilarNodeGroups,
-		BalancingIgnoredLabels:   config.BalancingIgnoredLabels,
-		NodeRules:                config.Taints.rules(),
-		Clock:                    clk,
-	}
-	if len(config.Limits.GPUs) > 0 {
-		opts.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{}
-		for name, r := range config.Limits.GPUs {
-			opts.Limits.GPUs[name] = scaleup.Range{Min: r.Min, Max: r.Max}
-		}
-	}
-	return opts
-}
-
-func scaleDownOptions(config Config) scaledown.Options {
-	sd := config.ScaleDown
-	opts := scaledown.Options{
-		Groups:                            config.groupSettings(),
-		DelayAfterAdd:                     sd.DelayAfterAdd,
-		DelayAfterDelete:                  sd.DelayAfterDelete,
-		DelayAfterFailure:                 sd.DelayAfterFailure,
-		PriorityCutoff:                    config.PodPriorityThreshold,
-		IgnoreDaemonSetsUtilization:       sd.IgnoreDaemonSetsUtilization,
-		SkipNodesWithLocalStorage:         sd.SkipNodesWithLocalStorage,
-		SkipNodesWithSystemPods:           sd.SkipNodesWithSystemPods,
-		SkipNodesWithCustomControllerPods: sd.SkipNodesWithCustomControllerPods,
-		MaxEmptyBulkDelete:                sd.MaxEmptyBulkDelete,
-		MaxParallelDrains:                 sd.MaxParallelDrains,
-		Minimums:                          scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory},
-		NodeRules:                         config.Taints.rules(),
-	}
-	for name, r := range config.Limits.GPUs {
-		if r.Min > 0 {
-			if opts.Minimums.GPUs == nil {
-				opts.Minimums.GPUs = map[corev1.ResourceName]int64{}
-			}
-			opts.Minimums.GPUs[name] = r.Min
-		}
-	}
-	return opts
-}
-
-func actuatorOptions(config Config, clk clock.PassiveClock) scaledown.ActuatorOptions {
-	return scaledown.ActuatorOptions{
-		MaxPodEvictionTime:          config.ScaleDown.MaxPodEvictionTime,
-		MaxGracefulTermination:      config.ScaleDown.MaxGracefulTermination,
-		CordonNodeBeforeTerminating: config.ScaleDown.CordonNodeBeforeTerminating,
-		NodeDeletionTimeout:         config.ScaleDown.NodeDeletionTimeout,
-		Clock:                       clk,
-	}
-}
-
-func clusterstateOptions(config Config) clusterstate.Options {
-	return clusterstate.Options{
-		Groups:                    config.groupSettings(),
-		NodeRules:                 config.Taints.rules(),
-		Backoff:                   clusterstate.BackoffOptions(config.Backoff),
-		OkTotalUnreadyCount:       config.Health.OkTotalUnreadyCount,
-		MaxTotalUnreadyPercentage: config.Health.MaxTotalUnreadyPercentage,
-	}
 }

@@ -78,9 +78,11 @@ var _ = Describe("A node group whose infrastructure template the manager cannot 
 		recorder := &fakeRecorder{}
 		clientset, err := kubernetes.NewForConfig(testEnv.Config)
 		Expect(err).NotTo(HaveOccurred())
+		settings, err := autoscaler.NewSettings(autoscaler.DefaultConfig(), clk)
+		Expect(err).NotTo(HaveOccurred())
 		engine, err := autoscaler.New(autoscaler.Options{
 			ClusterName: f.Namespace + "/" + f.Cluster.Name,
-			Config:      autoscaler.DefaultConfig(),
+			Settings:    settings,
 			NodeGroups: NewProvider(Options{
 				Management:          management,
 				Workload:            k8sClient,

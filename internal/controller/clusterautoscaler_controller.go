@@ -292,7 +292,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		return ctrl.Result{RequeueAfter: workloadKubeconfigRetryInterval}, nil
 	}
 
-	desired, err := desiredConfig(ca)
+	desired, err := desiredConfig(ca, r.Clock)
 	if err != nil {
 		// The error is the user's: it is reported in a condition, and not
 		// returned, as retrying cannot fix the spec; changing the spec
@@ -320,10 +320,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		return ctrl.Result{}, nil
 	}
 	if running.applied.generation != desired.generation {
-		// Validated above, so the engine takes all of it.
-		if err := running.engine.UpdateConfig(desired.config); err != nil {
-			return ctrl.Result{}, err
-		}
+		running.engine.Apply(desired.settings)
 		running.verbosity.Store(desired.verbosity)
 		running.applied = desired
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
@@ -370,16 +367,18 @@ func ensureClusterOwnerReference(ca *autoscalingv1alpha1.ClusterAutoscaler, clus
 }
 
 // desiredConfig is the engine configuration the ClusterAutoscaler asks for,
-// checked as the engine checks it, so that it is applied whole or not at all.
-func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler) (engineConfig, error) {
+// converted and checked once, here, into the settings an engine on clk
+// takes whole: a spec is applied entirely or not at all.
+func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler, clk clock.PassiveClock) (engineConfig, error) {
 	config, err := configFromSpec(ca.Spec)
 	if err != nil {
 		return engineConfig{}, err
 	}
-	if err := autoscaler.ValidateConfig(config); err != nil {
+	settings, err := autoscaler.NewSettings(config, clk)
+	if err != nil {
 		return engineConfig{}, err
 	}
-	return engineConfig{config: config, verbosity: logVerbosity(ca.Spec), generation: ca.Generation}, nil
+	return engineConfig{settings: settings, verbosity: logVerbosity(ca.Spec), generation: ca.Generation}, nil
 }
 
 // ensureEngine returns the engine of the ClusterAutoscaler, starting it

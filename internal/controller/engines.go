@@ -105,7 +105,7 @@ func (e *runningEngine) crashed() *engineCrash {
 // engineConfig is what an engine runs with, from one generation of a
 // ClusterAutoscaler's spec.
 type engineConfig struct {
-	config     autoscaler.Config
+	settings   *autoscaler.Settings
 	verbosity  int32
 	generation int64
 }
@@ -209,7 +209,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	groupRecorder := &nodeGroupEventRecorder{ctx: engineCtx, client: r.Client, recorder: r.Recorder}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: cluster.String(),
-		Config:      desired.config,
+		Settings:    desired.settings,
 		NodeGroups: r.NodeGroups(clusterapi.Options{
 			Management:          r.Client,
 			ManagementAPIReader: r.APIReader,

@@ -28,9 +28,13 @@ func (noNodeGroups) NodeGroups(context.Context) (nodegroups.List, error) {
 func engineWhoseLoop(t *testing.T, overdue bool) *runningEngine {
 	t.Helper()
 	clock := clocktesting.NewFakeClock(time.Now())
+	settings, err := autoscaler.NewSettings(autoscaler.DefaultConfig(), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
-		Config:      autoscaler.DefaultConfig(),
+		Settings:    settings,
 		NodeGroups:  noNodeGroups{},
 		Cluster:     fake.NewClientBuilder().Build(),
 		Clientset:   kubefake.NewClientset(),
