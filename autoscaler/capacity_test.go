@@ -38,16 +38,7 @@ func bufferOf(name string, replicas int32, cpu string) buffers.Buffer {
 // withBuffers has the fixture's engine keep room for what lister lists.
 func (f *fixture) withBuffers(t *testing.T, lister buffers.Lister) *fixture {
 	t.Helper()
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, GroupRecorder: f.groupRecorder,
-		Metrics: f.metrics, Clock: f.clock, Buffers: lister,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.engine = engine
-	return f
+	return f.with(t, func(opts *autoscaler.Options) { opts.Buffers = lister })
 }
 
 func bufferRow(status autoscaler.Status, name string) autoscaler.BufferStatus {

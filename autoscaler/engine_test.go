@@ -222,7 +222,14 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 		registry:      prometheus.NewRegistry(),
 	}
 	f.metrics = autoscaler.NewMetrics(f.registry)
-	engine, err := autoscaler.New(autoscaler.Options{
+	return f.with(t, func(*autoscaler.Options) {})
+}
+
+// with gives the fixture a new engine of its cluster, with the options
+// change makes to the usual ones.
+func (f *fixture) with(t *testing.T, change func(*autoscaler.Options)) *fixture {
+	t.Helper()
+	opts := autoscaler.Options{
 		ClusterName:   "default/workload",
 		Settings:      mustSettings(t, autoscaler.DefaultConfig(), f.clock),
 		NodeGroups:    f.provider,
@@ -232,7 +239,9 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 		GroupRecorder: f.groupRecorder,
 		Metrics:       f.metrics,
 		Clock:         f.clock,
-	})
+	}
+	change(&opts)
+	engine, err := autoscaler.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,16 +85,7 @@ func checkOf(name string, count int32, cpu string, booked bool) provisioning.Req
 // withRequests has the fixture's engine answer what lister lists.
 func (f *fixture) withRequests(t *testing.T, lister provisioning.Lister) *fixture {
 	t.Helper()
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
-		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, GroupRecorder: f.groupRecorder,
-		Metrics: f.metrics, Clock: f.clock, Requests: lister,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.engine = engine
-	return f
+	return f.with(t, func(opts *autoscaler.Options) { opts.Requests = lister })
 }
 
 // check-capacity answers from the nodes that exist, oldest request first,
