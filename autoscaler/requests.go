@@ -117,7 +117,7 @@ func (s *steps) bookRequests(ctx context.Context, l *loop) {
 	}
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
-	consumed := consumers(l.snapshot)
+	consumed := l.consumedRequests()
 	sched := simulator.NewScheduler(ctx, l.snapshot)
 	for i := range l.requests {
 		if request := &l.requests[i]; request.Booked {
@@ -141,7 +141,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 	if len(l.requests) == 0 {
 		return
 	}
-	consumed := consumers(l.snapshot)
+	consumed := l.consumedRequests()
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.booked, l.absorbed))
@@ -255,10 +255,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 	s.history.lastScaleUp = l.now
 	s.planner.RecordScaleUp(l.now)
 	s.opts.Metrics.recordScaleUp(s.opts.ClusterName, plan.NewNodes())
-	if s.history.scaleUps == nil {
-		s.history.scaleUps = map[types.UID]*atomicScaleUp{}
-	}
-	s.history.scaleUps[request.UID] = &atomicScaleUp{record: record, before: before}
+	s.remember(request.UID, &atomicScaleUp{record: record, before: before})
 	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
 	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
 	answer.Message = fmt.Sprintf("Adding %s for the %d pods", strings.Join(added, ", "), len(pods))
@@ -280,10 +277,7 @@ func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisionin
 				remembered.before[group.ID()] = instanceKeys(group)
 			}
 		}
-		if s.history.scaleUps == nil {
-			s.history.scaleUps = map[types.UID]*atomicScaleUp{}
-		}
-		s.history.scaleUps[request.UID] = remembered
+		s.remember(request.UID, remembered)
 	}
 
 	record = noteInstances(record, l.groups.Groups, remembered)
@@ -456,6 +450,24 @@ func runsOnlyDaemons(pods []*snapshot.Pod) bool {
 		}
 	}
 	return true
+}
+
+// remember keeps an atomic scale-up in progress across loops.
+func (s *steps) remember(uid types.UID, scaleUp *atomicScaleUp) {
+	if s.history.scaleUps == nil {
+		s.history.scaleUps = map[types.UID]*atomicScaleUp{}
+	}
+	s.history.scaleUps[uid] = scaleUp
+}
+
+// consumedRequests counts, by request key, the pods of the loop's snapshot
+// that consume a ProvisioningRequest, once per loop: booking and answering
+// both need it, and the forks between them change no real pod.
+func (l *loop) consumedRequests() map[string]int {
+	if l.consumed == nil {
+		l.consumed = consumers(l.snapshot)
+	}
+	return l.consumed
 }
 
 // consumers counts, by request key, the pods of the snapshot that consume

@@ -132,6 +132,8 @@ type loop struct {
 	buffers []buffers.Buffer
 	// requests are the provisioning requests the engine serves.
 	requests []provisioning.Request
+	// consumed counts the pods that consume each request (consumedRequests).
+	consumed map[string]int
 	// reserved are, by group ID, the nodes on their way that atomic
 	// scale-ups in progress added: other pods do not count on them, and
 	// those groups lose no node until the scale-ups end.

@@ -30,9 +30,6 @@ var ConsumeAnnotations = []string{
 	provisioningv1.DeprecatedConsumeProvisioningRequestAnnotation,
 }
 
-// requestAnnotation, on a virtual pod, names the request it stands for.
-const requestAnnotation = "autoscaling.cluster.x-k8s.io/provisioning-request"
-
 // Class is how a request is served.
 type Class string
 
@@ -106,18 +103,13 @@ func (r *Request) Pods(consumed int) []*corev1.Pod {
 }
 
 func (r *Request) pod(set int, n int32, template *corev1.PodTemplateSpec) *corev1.Pod {
-	annotations := maps.Clone(template.Annotations)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[requestAnnotation] = r.Key()
 	spec := template.Spec.DeepCopy()
 	spec.NodeName = ""
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.Namespace, Name: fmt.Sprintf("%s-%d-%d", r.Name, set, n),
 			UID:    types.UID(fmt.Sprintf("%s-%d-%d", r.UID, set, n)),
-			Labels: template.Labels, Annotations: annotations,
+			Labels: template.Labels, Annotations: maps.Clone(template.Annotations),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: provisioningv1.GroupVersion.String(), Kind: "ProvisioningRequest",
 				Name: r.Name, UID: r.UID, Controller: ptr.To(true),
