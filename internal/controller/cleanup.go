@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -34,7 +33,8 @@ const maxCleanupRetryInterval = 30 * time.Second
 // the workload cluster stays unreachable for WorkloadCleanupTimeout the
 // taints are left, with a warning event, rather than blocking the deletion
 // forever.
-func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
+func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	ca := s.ca
 	if !controllerutil.ContainsFinalizer(ca, CleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -48,7 +48,7 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, ca *a
 		if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
 			return ctrl.Result{}, err
 		}
-		retryAfter, err := r.removeScaleDownTaints(ctx, ca)
+		retryAfter, err := r.removeScaleDownTaints(ctx, s)
 		if err != nil || retryAfter > 0 {
 			return ctrl.Result{RequeueAfter: retryAfter}, err
 		}
@@ -86,9 +86,10 @@ func (r *ClusterAutoscalerReconciler) ownsMarks(ctx context.Context, ca *autosca
 
 // removeScaleDownTaints removes the engine's taints from the workload
 // cluster's Nodes. While the cluster is unreachable it asks to be retried
-// after a while, until WorkloadCleanupTimeout after the deletion, when it
-// gives up.
-func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (time.Duration, error) {
+// after a while, with the scope saying why, until WorkloadCleanupTimeout
+// after the deletion, when it gives up.
+func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context, s *reconcileScope) (time.Duration, error) {
+	ca := s.ca
 	workload, err := r.ClusterCache.GetClient(ctx, clusterKey(ca))
 	if err != nil {
 		if !errors.Is(err, clustercache.ErrClusterNotConnected) {
@@ -96,8 +97,8 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 		}
 		waited := r.Clock.Since(ca.DeletionTimestamp.Time)
 		if waited < r.WorkloadCleanupTimeout {
-			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason, fmt.Sprintf(
-				"Waiting up to %s after deletion for the workload cluster, to remove the scale-down taints from its Nodes: %v", r.WorkloadCleanupTimeout, err))
+			s.cleanupWait = fmt.Sprintf(
+				"Waiting up to %s after deletion for the workload cluster, to remove the scale-down taints from its Nodes: %v", r.WorkloadCleanupTimeout, err)
 			return min(r.WorkloadCleanupTimeout-waited, maxCleanupRetryInterval), nil
 		}
 		ctrl.LoggerFrom(ctx).Info("Giving up removing the scale-down taints of an unreachable workload cluster", "waited", r.WorkloadCleanupTimeout)

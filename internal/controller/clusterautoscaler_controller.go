@@ -228,40 +228,41 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	s := newReconcileScope(ca)
 	defer func() {
+		updateStatus(s)
 		if err := patchHelper.Patch(ctx, ca, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
 
 	if !ca.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, ca)
+		return r.reconcileDelete(ctx, s)
 	}
 	// Add the finalizer first, so that nothing runs that deletion would
 	// not clean up.
 	if controllerutil.AddFinalizer(ca, CleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	return r.reconcileNormal(ctx, ca)
+	return r.reconcileNormal(ctx, s)
 }
 
-func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (ctrl.Result, error) {
+func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *reconcileScope) (ctrl.Result, error) {
+	ca := s.ca
 	key := client.ObjectKeyFromObject(ca)
-	// What readers see now, against which the loop time is stamped.
-	read := ca.Status.DeepCopy()
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, clusterKey(ca), cluster); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
 		r.stopEngine(ctx, key)
-		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf(
+		s.stop(autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf(
 			"Cluster %s does not exist in this management cluster, so nothing is autoscaled; a ClusterAutoscaler left behind by clusterctl move belongs where its Cluster went", clusterKey(ca)))
 		return ctrl.Result{}, nil
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
 		r.stopEngine(ctx, key)
-		setNotRunning(ca, autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
+		s.stop(autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
 		return ctrl.Result{}, nil
 	}
 	// Before the checks that return early: a refused or paused
@@ -272,18 +273,18 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		return ctrl.Result{}, err
 	}
 	if owner.Name != ca.Name {
-		r.refuse(ctx, ca, owner)
+		r.refuse(ctx, s, owner)
 		return ctrl.Result{}, nil
 	}
 	if annotations.IsPaused(cluster, ca) {
 		if r.stopEngine(ctx, key) {
 			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, autoscaleAction, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
 		}
-		setNotRunning(ca, autoscalingv1alpha1.ClusterPausedReason, fmt.Sprintf(
+		s.stop(autoscalingv1alpha1.ClusterPausedReason, fmt.Sprintf(
 			"Nothing is scaled while Cluster %s has spec.paused or the ClusterAutoscaler has the %s annotation", clusterKey(ca), clusterv1.PausedAnnotation))
 		return ctrl.Result{}, nil
 	}
-	usable, err := r.reconcileWorkloadKubeconfig(ctx, ca)
+	usable, err := r.reconcileWorkloadKubeconfig(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -297,21 +298,20 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		// The error is the user's: it is reported in a condition, and not
 		// returned, as retrying cannot fix the spec; changing the spec
 		// reconciles again. A running engine goes on with what it has.
+		s.configErr = err
 		running := r.engines.get(key)
 		if running == nil {
-			setNotRunning(ca, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
-			setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
+			s.stop(autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+err.Error())
 			return ctrl.Result{}, nil //nolint:nilerr // Invalid spec: reported in a condition; a spec change reconciles again.
 		}
-		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason,
-			fmt.Sprintf("Invalid configuration in generation %d, autoscaling goes on with generation %d: %v", ca.Generation, running.applied.generation, err))
+		s.keptGeneration = running.applied.generation
 		desired = running.applied
 	}
 
-	if wait := r.restartWait(ca); wait > 0 {
+	if wait := r.restartWait(s); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	running, err := r.ensureEngine(ctx, ca, desired)
+	running, err := r.ensureEngine(ctx, s, desired)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -325,11 +325,9 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 		running.applied = desired
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
 	}
-	if running.applied.generation == ca.Generation {
-		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "")
-	}
-	ca.Status.ObservedGeneration = running.applied.generation
-	if status := running.engine.Status(); !status.Time.IsZero() {
+	s.engine = running
+	s.loop = running.engine.Status()
+	if status := s.loop; !status.Time.IsZero() {
 		if status.BuffersError != running.buffersError {
 			running.buffersError = status.BuffersError
 			if status.BuffersError != "" {
@@ -344,8 +342,6 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, ca *a
 					"The ProvisioningRequests of Cluster %s are not answered: %s", clusterKey(ca), status.RequestsError)
 			}
 		}
-		setStatusFromLoop(ca, status)
-		stampLoopTime(ca, read, status.Time, running.startedAt)
 	}
 	return ctrl.Result{}, nil
 }
@@ -383,8 +379,9 @@ func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler, clk clock.PassiveC
 
 // ensureEngine returns the engine of the ClusterAutoscaler, starting it
 // with desired when the workload cluster is connected. It returns nil, with
-// the Ready condition saying why, while there is no engine and no connection.
-func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, desired engineConfig) (*runningEngine, error) {
+// the scope saying why, while there is no engine and no connection.
+func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *reconcileScope, desired engineConfig) (*runningEngine, error) {
+	ca := s.ca
 	key := client.ObjectKeyFromObject(ca)
 	running := r.engines.get(key)
 	restConfig, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca))
@@ -395,7 +392,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, ca *auto
 			return running, nil
 		}
 		kubeconfigSecret, _ := kubeconfigLocation(ca)
-		setNotRunning(ca, autoscalingv1alpha1.WorkloadClusterUnreachableReason, fmt.Sprintf(
+		s.stop(autoscalingv1alpha1.WorkloadClusterUnreachableReason, fmt.Sprintf(
 			"The workload cluster cannot be reached with the kubeconfig in Secret %s: %v", kubeconfigSecret.Name, err))
 		return nil, nil
 	}

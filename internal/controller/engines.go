@@ -312,11 +312,11 @@ func (r *ClusterAutoscalerReconciler) engineCrashed(regarding *autoscalingv1alph
 }
 
 // restartWait returns how long the ClusterAutoscaler still waits for a new
-// engine after its engine panicked, with its conditions saying why; 0 when
+// engine after its engine panicked, with the scope saying why; 0 when
 // its engine did not panic, or when the wait is over and the engine that
 // panicked is gone from the registry, for a new one to start.
-func (r *ClusterAutoscalerReconciler) restartWait(ca *autoscalingv1alpha1.ClusterAutoscaler) time.Duration {
-	key := client.ObjectKeyFromObject(ca)
+func (r *ClusterAutoscalerReconciler) restartWait(s *reconcileScope) time.Duration {
+	key := client.ObjectKeyFromObject(s.ca)
 	running := r.engines.get(key)
 	if running == nil {
 		return 0
@@ -326,7 +326,7 @@ func (r *ClusterAutoscalerReconciler) restartWait(ca *autoscalingv1alpha1.Cluste
 		return 0
 	}
 	if wait := crash.restartAt.Sub(r.Clock.Now()); wait > 0 {
-		setNotRunning(ca, autoscalingv1alpha1.EnginePanickedReason, fmt.Sprintf(
+		s.stop(autoscalingv1alpha1.EnginePanickedReason, fmt.Sprintf(
 			"The autoscaling loop panicked: %v; a new engine starts %s after the panic, at %s",
 			crash.err.Value, crash.restartDelay, crash.restartAt.UTC().Format(time.RFC3339)))
 		return wait

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +61,8 @@ func ownsBefore(a, b *autoscalingv1alpha1.ClusterAutoscaler) bool {
 // engine that ca may have started before owner was created in the same
 // second, and reports that owner serves the Cluster. The status keeps only
 // the conditions: the owner's status tells how the Cluster is autoscaled.
-func (r *ClusterAutoscalerReconciler) refuse(ctx context.Context, ca, owner *autoscalingv1alpha1.ClusterAutoscaler) {
+func (r *ClusterAutoscalerReconciler) refuse(ctx context.Context, s *reconcileScope, owner *autoscalingv1alpha1.ClusterAutoscaler) {
+	ca := s.ca
 	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
 	message := fmt.Sprintf("ClusterAutoscaler %s already autoscales Cluster %s; this one takes over if it is deleted", owner.Name, clusterKey(ca))
 	// One event when refused, not one per reconcile.
@@ -70,9 +70,8 @@ func (r *ClusterAutoscalerReconciler) refuse(ctx context.Context, ca, owner *aut
 		ctrl.LoggerFrom(ctx).Info("Refusing to autoscale a Cluster that another ClusterAutoscaler autoscales", "owner", owner.Name)
 		r.Recorder.Eventf(ca, owner, corev1.EventTypeWarning, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, autoscaleAction, "%s", message)
 	}
-	setNotRunning(ca, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, message)
-	setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, message)
-	ca.Status = autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: ca.Status.Conditions}
+	s.stop(autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, message)
+	s.refused = true
 }
 
 // clusterAutoscalerToOthers maps a ClusterAutoscaler that was created or

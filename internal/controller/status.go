@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -40,6 +41,52 @@ var ownedConditions = []string{
 // loops run: a loop that changes nothing else a reader sees costs no
 // write, and lastLoopTime still shows within a minute that loops run.
 const lastLoopTimeRefresh = time.Minute
+
+// updateStatus writes the ClusterAutoscaler's status from what the
+// reconcile learned, in s: the only place a reconcile writes it.
+func updateStatus(s *reconcileScope) {
+	ca := s.ca
+	if s.cleanupWait != "" {
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason, s.cleanupWait)
+	}
+	if s.stopped != nil {
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, s.stopped.reason, s.stopped.message)
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, s.stopped.reason, s.stopped.message)
+		setCondition(ca, autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionUnknown, s.stopped.reason, s.stopped.message)
+	}
+	setConfigurationApplied(s)
+	if s.refused {
+		// The owner's status tells how the Cluster is autoscaled.
+		ca.Status = autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: ca.Status.Conditions}
+		return
+	}
+	if s.engine == nil {
+		return
+	}
+	ca.Status.ObservedGeneration = s.engine.applied.generation
+	if !s.loop.Time.IsZero() {
+		setStatusFromLoop(ca, s.loop)
+		stampLoopTime(ca, s.read, s.loop.Time, s.engine.startedAt)
+	}
+}
+
+// setConfigurationApplied says whether the engine runs with the spec's
+// generation; it keeps what the condition said when the reconcile did not
+// get as far as the configuration.
+func setConfigurationApplied(s *reconcileScope) {
+	ca := s.ca
+	switch {
+	case s.refused:
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, s.stopped.message)
+	case s.configErr != nil && s.keptGeneration == 0:
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+s.configErr.Error())
+	case s.configErr != nil:
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason,
+			fmt.Sprintf("Invalid configuration in generation %d, autoscaling goes on with generation %d: %v", ca.Generation, s.keptGeneration, s.configErr))
+	case s.engine != nil && s.engine.applied.generation == ca.Generation:
+		setCondition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "")
+	}
+}
 
 // setStatusFromLoop writes what the engine's last loop saw and did into the
 // ClusterAutoscaler status, but for its time (stampLoopTime). Times are
@@ -149,13 +196,6 @@ func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGrou
 		row.MaxSize = ptr.To(int32(group.MaxSize))
 	}
 	return row
-}
-
-// setNotRunning reports that no engine runs for the ClusterAutoscaler, and why.
-func setNotRunning(ca *autoscalingv1alpha1.ClusterAutoscaler, reason, message string) {
-	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, message)
-	setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, reason, message)
-	setCondition(ca, autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionUnknown, reason, message)
 }
 
 func setCondition(ca *autoscalingv1alpha1.ClusterAutoscaler, conditionType string, status metav1.ConditionStatus, reason, message string) {

@@ -206,3 +206,121 @@ func TestStampLoopTime(t *testing.T) {
 		})
 	}
 }
+
+func TestUpdateStatus(t *testing.T) {
+	loopTime := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	healthyLoop := autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true, Nodes: 3, ReadyNodes: 3,
+		NodeGroups: []autoscaler.NodeGroupStatus{{ID: "MachineDeployment/ns/md-0", Autoscaled: true, MinSize: 1, MaxSize: 5, TargetSize: 3}}}
+	engineWith := func(generation int64) *runningEngine {
+		return &runningEngine{applied: engineConfig{generation: generation}, startedAt: loopTime.Add(-time.Hour)}
+	}
+	// autoscaled is a ClusterAutoscaler whose engine ran generation 2 of it.
+	autoscaled := func() *autoscalingv1alpha1.ClusterAutoscaler {
+		ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		s := newReconcileScope(ca)
+		s.engine, s.loop = engineWith(2), healthyLoop
+		updateStatus(s)
+		return ca
+	}
+	condition := func(ca *autoscalingv1alpha1.ClusterAutoscaler, conditionType string) *metav1.Condition {
+		return conditions.Get(ca, conditionType)
+	}
+
+	tests := []struct {
+		name   string
+		learn  func(s *reconcileScope)
+		expect func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus)
+	}{
+		{
+			name:  "an engine running the spec",
+			learn: func(s *reconcileScope) { s.engine, s.loop = engineWith(2), healthyLoop },
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(condition(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason))
+				g.Expect(ca.Status.ObservedGeneration).To(BeEquivalentTo(2))
+				g.Expect(ca.Status.NodeGroups).To(HaveLen(1))
+			},
+		},
+		{
+			name: "a paused Cluster keeps the last status of the engine and the configuration it applied",
+			learn: func(s *reconcileScope) {
+				s.stop(autoscalingv1alpha1.ClusterPausedReason, "Nothing is scaled while Cluster ns/workload has spec.paused")
+			},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				for _, conditionType := range []string{autoscalingv1alpha1.ReadyCondition, autoscalingv1alpha1.ScalingActiveCondition} {
+					g.Expect(condition(ca, conditionType)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterPausedReason))
+					g.Expect(condition(ca, conditionType).Message).To(ContainSubstring("spec.paused"))
+				}
+				g.Expect(condition(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionUnknown, autoscalingv1alpha1.ClusterPausedReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason))
+				g.Expect(ca.Status.NodeGroups).To(HaveLen(1))
+			},
+		},
+		{
+			name: "another ClusterAutoscaler owns the Cluster: only conditions are left",
+			learn: func(s *reconcileScope) {
+				s.stop(autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, "ClusterAutoscaler first already autoscales Cluster ns/workload")
+				s.refused = true
+			},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(condition(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition).Message).To(ContainSubstring("first already autoscales"))
+				g.Expect(ca.Status).To(Equal(autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: ca.Status.Conditions}))
+			},
+		},
+		{
+			name: "an invalid spec and no engine: nothing runs",
+			learn: func(s *reconcileScope) {
+				s.configErr = fmt.Errorf("scaleDown.utilizationThreshold must be within [0, 1]")
+				s.stop(autoscalingv1alpha1.InvalidConfigurationReason, "Invalid configuration: "+s.configErr.Error())
+			},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(condition(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition).Message).To(Equal("Invalid configuration: scaleDown.utilizationThreshold must be within [0, 1]"))
+			},
+		},
+		{
+			name: "an invalid spec while an engine runs: it goes on with the generation it has",
+			learn: func(s *reconcileScope) {
+				s.ca.Generation = 3
+				s.configErr = fmt.Errorf("scaleDown.utilizationThreshold must be within [0, 1]")
+				s.keptGeneration = 2
+				s.engine, s.loop = engineWith(2), healthyLoop
+			},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(condition(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.InvalidConfigurationReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ConfigurationAppliedCondition).Message).To(HavePrefix("Invalid configuration in generation 3, autoscaling goes on with generation 2:"))
+				g.Expect(ca.Status.ObservedGeneration).To(BeEquivalentTo(2))
+			},
+		},
+		{
+			name:  "a deletion waiting for the workload cluster says so in Ready only",
+			learn: func(s *reconcileScope) { s.cleanupWait = "Waiting up to 5m0s after deletion for the workload cluster" },
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(condition(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+				g.Expect(condition(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+			},
+		},
+		{
+			name:  "a reconcile that learned nothing changes nothing",
+			learn: func(*reconcileScope) {},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler, before autoscalingv1alpha1.ClusterAutoscalerStatus) {
+				g.Expect(ca.Status).To(Equal(before))
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ca := autoscaled()
+			before := *ca.Status.DeepCopy()
+			s := newReconcileScope(ca)
+			tt.learn(s)
+			updateStatus(s)
+			tt.expect(g, ca, before)
+		})
+	}
+}

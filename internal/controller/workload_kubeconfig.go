@@ -282,10 +282,11 @@ func sameCredentials(a, b *rest.Config) bool {
 // engine runs and at every reconcile otherwise, and has the
 // ClusterCache connect again when its credentials are not those of the
 // connection: the Secret was rotated, or spec.workloadKubeconfigSecretRef
-// changed. It returns false, with the engine stopped and the Ready
-// condition saying why, while the Secret spec.workloadKubeconfigSecretRef
+// changed. It returns false, with the engine stopped and the scope saying
+// why, while the Secret spec.workloadKubeconfigSecretRef
 // names is missing or holds no usable kubeconfig.
-func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) (bool, error) {
+func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, s *reconcileScope) (bool, error) {
+	ca := s.ca
 	running := r.engines.get(client.ObjectKeyFromObject(ca))
 	location, dataKey := kubeconfigLocation(ca)
 	checked := kubeconfigCheck{secret: location, dataKey: dataKey, at: r.Clock.Now()}
@@ -309,10 +310,10 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 		// problems, as it always did.
 		return true, nil
 	case errors.Is(err, errKubeconfigNotFound):
-		r.refuseWorkloadKubeconfig(ctx, ca, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, err)
+		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, err)
 		return false, nil
 	case errors.Is(err, errInvalidKubeconfig):
-		r.refuseWorkloadKubeconfig(ctx, ca, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, err)
+		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, err)
 		return false, nil
 	default:
 		return false, err
@@ -358,7 +359,8 @@ func (c kubeconfigCheck) coversNow(now kubeconfigCheck) bool {
 // A connection made with other credentials, such as the Cluster's before ca
 // named a Secret, is dropped too: connecting again fails until the Secret
 // is fixed.
-func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, reason string, err error) {
+func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, s *reconcileScope, reason string, err error) {
+	ca := s.ca
 	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
 	if _, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca)); err == nil {
 		r.WorkloadKubeconfigs.reconnect(clusterKey(ca))
@@ -369,5 +371,5 @@ func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Conte
 		ctrl.LoggerFrom(ctx).Info("Not autoscaling: the workload kubeconfig cannot be used", "reason", reason, "err", err.Error())
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, reason, autoscaleAction, "%s", message)
 	}
-	setNotRunning(ca, reason, message)
+	s.stop(reason, message)
 }

@@ -464,7 +464,7 @@ func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) 
 	cluster := clusterKey(ca)
 	reconcileEverySecondFor := func(d time.Duration) {
 		for end := clock.Now().Add(d); clock.Now().Before(end); clock.Step(time.Second) {
-			usable, err := r.reconcileWorkloadKubeconfig(context.Background(), ca)
+			usable, err := r.reconcileWorkloadKubeconfig(context.Background(), newReconcileScope(ca))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(usable).To(BeTrue())
 		}

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+// reconcileScope is what one reconcile learns about a ClusterAutoscaler. Its
+// steps fill it in; updateStatus writes the status from it, once, before the
+// deferred patch, so that no step writes a condition of its own.
+type reconcileScope struct {
+	ca *autoscalingv1alpha1.ClusterAutoscaler
+	// read is the status as the reconcile read it.
+	read *autoscalingv1alpha1.ClusterAutoscalerStatus
+
+	// stopped says why no engine runs, when a step found that none may.
+	stopped *stopReason
+	// refused is set when another ClusterAutoscaler owns the Cluster: its
+	// status, not this one's, tells how the Cluster is autoscaled.
+	refused bool
+	// configErr is why the spec cannot be applied; keptGeneration is the
+	// generation a running engine goes on with instead, 0 when none runs.
+	configErr      error
+	keptGeneration int64
+	// engine is the engine that runs for the ClusterAutoscaler after the
+	// reconcile, and loop what its last loop saw and did.
+	engine *runningEngine
+	loop   autoscaler.Status
+	// cleanupWait says what a deletion waits for, when it waits.
+	cleanupWait string
+}
+
+// stopReason is why no engine runs for a ClusterAutoscaler: a reason of
+// the API and a message for users.
+type stopReason struct {
+	reason  string
+	message string
+}
+
+func newReconcileScope(ca *autoscalingv1alpha1.ClusterAutoscaler) *reconcileScope {
+	return &reconcileScope{ca: ca, read: ca.Status.DeepCopy()}
+}
+
+// stop records that no engine runs, and why.
+func (s *reconcileScope) stop(reason, message string) {
+	s.stopped = &stopReason{reason: reason, message: message}
+}
