@@ -45,6 +45,9 @@ type Status struct {
 
 	LastScaleUp   time.Time
 	LastScaleDown time.Time
+
+	// Explanation is what the loop decided for pending pods and nodes.
+	Explanation Explanation
 }
 
 // NodeGroupStatus is the state of one node group in a loop.

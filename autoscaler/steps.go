@@ -519,6 +519,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	}
 	s.history.notTriggered = notTriggered
 	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
+	l.status.Explanation.PendingPods = explainPendingPods(plan, l.increased)
 }
 
 // notTriggerScaleUpRepeat is how often a pod that still triggers no
@@ -609,6 +610,7 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
 	plan := s.planScaleDown(ctx, l)
 	l.status.UnneededNodes = len(plan.Unneeded)
+	l.status.Explanation.Nodes = explainNodes(plan, l.snapshot)
 	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))

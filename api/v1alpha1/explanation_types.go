@@ -12,6 +12,8 @@ import (
 const (
 	ExplanationConfigMapSuffix = "-explanation"
 	ExplanationDataKey         = "explanation.json"
+	// ExplanationLabel, on the ConfigMap, names its ClusterAutoscaler.
+	ExplanationLabel = "autoscaling.cluster.x-k8s.io/explanation-of"
 )
 
 // ExplanationConfigMapName is the name of the ConfigMap that holds the

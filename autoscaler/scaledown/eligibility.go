@@ -20,7 +20,8 @@ type candidate struct {
 }
 
 // checkNode applies the checks that need nothing but the node, its group
-// and its utilization. It returns the candidate, or why the node is kept.
+// and its utilization. It returns the candidate, or why the node is kept,
+// with the candidate too when the node was kept after it was measured.
 func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGroup, deleting map[string]bool, now time.Time) (*candidate, *Decision) {
 	node := nodeInfo.Node()
 	switch {
@@ -44,7 +45,7 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 	c := &candidate{nodeInfo: nodeInfo, group: group, utilization: NodeUtilization(nodeInfo, p.opts, now), ready: p.opts.NodeRules.Ready(node)}
 	// An unready node offers nothing to its pods, whatever they request.
 	if threshold := p.opts.Groups.For(group).ScaleDownUtilizationThreshold; c.ready && c.utilization.Value >= threshold {
-		return nil, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}
+		return c, &Decision{Reason: ReasonNotUnderutilized, Message: fmt.Sprintf("utilization %.2f is not below the threshold %.2f", c.utilization.Value, threshold)}
 	}
 	return c, nil
 }

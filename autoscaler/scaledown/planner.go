@@ -82,6 +82,10 @@ type Plan struct {
 	// Kept says, by node name, why each other node stays, and why each
 	// unneeded node that is not removed now waits.
 	Kept map[string]Decision
+	// Utilization is, by node name, the utilization the nodes were judged
+	// on (Utilization.Value); nodes kept before they were measured, such
+	// as nodes of no group, have none.
+	Utilization map[string]float64
 }
 
 // Removal is a node to remove.
@@ -109,11 +113,14 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 	logger := klog.FromContext(ctx)
 	p.opts = opts
 	now := p.clock.Now()
-	plan := &Plan{Kept: map[string]Decision{}}
+	plan := &Plan{Kept: map[string]Decision{}, Utilization: map[string]float64{}}
 
 	var candidates []*candidate
 	for _, nodeInfo := range snap.NodeInfos() {
 		c, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
+		if c != nil {
+			plan.Utilization[nodeInfo.Name()] = c.utilization.Value
+		}
 		if kept != nil {
 			plan.Kept[nodeInfo.Name()] = *kept
 			continue

@@ -328,6 +328,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	s.engine = running
 	s.loop = running.engine.Status()
 	if status := s.loop; !status.Time.IsZero() {
+		r.publishExplanation(ctx, ca, running, status)
 		if status.BuffersError != running.buffersError {
 			running.buffersError = status.BuffersError
 			if status.BuffersError != "" {

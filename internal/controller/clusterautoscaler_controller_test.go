@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -108,6 +109,27 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		expectAnotherLoop(reachableCA)
 		ca := getClusterAutoscaler(Default, unreachableCA)
 		Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason))
+	})
+
+	It("publishes what its loops decided for each node in a ConfigMap it owns", func() {
+		ca := getClusterAutoscaler(Default, reachableCA)
+		Eventually(func(g Gomega) {
+			configMap := &corev1.ConfigMap{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ca.Namespace, Name: autoscalingv1alpha1.ExplanationConfigMapName(ca.Name)}, configMap)).To(Succeed())
+			g.Expect(configMap.Labels).To(HaveKeyWithValue(autoscalingv1alpha1.ExplanationLabel, ca.Name))
+			g.Expect(metav1.IsControlledBy(configMap, ca)).To(BeTrue(), "deleted with the ClusterAutoscaler")
+			explanation := autoscalingv1alpha1.Explanation{}
+			g.Expect(json.Unmarshal([]byte(configMap.Data[autoscalingv1alpha1.ExplanationDataKey]), &explanation)).To(Succeed())
+			g.Expect(explanation.LoopTime.IsZero()).To(BeFalse())
+			for _, node := range nodes {
+				g.Expect(explanation.Nodes).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+					"Name":      Equal(node.Name),
+					"NodeGroup": Equal("MachineDeployment/" + reachable.Namespace + "/md-0"),
+					"ScaleDown": Equal(autoscalingv1alpha1.NodeKept),
+					"Reason":    Not(BeEmpty()),
+				})))
+			}
+		}, waitTimeout).Should(Succeed())
 	})
 
 	It("applies a new configuration to the running engine", func() {

@@ -68,6 +68,9 @@ type runningEngine struct {
 	// reported; reconciles, which never run concurrently, use them.
 	buffersError  string
 	requestsError string
+	// explanation is the last explanation written; reconciles, which
+	// never run concurrently, use it.
+	explanation explanationPublished
 
 	cancel context.CancelFunc
 	// done is closed when the engine's loop has returned.
