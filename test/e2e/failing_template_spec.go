@@ -1,0 +1,125 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
+)
+
+// FailingTemplateSpecInput is the input of FailingTemplateSpec.
+type FailingTemplateSpecInput struct {
+	Stack *localstack.Stack
+}
+
+// FailingTemplateSpec shows that a node group whose machines fail to
+// provision does not hold pods back for maxNodeProvisionTime: the
+// autoscaler prefers it, sees its Machine fail, backs it off, removes the
+// failed Machine and serves the pods from a healthy group in the next
+// loops.
+func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplateSpecInput) {
+	var (
+		input     FailingTemplateSpecInput
+		mgmt      client.Client
+		workload  client.Client
+		namespace SpecNamespace
+	)
+
+	BeforeEach(func() {
+		input = inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "FailingTemplateSpec needs a stack")
+		mgmt = input.Stack.Management.Client
+		workload = input.Stack.Workload.Client
+		namespace = CreateSpecNamespace(ctx, input.Stack, "failing")
+	})
+
+	It("backs the failing node group off and scales the healthy one well before maxNodeProvisionTime", func() {
+		By("Creating a Cluster with a failing and a healthy node group at 0 replicas")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "failing"})
+		bounds := map[string]string{
+			clusterv1.AutoscalerMinSizeAnnotation: "0",
+			clusterv1.AutoscalerMaxSizeAnnotation: "3",
+		}
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("2"),
+			corev1.ResourceMemory: resource.MustParse("4Gi"),
+			corev1.ResourcePods:   resource.MustParse("110"),
+		}
+		labels := map[string]string{ClusterLabel: namespace.Name}
+		failing := CreateNodeGroup(ctx, CreateNodeGroupInput{
+			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: capacity, Provisioning: infrav1.ProvisioningFail},
+		})
+		healthy := CreateNodeGroup(ctx, CreateNodeGroupInput{
+			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: capacity},
+		})
+
+		By("Turning autoscaling on, preferring the failing group, with a long maxNodeProvisionTime and backoff")
+		spec := FastClusterAutoscalerSpec(cluster.Name)
+		maxNodeProvisionTime := 2 * time.Minute
+		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: maxNodeProvisionTime}
+		spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: 5 * time.Minute}}
+		spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
+		spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
+			{Priority: 100, NodeGroupIDPatterns: []string{"/failing$"}},
+			{Priority: 10, NodeGroupIDPatterns: []string{"/healthy$"}},
+		}
+		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		nodesBefore := NodeNames(workload)
+
+		By("Creating 2 pods of 1500m cpu")
+		app := CreateWorkload(ctx, WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2,
+			Requests:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")},
+			NodeSelector: labels,
+		})
+		podsCreated := time.Now()
+
+		By("Seeing the autoscaler try the failing group first")
+		Eventually(func(g Gomega) []clusterv1.Machine {
+			return MachinesOf(g, mgmt, failing)
+		}, ScaleUpTimeout, AutoscalerPoll).ShouldNot(BeEmpty())
+
+		By("Seeing the pods Running on the healthy group's nodes well before maxNodeProvisionTime")
+		WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
+		Expect(time.Since(podsCreated)).To(BeNumerically("<", maxNodeProvisionTime/2))
+		healthyNodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: healthy, Count: 2})
+		for _, pod := range PodsOf(Default, workload, app) {
+			Expect(healthyNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
+		}
+		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
+		})
+
+		By("Reading the failing group's backoff in the ClusterAutoscaler status")
+		Eventually(func(g Gomega) {
+			row := NodeGroupRow(g, mgmt, ca, failing)
+			g.Expect(row.BackoffUntil).NotTo(BeNil())
+			g.Expect(row.BackoffUntil.Time).To(BeTemporally(">", time.Now()))
+			g.Expect(row.BackoffReason).NotTo(BeEmpty())
+		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+
+		By("Seeing the failed Machine removed and the failing group back at 0 replicas")
+		Eventually(func(g Gomega) {
+			g.Expect(Replicas(g, mgmt, failing)).To(BeZero())
+			g.Expect(MachinesOf(g, mgmt, failing)).To(BeEmpty())
+		}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
+
+		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+	})
+}

@@ -1,0 +1,264 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
+)
+
+// MachinePoolSpecInput is the input of the MachinePool specs.
+type MachinePoolSpecInput struct {
+	Stack *localstack.Stack
+}
+
+// poolCapacity is the capacity of the instances of the MachinePool specs:
+// one pod of 1500m cpu fills one.
+var poolCapacity = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("2"),
+	corev1.ResourceMemory: resource.MustParse("4Gi"),
+	corev1.ResourcePods:   resource.MustParse("110"),
+}
+
+// MachinePoolScaleSpec shows a MachinePool autoscaled as a
+// MachineDeployment is: it grows for pending pods, and when one of its
+// nodes is empty, exactly that node's MachinePool Machine goes, while the
+// nodes whose pods need them stay.
+func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
+	var (
+		mgmt      client.Client
+		workload  client.Client
+		namespace SpecNamespace
+	)
+
+	BeforeEach(func() {
+		input := inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
+		mgmt = input.Stack.Management.Client
+		workload = input.Stack.Workload.Client
+		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-scale")
+	})
+
+	It("scales a MachinePool up for pending pods, then removes the emptied node's Machine", func() {
+		By("Creating a Cluster with a MachinePool of 1 instance of 2 cpu, between 1 and 4")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-scale"})
+		labels := map[string]string{ClusterLabel: namespace.Name}
+		mp := CreateMachinePool(ctx, CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 1, Annotations: SizeAnnotations(1, 4), Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
+		})
+		WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 1})
+
+		By("Turning autoscaling on")
+		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := NodeNames(workload)
+
+		By("Creating 3 pods of 1500m cpu, one per node: 2 that stay and 1 of a batch job")
+		requests := CPURequest("1500m")
+		steady := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "steady", Replicas: 2, Requests: requests, NodeSelector: labels})
+		batch := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "batch", Replicas: 1, Requests: requests, NodeSelector: labels})
+
+		By("Seeing the MachinePool grow to 3 instances through /scale, each with its MachinePool Machine")
+		Eventually(func(g Gomega) int32 {
+			return PoolReplicas(g, mgmt, mp)
+		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(3))
+		nodesByMachine := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 3})
+		steadyPods := WaitForPodsRunning(ctx, workload, steady, ScaleUpTimeout)
+		emptied := WaitForPodsRunning(ctx, workload, batch, ScaleUpTimeout)[0].Spec.NodeName
+		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+			Client: workload, Workloads: []*appsv1.Deployment{steady, batch}, NodesBefore: nodesBefore,
+		})
+		Expect(ObjectEvents(Default, mgmt, namespace.Name, "MachinePool", mp.Name, "ScaledUpGroup")).NotTo(BeEmpty(),
+			"the scale-up is recorded on the MachinePool")
+		var emptiedMachine string
+		for machine, node := range nodesByMachine {
+			if node == emptied {
+				emptiedMachine = machine
+			}
+		}
+		Expect(emptiedMachine).NotTo(BeEmpty())
+
+		By("Deleting the batch job, which empties node " + emptied)
+		DeleteWorkload(ctx, workload, batch)
+
+		By("Seeing exactly the emptied node's Machine go, and the replicas follow")
+		Eventually(func(g Gomega) {
+			g.Expect(PoolReplicas(g, mgmt, mp)).To(BeEquivalentTo(2))
+			err := workload.Get(ctx, client.ObjectKey{Name: emptied}, &corev1.Node{})
+			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s is not deleted yet", emptied)
+		}, ScaleDownTimeout+DeletionTimeout, AutoscalerPoll).Should(Succeed())
+		remaining := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		Expect(remaining).NotTo(HaveKey(emptiedMachine))
+		for _, pod := range steadyPods {
+			Expect(remaining).To(ContainElement(pod.Spec.NodeName), "the Node of steady pod %s was removed", pod.Name)
+		}
+		for _, pod := range WaitForPodsRunning(ctx, workload, steady, NodesReadyTimeout) {
+			Expect(steadyPods).To(ContainElement(HaveField("UID", pod.UID)), "steady pod %s was replaced", pod.Name)
+		}
+
+		By("Reading the MachinePool's row in the ClusterAutoscaler status")
+		Eventually(func(g Gomega) {
+			row := MachinePoolRow(g, mgmt, ca, mp)
+			g.Expect(row.MinSize).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(row.MaxSize).To(HaveValue(BeEquivalentTo(4)))
+			g.Expect(row.TargetSize).To(BeEquivalentTo(2))
+			g.Expect(row.Registered).To(BeEquivalentTo(2))
+			g.Expect(row.Ready).To(BeEquivalentTo(2))
+		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+
+		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+	})
+}
+
+// MachinePoolFromZeroSpec shows a MachinePool with no instance growing for
+// the pods that select it, from the capacity its SimMachinePool publishes
+// in status.
+func MachinePoolFromZeroSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
+	var (
+		mgmt      client.Client
+		workload  client.Client
+		namespace SpecNamespace
+	)
+
+	BeforeEach(func() {
+		input := inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
+		mgmt = input.Stack.Management.Client
+		workload = input.Stack.Workload.Client
+		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-from-zero")
+	})
+
+	It("grows a MachinePool from zero with the capacity of its infrastructure machine pool", func() {
+		By("Creating a Cluster with a MachinePool at 0 replicas, min 0")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-from-zero"})
+		// Only the template node can tell this label Cluster API propagates.
+		const poolRole = "node-role.kubernetes.io/pool"
+		labels := map[string]string{ClusterLabel: namespace.Name, poolRole: ""}
+		mp := CreateMachinePool(ctx, CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
+		})
+
+		By("Waiting for the SimMachinePool to publish its capacity")
+		Eventually(func(g Gomega) {
+			pool := &infrav1.SimMachinePool{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(mp), pool)).To(Succeed())
+			g.Expect(pool.Status.Capacity).NotTo(BeEmpty())
+		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+
+		By("Turning autoscaling on")
+		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := NodeNames(workload)
+
+		By("Creating 2 pods of 1500m cpu for the pool's role")
+		app := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: CPURequest("1500m"), NodeSelector: labels})
+
+		By("Seeing the MachinePool grow from 0 to 2 and the pods run on its nodes")
+		Eventually(func(g Gomega) int32 {
+			return PoolReplicas(g, mgmt, mp)
+		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(2))
+		poolNodes := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		for _, pod := range WaitForPodsRunning(ctx, workload, app, ScaleUpTimeout) {
+			Expect(poolNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
+		}
+		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
+		})
+		Expect(PoolReplicas(Default, mgmt, mp)).To(BeEquivalentTo(2))
+
+		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+	})
+}
+
+// MachinePoolFailingSpec shows that a MachinePool whose instances fail to
+// provision does not hold pods back: the autoscaler sees the failed
+// MachinePool Machine, backs the pool off, removes the failed instance and
+// serves the pods from a healthy MachinePool.
+func MachinePoolFailingSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
+	var (
+		mgmt      client.Client
+		workload  client.Client
+		namespace SpecNamespace
+	)
+
+	BeforeEach(func() {
+		input := inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
+		mgmt = input.Stack.Management.Client
+		workload = input.Stack.Workload.Client
+		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-failing")
+	})
+
+	It("backs the failing MachinePool off and scales the healthy one well before maxNodeProvisionTime", func() {
+		By("Creating a Cluster with a failing and a healthy MachinePool at 0 replicas")
+		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-failing"})
+		labels := map[string]string{ClusterLabel: namespace.Name}
+		failing := CreateMachinePool(ctx, CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity, Provisioning: infrav1.ProvisioningFail},
+		})
+		healthy := CreateMachinePool(ctx, CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
+		})
+
+		By("Turning autoscaling on, preferring the failing pool, with a long maxNodeProvisionTime and backoff")
+		spec := FastClusterAutoscalerSpec(cluster.Name)
+		maxNodeProvisionTime := 2 * time.Minute
+		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: maxNodeProvisionTime}
+		spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: 5 * time.Minute}}
+		spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
+		spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
+			{Priority: 100, NodeGroupIDPatterns: []string{"^MachinePool/.*/failing$"}},
+			{Priority: 10, NodeGroupIDPatterns: []string{"^MachinePool/.*/healthy$"}},
+		}
+		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+
+		By("Creating 2 pods of 1500m cpu")
+		app := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: CPURequest("1500m"), NodeSelector: labels})
+		podsCreated := time.Now()
+
+		By("Seeing the autoscaler try the failing pool first")
+		Eventually(func(g Gomega) []clusterv1.Machine {
+			return PoolMachines(g, mgmt, failing)
+		}, ScaleUpTimeout, AutoscalerPoll).ShouldNot(BeEmpty())
+
+		By("Seeing the pods Running on the healthy pool's nodes well before maxNodeProvisionTime")
+		WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
+		Expect(time.Since(podsCreated)).To(BeNumerically("<", maxNodeProvisionTime/2))
+		healthyNodes := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: healthy, Count: 2})
+		for _, pod := range PodsOf(Default, workload, app) {
+			Expect(healthyNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
+		}
+
+		By("Reading the failing pool's backoff in the ClusterAutoscaler status")
+		Eventually(func(g Gomega) {
+			row := MachinePoolRow(g, mgmt, ca, failing)
+			g.Expect(row.BackoffUntil).NotTo(BeNil())
+			g.Expect(row.BackoffUntil.Time).To(BeTemporally(">", time.Now()))
+			g.Expect(row.BackoffReason).NotTo(BeEmpty())
+		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+
+		By("Seeing the failed instance removed and the failing pool back at 0 replicas")
+		Eventually(func(g Gomega) {
+			g.Expect(PoolReplicas(g, mgmt, failing)).To(BeZero())
+			g.Expect(PoolMachines(g, mgmt, failing)).To(BeEmpty())
+		}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
+
+		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+	})
+}
