@@ -18,6 +18,7 @@ import (
 
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -25,6 +26,9 @@ import (
 // AtomicScaleUpSpecInput is the input of AtomicScaleUpSpec.
 type AtomicScaleUpSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // AtomicScaleUpSpec shows best-effort-atomic-scale-up ProvisioningRequests
@@ -34,7 +38,7 @@ func AtomicScaleUpSpec(ctx context.Context, inputGetter func() AtomicScaleUpSpec
 		input     AtomicScaleUpSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 	twoCPUs := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110"),
@@ -46,7 +50,7 @@ func AtomicScaleUpSpec(ctx context.Context, inputGetter func() AtomicScaleUpSpec
 		Expect(workload.Create(ctx, &corev1.PodTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace.Name, Name: name},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{ClusterLabel: namespace.Name},
+				NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name},
 				Containers: []corev1.Container{{Name: "worker", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 				}}},
@@ -68,30 +72,30 @@ func AtomicScaleUpSpec(ctx context.Context, inputGetter func() AtomicScaleUpSpec
 		Expect(input.Stack).NotTo(BeNil(), "AtomicScaleUpSpec needs a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "atomic")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "atomic")
 	})
 
 	It("removes every Machine of the request from both groups when one group's Machines fail", func() {
 		By("Creating a healthy group of at most 2 nodes, preferred, and a failing one, both at 0")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "rollback"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "rollback", WorkloadKubeconfig: input.WorkloadKubeconfig})
 		bounds := map[string]string{clusterv1.AutoscalerMinSizeAnnotation: "0", clusterv1.AutoscalerMaxSizeAnnotation: "2"}
-		labels := map[string]string{ClusterLabel: namespace.Name}
-		healthy := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		labels := map[string]string{framework.ClusterLabel: namespace.Name}
+		healthy := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: twoCPUs},
 		})
-		failing := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		failing := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: twoCPUs, Provisioning: infrav1.ProvisioningFail},
 		})
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
 			{Priority: 100, NodeGroupIDPatterns: []string{"/healthy$"}},
 			{Priority: 10, NodeGroupIDPatterns: []string{"/failing$"}},
 		}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		By("Asking for 6 one-cpu pods at once: 2 nodes of the healthy group, 1 of the failing one")
 		request := createRequest("job", 6)
@@ -106,13 +110,13 @@ func AtomicScaleUpSpec(ctx context.Context, inputGetter func() AtomicScaleUpSpec
 			g.Expect(failed.Reason).To(Equal(provisioningv1.ScaleUpFailedReason))
 			g.Expect(failed.Message).To(ContainSubstring(failing.Name), "the failing group's Machine is the cause")
 			g.Expect(current.Status.ProvisioningClassDetails).NotTo(HaveKey(provisioningv1.ScaleUpDetail))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, healthy)).To(BeZero())
-			g.Expect(Replicas(g, mgmt, failing)).To(BeZero())
-			g.Expect(MachinesOf(g, mgmt, healthy)).To(BeEmpty())
-			g.Expect(MachinesOf(g, mgmt, failing)).To(BeEmpty())
-		}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.Replicas(ctx, g, mgmt, healthy)).To(BeZero())
+			g.Expect(framework.Replicas(ctx, g, mgmt, failing)).To(BeZero())
+			g.Expect(framework.MachinesOf(ctx, g, mgmt, healthy)).To(BeEmpty())
+			g.Expect(framework.MachinesOf(ctx, g, mgmt, failing)).To(BeEmpty())
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
 		replicasOf := func(md *clusterv1.MachineDeployment) []int32 {
 			var replicas []int32
 			for _, seen := range invariants.Replicas(md) {
@@ -124,38 +128,38 @@ func AtomicScaleUpSpec(ctx context.Context, inputGetter func() AtomicScaleUpSpec
 		Expect(replicasOf(failing)).To(ContainElement(BeEquivalentTo(1)), "the failing group was raised to 1")
 		invariants.ExpectNoViolations()
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 
 	It("provisions all the nodes of the request, and its pods consume them", func() {
 		By("Creating a group at 0, at most 3 nodes")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "atomic"})
-		labels := map[string]string{ClusterLabel: namespace.Name}
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "atomic", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		labels := map[string]string{framework.ClusterLabel: namespace.Name}
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers", Replicas: ptr.To[int32](0), Labels: labels,
 			Annotations: map[string]string{clusterv1.AutoscalerMinSizeAnnotation: "0", clusterv1.AutoscalerMaxSizeAnnotation: "3"},
 			Machine:     infrav1.SimMachineSpec{Capacity: twoCPUs},
 		})
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		By("Asking for 4 one-cpu pods at once, and seeing it provisioned once its 2 nodes are up")
 		request := createRequest("job", 4)
-		expectProvisioned(workload, request, metav1.ConditionTrue, provisioningv1.CapacityIsProvisionedReason)
-		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+		framework.ExpectProvisioned(ctx, workload, request, metav1.ConditionTrue, provisioningv1.CapacityIsProvisionedReason)
+		nodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
 
 		By("Creating the 4 pods, which consume the request, and seeing them run on its nodes without another scale-up")
-		job := CreateWorkload(ctx, WorkloadInput{
+		job := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "job", Replicas: 4,
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, NodeSelector: labels,
 			Mutate: func(template *corev1.PodTemplateSpec) {
 				template.Annotations = map[string]string{provisioningv1.ConsumeProvisioningRequestAnnotation: request.Name}
 			},
 		})
-		for _, pod := range WaitForPodsRunning(ctx, workload, job, ScaleUpTimeout) {
+		for _, pod := range framework.WaitForPodsRunning(ctx, workload, job, framework.ScaleUpTimeout) {
 			Expect(nodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
-		Consistently(func(g Gomega) int32 { return Replicas(g, mgmt, md) }, 5*time.Second, AutoscalerPoll).Should(BeEquivalentTo(2))
+		Consistently(func(g Gomega) int32 { return framework.Replicas(ctx, g, mgmt, md) }, 5*time.Second, framework.AutoscalerPoll).Should(BeEquivalentTo(2))
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }

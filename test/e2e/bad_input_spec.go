@@ -12,12 +12,16 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // BadInputSpecInput is the input of BadInputSpec.
 type BadInputSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // BadInputSpec shows that a MachineDeployment with min > max is left alone,
@@ -33,37 +37,37 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 
 	It("skips a MachineDeployment with min > max and scales the others", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "bad-input")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "bad-input")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
 		By("Creating a MachineDeployment with min 3 > max 1 and a good one, 1 node each")
-		bad := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		bad := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "bad",
 			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(3, 1),
-			Machine:     SimMachine("2"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
+			Annotations: framework.SizeAnnotations(3, 1),
+			Machine:     framework.SimMachine("2"),
+			Labels:      map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		good := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		good := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "good",
 			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 5),
-			Machine:     SimMachine("2"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
+			Annotations: framework.SizeAnnotations(1, 5),
+			Machine:     framework.SimMachine("2"),
+			Labels:      map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: bad, Count: 1})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: good, Count: 1})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: bad, Count: 1})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: good, Count: 1})
 
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		By("Seeing a status row with a problem for the bad group and a normal row for the good one")
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, bad)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, bad)
 			g.Expect(row.Problem).To(And(ContainSubstring("min"), ContainSubstring("max")))
-			g.Expect(NodeGroupRow(g, mgmt, ca, good).Problem).To(BeEmpty())
-			g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.NodeGroupCount).To(BeEquivalentTo(1))
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.NodeGroupRow(ctx, g, mgmt, ca, good).Problem).To(BeEmpty())
+			g.Expect(framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.NodeGroupCount).To(BeEquivalentTo(1))
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Seeing a Warning event that names the bad group's annotation")
 		Eventually(func(g Gomega) {
@@ -78,24 +82,24 @@ func BadInputSpec(ctx context.Context, inputGetter func() BadInputSpecInput) {
 				}
 			}
 			g.Expect(messages).To(ContainElement(And(ContainSubstring(bad.Name), ContainSubstring("min"))))
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Running 4 pods of 1.5 cores: 2 fit, 2 need new nodes, which only the good group adds")
-		CreateWorkload(ctx, WorkloadInput{
+		framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 4,
-			Requests:     CPURequest("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests:     framework.CPURequest("1500m"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
 		Eventually(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, good)).To(BeEquivalentTo(3))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: good, Count: 3})
+			g.Expect(framework.Replicas(ctx, g, mgmt, good)).To(BeEquivalentTo(3))
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: good, Count: 3})
 		Consistently(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, bad)).To(BeEquivalentTo(1), "the bad group is not touched")
-			g.Expect(Replicas(g, mgmt, good)).To(BeEquivalentTo(3))
-			g.Expect(PendingPods(g, workload, namespace.Name)).To(BeZero())
-		}, 10*time.Second, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.Replicas(ctx, g, mgmt, bad)).To(BeEquivalentTo(1), "the bad group is not touched")
+			g.Expect(framework.Replicas(ctx, g, mgmt, good)).To(BeEquivalentTo(3))
+			g.Expect(framework.PendingPods(ctx, g, workload, namespace.Name)).To(BeZero())
+		}, 10*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -48,6 +49,9 @@ var CrashPoints = []CrashPoint{CrashAfterScaleUp, CrashAfterTaint, CrashAfterEvi
 // CrashSpecInput is the input of CrashSpec.
 type CrashSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager is the running autoscaler manager; the spec kills it.
 	Manager *localstack.Process
@@ -101,20 +105,20 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 	It("loses nothing, deletes nothing wrong and releases the drain in progress when the manager is killed at any step", func() {
 		mgmt := input.Stack.Management.Client
 		Expect(input.Manager.Exited()).NotTo(BeClosed(), "the manager %s is not running", input.Manager.Name())
-		namespace := CreateSpecNamespace(ctx, input.Stack, "crash")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "crash")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
-		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: crashGroupMax})
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		md, _ := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: crashGroupMax})
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.ScaleDown.UnneededTime = &metav1.Duration{Duration: crashUnneededTime}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 		crash := &crasher{stack: input.Stack, name: "capi-autoscaler-" + namespace.Name, args: input.ManagerArgs, manager: input.Manager}
-		proxies := proxiesOf(input.Stack)
+		proxies := framework.ProxiesOf(input.Stack)
 		for _, proxy := range proxies {
-			proxy.Observe(crash.observe)
+			proxy.Observe(func(r faultproxy.Request) { crash.observe(ctx, r) })
 		}
 		DeferCleanup(func() {
 			for _, proxy := range proxies {
@@ -126,7 +130,7 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 			case <-manager.Exited():
 				By("Starting the autoscaler manager again: the spec left it stopped")
 				var err error
-				manager, err = crash.start()
+				manager, err = crash.start(ctx)
 				Expect(err).NotTo(HaveOccurred())
 			default:
 			}
@@ -150,7 +154,7 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 			if point == CrashAfterScaleUp {
 				crash.arm(point, nth)
 			}
-			ScaleCycle(ctx, ScaleCycleInput{
+			framework.ScaleCycle(ctx, framework.ScaleCycleInput{
 				Stack: input.Stack, Namespace: namespace, Cluster: cluster, Group: md,
 				Name: fmt.Sprintf("cycle-%d-of-%d-kill-after-%s-%d", cycle+1, cycles, strings.ToLower(string(point)), nth),
 				AfterScaleUp: func() {
@@ -165,11 +169,11 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 				},
 				AfterScaleDown: func() {
 					By(prefix + ": nothing is left behind, the restarted manager is healthy and released the drain it found")
-					ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+					framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 					result := crash.disarm()
 					Expect(result.err).NotTo(HaveOccurred(), "killing or starting the manager")
 					Expect(result.unreleased).To(BeEmpty(), "the restarted manager did not release the drain under way at the kill")
-					ExpectManagerHealthy(crash.current())
+					framework.ExpectManagerHealthy(crash.current())
 					figures[point].add(result)
 				},
 			})
@@ -185,8 +189,8 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 			input.Stack.Topology(), cycles, crashFiguresString(figures), crashReleased(figures),
 			invariants.Events(), len(invariants.Violations()))
 		AddReportEntry("crash", summary)
-		appendFigures(input.Stack, "crash.txt", summary)
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.AppendFigures(input.Stack, "crash.txt", summary)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }
 
@@ -253,7 +257,7 @@ func nodeTaintWrite(r faultproxy.Request) (tainted, ok bool) {
 		return false, false
 	}
 	node, ok := obj.(*corev1.Node)
-	return ok && HasDeletionTaint(node), ok
+	return ok && framework.HasDeletionTaint(node), ok
 }
 
 var crashCodecs = serializer.NewCodecFactory(localstack.Scheme)
@@ -362,7 +366,7 @@ func (c *crasher) takePeakReplicas() int {
 	return peak
 }
 
-func (c *crasher) observe(r faultproxy.Request) {
+func (c *crasher) observe(ctx context.Context, r faultproxy.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Status < http.StatusOK || r.Status >= http.StatusMultipleChoices {
@@ -392,7 +396,7 @@ func (c *crasher) observe(r faultproxy.Request) {
 		c.result.err = err
 		return
 	}
-	c.manager, c.result.err = c.startLocked()
+	c.manager, c.result.err = c.startLocked(ctx)
 }
 
 // followDrain keeps track of the drain under way before the kill.
@@ -433,17 +437,17 @@ func (c *crasher) followRelease(r faultproxy.Request) {
 }
 
 // start starts the manager again, logging to a file of its own.
-func (c *crasher) start() (*localstack.Process, error) {
+func (c *crasher) start(ctx context.Context) (*localstack.Process, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	manager, err := c.startLocked()
+	manager, err := c.startLocked(ctx)
 	if err == nil {
 		c.manager = manager
 	}
 	return manager, err
 }
 
-func (c *crasher) startLocked() (*localstack.Process, error) {
+func (c *crasher) startLocked(ctx context.Context) (*localstack.Process, error) {
 	c.restarts++
 	return c.stack.StartProcess(ctx, fmt.Sprintf("%s-%d", c.name, c.restarts), c.manager.Binary(), c.args...)
 }

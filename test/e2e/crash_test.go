@@ -15,7 +15,7 @@ var _ = Describe("Crash at every step", Serial, func() {
 	input := func(cycles int) func() CrashSpecInput {
 		return func() CrashSpecInput {
 			return CrashSpecInput{
-				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 				Cycles:    cycles,
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -22,6 +23,9 @@ import (
 // CSIAttachLimitSpecInput is the input of CSIAttachLimitSpec.
 type CSIAttachLimitSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // attachDriver is the CSI driver of the attach limit specs; its Nodes can
@@ -42,7 +46,7 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 		input     CSIAttachLimitSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 		cluster   *clusterv1.Cluster
 		machine   infrav1.SimMachineSpec
 	)
@@ -51,16 +55,16 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "CSIAttachLimitSpec needs a stack")
 		mgmt, workload = input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "csi-attach")
-		cluster = CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "csi-attach")
+		cluster = framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
 		By("Registering the CSI driver on every Node of the Cluster, which registers with a startup taint until then")
 		startupTaint := nodefacts.StartupTaintPrefix + "csi-driver"
-		machine = SimMachine("4")
+		machine = framework.SimMachine("4")
 		machine.NodeTaints = []corev1.Taint{{Key: startupTaint, Effect: corev1.TaintEffectNoSchedule}}
-		StartCSIDriverRegistrar(ctx, CSIDriverRegistrarInput{
-			Client: workload, NodeLabels: map[string]string{ClusterLabel: cluster.Name},
+		framework.StartCSIDriverRegistrar(ctx, framework.CSIDriverRegistrarInput{
+			Client: workload, NodeLabels: map[string]string{framework.ClusterLabel: cluster.Name},
 			Driver: attachDriver, Allocatable: attachLimit, StartupTaint: startupTaint,
 		})
 	})
@@ -70,40 +74,40 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 	// Nodes in one scale-up, with no more pods on a Node than it can attach
 	// volumes.
 	expectAttachLimitScaleUp := func(md *clusterv1.MachineDeployment, size int32) {
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 		By("Binding the claims of a 4-replica StatefulSet to volumes of the driver")
 		const replicas = 4
-		CreateBoundClaims(ctx, CreateBoundClaimsInput{
-			Client: workload, Namespace: namespace.Name, Claims: StatefulSetClaims("data", "app", replicas), Driver: attachDriver,
+		framework.CreateBoundClaims(ctx, framework.CreateBoundClaimsInput{
+			Client: workload, Namespace: namespace.Name, Claims: framework.StatefulSetClaims("data", "app", replicas), Driver: attachDriver,
 		})
 		By("Running it with pods of 100m: their cpu fits on one Node, their volumes need two")
-		app := CreateStatefulSet(ctx, StatefulSetInput{
+		app := framework.CreateStatefulSet(ctx, framework.StatefulSetInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: replicas, ClaimTemplate: "data",
-			Requests:     CPURequest("100m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests:     framework.CPURequest("100m"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
 		// All pending before autoscaling is on, so that one loop sees them
 		// all.
 		Eventually(func(g Gomega) {
-			g.Expect(StatefulSetPods(g, workload, app)).To(HaveLen(replicas))
-			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(replicas - attachLimit*int(size)))
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.StatefulSetPods(ctx, g, workload, app)).To(HaveLen(replicas))
+			g.Expect(framework.PendingPods(ctx, g, workload, namespace.Name)).To(Equal(replicas - attachLimit*int(size)))
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Turning autoscaling on")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		By("Seeing the group grow to 2 Nodes at once, and every pod Running")
 		Eventually(func(g Gomega) {
-			current := Replicas(g, mgmt, md)
+			current := framework.Replicas(ctx, g, mgmt, md)
 			if current != size && current != 2 {
 				StopTrying(fmt.Sprintf("the group grew from %d to %d, not to 2", size, current)).Now()
 			}
 			g.Expect(current).To(BeEquivalentTo(2))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		nodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
 		perNode := map[string]int{}
-		for _, pod := range WaitForStatefulSetPodsRunning(ctx, workload, app, ScaleUpTimeout) {
+		for _, pod := range framework.WaitForStatefulSetPodsRunning(ctx, workload, app, framework.ScaleUpTimeout) {
 			perNode[pod.Spec.NodeName]++
 		}
 		Expect(perNode).To(HaveLen(len(nodes)), "pods per Node")
@@ -111,39 +115,39 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 			Expect(nodes).To(ContainElement(node))
 			Expect(pods).To(BeNumerically("<=", attachLimit), "pods on %s: %v", node, perNode)
 		}
-		ExpectReplicasTrajectory(invariants.Replicas(md), size, 2)
+		framework.ExpectReplicasTrajectory(invariants.Replicas(md), size, 2)
 		invariants.ExpectNoViolations()
 
-		DeleteClusterAutoscaler(mgmt, ca)
-		DeleteStatefulSet(ctx, workload, app)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
+		framework.DeleteStatefulSet(ctx, workload, app)
 	}
 
 	It("grows a group from zero by the attach limit of its csi-driver annotation", func() {
 		By("Creating a node group of 4-core machines at 0, 0 to 4, whose annotation says they attach 2 volumes of the driver")
-		annotations := SizeAnnotations(0, 4)
+		annotations := framework.SizeAnnotations(0, 4)
 		annotations[template.CSIDriverAnnotation] = fmt.Sprintf("%s=%d", attachDriver, attachLimit)
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers", Replicas: ptr.To[int32](0),
 			Annotations: annotations, Machine: machine,
-			Labels: map[string]string{ClusterLabel: cluster.Name},
+			Labels: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
 		Eventually(func(g Gomega) {
 			template := &infrav1.SimMachineTemplate{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(md), template)).To(Succeed())
 			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed(), "the template does not publish its capacity")
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed(), "the template does not publish its capacity")
 
 		expectAttachLimitScaleUp(md, 0)
 	})
 
 	It("grows a group by the attach limit its Node's CSINode reports", func() {
 		By("Creating a node group of one 4-core machine, 1 to 4, whose CSINode says it attaches 2 volumes of the driver")
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers", Replicas: ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 4), Machine: machine,
-			Labels: map[string]string{ClusterLabel: cluster.Name},
+			Annotations: framework.SizeAnnotations(1, 4), Machine: machine,
+			Labels: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
 
 		expectAttachLimitScaleUp(md, 1)
 	})

@@ -19,12 +19,16 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // DeadNodeSpecInput is the input of DeadNodeSpec.
 type DeadNodeSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // deadNodeUnreadyTime is the spec's scaleDown.unreadyTime.
@@ -57,12 +61,12 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 
 	It("removes a dead node whose pods are stuck Terminating once it has been unready for unreadyTime", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "dead-node")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "dead-node")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
+		md, nodes := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
 		var deadMachine, dead, kept string
 		for machine, node := range nodes {
 			if kept == "" {
@@ -73,16 +77,16 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 		}
 
 		By("Filling " + kept + " to 75% so that it stays, and running a 2-core pod, which fits only on " + dead)
-		big := CreateWorkload(ctx, WorkloadInput{
+		big := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
-			Requests:     CPURequest("3"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
+			Requests:     framework.CPURequest("3"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name, corev1.LabelHostname: kept},
 		})
-		WaitForPodsRunning(ctx, workload, big, NodesReadyTimeout)
-		web := CreateWorkload(ctx, WorkloadInput{
+		framework.WaitForPodsRunning(ctx, workload, big, framework.NodesReadyTimeout)
+		web := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "web", Replicas: 1,
-			Requests:     CPURequest("2"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests:     framework.CPURequest("2"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 			Mutate: func(template *corev1.PodTemplateSpec) {
 				template.Finalizers = []string{kubeletGoneFinalizer}
 				template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
@@ -94,13 +98,13 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 				}}
 			},
 		})
-		stuck := WaitForPodsRunning(ctx, workload, web, NodesReadyTimeout)[0]
+		stuck := framework.WaitForPodsRunning(ctx, workload, web, framework.NodesReadyTimeout)[0]
 		Expect(stuck.Spec.NodeName).To(Equal(dead))
 		DeferCleanup(func() { releaseStuckPods(ctx, workload, namespace.Name) })
 
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.ScaleDown.UnreadyTime = &metav1.Duration{Duration: deadNodeUnreadyTime}
-		CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		node := &corev1.Node{}
 		Expect(workload.Get(ctx, client.ObjectKey{Name: dead}, node)).To(Succeed())
@@ -110,7 +114,7 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 		}
 
 		By("Killing the kubelet of " + dead + ": the node turns unreachable, its pod is evicted and stays Terminating")
-		setNodeLabel(workload, dead, localstack.NodeKubeletDeadLabel, "true")
+		framework.SetNodeLabel(ctx, workload, dead, localstack.NodeKubeletDeadLabel, "true")
 		var notReadyAt time.Time
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: dead}, node)).To(Succeed())
@@ -123,7 +127,7 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 			pod := &corev1.Pod{}
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(&stuck), pod)).To(Succeed())
 			g.Expect(pod.DeletionTimestamp).NotTo(BeNil(), "pod %s was not evicted", pod.Name)
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By(fmt.Sprintf("Waiting for %s to go once it has been unready for %s", dead, deadNodeUnreadyTime))
 		removableAt := notReadyAt.Add(deadNodeUnreadyTime)
@@ -131,14 +135,14 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 			machine := &clusterv1.Machine{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: deadMachine}, machine)).To(Succeed())
 			g.Expect(machine.DeletionTimestamp != nil || machine.Annotations[clusterv1.DeleteMachineAnnotation] != "").To(BeTrue(), "Machine %s of %s is not being removed", deadMachine, dead)
-		}, time.Until(removableAt)+ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+		}, time.Until(removableAt)+framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
 		removedAt := time.Now()
 		Expect(removedAt).To(BeTemporally(">=", removableAt), "removed before it was unready for unreadyTime")
 
 		By("Checking that the replacement pod runs on a new node, and the dead node is gone")
 		Eventually(func(g Gomega) {
 			var replacements []corev1.Pod
-			for _, pod := range podsSelected(g, workload, namespace.Name, web.Spec.Selector) {
+			for _, pod := range framework.PodsSelected(ctx, g, workload, namespace.Name, web.Spec.Selector) {
 				if pod.DeletionTimestamp == nil {
 					replacements = append(replacements, pod)
 				}
@@ -146,12 +150,12 @@ func DeadNodeSpec(ctx context.Context, inputGetter func() DeadNodeSpecInput) {
 			g.Expect(replacements).To(HaveLen(1))
 			g.Expect(replacements[0].Status.Phase).To(Equal(corev1.PodRunning))
 			g.Expect(replacements[0].Spec.NodeName).NotTo(BeElementOf(kept, dead))
-			g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(2))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("2→3→2"))
+			g.Expect(framework.ClusterNodes(ctx, g, workload, cluster)).To(HaveLen(2))
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Expect(framework.FormatTrajectory(invariants.Replicas(md))).To(Equal("2→3→2"))
 		Expect(deletionTaintsPlaced(ctx, workload, dead)).To(Equal(int32(1)), "%s was tainted more than once: released and taken again", dead)
 		releaseStuckPods(ctx, workload, namespace.Name)
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
 		AddReportEntry("dead node", fmt.Sprintf("removable at %s, removed %s later", removableAt.Format(time.RFC3339), removedAt.Sub(removableAt).Round(time.Second)))
 	})
@@ -165,7 +169,7 @@ func releaseStuckPods(ctx context.Context, workload client.Client, namespace str
 	Expect(workload.List(ctx, pods, client.InNamespace(namespace))).To(Succeed())
 	for i := range pods.Items {
 		if slices.Contains(pods.Items[i].Finalizers, kubeletGoneFinalizer) {
-			patchPod(workload, &pods.Items[i], func(pod *corev1.Pod) {
+			framework.PatchPod(ctx, workload, &pods.Items[i], func(pod *corev1.Pod) {
 				pod.Finalizers = slices.DeleteFunc(pod.Finalizers, func(f string) bool { return f == kubeletGoneFinalizer })
 			})
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -23,6 +24,9 @@ import (
 // DeletedNodeSpecInput is the input of DeletedNodeSpec.
 type DeletedNodeSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // deletedNodeProvisionTime is the shortest maxNodeProvisionTime allowed.
@@ -47,35 +51,35 @@ func DeletedNodeSpec(ctx context.Context, inputGetter func() DeletedNodeSpecInpu
 
 	It("does not delete a Machine older than maxNodeProvisionTime as soon as its Node is deleted", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "deleted-node")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "deleted-node")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
+		md, nodes := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
 		By("Autoscaling with maxNodeProvisionTime 1m, scale-down off: no node goes for being empty")
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: deletedNodeProvisionTime}
 		spec.ScaleDown.Enabled = ptr.To(false)
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		var machine clusterv1.Machine
-		for _, m := range MachinesOf(Default, mgmt, md) {
+		for _, m := range framework.MachinesOf(ctx, Default, mgmt, md) {
 			machine = m
 		}
 		node := nodes[machine.Name]
 		By("Waiting until Machine " + machine.Name + " is older than maxNodeProvisionTime")
 		Eventually(func() time.Duration {
 			return time.Since(machine.CreationTimestamp.Time)
-		}, 2*deletedNodeProvisionTime, AutoscalerPoll).Should(BeNumerically(">", deletedNodeProvisionTime+5*time.Second))
+		}, 2*deletedNodeProvisionTime, framework.AutoscalerPoll).Should(BeNumerically(">", deletedNodeProvisionTime+5*time.Second))
 
 		By("Deleting Node " + node + ", and keeping the provider from creating it again")
 		simMachine := &infrav1.SimMachine{ObjectMeta: metav1.ObjectMeta{Namespace: machine.Namespace, Name: machine.Spec.InfrastructureRef.Name}}
-		patchObject(mgmt, simMachine, false, func(m *infrav1.SimMachine) { m.Spec.Provisioning = infrav1.ProvisioningNeverRegister })
+		framework.PatchObject(ctx, mgmt, simMachine, false, func(m *infrav1.SimMachine) { m.Spec.Provisioning = infrav1.ProvisioningNeverRegister })
 		Expect(workload.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})).To(Succeed())
 		Eventually(func() error {
 			return workload.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})
-		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
 
 		By("Seeing the Machine stay, unmarked, for 30s")
 		expectMachineKept := func(g Gomega) {
@@ -83,22 +87,22 @@ func DeletedNodeSpec(ctx context.Context, inputGetter func() DeletedNodeSpecInpu
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(&machine), m)).To(Succeed())
 			g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted", m.Name)
 			g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s is marked for deletion", m.Name)
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(2))
 		}
-		Consistently(expectMachineKept, 30*time.Second, AutoscalerPoll).Should(Succeed())
+		Consistently(expectMachineKept, 30*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Letting the kubelet register the Node again: the Machine stays")
-		patchObject(mgmt, simMachine, false, func(m *infrav1.SimMachine) { m.Spec.Provisioning = infrav1.ProvisioningSucceed })
+		framework.PatchObject(ctx, mgmt, simMachine, false, func(m *infrav1.SimMachine) { m.Spec.Provisioning = infrav1.ProvisioningSucceed })
 		Eventually(func(g Gomega) {
 			n := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
 			g.Expect(nodefacts.KubeletReady(n)).To(BeTrue(), "Node %s", node)
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
-		Consistently(expectMachineKept, 5*time.Second, AutoscalerPoll).Should(Succeed())
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Consistently(expectMachineKept, 5*time.Second, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
 
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }

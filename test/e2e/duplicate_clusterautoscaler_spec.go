@@ -13,12 +13,16 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // DuplicateClusterAutoscalerSpecInput is the input of DuplicateClusterAutoscalerSpec.
 type DuplicateClusterAutoscalerSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // DuplicateClusterAutoscalerSpec shows what a user sees who creates a second
@@ -36,74 +40,74 @@ func DuplicateClusterAutoscalerSpec(ctx context.Context, inputGetter func() Dupl
 
 	It("refuses a second ClusterAutoscaler for a Cluster, and hands the Cluster over to it when the first is deleted", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "duplicate")
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "duplicate")
 
 		By("Autoscaling a Cluster with a node group of one 2-cpu node, at most 5")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "duplicate"})
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "duplicate", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 5),
-			Machine:     SimMachine("2"),
-			Labels:      map[string]string{ClusterLabel: namespace.Name},
+			Annotations: framework.SizeAnnotations(1, 5),
+			Machine:     framework.SimMachine("2"),
+			Labels:      map[string]string{framework.ClusterLabel: namespace.Name},
 		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
-		first := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		first := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		// expectScaledUp waits until ca has grown the node group to
 		// replicas for app's pods, in one scale-up.
 		expectScaledUp := func(ca *autoscalingv1alpha1.ClusterAutoscaler, app *appsv1.Deployment, replicas int32) {
 			GinkgoHelper()
 			Eventually(func(g Gomega) int32 {
-				return Replicas(g, mgmt, md)
-			}, ScaleUpTimeout, AutoscalerPoll).Should(Equal(replicas))
-			WaitForPodsRunning(ctx, workload, app, ScaleUpTimeout)
-			Expect(Replicas(Default, mgmt, md)).To(Equal(replicas), "the node group grew beyond what the pods need")
+				return framework.Replicas(ctx, g, mgmt, md)
+			}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Equal(replicas))
+			framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout)
+			Expect(framework.Replicas(ctx, Default, mgmt, md)).To(Equal(replicas), "the node group grew beyond what the pods need")
 			Eventually(func(g Gomega) {
-				g.Expect(NodeGroupRow(g, mgmt, ca, md).Ready).To(Equal(replicas))
-				g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.LastScaleUpTime).NotTo(BeNil())
-			}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+				g.Expect(framework.NodeGroupRow(ctx, g, mgmt, ca, md).Ready).To(Equal(replicas))
+				g.Expect(framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.LastScaleUpTime).NotTo(BeNil())
+			}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 		}
 
 		By("Creating a second ClusterAutoscaler for the same Cluster: it is refused, naming the first")
 		second := &autoscalingv1alpha1.ClusterAutoscaler{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace.Name, Name: "second"},
-			Spec:       FastClusterAutoscalerSpec(cluster.Name),
+			Spec:       framework.FastClusterAutoscalerSpec(cluster.Name),
 		}
 		Expect(mgmt.Create(ctx, second)).To(Succeed())
 		Eventually(func(g Gomega) {
-			ready := conditions.Get(GetClusterAutoscaler(g, mgmt, second), autoscalingv1alpha1.ReadyCondition)
+			ready := conditions.Get(framework.GetClusterAutoscaler(ctx, g, mgmt, second), autoscalingv1alpha1.ReadyCondition)
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(ready.Reason).To(Equal(autoscalingv1alpha1.ClusterAlreadyAutoscaledReason))
 			g.Expect(ready.Message).To(ContainSubstring("ClusterAutoscaler " + first.Name + " already autoscales"))
-			refused := ObjectEvents(g, mgmt, namespace.Name, "ClusterAutoscaler", second.Name, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason)
-			g.Expect(EventMessages(refused)).To(ContainElement(ContainSubstring(first.Name)))
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+			refused := framework.ObjectEvents(ctx, g, mgmt, namespace.Name, "ClusterAutoscaler", second.Name, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason)
+			g.Expect(framework.EventMessages(refused)).To(ContainElement(ContainSubstring(first.Name)))
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Seeing the first alone add the one node that a pending pod needs")
-		app := CreateWorkload(ctx, WorkloadInput{
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2,
-			Requests: CPURequest("1500m"), NodeSelector: map[string]string{ClusterLabel: namespace.Name},
+			Requests: framework.CPURequest("1500m"), NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name},
 		})
 		expectScaledUp(first, app, 2)
-		refused := GetClusterAutoscaler(Default, mgmt, second)
+		refused := framework.GetClusterAutoscaler(ctx, Default, mgmt, second)
 		Expect(refused.Status.NodeGroups).To(BeEmpty())
 		Expect(refused.Status.LastScaleUpTime).To(BeNil())
 
 		By("Deleting the first: the second takes over and scales up")
-		DeleteClusterAutoscaler(mgmt, first)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, first)
 		Eventually(func(g Gomega) {
-			ready := conditions.Get(GetClusterAutoscaler(g, mgmt, second), autoscalingv1alpha1.ReadyCondition)
+			ready := conditions.Get(framework.GetClusterAutoscaler(ctx, g, mgmt, second), autoscalingv1alpha1.ReadyCondition)
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
-		more := CreateWorkload(ctx, WorkloadInput{
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
+		more := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "more", Replicas: 1,
-			Requests: CPURequest("1500m"), NodeSelector: map[string]string{ClusterLabel: namespace.Name},
+			Requests: framework.CPURequest("1500m"), NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name},
 		})
 		expectScaledUp(second, more, 3)
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: second, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: second, Cluster: cluster})
 	})
 }

@@ -17,6 +17,7 @@ import (
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -58,7 +59,7 @@ var _ = BeforeSuite(func() {
 	managerBinary := *manager
 	if managerBinary == "" {
 		By("Building the autoscaler manager")
-		managerBinary = BuildManager(ctx, *repoRoot, GinkgoT().TempDir())
+		managerBinary = framework.BuildManager(ctx, *repoRoot, GinkgoT().TempDir())
 	}
 
 	By("Starting the local stack, " + *topology)
@@ -74,13 +75,13 @@ var _ = BeforeSuite(func() {
 	})
 
 	By("Installing the shipped RBAC: the manager runs as its ServiceAccount, and as the ServiceAccount of config/workload-rbac in the workload cluster")
-	kubeconfig := InstallManagerRBAC(ctx, stack, *repoRoot)
-	workloadKubeconfig = InstallWorkloadRBAC(ctx, stack, *repoRoot)
-	InstallWorkloadCRDs(ctx, stack, *repoRoot)
+	kubeconfig := framework.InstallManagerRBAC(ctx, stack, *repoRoot)
+	workloadKubeconfig = framework.InstallWorkloadRBAC(ctx, stack, *repoRoot)
+	framework.InstallWorkloadCRDs(ctx, stack, *repoRoot)
 	// Registered after the stack's clean-up, so it runs first.
 	DeferCleanup(func() {
 		By("Checking that no request of the autoscaler was forbidden")
-		ExpectNoForbiddenRequests(stack)
+		framework.ExpectNoForbiddenRequests(stack)
 	})
 
 	By("Starting the autoscaler manager")

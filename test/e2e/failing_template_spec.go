@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -24,6 +25,9 @@ import (
 // FailingTemplateSpecInput is the input of FailingTemplateSpec.
 type FailingTemplateSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // FailingTemplateSpec shows that a node group whose machines fail to
@@ -36,7 +40,7 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 		input     FailingTemplateSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
@@ -44,12 +48,12 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 		Expect(input.Stack).NotTo(BeNil(), "FailingTemplateSpec needs a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "failing")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "failing")
 	})
 
 	It("backs the failing node group off and scales the healthy one well before maxNodeProvisionTime", func() {
 		By("Creating a Cluster with a failing and a healthy node group at 0 replicas")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "failing"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "failing", WorkloadKubeconfig: input.WorkloadKubeconfig})
 		bounds := map[string]string{
 			clusterv1.AutoscalerMinSizeAnnotation: "0",
 			clusterv1.AutoscalerMaxSizeAnnotation: "3",
@@ -59,18 +63,18 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 			corev1.ResourceMemory: resource.MustParse("4Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
-		labels := map[string]string{ClusterLabel: namespace.Name}
-		failing := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		labels := map[string]string{framework.ClusterLabel: namespace.Name}
+		failing := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: capacity, Provisioning: infrav1.ProvisioningFail},
 		})
-		healthy := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		healthy := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: capacity},
 		})
 
 		By("Turning autoscaling on, preferring the failing group, with a long maxNodeProvisionTime and backoff")
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		maxNodeProvisionTime := 2 * time.Minute
 		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: maxNodeProvisionTime}
 		spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: 5 * time.Minute}}
@@ -79,11 +83,11 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 			{Priority: 100, NodeGroupIDPatterns: []string{"/failing$"}},
 			{Priority: 10, NodeGroupIDPatterns: []string{"/healthy$"}},
 		}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
-		nodesBefore := NodeNames(workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		nodesBefore := framework.NodeNames(ctx, workload)
 
 		By("Creating 2 pods of 1500m cpu")
-		app := CreateWorkload(ctx, WorkloadInput{
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2,
 			Requests:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")},
 			NodeSelector: labels,
@@ -92,34 +96,34 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 
 		By("Seeing the autoscaler try the failing group first")
 		Eventually(func(g Gomega) []clusterv1.Machine {
-			return MachinesOf(g, mgmt, failing)
-		}, ScaleUpTimeout, AutoscalerPoll).ShouldNot(BeEmpty())
+			return framework.MachinesOf(ctx, g, mgmt, failing)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).ShouldNot(BeEmpty())
 
 		By("Seeing the pods Running on the healthy group's nodes well before maxNodeProvisionTime")
-		WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
+		framework.WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
 		Expect(time.Since(podsCreated)).To(BeNumerically("<", maxNodeProvisionTime/2))
-		healthyNodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: healthy, Count: 2})
-		for _, pod := range PodsOf(Default, workload, app) {
+		healthyNodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: healthy, Count: 2})
+		for _, pod := range framework.PodsOf(ctx, Default, workload, app) {
 			Expect(healthyNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
-		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
 		})
 
 		By("Reading the failing group's backoff in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, failing)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, failing)
 			g.Expect(row.BackoffUntil).NotTo(BeNil())
 			g.Expect(row.BackoffUntil.Time).To(BeTemporally(">", time.Now()))
 			g.Expect(row.BackoffReason).NotTo(BeEmpty())
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Seeing the failed Machine removed and the failing group back at 0 replicas")
 		Eventually(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, failing)).To(BeZero())
-			g.Expect(MachinesOf(g, mgmt, failing)).To(BeEmpty())
-		}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.Replicas(ctx, g, mgmt, failing)).To(BeZero())
+			g.Expect(framework.MachinesOf(ctx, g, mgmt, failing)).To(BeEmpty())
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }

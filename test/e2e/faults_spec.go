@@ -5,15 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -21,6 +18,9 @@ import (
 // FaultsSpecInput is the input of FaultsSpec.
 type FaultsSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager returns the running autoscaler manager, which must not exit
 	// or panic.
@@ -57,15 +57,15 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 
 	It("loses nothing and deletes nothing wrong while the API servers fail", func() {
 		mgmt := input.Stack.Management.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "faults")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "faults")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
-		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		md, _ := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		proxies := proxiesOf(input.Stack)
+		proxies := framework.ProxiesOf(input.Stack)
 		before := statsOf(proxies)
 		DeferCleanup(func() { setFaults(proxies, faultproxy.Faults{}) })
 		By(fmt.Sprintf("Failing %.0f%% of the autoscaler's requests (%v)", input.Faults.Rate*100, faultKinds(input.Faults)))
@@ -73,7 +73,7 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 
 		cycles := max(input.Cycles, 1)
 		for cycle := 1; cycle <= cycles; cycle++ {
-			cycleInput := ScaleCycleInput{
+			cycleInput := framework.ScaleCycleInput{
 				Stack: input.Stack, Namespace: namespace, Cluster: cluster, Group: md,
 				Name: fmt.Sprintf("cycle-%d-of-%d", cycle, cycles),
 			}
@@ -84,19 +84,19 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 						faultproxy.TooManyRequests, faultproxy.InternalError, faultproxy.ServiceUnavailable, faultproxy.Timeout, faultproxy.Conflict,
 					}, Hold: 2 * time.Second})
 					Consistently(func(g Gomega) {
-						g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-					}, input.Outage, AutoscalerPoll).Should(Succeed(), "the group changed while every write failed")
+						g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1))
+					}, input.Outage, framework.AutoscalerPoll).Should(Succeed(), "the group changed while every write failed")
 					setFaults(proxies, input.Faults)
 				}
 			}
-			ScaleCycle(ctx, cycleInput)
+			framework.ScaleCycle(ctx, cycleInput)
 		}
 
 		By("Stopping the faults: nothing is left behind")
 		setFaults(proxies, faultproxy.Faults{})
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		ExpectManagerHealthy(input.Manager())
+		framework.ExpectManagerHealthy(input.Manager())
 
 		after := statsOf(proxies)
 		figures := fmt.Sprintf("faults %s, rate %.0f%%, outage %s, cycles %d: %d requests of the autoscaler, %d faults injected %v, %d invariant checks, %d violations",
@@ -104,32 +104,9 @@ func FaultsSpec(ctx context.Context, inputGetter func() FaultsSpecInput) {
 			after.Requests-before.Requests, after.Injected()-before.Injected(), faultCounts(before, after),
 			invariants.Events(), len(invariants.Violations()))
 		AddReportEntry("faults", figures)
-		appendFigures(input.Stack, "faults.txt", figures)
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.AppendFigures(input.Stack, "faults.txt", figures)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
-}
-
-// spreadOverNodes prefers to put each pod of a Deployment on a node of its
-// own, while letting them share one when there is no other.
-func spreadOverNodes(template *corev1.PodTemplateSpec) {
-	template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-			Weight: 100,
-			PodAffinityTerm: corev1.PodAffinityTerm{
-				TopologyKey:   corev1.LabelHostname,
-				LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},
-			},
-		}},
-	}}
-}
-
-// proxiesOf are the fault proxies of the stack's distinct API servers.
-func proxiesOf(stack *localstack.Stack) []*faultproxy.Proxy {
-	var proxies []*faultproxy.Proxy
-	for _, cluster := range clustersOf(stack) {
-		proxies = append(proxies, cluster.Proxy)
-	}
-	return proxies
 }
 
 func setFaults(proxies []*faultproxy.Proxy, faults faultproxy.Faults) {
@@ -167,13 +144,4 @@ func faultKinds(faults faultproxy.Faults) []faultproxy.Fault {
 		return faultproxy.AllFaults
 	}
 	return faults.Kinds
-}
-
-// appendFigures adds a line of figures to file in the stack's log directory.
-func appendFigures(stack *localstack.Stack, file, figures string) {
-	f, err := os.OpenFile(filepath.Join(stack.LogDir(), file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	_, err = fmt.Fprintln(f, figures)
-	Expect(err).NotTo(HaveOccurred())
 }

@@ -17,12 +17,16 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // ForeignTaintSpecInput is the input of ForeignTaintSpec.
 type ForeignTaintSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // ForeignTaintSpec puts on a node the deletion taint another cluster
@@ -41,25 +45,25 @@ func ForeignTaintSpec(ctx context.Context, inputGetter func() ForeignTaintSpecIn
 
 	It("refuses to act while another autoscaler's taint is on a node, and leaves it alone", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "foreign-taint")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "foreign-taint")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
-		node := onlyNode(nodes)
+		md, nodes := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
+		node := framework.OnlyNode(nodes)
 
 		By("Tainting " + node + " as the upstream cluster autoscaler does, without this autoscaler's annotation")
 		foreign := corev1.Taint{Key: nodefacts.ToBeDeletedTaint, Value: strconv.FormatInt(time.Now().Unix(), 10), Effect: corev1.TaintEffectNoSchedule}
-		patchObject(workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, false, func(n *corev1.Node) {
+		framework.PatchObject(ctx, workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, false, func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, foreign)
 		})
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		By("Creating two 3-core pods: the tainted node takes neither")
-		big := CreateWorkload(ctx, WorkloadInput{
+		big := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 2,
-			Requests: CPURequest("3"), NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests: framework.CPURequest("3"), NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
 		expectForeignTaint := func(g Gomega) {
 			current := &corev1.Node{}
@@ -74,35 +78,35 @@ func ForeignTaintSpec(ctx context.Context, inputGetter func() ForeignTaintSpecIn
 			if !slices.ContainsFunc(current.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&foreign) && t.Value == foreign.Value }) {
 				StopTrying("the other autoscaler's taint was removed from Node " + node).Now()
 			}
-			g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.PendingPods(ctx, g, workload, namespace.Name)).To(Equal(2))
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Seeing the autoscaler refuse to act, naming the node")
 		refusing := And(
 			HaveField("Type", autoscalingv1alpha1.ScalingActiveCondition), HaveField("Status", metav1.ConditionFalse),
 			HaveField("Reason", autoscalingv1alpha1.OtherAutoscalerActiveReason), HaveField("Message", ContainSubstring(node)))
 		Eventually(func(g Gomega) {
-			g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.Conditions).To(ContainElement(refusing))
-		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.Conditions).To(ContainElement(refusing))
+		}, framework.ReleaseTimeout, framework.AutoscalerPoll).Should(Succeed())
 		Consistently(func(g Gomega) {
-			g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.Conditions).To(ContainElement(refusing))
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1), "the autoscaler scaled up while another autoscaler acts")
+			g.Expect(framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.Conditions).To(ContainElement(refusing))
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1), "the autoscaler scaled up while another autoscaler acts")
 			expectForeignTaint(g)
-		}, 15*time.Second, AutoscalerPoll).Should(Succeed())
+		}, 15*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Removing the other autoscaler's taint: one pod fits on the node, the other gets a new one")
-		patchObject(workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, false, func(n *corev1.Node) {
+		framework.PatchObject(ctx, workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, false, func(n *corev1.Node) {
 			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == foreign.Key })
 		})
-		WaitForPodsRunning(ctx, workload, big, ScaleUpTimeout)
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(2))
+		framework.WaitForPodsRunning(ctx, workload, big, framework.ScaleUpTimeout)
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(2))
 		Eventually(func(g Gomega) {
-			g.Expect(GetClusterAutoscaler(g, mgmt, ca).Status.Conditions).To(ContainElement(And(
+			g.Expect(framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.Conditions).To(ContainElement(And(
 				HaveField("Type", autoscalingv1alpha1.ScalingActiveCondition), HaveField("Status", metav1.ConditionTrue))))
-		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ReleaseTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }

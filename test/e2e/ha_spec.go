@@ -17,12 +17,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // HASpecInput is the input of HASpec.
 type HASpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager is the suite's manager: it runs without leader election, so
 	// the spec stops it while the replicas run, and starts its binary
@@ -89,53 +93,53 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 
 	It("fails over to the standby replica, and scales up once", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "ha")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "ha")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
-		machine := SimMachine("4")
+		machine := framework.SimMachine("4")
 		if input.KillAt == KillAfterScaleUp {
 			// Longer than a failover: the new leader finds the nodes of
 			// the scale-up on their way.
 			machine.ProvisioningDelay = metav1.Duration{Duration: 30 * time.Second}
 		}
-		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 6, Machine: machine})
+		md, _ := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 6, Machine: machine})
 
 		leaseKey := client.ObjectKey{Namespace: managerServiceAccount(ctx, mgmt).Namespace, Name: haLeaseName}
 		replicas := startReplicas(ctx, input, leaseKey)
 		leader, standby := waitForLeader(replicas)
 		By(fmt.Sprintf("%s leads, %s stands by", leader.Name(), standby.Name()))
 
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		if input.KillAt == KillBeforeScaleUp {
 			// The pods are left alone for a while, so that the leader
 			// can be killed once they are pending and before it scales
 			// up for them.
 			spec.NewPodScaleUpDelay = &metav1.Duration{Duration: 15 * time.Second}
 		}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		big := CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
-		holder := lease(Default, mgmt, leaseKey).Spec.HolderIdentity
+		big := framework.CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
+		holder := lease(ctx, Default, mgmt, leaseKey).Spec.HolderIdentity
 		switch input.KillAt {
 		case KillBeforeScaleUp:
-			Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(1), "the leader scaled up before it was killed")
+			Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(1), "the leader scaled up before it was killed")
 		case KillAfterScaleUp:
 			Eventually(func(g Gomega) {
-				g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(3))
-			}, ScaleUpTimeout, 100*time.Millisecond).Should(Succeed(), "the leader did not scale up")
+				g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(3))
+			}, framework.ScaleUpTimeout, 100*time.Millisecond).Should(Succeed(), "the leader did not scale up")
 		}
 
 		By("Killing the leader " + leader.Name() + " " + string(input.KillAt))
 		killed := time.Now()
 		Expect(leader.Kill()).To(Succeed())
-		Expect(ClusterNodes(Default, workload, cluster)).To(HaveLen(1), "the nodes of the scale-up registered before the leader was killed")
+		Expect(framework.ClusterNodes(ctx, Default, workload, cluster)).To(HaveLen(1), "the nodes of the scale-up registered before the leader was killed")
 
 		By("Waiting for " + standby.Name() + " to take the Lease over")
 		var acquired time.Time
 		Eventually(func(g Gomega) {
-			current := lease(g, mgmt, leaseKey)
+			current := lease(ctx, g, mgmt, leaseKey)
 			g.Expect(current.Spec.HolderIdentity).NotTo(Equal(holder), "the Lease is still held by the killed leader")
 			g.Expect(current.Spec.AcquireTime).NotTo(BeNil())
 			g.Expect(acquiredLease(standby)).To(BeTrue(), "%s did not log that it acquired the Lease", standby.Name())
@@ -143,26 +147,26 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		}, leaderElectionTimeout, 100*time.Millisecond).Should(Succeed())
 
 		By("Waiting for the new leader to scale up: the pods run")
-		WaitForPodsRunning(ctx, workload, big, ScaleUpTimeout)
+		framework.WaitForPodsRunning(ctx, workload, big, framework.ScaleUpTimeout)
 		running := time.Now()
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(3))
 		// A second scale-up would come within a few loops of the first.
 		Consistently(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(3))
-		}, 10*time.Second, AutoscalerPoll).Should(Succeed(), "the group was scaled again")
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(3))
+		}, 10*time.Second, framework.AutoscalerPoll).Should(Succeed(), "the group was scaled again")
 
 		trajectory := invariants.Replicas(md)
 		// One scale-up may come in steps, as the pods turn unschedulable
 		// one by one, but never beyond the two nodes needed.
-		ExpectReplicasAtMost(trajectory, 3)
-		scaledUp := firstSeen(trajectory, 3)
+		framework.ExpectReplicasAtMost(trajectory, 3)
+		scaledUp := framework.FirstSeen(trajectory, 3)
 		if input.KillAt == KillBeforeScaleUp {
 			// trajectory[0] is the size when the watch started, 1.
 			Expect(trajectory[1].Seen).To(BeTemporally(">", killed), "the killed leader scaled up")
 		}
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		ExpectManagerHealthy(standby)
+		framework.ExpectManagerHealthy(standby)
 
 		round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
 		scaleUp := fmt.Sprintf("%s to the scale-up (%s after the Lease)", round(scaledUp.Sub(killed)), round(scaledUp.Sub(acquired)))
@@ -171,10 +175,10 @@ func HASpec(ctx context.Context, inputGetter func() HASpecInput) {
 		}
 		figures := fmt.Sprintf("ha %s, leader killed %s, Lease timings %s: from the kill, %s to the new leader's Lease, %s, %s to the pods running; replicas %s",
 			input.Stack.Topology(), input.KillAt, leaseTimings(input.LeaderElectionArgs),
-			round(acquired.Sub(killed)), scaleUp, round(running.Sub(killed)), replicasTrajectory(trajectory))
+			round(acquired.Sub(killed)), scaleUp, round(running.Sub(killed)), framework.FormatTrajectory(trajectory))
 		AddReportEntry("ha", figures)
-		appendFigures(input.Stack, "ha.txt", figures)
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.AppendFigures(input.Stack, "ha.txt", figures)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }
 
@@ -232,7 +236,7 @@ func waitForLeader(replicas []*localstack.Process) (leader, standby *localstack.
 			}
 		}
 		g.Expect(leaders).To(HaveLen(1), "exactly one replica must lead")
-	}, leaderElectionTimeout, AutoscalerPoll).Should(Succeed())
+	}, leaderElectionTimeout, framework.AutoscalerPoll).Should(Succeed())
 	return leader, standby
 }
 
@@ -245,7 +249,7 @@ func acquiredLease(p *localstack.Process) bool {
 }
 
 // lease reads the replicas' Lease.
-func lease(g Gomega, mgmt client.Client, key client.ObjectKey) *coordinationv1.Lease {
+func lease(ctx context.Context, g Gomega, mgmt client.Client, key client.ObjectKey) *coordinationv1.Lease {
 	current := &coordinationv1.Lease{}
 	g.Expect(mgmt.Get(ctx, key, current)).To(Succeed())
 	return current
@@ -260,24 +264,6 @@ func managerServiceAccount(ctx context.Context, mgmt client.Client) client.Objec
 	Expect(mgmt.List(ctx, accounts, client.MatchingLabels{"app.kubernetes.io/name": "capi-autoscaler"})).To(Succeed())
 	Expect(accounts.Items).To(HaveLen(1), "the manager's ServiceAccount")
 	return client.ObjectKeyFromObject(&accounts.Items[0])
-}
-
-// firstSeen is when the trajectory first reached replicas; zero if never.
-func firstSeen(trajectory []ReplicasSeen, replicas int32) time.Time {
-	for _, seen := range trajectory {
-		if seen.Replicas == replicas {
-			return seen.Seen
-		}
-	}
-	return time.Time{}
-}
-
-func replicasTrajectory(trajectory []ReplicasSeen) string {
-	values := make([]string, 0, len(trajectory))
-	for _, seen := range trajectory {
-		values = append(values, fmt.Sprint(seen.Replicas))
-	}
-	return strings.Join(values, "→")
 }
 
 func leaseTimings(args []string) string {

@@ -18,7 +18,7 @@ var _ = Describe("High availability", Serial, func() {
 	Context("the leader is killed before it scales up", Label("ci"), func() {
 		HASpec(ctx, func() HASpecInput {
 			return HASpecInput{
-				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 				KillAt:    KillBeforeScaleUp,
 			}
@@ -27,7 +27,7 @@ var _ = Describe("High availability", Serial, func() {
 	Context("the leader is killed after it scaled up, before the nodes register", Label("full"), func() {
 		HASpec(ctx, func() HASpecInput {
 			return HASpecInput{
-				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 				KillAt:    KillAfterScaleUp,
 			}
@@ -40,25 +40,25 @@ var _ = Describe("Workload cluster unreachable", Serial, func() {
 
 	Context("during a scale-up, for 30s", Label("full"), func() {
 		WorkloadUnreachableSpec(ctx, func() WorkloadUnreachableSpecInput {
-			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleUp, Outage: 30 * time.Second}
+			return WorkloadUnreachableSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, During: DuringScaleUp, Outage: 30 * time.Second}
 		})
 	})
 	// `make test` runs this one in the SeparateWorkload topology.
 	Context("during a scale-down, for 30s", Label("full", "ci-separate"), func() {
 		WorkloadUnreachableSpec(ctx, func() WorkloadUnreachableSpecInput {
-			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleDown, Outage: 30 * time.Second}
+			return WorkloadUnreachableSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, During: DuringScaleDown, Outage: 30 * time.Second}
 		})
 	})
 	// Beyond five failed health probes, the manager's ClusterCache
 	// disconnects, and connects again once the API server is back.
 	Context("during a scale-up, for 90s: disconnected and connected again", Label("full"), func() {
 		WorkloadUnreachableSpec(ctx, func() WorkloadUnreachableSpecInput {
-			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleUp, Outage: 90 * time.Second}
+			return WorkloadUnreachableSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, During: DuringScaleUp, Outage: 90 * time.Second}
 		})
 	})
 	Context("during a scale-down, for 90s: disconnected and connected again", Label("full"), func() {
 		WorkloadUnreachableSpec(ctx, func() WorkloadUnreachableSpecInput {
-			return WorkloadUnreachableSpecInput{Stack: stack, Manager: manager, During: DuringScaleDown, Outage: 90 * time.Second}
+			return WorkloadUnreachableSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, During: DuringScaleDown, Outage: 90 * time.Second}
 		})
 	})
 })

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faults"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -26,6 +27,9 @@ import (
 // IsolationSpecInput is the input of IsolationSpec.
 type IsolationSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// RepoRoot is the repository the spec builds its manager from.
 	RepoRoot string
@@ -73,7 +77,7 @@ func IsolationSpec(ctx context.Context, inputGetter func() IsolationSpecInput) {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
 
 		By("Building the manager with node groups that panic on request")
-		binary := BuildManager(ctx, input.RepoRoot, GinkgoT().TempDir(), "e2efaults")
+		binary := framework.BuildManager(ctx, input.RepoRoot, GinkgoT().TempDir(), "e2efaults")
 
 		By("Running it in place of the suite's manager")
 		Expect(input.Manager.Stop()).To(Succeed())
@@ -96,9 +100,9 @@ func IsolationSpec(ctx context.Context, inputGetter func() IsolationSpecInput) {
 			defer resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", path)
 		}
-		Eventually(func(g Gomega) { probe(g, "/readyz") }, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		Eventually(func(g Gomega) { probe(g, "/readyz") }, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		namespace := CreateSpecNamespace(ctx, input.Stack, "isolation")
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "isolation")
 		type member struct {
 			cluster *clusterv1.Cluster
 			md      *clusterv1.MachineDeployment
@@ -108,72 +112,72 @@ func IsolationSpec(ctx context.Context, inputGetter func() IsolationSpecInput) {
 		healthy, panicking := &member{}, &member{}
 		for i, m := range []*member{healthy, panicking} {
 			name := namespace.Name + []string{"-healthy", "-panicking"}[i]
-			m.cluster = CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: name})
-			DeferCleanup(func() { deleteCluster(mgmt, m.cluster) })
-			m.md = CreateNodeGroup(ctx, CreateNodeGroupInput{
+			m.cluster = framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+			DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, m.cluster) })
+			m.md = framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 				Client: mgmt, Cluster: m.cluster, Name: name + "-workers",
 				Replicas:    ptr.To[int32](1),
-				Annotations: SizeAnnotations(1, 3),
-				Machine:     SimMachine("2"),
-				Labels:      map[string]string{ClusterLabel: m.cluster.Name},
+				Annotations: framework.SizeAnnotations(1, 3),
+				Machine:     framework.SimMachine("2"),
+				Labels:      map[string]string{framework.ClusterLabel: m.cluster.Name},
 			})
-			WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: m.md, Count: 1})
-			m.ca = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: m.cluster, Spec: FastClusterAutoscalerSpec(m.cluster.Name)})
-			DeferCleanup(func() { DeleteClusterAutoscaler(mgmt, m.ca) })
+			framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: m.md, Count: 1})
+			m.ca = framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: m.cluster, Spec: framework.FastClusterAutoscalerSpec(m.cluster.Name)})
+			DeferCleanup(func() { framework.DeleteClusterAutoscaler(ctx, mgmt, m.ca) })
 		}
 
 		By("Making the node group of one cluster panic in every loop")
-		patchObject(mgmt, panicking.md, false, func(md *clusterv1.MachineDeployment) {
+		framework.PatchObject(ctx, mgmt, panicking.md, false, func(md *clusterv1.MachineDeployment) {
 			annotations := maps.Clone(md.Annotations)
 			annotations[faults.PanicAnnotation] = "a bug in node group " + md.Name
 			md.Annotations = annotations
 		})
 		Eventually(func(g Gomega) {
-			ready := conditions.Get(GetClusterAutoscaler(g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)
+			ready := conditions.Get(framework.GetClusterAutoscaler(ctx, g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(ready.Reason).To(Equal(autoscalingv1alpha1.EnginePanickedReason))
 			g.Expect(ready.Message).To(ContainSubstring("a bug in node group " + panicking.md.Name))
-			g.Expect(ObjectEvents(g, mgmt, namespace.Name, "ClusterAutoscaler", panicking.ca.Name, autoscalingv1alpha1.EnginePanickedReason)).NotTo(BeEmpty())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.ObjectEvents(ctx, g, mgmt, namespace.Name, "ClusterAutoscaler", panicking.ca.Name, autoscalingv1alpha1.EnginePanickedReason)).NotTo(BeEmpty())
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 		log, err := os.ReadFile(manager.LogPath())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(log)).To(And(ContainSubstring("Observed a panic"), ContainSubstring("stacktrace")), "the panic is logged with its stack")
 
 		By("Creating pods that need one more node in each cluster")
 		for _, m := range []*member{healthy, panicking} {
-			m.app = CreateWorkload(ctx, WorkloadInput{
+			m.app = framework.CreateWorkload(ctx, framework.WorkloadInput{
 				Client: workload, Namespace: namespace.Name, Name: m.cluster.Name + "-app", Replicas: 2,
-				Requests:     CPURequest("1500m"),
-				NodeSelector: map[string]string{ClusterLabel: m.cluster.Name},
+				Requests:     framework.CPURequest("1500m"),
+				NodeSelector: map[string]string{framework.ClusterLabel: m.cluster.Name},
 			})
-			DeferCleanup(func() { DeleteWorkload(ctx, workload, m.app) })
+			DeferCleanup(func() { framework.DeleteWorkload(ctx, workload, m.app) })
 		}
 
 		By("Seeing the healthy cluster scaled up, the panicking one not, and the manager live and ready")
 		Eventually(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, healthy.md)).To(BeEquivalentTo(2))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		WaitForPodsRunning(ctx, workload, healthy.app, ScaleUpTimeout)
+			g.Expect(framework.Replicas(ctx, g, mgmt, healthy.md)).To(BeEquivalentTo(2))
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForPodsRunning(ctx, workload, healthy.app, framework.ScaleUpTimeout)
 		Consistently(func(g Gomega) {
-			g.Expect(conditions.IsTrue(GetClusterAutoscaler(g, mgmt, healthy.ca), autoscalingv1alpha1.ReadyCondition)).To(BeTrue())
-			g.Expect(conditions.GetReason(GetClusterAutoscaler(g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)).To(Equal(autoscalingv1alpha1.EnginePanickedReason))
-			g.Expect(Replicas(g, mgmt, panicking.md)).To(BeEquivalentTo(1))
+			g.Expect(conditions.IsTrue(framework.GetClusterAutoscaler(ctx, g, mgmt, healthy.ca), autoscalingv1alpha1.ReadyCondition)).To(BeTrue())
+			g.Expect(conditions.GetReason(framework.GetClusterAutoscaler(ctx, g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)).To(Equal(autoscalingv1alpha1.EnginePanickedReason))
+			g.Expect(framework.Replicas(ctx, g, mgmt, panicking.md)).To(BeEquivalentTo(1))
 			probe(g, "/healthz")
 			probe(g, "/readyz")
-		}, 30*time.Second, AutoscalerPoll).Should(Succeed())
+		}, 30*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Letting the node group stop panicking: a new engine starts and scales the cluster up")
-		patchObject(mgmt, panicking.md, false, func(md *clusterv1.MachineDeployment) {
+		framework.PatchObject(ctx, mgmt, panicking.md, false, func(md *clusterv1.MachineDeployment) {
 			annotations := maps.Clone(md.Annotations)
 			delete(annotations, faults.PanicAnnotation)
 			md.Annotations = annotations
 		})
 		Eventually(func(g Gomega) {
-			g.Expect(conditions.IsTrue(GetClusterAutoscaler(g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)).To(BeTrue())
-			g.Expect(Replicas(g, mgmt, panicking.md)).To(BeEquivalentTo(2))
-		}, engineRecoveryTimeout, AutoscalerPoll).Should(Succeed())
-		WaitForPodsRunning(ctx, workload, panicking.app, ScaleUpTimeout)
+			g.Expect(conditions.IsTrue(framework.GetClusterAutoscaler(ctx, g, mgmt, panicking.ca), autoscalingv1alpha1.ReadyCondition)).To(BeTrue())
+			g.Expect(framework.Replicas(ctx, g, mgmt, panicking.md)).To(BeEquivalentTo(2))
+		}, engineRecoveryTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForPodsRunning(ctx, workload, panicking.app, framework.ScaleUpTimeout)
 		Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s exited: %v", manager.Name(), manager.Err())
 	})
 }

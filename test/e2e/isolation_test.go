@@ -14,7 +14,7 @@ var _ = Describe("Isolation", Serial, Label("full"), func() {
 	Context("a node group that panics in every loop", func() {
 		IsolationSpec(ctx, func() IsolationSpecInput {
 			return IsolationSpecInput{
-				Stack: stack, RepoRoot: *repoRoot, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, RepoRoot: *repoRoot, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 			}
 		})

@@ -16,12 +16,16 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // KubeconfigRotationSpecInput is the input of KubeconfigRotationSpec.
 type KubeconfigRotationSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // rotationPickupTimeout bounds how long the manager takes to reach the
@@ -45,33 +49,33 @@ func KubeconfigRotationSpec(ctx context.Context, inputGetter func() KubeconfigRo
 
 	It("goes on autoscaling, without a restart, when the credentials of its workload kubeconfig are rotated and the old ones revoked", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "rotation")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
-		md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "rotation")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		md, _ := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
 
 		By("Reaching the workload cluster with a token that lives as long as a Secret there")
 		first := createTokenHolder(ctx, workload, namespace.Name+"-first")
 		kubeconfigSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace.Name, Name: namespace.Name + "-rotated-kubeconfig"}}
 		kubeconfigSecret.Data = map[string][]byte{secret.KubeconfigDataName: boundWorkloadKubeconfig(ctx, input.Stack, first)}
 		Expect(mgmt.Create(ctx, kubeconfigSecret)).To(Succeed())
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: kubeconfigSecret.Name}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		By("Scaling up with the first credentials: 2 pods of 3 cores need 1 more node")
-		before := CreateWorkload(ctx, WorkloadInput{
+		before := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "before", Replicas: 2,
-			Requests: CPURequest("3"), NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests: framework.CPURequest("3"), NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		WaitForPodsRunning(ctx, workload, before, ScaleUpTimeout)
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(2))
-		expectReady(mgmt, ca)
+		framework.WaitForPodsRunning(ctx, workload, before, framework.ScaleUpTimeout)
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(2))
+		expectReady(ctx, mgmt, ca)
 
 		By("Rotating: new credentials in the Secret, and the old ones revoked at once")
 		second := createTokenHolder(ctx, workload, namespace.Name+"-second")
-		patchObject(mgmt, kubeconfigSecret, false, func(s *corev1.Secret) {
+		framework.PatchObject(ctx, mgmt, kubeconfigSecret, false, func(s *corev1.Secret) {
 			s.Data[secret.KubeconfigDataName] = boundWorkloadKubeconfig(ctx, input.Stack, second)
 		})
 		rotatedAt := time.Now()
@@ -79,17 +83,17 @@ func KubeconfigRotationSpec(ctx context.Context, inputGetter func() KubeconfigRo
 
 		By("Seeing the manager connect again with the new credentials")
 		Eventually(func(g Gomega) {
-			g.Expect(ObjectEvents(g, mgmt, namespace.Name, "ClusterAutoscaler", ca.Name, controller.WorkloadKubeconfigChangedReason)).NotTo(BeEmpty())
-		}, rotationPickupTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.ObjectEvents(ctx, g, mgmt, namespace.Name, "ClusterAutoscaler", ca.Name, controller.WorkloadKubeconfigChangedReason)).NotTo(BeEmpty())
+		}, rotationPickupTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Scaling up with them: 1 more pod of 3 cores needs 1 more node")
-		after := CreateWorkload(ctx, WorkloadInput{
+		after := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "after", Replicas: 1,
-			Requests: CPURequest("3"), NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests: framework.CPURequest("3"), NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		WaitForPodsRunning(ctx, workload, after, rotationPickupTimeout+ScaleUpTimeout)
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
-		expectReady(mgmt, ca)
+		framework.WaitForPodsRunning(ctx, workload, after, rotationPickupTimeout+framework.ScaleUpTimeout)
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(3))
+		expectReady(ctx, mgmt, ca)
 		invariants.ExpectNoViolations()
 		AddReportEntry("kubeconfig rotation", fmt.Sprintf("rotated, and the pods after it Running, in %s", time.Since(rotatedAt).Round(time.Second)))
 	})
@@ -99,7 +103,7 @@ func KubeconfigRotationSpec(ctx context.Context, inputGetter func() KubeconfigRo
 // tokens of boundWorkloadKubeconfig live as long as.
 func createTokenHolder(ctx context.Context, workload client.Client, name string) *corev1.Secret {
 	GinkgoHelper()
-	holder := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: WorkloadServiceAccount.Namespace, Name: name}}
+	holder := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: framework.WorkloadServiceAccount.Namespace, Name: name}}
 	Expect(workload.Create(ctx, holder)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(workload.Delete(context.Background(), holder))).To(Succeed()) })
 	return holder
@@ -109,19 +113,19 @@ func createTokenHolder(ctx context.Context, workload client.Client, name string)
 // token is revoked when holder is deleted.
 func boundWorkloadKubeconfig(ctx context.Context, stack *localstack.Stack, holder *corev1.Secret) []byte {
 	GinkgoHelper()
-	kubeconfig, err := stack.WorkloadServiceAccountKubeconfigBoundTo(ctx, WorkloadServiceAccount.Namespace, WorkloadServiceAccount.Name, holder)
+	kubeconfig, err := stack.WorkloadServiceAccountKubeconfigBoundTo(ctx, framework.WorkloadServiceAccount.Namespace, framework.WorkloadServiceAccount.Name, holder)
 	Expect(err).NotTo(HaveOccurred())
 	return kubeconfig
 }
 
 // expectReady expects the Ready condition of ca to be True: its loops run.
-func expectReady(mgmt client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+func expectReady(ctx context.Context, mgmt client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		current := GetClusterAutoscaler(g, mgmt, ca)
+		current := framework.GetClusterAutoscaler(ctx, g, mgmt, ca)
 		g.Expect(current.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", autoscalingv1alpha1.ReadyCondition),
 			HaveField("Status", metav1.ConditionTrue),
 		)), "ClusterAutoscaler %s is not Ready", ca.Name)
-	}, rotationPickupTimeout, AutoscalerPoll).Should(Succeed())
+	}, rotationPickupTimeout, framework.AutoscalerPoll).Should(Succeed())
 }

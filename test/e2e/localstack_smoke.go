@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -26,6 +27,9 @@ import (
 // LocalStackSmokeSpecInput is the input of LocalStackSmokeSpec.
 type LocalStackSmokeSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // LocalStackSmokeSpec shows that the local stack behaves as a real management
@@ -51,7 +55,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 
 	It("runs a MachineDeployment of simulated machines", func() {
 		By("Creating a Cluster of the simulated provider")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "smoke"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "smoke", WorkloadKubeconfig: input.WorkloadKubeconfig})
 
 		By("Creating a MachineDeployment with the autoscaler's min and max size and no replicas")
 		capacity := corev1.ResourceList{
@@ -59,7 +63,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 			corev1.ResourceMemory: resource.MustParse("8Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client:  mgmt,
 			Cluster: cluster,
 			Name:    "workers",
@@ -77,7 +81,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: namespace.Name, Name: "workers"}, template)).To(Succeed())
 			g.Expect(template.Status.Capacity).To(HaveKeyWithValue(corev1.ResourceCPU, capacity[corev1.ResourceCPU]))
 			g.Expect(template.Status.NodeInfo).To(HaveValue(Equal(infrav1.NodeInfo{Architecture: "amd64", OperatingSystem: "linux"})))
-		}, ClusterReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.ClusterReadyTimeout, framework.PollInterval).Should(Succeed())
 
 		By("Waiting for 2 Running Machines with a nodeRef")
 		machines := &clusterv1.MachineList{}
@@ -89,7 +93,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
 				g.Expect(m.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
 			}
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
 
 		By("Seeing the Machines' Nodes Ready and schedulable in the workload cluster")
 		for _, m := range machines.Items {
@@ -101,7 +105,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 				g.Expect(node.Status.Conditions).To(ContainElement(And(
 					HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
 				g.Expect(node.Spec.Taints).To(BeEmpty(), "the node lifecycle controller removes the not-ready taint")
-			}, NodesReadyTimeout, PollInterval).Should(Succeed(), "Node of Machine %s", m.Name)
+			}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed(), "Node of Machine %s", m.Name)
 		}
 
 		By("Running a pod on them")
@@ -119,7 +123,7 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 		Eventually(func() error {
 			// The default ServiceAccount appears shortly after the API server.
 			return workload.Create(ctx, pod)
-		}, ClusterReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.ClusterReadyTimeout, framework.PollInterval).Should(Succeed())
 		nodeNames := make([]string, 0, len(machines.Items))
 		for _, m := range machines.Items {
 			nodeNames = append(nodeNames, m.Status.NodeRef.Name)
@@ -128,21 +132,21 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 			g.Expect(pod.Spec.NodeName).To(BeElementOf(nodeNames))
 			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
 
 		By("Making a Node NotReady and Ready again with kwok's chaos stage")
 		node := &corev1.Node{}
 		Expect(workload.Get(ctx, client.ObjectKey{Name: nodeNames[0]}, node)).To(Succeed())
-		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "true")
+		framework.SetNodeLabel(ctx, workload, node.Name, localstack.NodeNotReadyLabel, "true")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(nodefacts.KubeletReady(node)).To(BeFalse())
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
-		setNodeLabel(workload, node.Name, localstack.NodeNotReadyLabel, "")
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
+		framework.SetNodeLabel(ctx, workload, node.Name, localstack.NodeNotReadyLabel, "")
 		Eventually(func(g Gomega) {
 			g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(nodefacts.KubeletReady(node)).To(BeTrue())
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
 
 		By("Scaling the MachineDeployment to zero, which drains the Nodes and deletes them")
 		before := md.DeepCopy()
@@ -158,45 +162,45 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 			// kwok deletes the evicted pod at once.
 			err := workload.Get(ctx, client.ObjectKeyFromObject(pod), pod)
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "pod %s", pod.Name)
-		}, DeletionTimeout, PollInterval).Should(Succeed())
+		}, framework.DeletionTimeout, framework.PollInterval).Should(Succeed())
 
-		deleteCluster(mgmt, cluster)
+		framework.DeleteCluster(ctx, mgmt, cluster)
 	})
 
 	It("shows provisioning failures and hangs on the Machines", func() {
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "broken"})
-		failing := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "broken", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		failing := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: ptr.To[int32](1),
 			Machine: infrav1.SimMachineSpec{Provisioning: infrav1.ProvisioningFail},
 		})
-		hanging := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		hanging := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "hanging", Replicas: ptr.To[int32](1),
 			Machine: infrav1.SimMachineSpec{Provisioning: infrav1.ProvisioningHang},
 		})
 
 		By("Seeing Cluster API report the failed Machine")
 		Eventually(func(g Gomega) {
-			machine := onlyMachine(g, mgmt, failing)
+			machine := onlyMachine(ctx, g, mgmt, failing)
 			// The deprecated failureReason is still how Cluster API v1beta2
 			// reports a terminal failure of the infrastructure.
 			g.Expect(machine.Status.Deprecated).NotTo(BeNil())
 			g.Expect(machine.Status.Deprecated.V1Beta1).NotTo(BeNil())                                             //nolint:staticcheck // see above
 			g.Expect(machine.Status.Deprecated.V1Beta1.FailureReason).To(HaveValue(BeEquivalentTo("CreateError"))) //nolint:staticcheck // see above
 			g.Expect(conditions.IsFalse(&machine, clusterv1.MachineInfrastructureReadyCondition)).To(BeTrue())
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
 
 		By("Seeing the hanging Machine never provisioned")
 		Eventually(func(g Gomega) {
-			machine := onlyMachine(g, mgmt, hanging)
+			machine := onlyMachine(ctx, g, mgmt, hanging)
 			g.Expect(conditions.IsFalse(&machine, clusterv1.MachineInfrastructureReadyCondition)).To(BeTrue())
-		}, NodesReadyTimeout, PollInterval).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.PollInterval).Should(Succeed())
 		Consistently(func(g Gomega) {
-			machine := onlyMachine(g, mgmt, hanging)
+			machine := onlyMachine(ctx, g, mgmt, hanging)
 			g.Expect(machine.Spec.ProviderID).To(BeEmpty())
 			g.Expect(ptr.Deref(machine.Status.Initialization.InfrastructureProvisioned, false)).To(BeFalse())
-		}, 3*time.Second, PollInterval).Should(Succeed())
+		}, 3*time.Second, framework.PollInterval).Should(Succeed())
 
-		deleteCluster(mgmt, cluster)
+		framework.DeleteCluster(ctx, mgmt, cluster)
 	})
 
 	AfterEach(func() {
@@ -205,17 +209,8 @@ func LocalStackSmokeSpec(ctx context.Context, inputGetter func() LocalStackSmoke
 }
 
 // onlyMachine returns the single Machine of md.
-func onlyMachine(g Gomega, c client.Client, md *clusterv1.MachineDeployment) clusterv1.Machine {
-	machines := MachinesOf(g, c, md)
+func onlyMachine(ctx context.Context, g Gomega, c client.Client, md *clusterv1.MachineDeployment) clusterv1.Machine {
+	machines := framework.MachinesOf(ctx, g, c, md)
 	g.Expect(machines).To(HaveLen(1))
 	return machines[0]
-}
-
-// deleteCluster deletes cluster and waits until Cluster API deleted it.
-func deleteCluster(c client.Client, cluster *clusterv1.Cluster) {
-	By("Deleting the Cluster")
-	Expect(c.Delete(ctx, cluster)).To(Succeed())
-	Eventually(func() error {
-		return c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
-	}, DeletionTimeout, PollInterval).Should(Satisfy(apierrors.IsNotFound))
 }

@@ -8,6 +8,6 @@ import (
 
 var _ = Describe("Local stack", func() {
 	LocalStackSmokeSpec(ctx, func() LocalStackSmokeSpecInput {
-		return LocalStackSmokeSpecInput{Stack: stack}
+		return LocalStackSmokeSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -24,6 +25,9 @@ import (
 // MachinePoolSpecInput is the input of the MachinePool specs.
 type MachinePoolSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // poolCapacity is the capacity of the instances of the MachinePool specs:
@@ -40,49 +44,50 @@ var poolCapacity = corev1.ResourceList{
 // nodes whose pods need them stay.
 func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
 	var (
+		input     MachinePoolSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
-		input := inputGetter()
+		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-scale")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "pool-scale")
 	})
 
 	It("scales a MachinePool up for pending pods, then removes the emptied node's Machine", func() {
 		By("Creating a Cluster with a MachinePool of 1 instance of 2 cpu, between 1 and 4")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-scale"})
-		labels := map[string]string{ClusterLabel: namespace.Name}
-		mp := CreateMachinePool(ctx, CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 1, Annotations: SizeAnnotations(1, 4), Labels: labels,
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-scale", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		labels := map[string]string{framework.ClusterLabel: namespace.Name}
+		mp := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 1, Annotations: framework.SizeAnnotations(1, 4), Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
 		})
-		WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 1})
+		framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 1})
 
 		By("Turning autoscaling on")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		nodesBefore := NodeNames(workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := framework.NodeNames(ctx, workload)
 
 		By("Creating 3 pods of 1500m cpu, one per node: 2 that stay and 1 of a batch job")
-		requests := CPURequest("1500m")
-		steady := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "steady", Replicas: 2, Requests: requests, NodeSelector: labels})
-		batch := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "batch", Replicas: 1, Requests: requests, NodeSelector: labels})
+		requests := framework.CPURequest("1500m")
+		steady := framework.CreateWorkload(ctx, framework.WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "steady", Replicas: 2, Requests: requests, NodeSelector: labels})
+		batch := framework.CreateWorkload(ctx, framework.WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "batch", Replicas: 1, Requests: requests, NodeSelector: labels})
 
 		By("Seeing the MachinePool grow to 3 instances through /scale, each with its MachinePool Machine")
 		Eventually(func(g Gomega) int32 {
-			return PoolReplicas(g, mgmt, mp)
-		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(3))
-		nodesByMachine := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 3})
-		steadyPods := WaitForPodsRunning(ctx, workload, steady, ScaleUpTimeout)
-		emptied := WaitForPodsRunning(ctx, workload, batch, ScaleUpTimeout)[0].Spec.NodeName
-		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+			return framework.PoolReplicas(ctx, g, mgmt, mp)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(3))
+		nodesByMachine := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 3})
+		steadyPods := framework.WaitForPodsRunning(ctx, workload, steady, framework.ScaleUpTimeout)
+		emptied := framework.WaitForPodsRunning(ctx, workload, batch, framework.ScaleUpTimeout)[0].Spec.NodeName
+		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{steady, batch}, NodesBefore: nodesBefore,
 		})
-		Expect(ObjectEvents(Default, mgmt, namespace.Name, "MachinePool", mp.Name, "ScaledUpGroup")).NotTo(BeEmpty(),
+		Expect(framework.ObjectEvents(ctx, Default, mgmt, namespace.Name, "MachinePool", mp.Name, "ScaledUpGroup")).NotTo(BeEmpty(),
 			"the scale-up is recorded on the MachinePool")
 		var emptiedMachine string
 		for machine, node := range nodesByMachine {
@@ -93,34 +98,34 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 		Expect(emptiedMachine).NotTo(BeEmpty())
 
 		By("Deleting the batch job, which empties node " + emptied)
-		DeleteWorkload(ctx, workload, batch)
+		framework.DeleteWorkload(ctx, workload, batch)
 
 		By("Seeing exactly the emptied node's Machine go, and the replicas follow")
 		Eventually(func(g Gomega) {
-			g.Expect(PoolReplicas(g, mgmt, mp)).To(BeEquivalentTo(2))
+			g.Expect(framework.PoolReplicas(ctx, g, mgmt, mp)).To(BeEquivalentTo(2))
 			err := workload.Get(ctx, client.ObjectKey{Name: emptied}, &corev1.Node{})
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s is not deleted yet", emptied)
-		}, ScaleDownTimeout+DeletionTimeout, AutoscalerPoll).Should(Succeed())
-		remaining := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		}, framework.ScaleDownTimeout+framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
+		remaining := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
 		Expect(remaining).NotTo(HaveKey(emptiedMachine))
 		for _, pod := range steadyPods {
 			Expect(remaining).To(ContainElement(pod.Spec.NodeName), "the Node of steady pod %s was removed", pod.Name)
 		}
-		for _, pod := range WaitForPodsRunning(ctx, workload, steady, NodesReadyTimeout) {
+		for _, pod := range framework.WaitForPodsRunning(ctx, workload, steady, framework.NodesReadyTimeout) {
 			Expect(steadyPods).To(ContainElement(HaveField("UID", pod.UID)), "steady pod %s was replaced", pod.Name)
 		}
 
 		By("Reading the MachinePool's row in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
-			row := MachinePoolRow(g, mgmt, ca, mp)
+			row := framework.MachinePoolRow(ctx, g, mgmt, ca, mp)
 			g.Expect(row.MinSize).To(HaveValue(BeEquivalentTo(1)))
 			g.Expect(row.MaxSize).To(HaveValue(BeEquivalentTo(4)))
 			g.Expect(row.TargetSize).To(BeEquivalentTo(2))
 			g.Expect(row.Registered).To(BeEquivalentTo(2))
 			g.Expect(row.Ready).To(BeEquivalentTo(2))
-		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }
 
@@ -129,27 +134,28 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 // in status.
 func MachinePoolFromZeroSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
 	var (
+		input     MachinePoolSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
-		input := inputGetter()
+		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-from-zero")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "pool-from-zero")
 	})
 
 	It("grows a MachinePool from zero with the capacity of its infrastructure machine pool", func() {
 		By("Creating a Cluster with a MachinePool at 0 replicas, min 0")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-from-zero"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-from-zero", WorkloadKubeconfig: input.WorkloadKubeconfig})
 		// Only the template node can tell this label Cluster API propagates.
 		const poolRole = "node-role.kubernetes.io/pool"
-		labels := map[string]string{ClusterLabel: namespace.Name, poolRole: ""}
-		mp := CreateMachinePool(ctx, CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+		labels := map[string]string{framework.ClusterLabel: namespace.Name, poolRole: ""}
+		mp := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
 		})
 
@@ -158,29 +164,29 @@ func MachinePoolFromZeroSpec(ctx context.Context, inputGetter func() MachinePool
 			pool := &infrav1.SimMachinePool{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(mp), pool)).To(Succeed())
 			g.Expect(pool.Status.Capacity).NotTo(BeEmpty())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Turning autoscaling on")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		nodesBefore := NodeNames(workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := framework.NodeNames(ctx, workload)
 
 		By("Creating 2 pods of 1500m cpu for the pool's role")
-		app := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: CPURequest("1500m"), NodeSelector: labels})
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: framework.CPURequest("1500m"), NodeSelector: labels})
 
 		By("Seeing the MachinePool grow from 0 to 2 and the pods run on its nodes")
 		Eventually(func(g Gomega) int32 {
-			return PoolReplicas(g, mgmt, mp)
-		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(2))
-		poolNodes := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
-		for _, pod := range WaitForPodsRunning(ctx, workload, app, ScaleUpTimeout) {
+			return framework.PoolReplicas(ctx, g, mgmt, mp)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(2))
+		poolNodes := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		for _, pod := range framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout) {
 			Expect(poolNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
-		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
 		})
-		Expect(PoolReplicas(Default, mgmt, mp)).To(BeEquivalentTo(2))
+		Expect(framework.PoolReplicas(ctx, Default, mgmt, mp)).To(BeEquivalentTo(2))
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }
 
@@ -190,34 +196,35 @@ func MachinePoolFromZeroSpec(ctx context.Context, inputGetter func() MachinePool
 // serves the pods from a healthy MachinePool.
 func MachinePoolFailingSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
 	var (
+		input     MachinePoolSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
-		input := inputGetter()
+		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "pool-failing")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "pool-failing")
 	})
 
 	It("backs the failing MachinePool off and scales the healthy one well before maxNodeProvisionTime", func() {
 		By("Creating a Cluster with a failing and a healthy MachinePool at 0 replicas")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-failing"})
-		labels := map[string]string{ClusterLabel: namespace.Name}
-		failing := CreateMachinePool(ctx, CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-failing", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		labels := map[string]string{framework.ClusterLabel: namespace.Name}
+		failing := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity, Provisioning: infrav1.ProvisioningFail},
 		})
-		healthy := CreateMachinePool(ctx, CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: 0, Annotations: SizeAnnotations(0, 3), Labels: labels,
+		healthy := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
+			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
 		})
 
 		By("Turning autoscaling on, preferring the failing pool, with a long maxNodeProvisionTime and backoff")
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		maxNodeProvisionTime := 2 * time.Minute
 		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: maxNodeProvisionTime}
 		spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: 5 * time.Minute}}
@@ -226,39 +233,39 @@ func MachinePoolFailingSpec(ctx context.Context, inputGetter func() MachinePoolS
 			{Priority: 100, NodeGroupIDPatterns: []string{"^MachinePool/.*/failing$"}},
 			{Priority: 10, NodeGroupIDPatterns: []string{"^MachinePool/.*/healthy$"}},
 		}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 
 		By("Creating 2 pods of 1500m cpu")
-		app := CreateWorkload(ctx, WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: CPURequest("1500m"), NodeSelector: labels})
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: framework.CPURequest("1500m"), NodeSelector: labels})
 		podsCreated := time.Now()
 
 		By("Seeing the autoscaler try the failing pool first")
 		Eventually(func(g Gomega) []clusterv1.Machine {
-			return PoolMachines(g, mgmt, failing)
-		}, ScaleUpTimeout, AutoscalerPoll).ShouldNot(BeEmpty())
+			return framework.PoolMachines(ctx, g, mgmt, failing)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).ShouldNot(BeEmpty())
 
 		By("Seeing the pods Running on the healthy pool's nodes well before maxNodeProvisionTime")
-		WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
+		framework.WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
 		Expect(time.Since(podsCreated)).To(BeNumerically("<", maxNodeProvisionTime/2))
-		healthyNodes := WaitForMachinePoolNodes(ctx, WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: healthy, Count: 2})
-		for _, pod := range PodsOf(Default, workload, app) {
+		healthyNodes := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: healthy, Count: 2})
+		for _, pod := range framework.PodsOf(ctx, Default, workload, app) {
 			Expect(healthyNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
 
 		By("Reading the failing pool's backoff in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
-			row := MachinePoolRow(g, mgmt, ca, failing)
+			row := framework.MachinePoolRow(ctx, g, mgmt, ca, failing)
 			g.Expect(row.BackoffUntil).NotTo(BeNil())
 			g.Expect(row.BackoffUntil.Time).To(BeTemporally(">", time.Now()))
 			g.Expect(row.BackoffReason).NotTo(BeEmpty())
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Seeing the failed instance removed and the failing pool back at 0 replicas")
 		Eventually(func(g Gomega) {
-			g.Expect(PoolReplicas(g, mgmt, failing)).To(BeZero())
-			g.Expect(PoolMachines(g, mgmt, failing)).To(BeEmpty())
-		}, DeletionTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.PoolReplicas(ctx, g, mgmt, failing)).To(BeZero())
+			g.Expect(framework.PoolMachines(ctx, g, mgmt, failing)).To(BeEmpty())
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }

@@ -12,40 +12,58 @@ import (
 // run with -ginkgo.label-filter=full.
 var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 	Context("Balancing", func() {
-		BalancingSpec(ctx, func() BalancingSpecInput { return BalancingSpecInput{Stack: stack} })
+		BalancingSpec(ctx, func() BalancingSpecInput {
+			return BalancingSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Limits", func() {
-		LimitsSpec(ctx, func() LimitsSpecInput { return LimitsSpecInput{Stack: stack} })
+		LimitsSpec(ctx, func() LimitsSpecInput { return LimitsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig} })
 	})
 	Context("Priority cutoff", func() {
-		PriorityCutoffSpec(ctx, func() PriorityCutoffSpecInput { return PriorityCutoffSpecInput{Stack: stack} })
+		PriorityCutoffSpec(ctx, func() PriorityCutoffSpecInput {
+			return PriorityCutoffSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("MachinePool from zero", func() {
-		MachinePoolFromZeroSpec(ctx, func() MachinePoolSpecInput { return MachinePoolSpecInput{Stack: stack} })
+		MachinePoolFromZeroSpec(ctx, func() MachinePoolSpecInput {
+			return MachinePoolSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Failing MachinePool", func() {
-		MachinePoolFailingSpec(ctx, func() MachinePoolSpecInput { return MachinePoolSpecInput{Stack: stack} })
+		MachinePoolFailingSpec(ctx, func() MachinePoolSpecInput {
+			return MachinePoolSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Bad input", func() {
-		BadInputSpec(ctx, func() BadInputSpecInput { return BadInputSpecInput{Stack: stack} })
+		BadInputSpec(ctx, func() BadInputSpecInput {
+			return BadInputSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Dead node", func() {
-		DeadNodeSpec(ctx, func() DeadNodeSpecInput { return DeadNodeSpecInput{Stack: stack} })
+		DeadNodeSpec(ctx, func() DeadNodeSpecInput {
+			return DeadNodeSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Kubeconfig rotation", func() {
-		KubeconfigRotationSpec(ctx, func() KubeconfigRotationSpecInput { return KubeconfigRotationSpecInput{Stack: stack} })
+		KubeconfigRotationSpec(ctx, func() KubeconfigRotationSpecInput {
+			return KubeconfigRotationSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Two clusters", func() {
-		TwoClustersSpec(ctx, func() TwoClustersSpecInput { return TwoClustersSpecInput{Stack: stack} })
+		TwoClustersSpec(ctx, func() TwoClustersSpecInput {
+			return TwoClustersSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Duplicate ClusterAutoscaler", func() {
-		DuplicateClusterAutoscalerSpec(ctx, func() DuplicateClusterAutoscalerSpecInput { return DuplicateClusterAutoscalerSpecInput{Stack: stack} })
+		DuplicateClusterAutoscalerSpec(ctx, func() DuplicateClusterAutoscalerSpecInput {
+			return DuplicateClusterAutoscalerSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	// It kills and restarts the suite's manager.
 	Context("Restart", Serial, func() {
 		RestartSpec(ctx, func() RestartSpecInput {
 			return RestartSpecInput{
-				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 			}
 		})

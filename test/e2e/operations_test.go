@@ -16,30 +16,42 @@ import (
 // ones, `make test-e2e` all.
 var _ = Describe("Operations", func() {
 	Context("Rollout during a drain", Label("full"), func() {
-		RolloutDuringDrainSpec(ctx, func() RolloutDuringDrainSpecInput { return RolloutDuringDrainSpecInput{Stack: stack} })
+		RolloutDuringDrainSpec(ctx, func() RolloutDuringDrainSpecInput {
+			return RolloutDuringDrainSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Cluster paused in the middle of a drain", Label("ci"), func() {
-		PausedDrainSpec(ctx, func() PausedDrainSpecInput { return PausedDrainSpecInput{Stack: stack} })
+		PausedDrainSpec(ctx, func() PausedDrainSpecInput {
+			return PausedDrainSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Another autoscaler's taint present", Label("ci"), func() {
-		ForeignTaintSpec(ctx, func() ForeignTaintSpecInput { return ForeignTaintSpecInput{Stack: stack} })
+		ForeignTaintSpec(ctx, func() ForeignTaintSpecInput {
+			return ForeignTaintSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	// It kills and restarts the suite's manager.
 	Context("An operator's marked Machine survives a manager restart", Serial, Label("ci"), func() {
 		OperatorMarkSpec(ctx, func() OperatorMarkSpecInput {
 			return OperatorMarkSpecInput{
-				Stack: stack, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
 				Restarted: func(p *localstack.Process) { suiteManager = p },
 			}
 		})
 	})
 	Context("A MachineHealthCheck remediating a Machine of the group during a scale-down", Label("full"), func() {
-		RemediationDuringScaleDownSpec(ctx, func() RemediationDuringScaleDownSpecInput { return RemediationDuringScaleDownSpecInput{Stack: stack} })
+		RemediationDuringScaleDownSpec(ctx, func() RemediationDuringScaleDownSpecInput {
+			return RemediationDuringScaleDownSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("kubectl delete node on an old Machine", Label("full"), func() {
-		DeletedNodeSpec(ctx, func() DeletedNodeSpecInput { return DeletedNodeSpecInput{Stack: stack} })
+		DeletedNodeSpec(ctx, func() DeletedNodeSpecInput {
+			return DeletedNodeSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 	Context("Replicas written back by another client right after a scale-down", Label("ci"), func() {
-		ReplicasWrittenBackSpec(ctx, func() ReplicasWrittenBackSpecInput { return ReplicasWrittenBackSpecInput{Stack: stack} })
+		ReplicasWrittenBackSpec(ctx, func() ReplicasWrittenBackSpecInput {
+			return ReplicasWrittenBackSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
 	})
 })

@@ -13,12 +13,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // OperatorMarkSpecInput is the input of OperatorMarkSpec.
 type OperatorMarkSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager is the running autoscaler manager; the spec kills it.
 	Manager *localstack.Process
@@ -51,26 +55,26 @@ func OperatorMarkSpec(ctx context.Context, inputGetter func() OperatorMarkSpecIn
 
 	It("keeps an operator's delete-machine mark across a manager restart", func() {
 		mgmt := input.Stack.Management.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "operator-mark")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "operator-mark")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 		By("Creating a group of two nodes at its min size: the autoscaler has no reason to remove either")
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers",
 			Replicas:    ptr.To[int32](2),
-			Annotations: SizeAnnotations(2, 3),
-			Machine:     SimMachine("4"),
-			Labels:      map[string]string{ClusterLabel: cluster.Name},
+			Annotations: framework.SizeAnnotations(2, 3),
+			Machine:     framework.SimMachine("4"),
+			Labels:      map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: input.Stack.Workload.Client, Group: md, Count: 2})
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: input.Stack.Workload.Client, Group: md, Count: 2})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
-		marked := MachinesOf(Default, mgmt, md)[0]
+		marked := framework.MachinesOf(ctx, Default, mgmt, md)[0]
 		By("Marking Machine " + marked.Name + " for deletion as an operator would: " + clusterv1.DeleteMachineAnnotation + " only")
-		patchObject(mgmt, marked.DeepCopy(), false, func(m *clusterv1.Machine) {
-			setOrDelete(&m.Annotations, clusterv1.DeleteMachineAnnotation, "operator")
+		framework.PatchObject(ctx, mgmt, marked.DeepCopy(), false, func(m *clusterv1.Machine) {
+			framework.SetOrDelete(&m.Annotations, clusterv1.DeleteMachineAnnotation, "operator")
 		})
 		expectMarkKept := func(g Gomega) {
 			m := &clusterv1.Machine{}
@@ -78,12 +82,12 @@ func OperatorMarkSpec(ctx context.Context, inputGetter func() OperatorMarkSpecIn
 			g.Expect(m.Annotations).To(HaveKeyWithValue(clusterv1.DeleteMachineAnnotation, "operator"), "the operator's mark of Machine %s was removed", m.Name)
 			g.Expect(m.Annotations).NotTo(HaveKey(scalable.MarkedAnnotation))
 			g.Expect(m.DeletionTimestamp).To(BeNil())
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(2))
 		}
-		Consistently(expectMarkKept, 5*time.Second, AutoscalerPoll).Should(Succeed())
+		Consistently(expectMarkKept, 5*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
 		manager := input.Manager
-		restart := PrepareManagerRestart(ctx, ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
+		restart := framework.PrepareManagerRestart(ctx, framework.ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
 
 		By("Killing and restarting the manager")
 		Expect(manager.Kill()).To(Succeed())
@@ -96,14 +100,14 @@ func OperatorMarkSpec(ctx context.Context, inputGetter func() OperatorMarkSpecIn
 		// that loop start within 2s of the restart, lastLoopTime moves
 		// again with the status's refresh, at most a minute later.
 		Eventually(func(g Gomega) {
-			last := GetClusterAutoscaler(g, mgmt, ca).Status.LastLoopTime
+			last := framework.GetClusterAutoscaler(ctx, g, mgmt, ca).Status.LastLoopTime
 			g.Expect(last).NotTo(BeNil())
 			g.Expect(last.Time).To(BeTemporally(">", restartedAt.Add(2*time.Second)), "the restarted manager has not run a loop yet")
-		}, ClusterReadyTimeout+time.Minute, AutoscalerPoll).Should(Succeed())
-		Consistently(expectMarkKept, 10*time.Second, AutoscalerPoll).Should(Succeed())
+		}, framework.ClusterReadyTimeout+time.Minute, framework.AutoscalerPoll).Should(Succeed())
+		Consistently(expectMarkKept, 10*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }

@@ -12,12 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // PendingBindingSpecInput is the input of PendingBindingSpec.
 type PendingBindingSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 const (
@@ -47,36 +51,36 @@ func PendingBindingSpec(ctx context.Context, inputGetter func() PendingBindingSp
 
 	It("keeps a new node while the pod it was added for waits to be bound", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "pending-binding")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
-		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
-		first := onlyNode(nodes)
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "pending-binding")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		md, nodes := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
+		first := framework.OnlyNode(nodes)
 
 		By("Filling " + first + " to 75%, and creating a 2-core pod that only the spec schedules")
-		CreateWorkload(ctx, WorkloadInput{
+		framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "big", Replicas: 1,
-			Requests:     CPURequest("3"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name, corev1.LabelHostname: first},
+			Requests:     framework.CPURequest("3"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name, corev1.LabelHostname: first},
 		})
-		held := CreateWorkload(ctx, WorkloadInput{
+		held := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "held", Replicas: 1,
-			Requests:     CPURequest("2"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+			Requests:     framework.CPURequest("2"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 			Mutate:       func(template *corev1.PodTemplateSpec) { template.Spec.SchedulerName = heldScheduler },
 		})
 		var pod corev1.Pod
 		Eventually(func(g Gomega) {
-			pods := podsSelected(g, workload, held.Namespace, held.Spec.Selector)
+			pods := framework.PodsSelected(ctx, g, workload, held.Namespace, held.Spec.Selector)
 			g.Expect(pods).To(HaveLen(1))
 			pod = pods[0]
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
-		markUnschedulable(workload, &pod)
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
+		markUnschedulable(ctx, workload, &pod)
 
 		By("Autoscaling: the group grows by one node for the pod")
-		CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		grown := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+		framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		grown := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
 		var added string
 		for _, node := range grown {
 			if node != first {
@@ -86,27 +90,27 @@ func PendingBindingSpec(ctx context.Context, inputGetter func() PendingBindingSp
 
 		By("Holding the pod's binding for " + bindingHeldFor.String() + ": " + added + " looks empty, and must stay")
 		Consistently(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(2))
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: added}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s is being removed while the pod waits for it", added)
-		}, bindingHeldFor, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s is being removed while the pod waits for it", added)
+		}, bindingHeldFor, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Binding the pod to " + added + ": it runs there")
 		Expect(workload.SubResource("binding").Create(ctx, &pod, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: added},
 		})).To(Succeed())
-		running := WaitForPodsRunning(ctx, workload, held, ScaleUpTimeout)
+		running := framework.WaitForPodsRunning(ctx, workload, held, framework.ScaleUpTimeout)
 		Expect(running[0].Spec.NodeName).To(Equal(added))
-		Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("1→2"), "the group went up once, and never down")
+		Expect(framework.FormatTrajectory(invariants.Replicas(md))).To(Equal("1→2"), "the group went up once, and never down")
 		invariants.ExpectNoViolations()
 	})
 }
 
 // markUnschedulable sets the PodScheduled condition of a pod to False,
 // reason Unschedulable, as kube-scheduler does for a pod no node takes.
-func markUnschedulable(workload client.Client, pod *corev1.Pod) {
+func markUnschedulable(ctx context.Context, workload client.Client, pod *corev1.Pod) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		g.Expect(workload.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
@@ -115,5 +119,5 @@ func markUnschedulable(workload client.Client, pod *corev1.Pod) {
 			Message: "0/1 nodes are available: 1 Insufficient cpu.", LastTransitionTime: metav1.Now(),
 		})
 		g.Expect(workload.Status().Update(ctx, pod)).To(Succeed())
-	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+	}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 }

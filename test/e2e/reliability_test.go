@@ -18,22 +18,22 @@ var _ = Describe("Faults", func() {
 
 	Context("30% of requests fail, one cycle", Label("ci"), func() {
 		FaultsSpec(ctx, func() FaultsSpecInput {
-			return FaultsSpecInput{Stack: stack, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}}
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}}
 		})
 	})
 	Context("10% of requests fail, three cycles", Label("full"), func() {
 		FaultsSpec(ctx, func() FaultsSpecInput {
-			return FaultsSpecInput{Stack: stack, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Cycles: 3}
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Cycles: 3}
 		})
 	})
 	Context("30% of requests fail, three cycles", Label("full"), func() {
 		FaultsSpec(ctx, func() FaultsSpecInput {
-			return FaultsSpecInput{Stack: stack, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}, Cycles: 3}
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}, Cycles: 3}
 		})
 	})
 	Context("every request fails for 60s during a scale-up, 10% otherwise", Label("full"), func() {
 		FaultsSpec(ctx, func() FaultsSpecInput {
-			return FaultsSpecInput{Stack: stack, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Outage: 60 * time.Second}
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Outage: 60 * time.Second}
 		})
 	})
 })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -22,6 +23,9 @@ import (
 // RemediationDuringScaleDownSpec.
 type RemediationDuringScaleDownSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 const (
@@ -54,14 +58,14 @@ func RemediationDuringScaleDownSpec(ctx context.Context, inputGetter func() Reme
 
 	It("removes the drained node once the remediated Machine is gone, and strands nothing", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "remediation")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRemediation: true})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "remediation")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRemediation: true})
 
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.ScaleDown.NodeDeletionTimeout = &metav1.Duration{Duration: remediationNodeDeletionTimeout}
-		drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster, Spare: 1, Spec: &spec})
+		drain := framework.StartHeldDrain(ctx, framework.StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster, Spare: 1, Spec: &spec})
 		md := drain.Group
 		remediated, kept := machineOfNode(drain.Nodes, drain.Spare[0]), machineOfNode(drain.Nodes, drain.Kept)
 
@@ -74,25 +78,25 @@ func RemediationDuringScaleDownSpec(ctx context.Context, inputGetter func() Reme
 			},
 		})).To(Succeed())
 		machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace.Name, Name: remediated}}
-		patchObject(mgmt, machine, false, func(m *clusterv1.Machine) {
-			setOrDelete(&m.Annotations, slowInfrastructureHook, "e2e")
-			setOrDelete(&m.Annotations, clusterv1.RemediateMachineAnnotation, "true")
+		framework.PatchObject(ctx, mgmt, machine, false, func(m *clusterv1.Machine) {
+			framework.SetOrDelete(&m.Annotations, slowInfrastructureHook, "e2e")
+			framework.SetOrDelete(&m.Annotations, clusterv1.RemediateMachineAnnotation, "true")
 		})
 		DeferCleanup(func() {
-			patchObject(mgmt, machine, true, func(m *clusterv1.Machine) { setOrDelete(&m.Annotations, slowInfrastructureHook, "") })
+			framework.PatchObject(ctx, mgmt, machine, true, func(m *clusterv1.Machine) { framework.SetOrDelete(&m.Annotations, slowInfrastructureHook, "") })
 		})
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
 			g.Expect(machine.DeletionTimestamp).NotTo(BeNil(), "Machine %s is not being remediated", remediated)
-		}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Letting the drain of " + drain.Drained + " finish while " + remediated + " is still being deleted")
-		drain.LetGo(workload)
-		handedOver := func(g Gomega) bool { return Replicas(g, mgmt, md) == 2 }
+		drain.LetGo(ctx, workload)
+		handedOver := func(g Gomega) bool { return framework.Replicas(ctx, g, mgmt, md) == 2 }
 		refused := func(g Gomega) bool {
-			return len(ObjectEvents(g, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownCancelled)) > 0
+			return len(framework.ObjectEvents(ctx, g, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownCancelled)) > 0
 		}
-		Eventually(func(g Gomega) bool { return handedOver(g) || refused(g) }, ScaleDownTimeout, AutoscalerPoll).Should(BeTrue(),
+		Eventually(func(g Gomega) bool { return handedOver(g) || refused(g) }, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(BeTrue(),
 			"the autoscaler neither lowered the replicas nor gave %s back", drain.Drained)
 		if handedOver(Default) {
 			AddReportEntry("scale-down", "replicas lowered while "+remediated+" was being deleted")
@@ -100,31 +104,31 @@ func RemediationDuringScaleDownSpec(ctx context.Context, inputGetter func() Reme
 			Eventually(func(g Gomega) {
 				node := &corev1.Node{}
 				g.Expect(workload.Get(ctx, client.ObjectKey{Name: drain.Drained}, node)).To(Succeed())
-				g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s keeps the deletion taint", drain.Drained)
-				g.Expect(ObjectEvents(g, mgmt, md.Namespace, "MachineDeployment", md.Name, autoscaler.EventNodeNotDeleted)).NotTo(BeEmpty())
-			}, remediationNodeDeletionTimeout+ReleaseTimeout+10*time.Second, AutoscalerPoll).Should(Succeed())
+				g.Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s keeps the deletion taint", drain.Drained)
+				g.Expect(framework.ObjectEvents(ctx, g, mgmt, md.Namespace, "MachineDeployment", md.Name, autoscaler.EventNodeNotDeleted)).NotTo(BeEmpty())
+			}, remediationNodeDeletionTimeout+framework.ReleaseTimeout+10*time.Second, framework.AutoscalerPoll).Should(Succeed())
 		} else {
 			AddReportEntry("scale-down", "refused while "+remediated+" was being deleted")
 			By("Seeing " + drain.Drained + " given back untainted, as a removal that no longer holds, not a failure")
 			node := &corev1.Node{}
 			Expect(workload.Get(ctx, client.ObjectKey{Name: drain.Drained}, node)).To(Succeed())
-			Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s keeps the deletion taint", drain.Drained)
-			Expect(ObjectEvents(Default, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownFailed)).To(BeEmpty(),
+			Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s keeps the deletion taint", drain.Drained)
+			Expect(framework.ObjectEvents(ctx, Default, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownFailed)).To(BeEmpty(),
 				"a remediation in progress is no failure of the scale-down")
 		}
 
 		By("Letting " + remediated + " go: the autoscaler removes the empty " + drain.Drained + " in a scale-down of its own")
-		patchObject(mgmt, machine, true, func(m *clusterv1.Machine) { setOrDelete(&m.Annotations, slowInfrastructureHook, "") })
+		framework.PatchObject(ctx, mgmt, machine, true, func(m *clusterv1.Machine) { framework.SetOrDelete(&m.Annotations, slowInfrastructureHook, "") })
 		Eventually(func(g Gomega) {
-			machines := MachinesOf(g, mgmt, md)
+			machines := framework.MachinesOf(ctx, g, mgmt, md)
 			g.Expect(machines).To(HaveLen(1), "the group's Machines")
 			g.Expect(machines[0].Name).To(Equal(kept))
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-		}, remediationNodeDeletionTimeout+ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
-		Expect(invariants.Accepted(DeletedByRemediation)).To(ConsistOf(remediated))
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1))
+		}, remediationNodeDeletionTimeout+framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Expect(invariants.Accepted(framework.DeletedByRemediation)).To(ConsistOf(remediated))
 
-		DeleteClusterAutoscaler(mgmt, drain.ClusterAutoscaler)
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.DeleteClusterAutoscaler(ctx, mgmt, drain.ClusterAutoscaler)
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
 	})
 }

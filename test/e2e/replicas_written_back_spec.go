@@ -17,12 +17,16 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // ReplicasWrittenBackSpecInput is the input of ReplicasWrittenBackSpec.
 type ReplicasWrittenBackSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // writtenBackNodeDeletionTimeout is the nodeDeletionTimeout of the spec.
@@ -51,30 +55,30 @@ func ReplicasWrittenBackSpec(ctx context.Context, inputGetter func() ReplicasWri
 
 	It("gives a node back when its replicas are written back after its scale-down", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "written-back")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "written-back")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-		md, nodes := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
-		machineSet := onlyMachineSet(mgmt, md)
+		md, nodes := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 2, MaxSize: 3})
+		machineSet := onlyMachineSet(ctx, mgmt, md)
 		By("Pausing MachineSet " + machineSet.Name + ": its controller deletes no Machine until the replicas are written back")
-		setPausedAnnotation(mgmt, machineSet, true)
-		DeferCleanup(func() { setPausedAnnotation(mgmt, machineSet, false) })
+		setPausedAnnotation(ctx, mgmt, machineSet, true)
+		DeferCleanup(func() { setPausedAnnotation(ctx, mgmt, machineSet, false) })
 
 		By("Autoscaling with nodeDeletionTimeout " + writtenBackNodeDeletionTimeout.String() + ": one of the two empty nodes goes")
-		spec := FastClusterAutoscalerSpec(cluster.Name)
+		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.ScaleDown.NodeDeletionTimeout = &metav1.Duration{Duration: writtenBackNodeDeletionTimeout}
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
 		Eventually(func(g Gomega) int32 {
-			return Replicas(g, mgmt, md)
-		}, ScaleDownTimeout, PollInterval).Should(BeEquivalentTo(1))
+			return framework.Replicas(ctx, g, mgmt, md)
+		}, framework.ScaleDownTimeout, framework.PollInterval).Should(BeEquivalentTo(1))
 		scaledDownAt := time.Now()
 
 		By("Writing the replicas back to 2, as a GitOps tool would")
 		Expect(mgmt.Patch(ctx, md.DeepCopy(), client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"replicas":2}}`)))).To(Succeed())
 		var marked clusterv1.Machine
-		for _, m := range MachinesOf(Default, mgmt, md) {
+		for _, m := range framework.MachinesOf(ctx, Default, mgmt, md) {
 			if _, ok := m.Annotations[clusterv1.DeleteMachineAnnotation]; ok {
 				marked = m
 			}
@@ -88,12 +92,12 @@ func ReplicasWrittenBackSpec(ctx context.Context, inputGetter func() ReplicasWri
 			current := &clusterv1.MachineSet{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(machineSet), current)).To(Succeed())
 			g.Expect(current.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
-		}, ClusterReadyTimeout, PollInterval).Should(Succeed())
-		setPausedAnnotation(mgmt, machineSet, false)
+		}, framework.ClusterReadyTimeout, framework.PollInterval).Should(Succeed())
+		setPausedAnnotation(ctx, mgmt, machineSet, false)
 
 		By("Seeing no Machine removed, and " + node + " given back after nodeDeletionTimeout")
 		Eventually(func(g Gomega) {
-			machines := MachinesOf(g, mgmt, md)
+			machines := framework.MachinesOf(ctx, g, mgmt, md)
 			if len(machines) != 2 {
 				StopTrying("a Machine was removed although the replicas were written back").Now()
 			}
@@ -105,33 +109,33 @@ func ReplicasWrittenBackSpec(ctx context.Context, inputGetter func() ReplicasWri
 			}
 			n := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
-			g.Expect(HasDeletionTaint(n)).To(BeFalse(), "Node %s keeps the deletion taint", node)
+			g.Expect(framework.HasDeletionTaint(n)).To(BeFalse(), "Node %s keeps the deletion taint", node)
 			g.Expect(n.Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
-		}, writtenBackNodeDeletionTimeout+ReleaseTimeout+10*time.Second, AutoscalerPoll).Should(Succeed())
+		}, writtenBackNodeDeletionTimeout+framework.ReleaseTimeout+10*time.Second, framework.AutoscalerPoll).Should(Succeed())
 		AddReportEntry("node given back after the scale-down", time.Since(scaledDownAt).Round(time.Second).String())
 		Expect(time.Since(scaledDownAt)).To(BeNumerically(">=", writtenBackNodeDeletionTimeout-2*time.Second), "the node was given back before nodeDeletionTimeout")
 
 		By("Reading the problem in a NodeNotDeleted event and on the group's status row")
 		Eventually(func(g Gomega) {
-			g.Expect(ObjectEvents(g, mgmt, md.Namespace, "MachineDeployment", md.Name, autoscaler.EventNodeNotDeleted)).NotTo(BeEmpty())
-		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.ObjectEvents(ctx, g, mgmt, md.Namespace, "MachineDeployment", md.Name, autoscaler.EventNodeNotDeleted)).NotTo(BeEmpty())
+		}, framework.ReleaseTimeout, framework.AutoscalerPoll).Should(Succeed())
 		var problem string
 		Eventually(func(g Gomega) {
-			problem = NodeGroupRow(g, mgmt, ca, md).Problem
+			problem = framework.NodeGroupRow(ctx, g, mgmt, ca, md).Problem
 			g.Expect(problem).NotTo(BeEmpty())
-		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ReleaseTimeout, framework.AutoscalerPoll).Should(Succeed())
 		AddReportEntry("status row problem", problem)
 
 		By("Turning scale-down off: the node, still empty, would go again")
-		PatchClusterAutoscalerSpec(mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) { spec.ScaleDown.Enabled = ptr.To(false) })
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.PatchClusterAutoscalerSpec(ctx, mgmt, ca, func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) { spec.ScaleDown.Enabled = ptr.To(false) })
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }
 
 // onlyMachineSet returns the only MachineSet of md.
-func onlyMachineSet(mgmt client.Client, md *clusterv1.MachineDeployment) *clusterv1.MachineSet {
+func onlyMachineSet(ctx context.Context, mgmt client.Client, md *clusterv1.MachineDeployment) *clusterv1.MachineSet {
 	GinkgoHelper()
 	list := &clusterv1.MachineSetList{}
 	Expect(mgmt.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name})).To(Succeed())
@@ -141,15 +145,15 @@ func onlyMachineSet(mgmt client.Client, md *clusterv1.MachineDeployment) *cluste
 
 // setPausedAnnotation sets or removes the cluster.x-k8s.io/paused
 // annotation of a Cluster API object.
-func setPausedAnnotation[T client.Object](mgmt client.Client, obj T, paused bool) {
+func setPausedAnnotation[T client.Object](ctx context.Context, mgmt client.Client, obj T, paused bool) {
 	GinkgoHelper()
 	value := ""
 	if paused {
 		value = "true"
 	}
-	patchObject(mgmt, obj, true, func(current T) {
+	framework.PatchObject(ctx, mgmt, obj, true, func(current T) {
 		annotations := current.GetAnnotations()
-		setOrDelete(&annotations, clusterv1.PausedAnnotation, value)
+		framework.SetOrDelete(&annotations, clusterv1.PausedAnnotation, value)
 		current.SetAnnotations(annotations)
 	})
 }

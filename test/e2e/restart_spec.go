@@ -8,19 +8,22 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // RestartSpecInput is the input of RestartSpec.
 type RestartSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager is the running autoscaler manager; the spec kills it.
 	Manager *localstack.Process
@@ -33,15 +36,6 @@ type RestartSpecInput struct {
 	// Manager, which it leaves running.
 	Restarted func(*localstack.Process)
 }
-
-const (
-	// holdFinalizer keeps an evicted pod Terminating, so that the drain of
-	// its node cannot finish.
-	holdFinalizer = "e2e.capi-autoscaler.io/hold"
-	// restartedManager is the process name, and log, of the manager the
-	// spec starts again.
-	restartedManager = "capi-autoscaler-restarted"
-)
 
 // RestartSpec kills the manager (SIGKILL, as a crash would) in the middle
 // of a drain and starts it again: the restarted manager must give the node
@@ -62,15 +56,15 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 
 	It("gives a node back when the manager is killed while draining it", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "restart")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "restart")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
-		drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
+		drain := framework.StartHeldDrain(ctx, framework.StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
 		md, drained, kept, small, held := drain.Group, drain.Drained, drain.Kept, drain.Small, drain.Held
 
 		manager := input.Manager
-		restart := PrepareManagerRestart(ctx, ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
+		restart := framework.PrepareManagerRestart(ctx, framework.ManagerRestartInput{Stack: input.Stack, Manager: manager, Args: input.ManagerArgs, Restarted: input.Restarted})
 
 		By("Killing the manager in the middle of the drain")
 		Expect(manager.Kill()).To(Succeed())
@@ -78,7 +72,7 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		// The pod cannot go, and the node must not either: mark it so
 		// that the restarted manager has no reason of its own to drain it
 		// again.
-		setNodeAnnotation(workload, drained, scaledown.ScaleDownDisabledAnnotation, "true")
+		framework.SetNodeAnnotation(ctx, workload, drained, scaledown.ScaleDownDisabledAnnotation, "true")
 
 		restart()
 
@@ -86,59 +80,42 @@ func RestartSpec(ctx context.Context, inputGetter func() RestartSpecInput) {
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drained)
-		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+			g.Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drained)
+		}, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
 		Consistently(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drained}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s is tainted again", drained)
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2))
-			machines := MachinesOf(g, mgmt, md)
+			g.Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s is tainted again", drained)
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(2))
+			machines := framework.MachinesOf(ctx, g, mgmt, md)
 			g.Expect(machines).To(HaveLen(2))
 			for _, m := range machines {
 				g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s", m.Name)
 				g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s", m.Name)
 			}
-		}, 20*time.Second, AutoscalerPoll).Should(Succeed())
-		expectReplacementRunning(workload, small, kept)
+		}, 20*time.Second, framework.AutoscalerPoll).Should(Succeed())
+		framework.ExpectReplacementRunning(ctx, workload, small, kept)
 
 		By("Letting the held pod go and allowing scale-down again: the now empty node is removed cleanly")
-		drain.LetGo(workload)
+		drain.LetGo(ctx, workload)
 		Eventually(func() error {
 			return workload.Get(ctx, client.ObjectKeyFromObject(held), &corev1.Pod{})
-		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
-		setNodeAnnotation(workload, drained, scaledown.ScaleDownDisabledAnnotation, "")
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+		framework.SetNodeAnnotation(ctx, workload, drained, scaledown.ScaleDownDisabledAnnotation, "")
 		Eventually(func(g Gomega) {
 			err := workload.Get(ctx, client.ObjectKey{Name: drained}, &corev1.Node{})
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s", drained)
-			g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-			machines := MachinesOf(g, mgmt, md)
+			g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1))
+			machines := framework.MachinesOf(ctx, g, mgmt, md)
 			g.Expect(machines).To(HaveLen(1))
 			g.Expect(machines[0].Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: kept}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeFalse())
-		}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
-		WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
-		expectReplacementRunning(workload, small, kept)
+			g.Expect(framework.HasDeletionTaint(node)).To(BeFalse())
+		}, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForPodsRunning(ctx, workload, small, framework.NodesReadyTimeout)
+		framework.ExpectReplacementRunning(ctx, workload, small, kept)
 
-		DeleteClusterAutoscaler(mgmt, drain.ClusterAutoscaler)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, drain.ClusterAutoscaler)
 	})
-}
-
-// expectReplacementRunning waits until the Deployment's pod that is not
-// being deleted runs on node: the evicted pod's replacement.
-func expectReplacementRunning(workload client.Client, deployment *appsv1.Deployment, node string) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		var live []corev1.Pod
-		for _, pod := range PodsOf(g, workload, deployment) {
-			if pod.DeletionTimestamp == nil {
-				live = append(live, pod)
-			}
-		}
-		g.Expect(live).To(HaveLen(1))
-		g.Expect(live[0].Spec.NodeName).To(Equal(node))
-		g.Expect(live[0].Status.Phase).To(Equal(corev1.PodRunning))
-	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "the replacement of the evicted pod does not run on %s", node)
 }

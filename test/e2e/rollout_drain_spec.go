@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -23,6 +24,9 @@ import (
 // RolloutDuringDrainSpecInput is the input of RolloutDuringDrainSpec.
 type RolloutDuringDrainSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // RolloutDuringDrainSpec starts a rollout of a MachineDeployment while the
@@ -47,16 +51,16 @@ func RolloutDuringDrainSpec(ctx context.Context, inputGetter func() RolloutDurin
 
 	It("gives the node back and keeps the replicas while the group rolls out", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "rollout")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
-		invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true})
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "rollout")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true})
 
-		drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
+		drain := framework.StartHeldDrain(ctx, framework.StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
 		md := drain.Group
 
 		oldMachines := map[string]bool{}
-		for _, m := range MachinesOf(Default, mgmt, md) {
+		for _, m := range framework.MachinesOf(ctx, Default, mgmt, md) {
 			oldMachines[m.Name] = true
 		}
 
@@ -70,7 +74,7 @@ func RolloutDuringDrainSpec(ctx context.Context, inputGetter func() RolloutDurin
 			ObjectMeta: metav1.ObjectMeta{Namespace: md.Namespace, Name: md.Name + "-v2"},
 			Spec:       template.Spec,
 		})).To(Succeed())
-		patchObject(mgmt, md.DeepCopy(), false, func(current *clusterv1.MachineDeployment) {
+		framework.PatchObject(ctx, mgmt, md.DeepCopy(), false, func(current *clusterv1.MachineDeployment) {
 			current.Spec.Template.Spec.InfrastructureRef.Name = md.Name + "-v2"
 			if current.Spec.Template.Labels == nil {
 				current.Spec.Template.Labels = map[string]string{}
@@ -83,27 +87,27 @@ func RolloutDuringDrainSpec(ctx context.Context, inputGetter func() RolloutDurin
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(workload.Get(ctx, client.ObjectKey{Name: drain.Drained}, node)).To(Succeed())
-			g.Expect(HasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drain.Drained)
+			g.Expect(framework.HasDeletionTaint(node)).To(BeFalse(), "Node %s still has the deletion taint", drain.Drained)
 			g.Expect(node.Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
 			g.Expect(node.Annotations).NotTo(HaveKey(scaledown.CordonedAnnotation))
-			g.Expect(ObjectEvents(g, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownCancelled)).NotTo(BeEmpty(),
+			g.Expect(framework.ObjectEvents(ctx, g, workload, metav1.NamespaceDefault, "Node", drain.Drained, scaledown.EventReasonScaleDownCancelled)).NotTo(BeEmpty(),
 				"no %s event on Node %s", scaledown.EventReasonScaleDownCancelled, drain.Drained)
-		}, ReleaseTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ReleaseTimeout, framework.AutoscalerPoll).Should(Succeed())
 		AddReportEntry("node given back after the rollout started", time.Since(rolloutStarted).Round(time.Second).String())
 
 		By("Letting the evicted pod go: the drain could finish now, but must not")
-		drain.LetGo(workload)
+		drain.LetGo(ctx, workload)
 		Eventually(func() error {
 			return workload.Get(ctx, client.ObjectKeyFromObject(drain.Held), &corev1.Pod{})
-		}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
 
 		By("Seeing the rollout complete with the replicas at 2 all along, and no node tainted again")
 		Eventually(func(g Gomega) {
-			if replicas := Replicas(g, mgmt, md); replicas != 2 {
+			if replicas := framework.Replicas(ctx, g, mgmt, md); replicas != 2 {
 				StopTrying(fmt.Sprintf("the replicas of %s went to %d during the rollout", md.Name, replicas)).Now()
 			}
-			for _, node := range ClusterNodes(g, workload, cluster) {
-				if HasDeletionTaint(&node) {
+			for _, node := range framework.ClusterNodes(ctx, g, workload, cluster) {
+				if framework.HasDeletionTaint(&node) {
 					StopTrying("Node " + node.Name + " is tainted for deletion during the rollout").Now()
 				}
 			}
@@ -112,25 +116,25 @@ func RolloutDuringDrainSpec(ctx context.Context, inputGetter func() RolloutDurin
 			g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
 			g.Expect(current.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(2)))
 			g.Expect(current.Status.Replicas).To(HaveValue(BeEquivalentTo(2)))
-			machines := MachinesOf(g, mgmt, md)
+			machines := framework.MachinesOf(ctx, g, mgmt, md)
 			g.Expect(machines).To(HaveLen(2))
 			for _, m := range machines {
 				g.Expect(oldMachines).NotTo(HaveKey(m.Name), "Machine %s is not rolled out yet", m.Name)
 				g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s", m.Name)
 			}
-		}, 2*ScaleDownTimeout, AutoscalerPoll).Should(Succeed())
+		}, 2*framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
 		rolledOut := time.Now()
 		AddReportEntry("rollout", rolledOut.Sub(rolloutStarted).Round(time.Second).String())
 		for _, seen := range invariants.Replicas(md) {
 			if seen.Seen.After(rolledOut) {
 				break
 			}
-			Expect(seen.Replicas).To(BeEquivalentTo(2), "the replicas changed during the rollout: %s", replicasTrajectory(invariants.Replicas(md)))
+			Expect(seen.Replicas).To(BeEquivalentTo(2), "the replicas changed during the rollout: %s", framework.FormatTrajectory(invariants.Replicas(md)))
 		}
-		Expect(invariants.Accepted(DeletedByRollout)).To(HaveLen(2), "the rollout did not replace both old Machines: %v", invariants.Accepted(DeletedByRollout))
+		Expect(invariants.Accepted(framework.DeletedByRollout)).To(HaveLen(2), "the rollout did not replace both old Machines: %v", invariants.Accepted(framework.DeletedByRollout))
 
-		DeleteClusterAutoscaler(mgmt, drain.ClusterAutoscaler)
-		ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+		framework.DeleteClusterAutoscaler(ctx, mgmt, drain.ClusterAutoscaler)
+		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
 	})
 }

@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -21,6 +22,9 @@ import (
 // ScaleFromZeroSpecInput is the input of ScaleFromZeroSpec.
 type ScaleFromZeroSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // ScaleFromZeroSpec shows node groups with no node growing for the pods
@@ -34,7 +38,7 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 		input     ScaleFromZeroSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
@@ -42,12 +46,12 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 		Expect(input.Stack).NotTo(BeNil(), "ScaleFromZeroSpec needs a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "from-zero")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "from-zero")
 	})
 
 	It("grows the node groups that the pending pods select from zero", func() {
 		By("Creating a Cluster with two node groups at 0 replicas, min 0")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "from-zero"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "from-zero", WorkloadKubeconfig: input.WorkloadKubeconfig})
 		bounds := map[string]string{
 			clusterv1.AutoscalerMinSizeAnnotation: "0",
 			clusterv1.AutoscalerMaxSizeAnnotation: "3",
@@ -59,13 +63,13 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
 		// Its SimMachineTemplate publishes the capacity in status.
-		standard := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		standard := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client:      mgmt,
 			Cluster:     cluster,
 			Name:        "standard",
 			Replicas:    ptr.To[int32](0),
 			Annotations: bounds,
-			Labels:      map[string]string{ClusterLabel: namespace.Name, poolLabel: "standard"},
+			Labels:      map[string]string{framework.ClusterLabel: namespace.Name, poolLabel: "standard"},
 			Machine:     infrav1.SimMachineSpec{Capacity: standardCapacity},
 		})
 
@@ -88,13 +92,13 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 		for k, v := range bounds {
 			highMemAnnotations[k] = v
 		}
-		highMem := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		highMem := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client:      mgmt,
 			Cluster:     cluster,
 			Name:        "highmem",
 			Replicas:    ptr.To[int32](0),
 			Annotations: highMemAnnotations,
-			Labels:      map[string]string{ClusterLabel: namespace.Name, highMemRole: ""},
+			Labels:      map[string]string{framework.ClusterLabel: namespace.Name, highMemRole: ""},
 			Machine: infrav1.SimMachineSpec{
 				Capacity:   highMemCapacity,
 				NodeLabels: map[string]string{diskLabel: "ssd"},
@@ -106,52 +110,47 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 			template := &infrav1.SimMachineTemplate{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: namespace.Name, Name: standard.Name}, template)).To(Succeed())
 			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Turning autoscaling on")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		nodesBefore := NodeNames(workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := framework.NodeNames(ctx, workload)
 
 		By("Creating 2 pods of 1500m cpu for the standard pool and 3 pods of 6Gi for the highmem role with ssd disks")
 		cpuRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}
-		cpuApp := CreateWorkload(ctx, WorkloadInput{
+		cpuApp := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "cpu-app", Replicas: 2, Requests: cpuRequests,
-			NodeSelector: map[string]string{ClusterLabel: namespace.Name, poolLabel: "standard"},
+			NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name, poolLabel: "standard"},
 		})
 		memRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("6Gi")}
-		memApp := CreateWorkload(ctx, WorkloadInput{
+		memApp := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "mem-app", Replicas: 3, Requests: memRequests,
-			NodeSelector: map[string]string{ClusterLabel: namespace.Name, highMemRole: "", diskLabel: "ssd"},
+			NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name, highMemRole: "", diskLabel: "ssd"},
 		})
-		standardNeeded := ceilDiv(2, PodsPerNode(standardCapacity, cpuRequests))
-		highMemNeeded := ceilDiv(3, PodsPerNode(highMemCapacity, memRequests))
+		standardNeeded := framework.CeilDiv(2, framework.PodsPerNode(standardCapacity, cpuRequests))
+		highMemNeeded := framework.CeilDiv(3, framework.PodsPerNode(highMemCapacity, memRequests))
 		Expect(standardNeeded).To(Equal(2))
 		Expect(highMemNeeded).To(Equal(2))
 
 		By("Seeing each node group grow from 0 to what its pods need")
 		Eventually(func(g Gomega) {
-			g.Expect(Replicas(g, mgmt, standard)).To(BeEquivalentTo(standardNeeded))
-			g.Expect(Replicas(g, mgmt, highMem)).To(BeEquivalentTo(highMemNeeded))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: standard, Count: standardNeeded})
-		highMemNodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: highMem, Count: highMemNeeded})
+			g.Expect(framework.Replicas(ctx, g, mgmt, standard)).To(BeEquivalentTo(standardNeeded))
+			g.Expect(framework.Replicas(ctx, g, mgmt, highMem)).To(BeEquivalentTo(highMemNeeded))
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: standard, Count: standardNeeded})
+		highMemNodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: highMem, Count: highMemNeeded})
 
 		By("Seeing every pod Running on the nodes of the group it selects")
-		for _, pod := range WaitForPodsRunning(ctx, workload, memApp, ScaleUpTimeout) {
+		for _, pod := range framework.WaitForPodsRunning(ctx, workload, memApp, framework.ScaleUpTimeout) {
 			Expect(highMemNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
-		WaitForPodsRunning(ctx, workload, cpuApp, ScaleUpTimeout)
-		ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+		framework.WaitForPodsRunning(ctx, workload, cpuApp, framework.ScaleUpTimeout)
+		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{cpuApp, memApp}, NodesBefore: nodesBefore,
 		})
-		Expect(Replicas(Default, mgmt, standard)).To(BeEquivalentTo(standardNeeded))
-		Expect(Replicas(Default, mgmt, highMem)).To(BeEquivalentTo(highMemNeeded))
+		Expect(framework.Replicas(ctx, Default, mgmt, standard)).To(BeEquivalentTo(standardNeeded))
+		Expect(framework.Replicas(ctx, Default, mgmt, highMem)).To(BeEquivalentTo(highMemNeeded))
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
-}
-
-// ceilDiv is n/d rounded up.
-func ceilDiv(n, d int) int {
-	return (n + d - 1) / d
 }

@@ -15,6 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
@@ -22,6 +23,9 @@ import (
 // ScaleUpSpecInput is the input of ScaleUpSpec.
 type ScaleUpSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // ScaleUpSpec shows a node group growing for pods that do not fit: by
@@ -33,7 +37,7 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 		input     ScaleUpSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
@@ -41,18 +45,18 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 		Expect(input.Stack).NotTo(BeNil(), "ScaleUpSpec needs a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "scale-up")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "scale-up")
 	})
 
 	It("adds exactly the nodes that pending pods need", func() {
 		By("Creating a Cluster with a node group of one 2-cpu node, at most 6")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "scale-up"})
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "scale-up", WorkloadKubeconfig: input.WorkloadKubeconfig})
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("2"),
 			corev1.ResourceMemory: resource.MustParse("4Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client:  mgmt,
 			Cluster: cluster,
 			Name:    "workers",
@@ -60,46 +64,46 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 				clusterv1.AutoscalerMinSizeAnnotation: "1",
 				clusterv1.AutoscalerMaxSizeAnnotation: "6",
 			},
-			Labels:  map[string]string{ClusterLabel: namespace.Name},
+			Labels:  map[string]string{framework.ClusterLabel: namespace.Name},
 			Machine: infrav1.SimMachineSpec{Capacity: capacity},
 		})
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
 
 		By("Turning autoscaling on")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
-		nodesBefore := NodeNames(workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := framework.NodeNames(ctx, workload)
 
 		By("Creating 7 pods of 600m cpu: 3 fit on the node, the other 4 need 2 more nodes")
 		requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 		const replicas = 7
-		podsPerNode := PodsPerNode(capacity, requests)
+		podsPerNode := framework.PodsPerNode(capacity, requests)
 		Expect(podsPerNode).To(Equal(3))
 		pending := replicas - podsPerNode
-		needed := ceilDiv(pending, podsPerNode)
+		needed := framework.CeilDiv(pending, podsPerNode)
 		scaleUpStarted := time.Now()
-		app := CreateWorkload(ctx, WorkloadInput{
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: replicas,
-			Requests: requests, NodeSelector: map[string]string{ClusterLabel: namespace.Name},
+			Requests: requests, NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name},
 		})
 
 		By("Seeing the MachineDeployment grow from 1 to 3 replicas")
 		Eventually(func(g Gomega) int32 {
-			return Replicas(g, mgmt, md)
-		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(1 + needed))
+			return framework.Replicas(ctx, g, mgmt, md)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(1 + needed))
 
 		By("Seeing every pod Running on 3 Ready Nodes")
-		WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1 + needed})
-		WaitForPodsRunning(ctx, workload, app, ScaleUpTimeout)
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(1+needed), "the node group grew beyond what the pods need")
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1 + needed})
+		framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout)
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(1+needed), "the node group grew beyond what the pods need")
 
-		planned := ExpectPlannedPodsScheduledOnNewNodes(ctx, ExpectPlannedPodsScheduledInput{
+		planned := framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
 		})
 		Expect(planned.Len()).To(BeNumerically("<=", pending), "pods that fit on the first node triggered the scale-up")
 
 		By("Reading the scale-up in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, md)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, md)
 			g.Expect(row).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
 				"MinSize":    HaveValue(BeEquivalentTo(1)),
 				"MaxSize":    HaveValue(BeEquivalentTo(6)),
@@ -108,22 +112,22 @@ func ScaleUpSpec(ctx context.Context, inputGetter func() ScaleUpSpecInput) {
 				"Ready":      BeEquivalentTo(1 + needed),
 				"Upcoming":   BeZero(),
 			}))
-			current := GetClusterAutoscaler(g, mgmt, ca)
+			current := framework.GetClusterAutoscaler(ctx, g, mgmt, ca)
 			g.Expect(current.Status.LastScaleUpTime).NotTo(BeNil())
 			g.Expect(current.Status.LastScaleUpTime.Time).To(BeTemporally(">=", scaleUpStarted.Truncate(time.Second)))
 			g.Expect(current.Status.UnschedulablePods).To(BeZero())
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Reading the TriggeredScaleUp event on a pod")
 		Eventually(func(g Gomega) {
-			events := PodEvents(g, workload, namespace.Name, "TriggeredScaleUp")
+			events := framework.PodEvents(ctx, g, workload, namespace.Name, "TriggeredScaleUp")
 			g.Expect(events).NotTo(BeEmpty())
 			for _, podEvents := range events {
-				g.Expect(podEvents[0].Message).To(ContainSubstring(NodeGroupID(md)))
+				g.Expect(podEvents[0].Message).To(ContainSubstring(framework.NodeGroupID(md)))
 				g.Expect(podEvents[0].Source.Component).To(Equal("cluster-autoscaler"))
 			}
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }

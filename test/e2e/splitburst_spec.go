@@ -17,12 +17,16 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // SplitBurstSpecInput is the input of SplitBurstSpec.
 type SplitBurstSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // Targets of the split burst (issue 27): what a user pays and waits.
@@ -48,22 +52,22 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 
 	It("buys the nodes of the whole burst once, and runs every pod as soon as the first machines are ready", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "split-burst")
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "split-burst")
 		zones := []string{"zone-a", "zone-b", "zone-c"}
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{
-			Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, FailureDomains: zones,
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{
+			Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, FailureDomains: zones, WorkloadKubeconfig: input.WorkloadKubeconfig,
 		})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
 		By("Creating one MachineDeployment of 4-core machines per zone, 1 node each, machines taking 45s")
-		machine := SimMachine("4")
+		machine := framework.SimMachine("4")
 		machine.ProvisioningDelay = metav1.Duration{Duration: 45 * time.Second}
-		groups := CreateZonalNodeGroups(ctx, CreateZonalNodeGroupsInput{
+		groups := framework.CreateZonalNodeGroups(ctx, framework.CreateZonalNodeGroupsInput{
 			Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
-			Replicas: 1, Annotations: SizeAnnotations(1, 20), Machine: machine,
+			Replicas: 1, Annotations: framework.SizeAnnotations(1, 20), Machine: machine,
 		})
-		nodesBefore := NodeNames(workload)
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		nodesBefore := framework.NodeNames(ctx, workload)
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 
 		watchCtx, stopWatching := context.WithCancel(ctx)
 		burst := watchBurst(watchCtx, burstWatchInput{
@@ -72,15 +76,15 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 		DeferCleanup(stopWatching)
 
 		By("Creating 40 pods spread over the zones, then 20 more that also keep apart by host")
-		web := CreateWorkload(ctx, WorkloadInput{
-			Client: workload, Namespace: namespace.Name, Name: "web", Replicas: 40, Requests: CPURequest("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name}, Mutate: SpreadOverZones,
+		web := framework.CreateWorkload(ctx, framework.WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: "web", Replicas: 40, Requests: framework.CPURequest("1500m"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name}, Mutate: framework.SpreadOverZones,
 		})
-		cache := CreateWorkload(ctx, WorkloadInput{
-			Client: workload, Namespace: namespace.Name, Name: "cache", Replicas: 20, Requests: CPURequest("1500m"),
-			NodeSelector: map[string]string{ClusterLabel: cluster.Name},
+		cache := framework.CreateWorkload(ctx, framework.WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: "cache", Replicas: 20, Requests: framework.CPURequest("1500m"),
+			NodeSelector: map[string]string{framework.ClusterLabel: cluster.Name},
 			Mutate: func(template *corev1.PodTemplateSpec) {
-				SpreadOverZones(template)
+				framework.SpreadOverZones(template)
 				template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 						TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: template.Labels},
@@ -90,20 +94,20 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 		})
 
 		By("Seeing every pod Running")
-		WaitForPodsRunning(ctx, workload, web, ScaleUpTimeout)
-		WaitForPodsRunning(ctx, workload, cache, ScaleUpTimeout)
+		framework.WaitForPodsRunning(ctx, workload, web, framework.ScaleUpTimeout)
+		framework.WaitForPodsRunning(ctx, workload, cache, framework.ScaleUpTimeout)
 
 		By(fmt.Sprintf("Seeing at most %d nodes, for good", splitBurstMaxNodes))
 		nodes := 0
 		Consistently(func(g Gomega) {
-			nodes = len(ClusterNodes(g, workload, cluster))
+			nodes = len(framework.ClusterNodes(ctx, g, workload, cluster))
 			g.Expect(nodes).To(BeNumerically("<=", splitBurstMaxNodes), "nodes of the cluster")
 			replicas := int32(0)
 			for _, md := range groups {
-				replicas += Replicas(g, mgmt, md)
+				replicas += framework.Replicas(ctx, g, mgmt, md)
 			}
 			g.Expect(replicas).To(BeNumerically("<=", splitBurstMaxNodes), "replicas of the node groups")
-		}, 10*time.Second, AutoscalerPoll).Should(Succeed())
+		}, 10*time.Second, framework.AutoscalerPoll).Should(Succeed())
 
 		stopWatching()
 		times := burst.Times()
@@ -117,7 +121,7 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 		Expect(times.AllRunning.Sub(times.FirstNodeReady)).To(BeNumerically("<=", splitBurstMaxRunningLatency),
 			"every pod Running after the first new node was Ready")
 
-		DeleteClusterAutoscaler(mgmt, ca)
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }
 

@@ -15,12 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
 // StartupTaintsSpecInput is the input of StartupTaintsSpec.
 type StartupTaintsSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 }
 
 // StartupTaintsSpec shows nodes that register with Cluster API's
@@ -34,7 +38,7 @@ func StartupTaintsSpec(ctx context.Context, inputGetter func() StartupTaintsSpec
 		input     StartupTaintsSpecInput
 		mgmt      client.Client
 		workload  client.Client
-		namespace SpecNamespace
+		namespace framework.SpecNamespace
 	)
 
 	BeforeEach(func() {
@@ -42,7 +46,7 @@ func StartupTaintsSpec(ctx context.Context, inputGetter func() StartupTaintsSpec
 		Expect(input.Stack).NotTo(BeNil(), "StartupTaintsSpec needs a stack")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = CreateSpecNamespace(ctx, input.Stack, "startup-taints")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "startup-taints")
 	})
 
 	It("counts a node with startup taints as upcoming and still scales up its group", func() {
@@ -50,66 +54,66 @@ func StartupTaintsSpec(ctx context.Context, inputGetter func() StartupTaintsSpec
 		uninitialized := corev1.Taint{Key: nodefacts.ClusterAPIUninitializedTaint, Effect: corev1.TaintEffectNoSchedule}
 
 		By("Creating a Cluster with a node group of one 2-cpu node whose Nodes register with both taints")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "startup-taints"})
-		machine := SimMachine("2")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "startup-taints", WorkloadKubeconfig: input.WorkloadKubeconfig})
+		machine := framework.SimMachine("2")
 		machine.NodeTaints = []corev1.Taint{uninitialized, startupTaint}
-		md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "workers", Replicas: ptr.To[int32](1),
-			Annotations: SizeAnnotations(1, 4),
-			Labels:      map[string]string{ClusterLabel: namespace.Name},
+			Annotations: framework.SizeAnnotations(1, 4),
+			Labels:      map[string]string{framework.ClusterLabel: namespace.Name},
 			Machine:     machine,
 		})
-		first := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
+		first := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 1})
 		Eventually(func(g Gomega) []corev1.Taint {
-			return nodeTaints(g, workload, first)
-		}, NodesReadyTimeout, AutoscalerPoll).Should(ConsistOf(startupTaint),
+			return nodeTaints(ctx, g, workload, first)
+		}, framework.NodesReadyTimeout, framework.AutoscalerPoll).Should(ConsistOf(startupTaint),
 			"Cluster API removes its uninitialized taint once it has synced the labels; the startup taint stays")
 
 		By("Turning autoscaling on: the Node is Ready for Kubernetes but counts as upcoming")
-		ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: FastClusterAutoscalerSpec(cluster.Name)})
+		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, md)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, md)
 			g.Expect(row.Registered).To(BeEquivalentTo(1))
 			g.Expect(row.Ready).To(BeZero())
 			g.Expect(row.Upcoming).To(BeEquivalentTo(1))
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 
 		By("Creating 2 pods of 1500m cpu, tolerating nothing: one waits for the starting Node, the other needs a new one")
 		requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
-		app := CreateWorkload(ctx, WorkloadInput{
+		app := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2,
-			Requests: requests, NodeSelector: map[string]string{ClusterLabel: namespace.Name},
+			Requests: requests, NodeSelector: map[string]string{framework.ClusterLabel: namespace.Name},
 		})
 		Eventually(func(g Gomega) int32 {
-			return Replicas(g, mgmt, md)
-		}, ScaleUpTimeout, AutoscalerPoll).Should(BeEquivalentTo(2))
-		nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
+			return framework.Replicas(ctx, g, mgmt, md)
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(2))
+		nodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: 2})
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, md)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, md)
 			g.Expect(row.Registered).To(BeEquivalentTo(2))
 			g.Expect(row.Ready).To(BeZero())
 			g.Expect(row.Upcoming).To(BeEquivalentTo(2), "both Nodes are still starting")
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		Expect(PendingPods(Default, workload, namespace.Name)).To(Equal(2), "no pod runs on a Node with a startup taint")
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Expect(framework.PendingPods(ctx, Default, workload, namespace.Name)).To(Equal(2), "no pod runs on a Node with a startup taint")
 
 		By("Removing the startup taints, as the CNI would: the Nodes count as ready and take the pods")
 		for _, name := range nodes {
-			removeNodeTaint(workload, name, startupTaint.Key)
+			removeNodeTaint(ctx, workload, name, startupTaint.Key)
 		}
-		WaitForPodsRunning(ctx, workload, app, ScaleUpTimeout)
+		framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout)
 		Eventually(func(g Gomega) {
-			row := NodeGroupRow(g, mgmt, ca, md)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, md)
 			g.Expect(row.Ready).To(BeEquivalentTo(2))
 			g.Expect(row.Upcoming).To(BeZero())
-		}, ScaleUpTimeout, AutoscalerPoll).Should(Succeed())
-		Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(2), "the starting Node was not asked for twice")
+		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(2), "the starting Node was not asked for twice")
 
-		DeleteAutoscaledCluster(ctx, DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})
 }
 
 // nodeTaints are the taints of the only Node in nodes (by Machine name).
-func nodeTaints(g Gomega, workload client.Client, nodes map[string]string) []corev1.Taint {
+func nodeTaints(ctx context.Context, g Gomega, workload client.Client, nodes map[string]string) []corev1.Taint {
 	g.Expect(nodes).To(HaveLen(1))
 	for _, name := range nodes {
 		node := &corev1.Node{}
@@ -120,9 +124,9 @@ func nodeTaints(g Gomega, workload client.Client, nodes map[string]string) []cor
 }
 
 // removeNodeTaint removes the taints with key from the Node name.
-func removeNodeTaint(workload client.Client, name, key string) {
+func removeNodeTaint(ctx context.Context, workload client.Client, name, key string) {
 	GinkgoHelper()
-	patchObject(workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, func(node *corev1.Node) {
+	framework.PatchObject(ctx, workload, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, false, func(node *corev1.Node) {
 		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
 	})
 }

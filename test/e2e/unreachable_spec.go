@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -35,6 +36,9 @@ const (
 // WorkloadUnreachableSpecInput is the input of WorkloadUnreachableSpec.
 type WorkloadUnreachableSpecInput struct {
 	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
 
 	// Manager returns the running autoscaler manager, which must not exit
 	// or panic.
@@ -74,9 +78,9 @@ func WorkloadUnreachableSpec(ctx context.Context, inputGetter func() WorkloadUnr
 
 	It("does nothing unsafe while the workload cluster is unreachable, and recovers on its own", func() {
 		mgmt := input.Stack.Management.Client
-		namespace := CreateSpecNamespace(ctx, input.Stack, "unreachable")
-		cluster := CreateSimulatedCluster(ctx, CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name})
-		DeferCleanup(func() { deleteCluster(mgmt, cluster) })
+		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "unreachable")
+		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
 
 		var outage workloadOutage
 		switch input.During {
@@ -91,7 +95,7 @@ func WorkloadUnreachableSpec(ctx context.Context, inputGetter func() WorkloadUnr
 			input.During, input.Outage, since(outage.stopped, outage.reported),
 			since(outage.restarted, outage.ready), since(outage.restarted, outage.scaled), since(outage.restarted, outage.done), outage.trajectory)
 		AddReportEntry("unreachable", figures)
-		appendFigures(input.Stack, "unreachable.txt", figures)
+		framework.AppendFigures(input.Stack, "unreachable.txt", figures)
 	})
 }
 
@@ -112,72 +116,72 @@ type workloadOutage struct {
 
 // unreachableDuringScaleUp stops the workload API server while pods wait
 // for two new nodes, before the group grows.
-func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
+func unreachableDuringScaleUp(ctx context.Context, input WorkloadUnreachableSpecInput, namespace framework.SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	md, _ := CreateWorkerGroup(ctx, CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
+	md, _ := framework.CreateWorkerGroup(ctx, framework.CreateWorkerGroupInput{Stack: input.Stack, Cluster: cluster, Nodes: 1, MaxSize: 3})
 	// The pods count only once 20 s old: the API server goes away while
 	// they are pending and the group has not grown, and the autoscaler has
 	// a health probe (every 10 s) to notice before they count.
-	spec := FastClusterAutoscalerSpec(cluster.Name)
+	spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 	spec.NewPodScaleUpDelay = &metav1.Duration{Duration: 20 * time.Second}
 	// Once its API server is back, the workload cluster's scheduler may
 	// take tens of seconds to use the new nodes (its informers back off);
 	// the autoscaler must not take them away as empty meanwhile.
 	spec.ScaleDown.UnneededTime = &metav1.Duration{Duration: 2 * time.Minute}
-	ca := CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
-	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+	ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+	invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
-	big := CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
+	big := framework.CreatePodsForTwoNodes(ctx, workload, namespace, cluster)
 
 	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
-		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1), "the group grew while the workload cluster was unreachable")
+		g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1), "the group grew while the workload cluster was unreachable")
 	})
 
 	By("Seeing the scale-up through once the API server is back")
-	WaitForPodsRunning(ctx, workload, big, ScaleUpTimeout)
+	framework.WaitForPodsRunning(ctx, workload, big, framework.ScaleUpTimeout)
 	outage.done = time.Now()
-	Expect(Replicas(Default, mgmt, md)).To(BeEquivalentTo(3))
+	Expect(framework.Replicas(ctx, Default, mgmt, md)).To(BeEquivalentTo(3))
 	// After a long outage, the node may be NotReady for a while (its
 	// heartbeats could not reach the API server), and a young NotReady
 	// node counts as upcoming, as upstream's: the scale-up may then come
 	// in two steps, but never beyond the two nodes needed.
-	ExpectReplicasAtMost(invariants.Replicas(md), 3)
-	outage.scaled = firstSeen(invariants.Replicas(md), 3)
-	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
+	framework.ExpectReplicasAtMost(invariants.Replicas(md), 3)
+	outage.scaled = framework.FirstSeen(invariants.Replicas(md), 3)
+	outage.trajectory = framework.FormatTrajectory(invariants.Replicas(md))
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
 }
 
 // unreachableDuringScaleDown stops the workload API server while a node is
 // being drained: its pod is evicted, and held Terminating by a finalizer.
-func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSpecInput, namespace SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
+func unreachableDuringScaleDown(ctx context.Context, input WorkloadUnreachableSpecInput, namespace framework.SpecNamespace, cluster *clusterv1.Cluster) workloadOutage {
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-	drain := StartHeldDrain(ctx, StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
+	drain := framework.StartHeldDrain(ctx, framework.StartHeldDrainInput{Stack: input.Stack, Namespace: namespace, Cluster: cluster})
 	md, ca := drain.Group, drain.ClusterAutoscaler
-	invariants := WatchInvariants(ctx, WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
+	invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 	outage := stopWorkloadAPIServer(ctx, input, ca, func(g Gomega) {
-		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(2), "the group shrank while the workload cluster was unreachable")
-		for _, m := range MachinesOf(g, mgmt, md) {
+		g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(2), "the group shrank while the workload cluster was unreachable")
+		for _, m := range framework.MachinesOf(ctx, g, mgmt, md) {
 			g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "Machine %s was marked while the workload cluster was unreachable", m.Name)
 			g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted while the workload cluster was unreachable", m.Name)
 		}
 	})
 
 	By("Letting the held pod go: the node is removed, by the drain resumed or by a new one")
-	drain.LetGo(workload)
+	drain.LetGo(ctx, workload)
 	Eventually(func() error {
 		return workload.Get(ctx, client.ObjectKeyFromObject(drain.Held), &corev1.Pod{})
-	}, DeletionTimeout, AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
+	}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Satisfy(apierrors.IsNotFound))
 	Eventually(func(g Gomega) {
-		g.Expect(Replicas(g, mgmt, md)).To(BeEquivalentTo(1))
-		g.Expect(ClusterNodes(g, workload, cluster)).To(HaveLen(1))
-	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained node did not go")
+		g.Expect(framework.Replicas(ctx, g, mgmt, md)).To(BeEquivalentTo(1))
+		g.Expect(framework.ClusterNodes(ctx, g, workload, cluster)).To(HaveLen(1))
+	}, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed(), "the drained node did not go")
 	outage.done = time.Now()
-	Expect(replicasTrajectory(invariants.Replicas(md))).To(Equal("2→1"), "the group was scaled more than once")
-	outage.scaled = firstSeen(invariants.Replicas(md), 1)
-	outage.trajectory = replicasTrajectory(invariants.Replicas(md))
-	WaitForPodsRunning(ctx, workload, drain.Small, NodesReadyTimeout)
+	Expect(framework.FormatTrajectory(invariants.Replicas(md))).To(Equal("2→1"), "the group was scaled more than once")
+	outage.scaled = framework.FirstSeen(invariants.Replicas(md), 1)
+	outage.trajectory = framework.FormatTrajectory(invariants.Replicas(md))
+	framework.WaitForPodsRunning(ctx, workload, drain.Small, framework.NodesReadyTimeout)
 	expectRecovered(ctx, input, cluster, invariants, ca)
 	return outage
 }
@@ -206,34 +210,34 @@ func stopWorkloadAPIServer(ctx context.Context, input WorkloadUnreachableSpecInp
 
 	Eventually(func(g Gomega) {
 		safe(g)
-		ready := conditions.Get(GetClusterAutoscaler(g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
+		ready := conditions.Get(framework.GetClusterAutoscaler(ctx, g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Reason).To(Equal(autoscalingv1alpha1.WorkloadClusterUnreachableReason))
-	}, input.Outage, AutoscalerPoll).Should(Succeed(), "the ClusterAutoscaler did not report the workload cluster unreachable within the outage")
+	}, input.Outage, framework.AutoscalerPoll).Should(Succeed(), "the ClusterAutoscaler did not report the workload cluster unreachable within the outage")
 	outage.reported = time.Now()
 	if rest := input.Outage - outage.reported.Sub(outage.stopped); rest > 0 {
-		Consistently(safe, rest, AutoscalerPoll).Should(Succeed())
+		Consistently(safe, rest, framework.AutoscalerPoll).Should(Succeed())
 	}
 
 	By("Starting the workload API server again")
 	restart()
 	outage.restarted = time.Now()
 	Eventually(func(g Gomega) {
-		ready := conditions.Get(GetClusterAutoscaler(g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
+		ready := conditions.Get(framework.GetClusterAutoscaler(ctx, g, mgmt, ca), autoscalingv1alpha1.ReadyCondition)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
-	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed(), "the autoscaler did not recover")
+	}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed(), "the autoscaler did not recover")
 	outage.ready = time.Now()
 	return outage
 }
 
 // expectRecovered checks what the autoscaler left once it recovered, and
 // removes the ClusterAutoscaler.
-func expectRecovered(ctx context.Context, input WorkloadUnreachableSpecInput, cluster *clusterv1.Cluster, invariants *Invariants, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+func expectRecovered(ctx context.Context, input WorkloadUnreachableSpecInput, cluster *clusterv1.Cluster, invariants *framework.Invariants, ca *autoscalingv1alpha1.ClusterAutoscaler) {
 	GinkgoHelper()
-	ExpectNothingLeftBehind(ctx, ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+	framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 	invariants.ExpectNoViolations()
-	ExpectManagerHealthy(input.Manager())
-	DeleteClusterAutoscaler(input.Stack.Management.Client, ca)
+	framework.ExpectManagerHealthy(input.Manager())
+	framework.DeleteClusterAutoscaler(ctx, input.Stack.Management.Client, ca)
 }

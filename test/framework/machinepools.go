@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"context"
@@ -74,19 +72,19 @@ func MachinePoolID(mp *clusterv1.MachinePool) string {
 }
 
 // MachinePoolRow returns the status row of mp's node group.
-func MachinePoolRow(g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, mp *clusterv1.MachinePool) autoscalingv1alpha1.NodeGroupStatus {
-	return nodeGroupRowByID(g, c, ca, MachinePoolID(mp))
+func MachinePoolRow(ctx context.Context, g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, mp *clusterv1.MachinePool) autoscalingv1alpha1.NodeGroupStatus {
+	return nodeGroupRowByID(ctx, g, c, ca, MachinePoolID(mp))
 }
 
 // PoolReplicas is the replica count of mp as the API server has it now.
-func PoolReplicas(g Gomega, c client.Client, mp *clusterv1.MachinePool) int32 {
+func PoolReplicas(ctx context.Context, g Gomega, c client.Client, mp *clusterv1.MachinePool) int32 {
 	current := &clusterv1.MachinePool{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(mp), current)).To(Succeed())
 	return ptr.Deref(current.Spec.Replicas, 0)
 }
 
 // PoolMachines lists the MachinePool Machines of mp.
-func PoolMachines(g Gomega, c client.Client, mp *clusterv1.MachinePool) []clusterv1.Machine {
+func PoolMachines(ctx context.Context, g Gomega, c client.Client, mp *clusterv1.MachinePool) []clusterv1.Machine {
 	machines := &clusterv1.MachineList{}
 	g.Expect(c.List(ctx, machines, client.InNamespace(mp.Namespace), client.MatchingLabels{clusterv1.MachinePoolNameLabel: mp.Name})).To(Succeed())
 	return machines.Items
@@ -109,12 +107,12 @@ func WaitForMachinePoolNodes(ctx context.Context, input WaitForMachinePoolNodesI
 		current := &clusterv1.MachinePool{}
 		g.Expect(input.Management.Get(ctx, client.ObjectKeyFromObject(input.Pool), current)).To(Succeed())
 		g.Expect(current.Spec.ProviderIDList).To(HaveLen(input.Count))
-		machines := PoolMachines(g, input.Management, input.Pool)
+		machines := PoolMachines(ctx, g, input.Management, input.Pool)
 		g.Expect(machines).To(HaveLen(input.Count))
 		for _, m := range machines {
 			g.Expect(m.Spec.ProviderID).To(BeElementOf(current.Spec.ProviderIDList), "Machine %s", m.Name)
 		}
-		nodes = readyNodes(g, input.Workload, machines)
+		nodes = readyNodes(ctx, g, input.Workload, machines)
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "MachinePool %s does not have %d Ready Nodes", input.Pool.Name, input.Count)
 	return nodes
 }

@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"context"
@@ -89,8 +87,8 @@ func StatefulSetClaims(claimTemplate, name string, replicas int) []string {
 
 // StatefulSetPods lists the pods of a StatefulSet created by
 // CreateStatefulSet.
-func StatefulSetPods(g Gomega, c client.Client, sts *appsv1.StatefulSet) []corev1.Pod {
-	return podsSelected(g, c, sts.Namespace, sts.Spec.Selector)
+func StatefulSetPods(ctx context.Context, g Gomega, c client.Client, sts *appsv1.StatefulSet) []corev1.Pod {
+	return PodsSelected(ctx, g, c, sts.Namespace, sts.Spec.Selector)
 }
 
 // WaitForStatefulSetPodsRunning waits until every pod of sts runs and
@@ -106,7 +104,7 @@ func DeleteStatefulSet(ctx context.Context, c client.Client, sts *appsv1.Statefu
 	GinkgoHelper()
 	Expect(c.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 	Eventually(func(g Gomega) {
-		g.Expect(StatefulSetPods(g, c, sts)).To(BeEmpty())
+		g.Expect(StatefulSetPods(ctx, g, c, sts)).To(BeEmpty())
 		err := c.Get(ctx, client.ObjectKeyFromObject(sts), &appsv1.StatefulSet{})
 		g.Expect(err).To(Satisfy(apierrors.IsNotFound))
 	}, DeletionTimeout, AutoscalerPoll).Should(Succeed(), "StatefulSet %s is not gone", sts.Name)
@@ -314,5 +312,5 @@ func ExpectReplicasTrajectory(trajectory []ReplicasSeen, want ...int32) {
 	for _, seen := range trajectory {
 		got = append(got, seen.Replicas)
 	}
-	Expect(got).To(Equal(want), "replicas went %s", replicasTrajectory(trajectory))
+	Expect(got).To(Equal(want), "replicas went %s", FormatTrajectory(trajectory))
 }

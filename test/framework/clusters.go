@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"context"
@@ -10,7 +8,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
@@ -41,6 +41,11 @@ type CreateSimulatedClusterInput struct {
 	// FailureDomains of the SimCluster; Machines placed in one get it as
 	// their Node's zone.
 	FailureDomains []string
+
+	// WorkloadKubeconfig reaches the workload cluster as the autoscaler
+	// does there (WorkloadServiceAccount); it goes to the Secret that
+	// FastClusterAutoscalerSpec names.
+	WorkloadKubeconfig []byte
 }
 
 // CreateSimulatedCluster creates a Cluster with a SimCluster and a
@@ -48,6 +53,7 @@ type CreateSimulatedClusterInput struct {
 // Secret of the autoscaler's workload kubeconfig, and waits until Cluster
 // API reports it provisioned and initialized.
 func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInput) *clusterv1.Cluster {
+	Expect(input.WorkloadKubeconfig).NotTo(BeEmpty(), "CreateSimulatedCluster needs the autoscaler's workload kubeconfig")
 	c := input.Client
 	Expect(c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: BootstrapSecretName(input.Name)},
@@ -56,7 +62,7 @@ func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInp
 	})).To(Succeed())
 	Expect(c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: WorkloadKubeconfigSecretName(input.Name)},
-		Data:       map[string][]byte{secret.KubeconfigDataName: workloadKubeconfig},
+		Data:       map[string][]byte{secret.KubeconfigDataName: input.WorkloadKubeconfig},
 	})).To(Succeed())
 	Expect(c.Create(ctx, &infrav1.SimCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
@@ -186,9 +192,9 @@ func CreateZonalNodeGroups(ctx context.Context, input CreateZonalNodeGroupsInput
 	return groups
 }
 
-// onlyNode is the name of the only Node of nodes, the names of Nodes by
+// OnlyNode is the name of the only Node of nodes, the names of Nodes by
 // Machine name that CreateWorkerGroup returns.
-func onlyNode(nodes map[string]string) string {
+func OnlyNode(nodes map[string]string) string {
 	GinkgoHelper()
 	Expect(nodes).To(HaveLen(1))
 	for _, node := range nodes {
@@ -228,4 +234,45 @@ func CreateWorkerGroup(ctx context.Context, input CreateWorkerGroupInput) (*clus
 	})
 	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: input.Nodes})
 	return md, nodes
+}
+
+// DeleteCluster deletes cluster and waits until Cluster API deleted it.
+func DeleteCluster(ctx context.Context, c client.Client, cluster *clusterv1.Cluster) {
+	By("Deleting the Cluster")
+	Expect(c.Delete(ctx, cluster)).To(Succeed())
+	Eventually(func() error {
+		return c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
+	}, DeletionTimeout, PollInterval).Should(Satisfy(apierrors.IsNotFound))
+}
+
+// ClusterLabel, set on the Machines of a spec's node groups, is propagated
+// by Cluster API to their Nodes. The spec's pods select it: in the
+// self-hosted topology every Cluster's Nodes share one API server and one
+// scheduler.
+const ClusterLabel = "e2e.node.cluster.x-k8s.io/cluster"
+
+// SpecNamespace is the namespace of one spec: in the management cluster for
+// its Cluster API objects and, under the same name, in the workload cluster
+// for its pods.
+type SpecNamespace struct {
+	Name string
+}
+
+// CreateSpecNamespace creates a namespace named prefix-<random> in the
+// management and the workload cluster of stack, and deletes it again after
+// the spec.
+func CreateSpecNamespace(ctx context.Context, stack *localstack.Stack, prefix string) SpecNamespace {
+	name := prefix + "-" + rand.String(6)
+	clients := []client.Client{stack.Management.Client}
+	if stack.Workload != stack.Management {
+		clients = append(clients, stack.Workload.Client)
+	}
+	for _, c := range clients {
+		namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		Expect(c.Create(ctx, namespace)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(c.Delete(ctx, namespace))).To(Succeed())
+		})
+	}
+	return SpecNamespace{Name: name}
 }

@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"context"
@@ -306,7 +304,7 @@ func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindI
 				g.Expect(scalable.IsMarkedByAutoscaler(&m)).To(BeFalse(), "Machine %s keeps the autoscaler's delete-machine mark", m.Name)
 			}
 		}
-		for _, node := range ClusterNodes(g, input.Stack.Workload.Client, input.Cluster) {
+		for _, node := range ClusterNodes(ctx, g, input.Stack.Workload.Client, input.Cluster) {
 			g.Expect(scaledown.OwnsDeletionTaint(&node)).To(BeFalse(), "Node %s keeps the autoscaler's deletion taint", node.Name)
 			g.Expect(node.Annotations).NotTo(HaveKey(scaledown.CordonedAnnotation), "Node %s keeps the autoscaler's cordon", node.Name)
 		}
@@ -323,4 +321,23 @@ func ExpectManagerHealthy(manager *localstack.Process) {
 	for _, line := range strings.Split(string(log), "\n") {
 		Expect(line).NotTo(Or(HavePrefix("panic:"), ContainSubstring("Observed a panic")), "the manager %s panicked", manager.Name())
 	}
+}
+
+// FirstSeen is when the trajectory first reached replicas; zero if never.
+func FirstSeen(trajectory []ReplicasSeen, replicas int32) time.Time {
+	for _, seen := range trajectory {
+		if seen.Replicas == replicas {
+			return seen.Seen
+		}
+	}
+	return time.Time{}
+}
+
+// FormatTrajectory shows the replicas of a trajectory in order, e.g. 1→3→1.
+func FormatTrajectory(trajectory []ReplicasSeen) string {
+	values := make([]string, 0, len(trajectory))
+	for _, seen := range trajectory {
+		values = append(values, fmt.Sprint(seen.Replicas))
+	}
+	return strings.Join(values, "→")
 }

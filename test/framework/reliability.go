@@ -1,9 +1,10 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,6 +16,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -71,7 +73,7 @@ func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	}
 	for _, node := range d.Spare {
 		By("Keeping spare node " + node + " from scale-down")
-		setNodeAnnotation(workload, node, scaledown.ScaleDownDisabledAnnotation, "true")
+		SetNodeAnnotation(ctx, workload, node, scaledown.ScaleDownDisabledAnnotation, "true")
 	}
 
 	By("Filling " + d.Kept + " to 75% so that it stays, and putting a small pod on " + d.Drained)
@@ -103,8 +105,8 @@ func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	Expect(pods[0].Spec.NodeName).To(Equal(d.Drained))
 	d.Held = &pods[0]
 	By("Holding the small pod with a finalizer: once evicted, it stays Terminating")
-	patchPod(workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
-	DeferCleanup(func(ctx context.Context) { d.LetGo(workload) })
+	PatchPod(ctx, workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = append(pod.Finalizers, holdFinalizer) })
+	DeferCleanup(func(ctx context.Context) { d.LetGo(ctx, workload) })
 
 	spec := FastClusterAutoscalerSpec(input.Cluster.Name)
 	if input.Spec != nil {
@@ -125,9 +127,9 @@ func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 }
 
 // LetGo removes the finalizer that holds the evicted pod.
-func (d HeldDrain) LetGo(workload client.Client) {
+func (d HeldDrain) LetGo(ctx context.Context, workload client.Client) {
 	GinkgoHelper()
-	patchPod(workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = nil })
+	PatchPod(ctx, workload, d.Held, func(pod *corev1.Pod) { pod.Finalizers = nil })
 }
 
 // CreatePodsForTwoNodes creates three 3-core pods for a Cluster whose only
@@ -142,7 +144,7 @@ func CreatePodsForTwoNodes(ctx context.Context, workload client.Client, namespac
 		NodeSelector: map[string]string{ClusterLabel: cluster.Name},
 	})
 	Eventually(func(g Gomega) {
-		g.Expect(PendingPods(g, workload, namespace.Name)).To(Equal(2))
+		g.Expect(PendingPods(ctx, g, workload, namespace.Name)).To(Equal(2))
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed())
 	return big
 }
@@ -154,7 +156,7 @@ func ExpectReplicasAtMost(trajectory []ReplicasSeen, max int32) {
 	GinkgoHelper()
 	Expect(trajectory).NotTo(BeEmpty(), "no replicas were seen")
 	for _, seen := range trajectory {
-		Expect(seen.Replicas).To(BeNumerically("<=", max), "the group was scaled beyond the %d replicas needed: %s", max, replicasTrajectory(trajectory))
+		Expect(seen.Replicas).To(BeNumerically("<=", max), "the group was scaled beyond the %d replicas needed: %s", max, FormatTrajectory(trajectory))
 	}
 }
 
@@ -198,8 +200,8 @@ func ScaleCycle(ctx context.Context, input ScaleCycleInput) {
 		input.WhilePending()
 	}
 	WaitForPodsRunning(ctx, workload, big, 2*ScaleUpTimeout)
-	Expect(Replicas(Default, mgmt, input.Group)).To(BeEquivalentTo(3))
-	Expect(ClusterNodes(Default, workload, input.Cluster)).To(HaveLen(3))
+	Expect(Replicas(ctx, Default, mgmt, input.Group)).To(BeEquivalentTo(3))
+	Expect(ClusterNodes(ctx, Default, workload, input.Cluster)).To(HaveLen(3))
 	if input.AfterScaleUp != nil {
 		input.AfterScaleUp()
 	}
@@ -215,8 +217,8 @@ func ScaleCycle(ctx context.Context, input ScaleCycleInput) {
 	}
 	DeleteWorkload(ctx, workload, big)
 	Eventually(func(g Gomega) {
-		g.Expect(Replicas(g, mgmt, input.Group)).To(BeEquivalentTo(1))
-		g.Expect(ClusterNodes(g, workload, input.Cluster)).To(HaveLen(1))
+		g.Expect(Replicas(ctx, g, mgmt, input.Group)).To(BeEquivalentTo(1))
+		g.Expect(ClusterNodes(ctx, g, workload, input.Cluster)).To(HaveLen(1))
 	}, 2*ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the drained nodes did not go")
 	WaitForPodsRunning(ctx, workload, small, NodesReadyTimeout)
 	if input.AfterScaleDown != nil {
@@ -262,4 +264,48 @@ func PrepareManagerRestart(ctx context.Context, input ManagerRestartInput) (rest
 		}
 	})
 	return restart
+}
+
+// ExpectReplacementRunning waits until the Deployment's pod that is not
+// being deleted runs on node: the evicted pod's replacement.
+func ExpectReplacementRunning(ctx context.Context, workload client.Client, deployment *appsv1.Deployment, node string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var live []corev1.Pod
+		for _, pod := range PodsOf(ctx, g, workload, deployment) {
+			if pod.DeletionTimestamp == nil {
+				live = append(live, pod)
+			}
+		}
+		g.Expect(live).To(HaveLen(1))
+		g.Expect(live[0].Spec.NodeName).To(Equal(node))
+		g.Expect(live[0].Status.Phase).To(Equal(corev1.PodRunning))
+	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "the replacement of the evicted pod does not run on %s", node)
+}
+
+const (
+	// holdFinalizer keeps an evicted pod Terminating, so that the drain of
+	// its node cannot finish.
+	holdFinalizer = "e2e.capi-autoscaler.io/hold"
+	// restartedManager is the process name, and log, of the manager the
+	// spec starts again.
+	restartedManager = "capi-autoscaler-restarted"
+)
+
+// ProxiesOf are the fault proxies of the stack's distinct API servers.
+func ProxiesOf(stack *localstack.Stack) []*faultproxy.Proxy {
+	var proxies []*faultproxy.Proxy
+	for _, cluster := range clustersOf(stack) {
+		proxies = append(proxies, cluster.Proxy)
+	}
+	return proxies
+}
+
+// AppendFigures adds a line of figures to file in the stack's log directory.
+func AppendFigures(stack *localstack.Stack, file, figures string) {
+	f, err := os.OpenFile(filepath.Join(stack.LogDir(), file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	_, err = fmt.Fprintln(f, figures)
+	Expect(err).NotTo(HaveOccurred())
 }
