@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,11 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
@@ -66,7 +62,7 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 			Client: mgmt, Cluster: cluster, Name: "pool", Replicas: 1, Annotations: framework.SizeAnnotations(1, 4), Labels: labels,
 			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
 		})
-		framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 1})
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: mp, Count: 1})
 
 		By("Turning autoscaling on")
 		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
@@ -79,9 +75,9 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 
 		By("Seeing the MachinePool grow to 3 instances through /scale, each with its MachinePool Machine")
 		Eventually(func(g Gomega) int32 {
-			return framework.PoolReplicas(ctx, g, mgmt, mp)
+			return framework.Replicas(ctx, g, mgmt, mp)
 		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(3))
-		nodesByMachine := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 3})
+		nodesByMachine := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: mp, Count: 3})
 		steadyPods := framework.WaitForPodsRunning(ctx, workload, steady, framework.ScaleUpTimeout)
 		emptied := framework.WaitForPodsRunning(ctx, workload, batch, framework.ScaleUpTimeout)[0].Spec.NodeName
 		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
@@ -102,11 +98,11 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 
 		By("Seeing exactly the emptied node's Machine go, and the replicas follow")
 		Eventually(func(g Gomega) {
-			g.Expect(framework.PoolReplicas(ctx, g, mgmt, mp)).To(BeEquivalentTo(2))
+			g.Expect(framework.Replicas(ctx, g, mgmt, mp)).To(BeEquivalentTo(2))
 			err := workload.Get(ctx, client.ObjectKey{Name: emptied}, &corev1.Node{})
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound), "Node %s is not deleted yet", emptied)
 		}, framework.ScaleDownTimeout+framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
-		remaining := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		remaining := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: mp, Count: 2})
 		Expect(remaining).NotTo(HaveKey(emptiedMachine))
 		for _, pod := range steadyPods {
 			Expect(remaining).To(ContainElement(pod.Spec.NodeName), "the Node of steady pod %s was removed", pod.Name)
@@ -117,7 +113,7 @@ func MachinePoolScaleSpec(ctx context.Context, inputGetter func() MachinePoolSpe
 
 		By("Reading the MachinePool's row in the ClusterAutoscaler status")
 		Eventually(func(g Gomega) {
-			row := framework.MachinePoolRow(ctx, g, mgmt, ca, mp)
+			row := framework.NodeGroupRow(ctx, g, mgmt, ca, mp)
 			g.Expect(row.MinSize).To(HaveValue(BeEquivalentTo(1)))
 			g.Expect(row.MaxSize).To(HaveValue(BeEquivalentTo(4)))
 			g.Expect(row.TargetSize).To(BeEquivalentTo(2))
@@ -175,96 +171,16 @@ func MachinePoolFromZeroSpec(ctx context.Context, inputGetter func() MachinePool
 
 		By("Seeing the MachinePool grow from 0 to 2 and the pods run on its nodes")
 		Eventually(func(g Gomega) int32 {
-			return framework.PoolReplicas(ctx, g, mgmt, mp)
+			return framework.Replicas(ctx, g, mgmt, mp)
 		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(BeEquivalentTo(2))
-		poolNodes := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: mp, Count: 2})
+		poolNodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: mp, Count: 2})
 		for _, pod := range framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout) {
 			Expect(poolNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
 		}
 		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
 		})
-		Expect(framework.PoolReplicas(ctx, Default, mgmt, mp)).To(BeEquivalentTo(2))
-
-		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
-	})
-}
-
-// MachinePoolFailingSpec shows that a MachinePool whose instances fail to
-// provision does not hold pods back: the autoscaler sees the failed
-// MachinePool Machine, backs the pool off, removes the failed instance and
-// serves the pods from a healthy MachinePool.
-func MachinePoolFailingSpec(ctx context.Context, inputGetter func() MachinePoolSpecInput) {
-	var (
-		input     MachinePoolSpecInput
-		mgmt      client.Client
-		workload  client.Client
-		namespace framework.SpecNamespace
-	)
-
-	BeforeEach(func() {
-		input = inputGetter()
-		Expect(input.Stack).NotTo(BeNil(), "the MachinePool specs need a stack")
-		mgmt = input.Stack.Management.Client
-		workload = input.Stack.Workload.Client
-		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "pool-failing")
-	})
-
-	It("backs the failing MachinePool off and scales the healthy one well before maxNodeProvisionTime", func() {
-		By("Creating a Cluster with a failing and a healthy MachinePool at 0 replicas")
-		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "pool-failing", WorkloadKubeconfig: input.WorkloadKubeconfig})
-		labels := map[string]string{framework.ClusterLabel: namespace.Name}
-		failing := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels,
-			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity, Provisioning: infrav1.ProvisioningFail},
-		})
-		healthy := framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
-			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels,
-			Machine: infrav1.SimMachineSpec{Capacity: poolCapacity},
-		})
-
-		By("Turning autoscaling on, preferring the failing pool, with a long maxNodeProvisionTime and backoff")
-		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
-		maxNodeProvisionTime := 2 * time.Minute
-		spec.MaxNodeProvisionTime = &metav1.Duration{Duration: maxNodeProvisionTime}
-		spec.Backoff = &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: 5 * time.Minute}}
-		spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
-		spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
-			{Priority: 100, NodeGroupIDPatterns: []string{"^MachinePool/.*/failing$"}},
-			{Priority: 10, NodeGroupIDPatterns: []string{"^MachinePool/.*/healthy$"}},
-		}
-		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
-
-		By("Creating 2 pods of 1500m cpu")
-		app := framework.CreateWorkload(ctx, framework.WorkloadInput{Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2, Requests: framework.CPURequest("1500m"), NodeSelector: labels})
-		podsCreated := time.Now()
-
-		By("Seeing the autoscaler try the failing pool first")
-		Eventually(func(g Gomega) []clusterv1.Machine {
-			return framework.PoolMachines(ctx, g, mgmt, failing)
-		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).ShouldNot(BeEmpty())
-
-		By("Seeing the pods Running on the healthy pool's nodes well before maxNodeProvisionTime")
-		framework.WaitForPodsRunning(ctx, workload, app, maxNodeProvisionTime/2)
-		Expect(time.Since(podsCreated)).To(BeNumerically("<", maxNodeProvisionTime/2))
-		healthyNodes := framework.WaitForMachinePoolNodes(ctx, framework.WaitForMachinePoolNodesInput{Management: mgmt, Workload: workload, Pool: healthy, Count: 2})
-		for _, pod := range framework.PodsOf(ctx, Default, workload, app) {
-			Expect(healthyNodes).To(ContainElement(pod.Spec.NodeName), "pod %s", pod.Name)
-		}
-
-		By("Reading the failing pool's backoff in the ClusterAutoscaler status")
-		Eventually(func(g Gomega) {
-			row := framework.MachinePoolRow(ctx, g, mgmt, ca, failing)
-			g.Expect(row.BackoffUntil).NotTo(BeNil())
-			g.Expect(row.BackoffUntil.Time).To(BeTemporally(">", time.Now()))
-			g.Expect(row.BackoffReason).NotTo(BeEmpty())
-		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
-
-		By("Seeing the failed instance removed and the failing pool back at 0 replicas")
-		Eventually(func(g Gomega) {
-			g.Expect(framework.PoolReplicas(ctx, g, mgmt, failing)).To(BeZero())
-			g.Expect(framework.PoolMachines(ctx, g, mgmt, failing)).To(BeEmpty())
-		}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed())
+		Expect(framework.Replicas(ctx, Default, mgmt, mp)).To(BeEquivalentTo(2))
 
 		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
 	})

@@ -5,6 +5,7 @@ package e2e
 import (
 	. "github.com/onsi/ginkgo/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -30,8 +31,8 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 		})
 	})
 	Context("Failing MachinePool", func() {
-		MachinePoolFailingSpec(ctx, func() MachinePoolSpecInput {
-			return MachinePoolSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		FailingNodeGroupSpec(ctx, func() FailingNodeGroupSpecInput {
+			return FailingNodeGroupSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Kind: scalable.KindMachinePool}
 		})
 	})
 	Context("Bad input", func() {

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
 var _ = Describe("Scale up", Label("ci"), func() {
@@ -25,8 +27,8 @@ var _ = Describe("Scale from zero", Label("ci"), func() {
 })
 
 var _ = Describe("Failing template", Label("ci"), func() {
-	FailingTemplateSpec(ctx, func() FailingTemplateSpecInput {
-		return FailingTemplateSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	FailingNodeGroupSpec(ctx, func() FailingNodeGroupSpecInput {
+		return FailingNodeGroupSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Kind: scalable.KindMachineDeployment}
 	})
 })
 

@@ -17,6 +17,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faultproxy"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -308,4 +309,48 @@ func AppendFigures(stack *localstack.Stack, file, figures string) {
 	defer f.Close()
 	_, err = fmt.Fprintln(f, figures)
 	Expect(err).NotTo(HaveOccurred())
+}
+
+// OnlyNode is the name of the only Node of nodes, the names of Nodes by
+// Machine name that CreateWorkerGroup returns.
+func OnlyNode(nodes map[string]string) string {
+	GinkgoHelper()
+	Expect(nodes).To(HaveLen(1))
+	for _, node := range nodes {
+		return node
+	}
+	return ""
+}
+
+// CreateWorkerGroupInput is the input of CreateWorkerGroup.
+type CreateWorkerGroupInput struct {
+	Stack   *localstack.Stack
+	Cluster *clusterv1.Cluster
+	// Nodes the group starts with; its min size is 1.
+	Nodes int
+	// MaxSize the group may grow to.
+	MaxSize int
+	// Machine is the spec of its machines; 4-core nodes when zero.
+	Machine infrav1.SimMachineSpec
+}
+
+// CreateWorkerGroup creates the node group "workers" of the reliability
+// specs, labelled with ClusterLabel, waits until its Nodes are Ready, and
+// returns it with the names of its Nodes by Machine name.
+func CreateWorkerGroup(ctx context.Context, input CreateWorkerGroupInput) (*clusterv1.MachineDeployment, map[string]string) {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	machine := input.Machine
+	if machine.Capacity == nil {
+		machine = SimMachine("4")
+	}
+	By(fmt.Sprintf("Creating a group of %d %s-core nodes, 1 to %d", input.Nodes, machine.Capacity.Cpu(), input.MaxSize))
+	md := CreateNodeGroup(ctx, CreateNodeGroupInput{
+		Client: mgmt, Cluster: input.Cluster, Name: "workers",
+		Replicas:    ptr.To(int32(input.Nodes)),
+		Annotations: SizeAnnotations(1, input.MaxSize),
+		Machine:     machine,
+		Labels:      map[string]string{ClusterLabel: input.Cluster.Name},
+	})
+	nodes := WaitForNodeGroupNodes(ctx, WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: input.Nodes})
+	return md, nodes
 }

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,27 +18,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
-// FailingTemplateSpecInput is the input of FailingTemplateSpec.
-type FailingTemplateSpecInput struct {
+// FailingNodeGroupSpecInput is the input of FailingNodeGroupSpec.
+type FailingNodeGroupSpecInput struct {
 	Stack *localstack.Stack
 	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
 	// workload cluster with (framework.CreateSimulatedClusterInput).
 	WorkloadKubeconfig []byte
+
+	// Kind of the two node groups: scalable.KindMachineDeployment or
+	// scalable.KindMachinePool.
+	Kind string
 }
 
-// FailingTemplateSpec shows that a node group whose machines fail to
+// FailingNodeGroupSpec shows that a node group whose machines fail to
 // provision does not hold pods back for maxNodeProvisionTime: the
 // autoscaler prefers it, sees its Machine fail, backs it off, removes the
 // failed Machine and serves the pods from a healthy group in the next
-// loops.
-func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplateSpecInput) {
+// loops. The groups are MachineDeployments or MachinePools, as Kind says.
+func FailingNodeGroupSpec(ctx context.Context, inputGetter func() FailingNodeGroupSpecInput) {
 	var (
-		input     FailingTemplateSpecInput
+		input     FailingNodeGroupSpecInput
 		mgmt      client.Client
 		workload  client.Client
 		namespace framework.SpecNamespace
@@ -45,33 +51,35 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 
 	BeforeEach(func() {
 		input = inputGetter()
-		Expect(input.Stack).NotTo(BeNil(), "FailingTemplateSpec needs a stack")
+		Expect(input.Stack).NotTo(BeNil(), "FailingNodeGroupSpec needs a stack")
+		Expect(input.Kind).To(BeElementOf(scalable.KindMachineDeployment, scalable.KindMachinePool), "FailingNodeGroupSpec needs the kind of its node groups")
 		mgmt = input.Stack.Management.Client
 		workload = input.Stack.Workload.Client
-		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "failing")
+		namespace = framework.CreateSpecNamespace(ctx, input.Stack, "failing-"+strings.ToLower(input.Kind))
 	})
 
 	It("backs the failing node group off and scales the healthy one well before maxNodeProvisionTime", func() {
-		By("Creating a Cluster with a failing and a healthy node group at 0 replicas")
+		By("Creating a Cluster with a failing and a healthy " + input.Kind + " at 0 replicas")
 		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: "failing", WorkloadKubeconfig: input.WorkloadKubeconfig})
-		bounds := map[string]string{
-			clusterv1.AutoscalerMinSizeAnnotation: "0",
-			clusterv1.AutoscalerMaxSizeAnnotation: "3",
-		}
+		// One pod of 1500m cpu fills a machine.
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("2"),
 			corev1.ResourceMemory: resource.MustParse("4Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
 		labels := map[string]string{framework.ClusterLabel: namespace.Name}
-		failing := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "failing", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
-			Machine: infrav1.SimMachineSpec{Capacity: capacity, Provisioning: infrav1.ProvisioningFail},
-		})
-		healthy := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
-			Client: mgmt, Cluster: cluster, Name: "healthy", Replicas: ptr.To[int32](0), Annotations: bounds, Labels: labels,
-			Machine: infrav1.SimMachineSpec{Capacity: capacity},
-		})
+		createGroup := func(name string, machine infrav1.SimMachineSpec) client.Object {
+			if input.Kind == scalable.KindMachinePool {
+				return framework.CreateMachinePool(ctx, framework.CreateMachinePoolInput{
+					Client: mgmt, Cluster: cluster, Name: name, Replicas: 0, Annotations: framework.SizeAnnotations(0, 3), Labels: labels, Machine: machine,
+				})
+			}
+			return framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
+				Client: mgmt, Cluster: cluster, Name: name, Replicas: ptr.To[int32](0), Annotations: framework.SizeAnnotations(0, 3), Labels: labels, Machine: machine,
+			})
+		}
+		failing := createGroup("failing", infrav1.SimMachineSpec{Capacity: capacity, Provisioning: infrav1.ProvisioningFail})
+		healthy := createGroup("healthy", infrav1.SimMachineSpec{Capacity: capacity})
 
 		By("Turning autoscaling on, preferring the failing group, with a long maxNodeProvisionTime and backoff")
 		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
@@ -89,7 +97,7 @@ func FailingTemplateSpec(ctx context.Context, inputGetter func() FailingTemplate
 		By("Creating 2 pods of 1500m cpu")
 		app := framework.CreateWorkload(ctx, framework.WorkloadInput{
 			Client: workload, Namespace: namespace.Name, Name: "app", Replicas: 2,
-			Requests:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")},
+			Requests:     framework.CPURequest("1500m"),
 			NodeSelector: labels,
 		})
 		podsCreated := time.Now()
