@@ -1,5 +1,11 @@
 //go:build e2e
 
+// Package e2e runs capi-autoscaler end to end on the local stack
+// (test/framework/localstack): real Kubernetes and Cluster API processes on
+// this machine, kwok Nodes and the simulated infrastructure provider. Each
+// scenario is a spec function taking an input, in a *_spec.go file, and is
+// registered in a *_test.go file; what the scenarios share is in
+// test/framework.
 package e2e
 
 import (

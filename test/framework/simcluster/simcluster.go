@@ -1,7 +1,7 @@
 // Package simcluster creates workload Clusters of the simulated
-// infrastructure provider (test/framework/infrastructure) on the local stack
-// (test/framework/localstack) and runs the autoscaler manager against it. The commands
-// in hack/demo and hack/perf share it.
+// infrastructure provider (test/framework/infrastructure) on the local
+// stack (test/framework/localstack) and runs the autoscaler manager against
+// it, with no Ginkgo: the commands in hack/demo and hack/perf share it.
 package simcluster
 
 import (

@@ -1,3 +1,10 @@
+// Package controllers reconciles the objects of the simulated provider
+// (test/framework/infrastructure): SimClusters are provisioned at once,
+// SimControlPlanes point their Cluster at the local stack's workload API
+// server, SimMachines become kwok Nodes (or fail or hang, as their spec
+// says), SimMachinePools run SimMachines as a cloud's instance group does,
+// and SimMachineTemplates publish what their machines offer, for scaling
+// from zero.
 package controllers
 
 import (
