@@ -26,7 +26,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/benchmark"
 )
 
 const (

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 const keepFinalizer = "test.capi-autoscaler.io/keep"

@@ -26,8 +26,8 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 // shippedManagerRole is the manager's ClusterRole as `make manifests`

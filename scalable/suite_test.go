@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 var (

@@ -12,7 +12,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/benchmark"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/benchmark"
 )
 
 const (

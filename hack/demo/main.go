@@ -22,8 +22,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/e2e/localstack"
-	"github.com/capi-autoscaler/capi-autoscaler/e2e/simcluster"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/simcluster"
 )
 
 type options struct {

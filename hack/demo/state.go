@@ -19,8 +19,8 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 )
 
 // decisionReasons are the reasons of the autoscaler's events worth showing.

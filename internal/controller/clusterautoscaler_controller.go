@@ -120,7 +120,7 @@ type ClusterAutoscalerReconciler struct {
 	WorkloadEventBurst int
 	// NodeGroups builds the node groups of an engine; Cluster API's
 	// (clusterapi.NewProvider) when nil. Tests put faults in them
-	// (internal/test/faults).
+	// (test/framework/faults).
 	NodeGroups func(clusterapi.Options) nodegroups.Provider
 	// WatchFilterValue, when set, restricts the controller to
 	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter

@@ -27,8 +27,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 const (

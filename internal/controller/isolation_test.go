@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/faults"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faults"
 )
 
 var _ = Describe("A panic in the engine of one cluster", func() {

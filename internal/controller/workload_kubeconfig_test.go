@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/internal/test/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/test/kustomize"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
 )
 
 func TestWorkloadKubeconfigsGet(t *testing.T) {

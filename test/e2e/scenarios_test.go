@@ -1,0 +1,111 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+var _ = Describe("Scale up", Label("ci"), func() {
+	ScaleUpSpec(ctx, func() ScaleUpSpecInput {
+		return ScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Scale down", Label("ci"), func() {
+	ScaleDownSpec(ctx, func() ScaleDownSpecInput {
+		return ScaleDownSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Scale from zero", Label("ci"), func() {
+	ScaleFromZeroSpec(ctx, func() ScaleFromZeroSpecInput {
+		return ScaleFromZeroSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Failing template", Label("ci"), func() {
+	FailingNodeGroupSpec(ctx, func() FailingNodeGroupSpecInput {
+		return FailingNodeGroupSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Kind: scalable.KindMachineDeployment}
+	})
+})
+
+var _ = Describe("Zone spread", Label("ci"), func() {
+	ZoneSpreadSpec(ctx, func() ZoneSpreadSpecInput {
+		return ZoneSpreadSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Startup taints", Label("ci"), func() {
+	StartupTaintsSpec(ctx, func() StartupTaintsSpecInput {
+		return StartupTaintsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("MachinePool scale up and down", Label("ci"), func() {
+	MachinePoolScaleSpec(ctx, func() MachinePoolSpecInput {
+		return MachinePoolSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Mixed burst", Label("ci"), func() {
+	MixedBurstSpec(ctx, func() MixedBurstSpecInput {
+		return MixedBurstSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Scheduler agreement", Label("ci"), func() {
+	SchedulerAgreementSpec(ctx, agreementInput)
+})
+
+var _ = Describe("Zonal StatefulSet", Label("ci"), func() {
+	ZonalStatefulSetSpec(ctx, func() ZonalStatefulSetSpecInput {
+		return ZonalStatefulSetSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("CSI attach limit", Label("ci"), func() {
+	CSIAttachLimitSpec(ctx, func() CSIAttachLimitSpecInput {
+		return CSIAttachLimitSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Missing claim", Label("ci"), func() {
+	MissingClaimSpec(ctx, func() MissingClaimSpecInput {
+		return MissingClaimSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Pending binding", Label("ci"), func() {
+	PendingBindingSpec(ctx, func() PendingBindingSpecInput {
+		return PendingBindingSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Capacity buffer", Label("ci"), func() {
+	CapacityBufferSpec(ctx, func() CapacityBufferSpecInput {
+		return CapacityBufferSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Check capacity", Label("ci"), func() {
+	CheckCapacitySpec(ctx, func() CheckCapacitySpecInput {
+		return CheckCapacitySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+var _ = Describe("Atomic scale-up", Label("ci"), func() {
+	AtomicScaleUpSpec(ctx, func() AtomicScaleUpSpecInput {
+		return AtomicScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+// About two minutes (machines take 45 s, then 30 nodes come and go): too
+// long for the ci set.
+var _ = Describe("Split burst", Label("full"), func() {
+	SplitBurstSpec(ctx, func() SplitBurstSpecInput {
+		return SplitBurstSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
