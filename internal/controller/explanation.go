@@ -26,8 +26,10 @@ import (
 const (
 	// explanationInterval is how often at most the explanation of a
 	// ClusterAutoscaler is written: the loops of a busy cluster change it
-	// every time, and those who read it want the gist, not every loop.
-	explanationInterval = 30 * time.Second
+	// every time. Short enough that a pod just created is explained by the
+	// time its user asks; the upstream autoscaler writes its status
+	// ConfigMap every loop.
+	explanationInterval = 15 * time.Second
 	// maxExplanationBytes keeps the explanation well within what an object
 	// may hold (1 MiB), so that thousands of nodes cost a bounded write.
 	maxExplanationBytes = 256 * 1024
