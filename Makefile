@@ -172,17 +172,18 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECON
 
 .PHONY: release
 release: IMG = $(RELEASE_IMAGE):$(RELEASE_VERSION)
-release: release-manifests docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, and the image as a tarball.
+release: release-manifests docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, and the image as a tarball.
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
 
 .PHONY: release-manifests
-release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml and workload-components.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
+release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
 	@[[ "$(RELEASE_VERSION)" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit, write VERSION or pass RELEASE_VERSION=v0.1.0."; exit 1; }; \
 	grep -A1 -x -- "- major: $${BASH_REMATCH[1]}" metadata.yaml | grep -qx -- "  minor: $${BASH_REMATCH[2]}" || { echo "metadata.yaml has no release series $${BASH_REMATCH[1]}.$${BASH_REMATCH[2]} for $(RELEASE_VERSION): add it with its Cluster API contract."; exit 1; }
 	mkdir -p $(RELEASE_DIR)
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 	$(KUSTOMIZE) build config/release | sed -e 's|RELEASE_IMAGE|$(RELEASE_IMAGE)|g' -e 's|RELEASE_VERSION|$(RELEASE_VERSION)|g' > $(RELEASE_DIR)/addon-components.yaml
 	$(KUSTOMIZE) build config/workload-release > $(RELEASE_DIR)/workload-components.yaml
+	$(KUSTOMIZE) build config/monitoring-release > $(RELEASE_DIR)/monitoring.yaml
 
 ##@ Tools
 

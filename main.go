@@ -246,6 +246,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		WorkloadKubeconfigs:    kubeconfigs,
 		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
+		ConditionMetrics:       controller.NewConditionMetrics(ctrlmetrics.Registry),
 		NodeGroups:             nodeGroups,
 		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
 		WorkloadEventQPS:       opts.workloadEventQPS,

@@ -168,6 +168,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)
+	opts.Metrics.start(opts.ClusterName)
 	return e, nil
 }
 
@@ -364,12 +365,12 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 func (e *Engine) publish(ctx context.Context, status Status) Status {
 	if status.Err != nil {
 		klog.FromContext(ctx).Error(status.Err, "Autoscaling loop failed")
-		e.opts.Metrics.recordError(e.opts.ClusterName, "loop")
+		e.opts.Metrics.recordError(e.opts.ClusterName, errorLoop)
 	}
 	e.mu.Lock()
 	e.status = status
 	e.mu.Unlock()
-	e.opts.Metrics.publish(e.opts.ClusterName, status)
+	e.opts.Metrics.publish(e.opts.ClusterName, status, e.steps.settings.config.Limits)
 	if e.opts.OnStatus != nil {
 		e.opts.OnStatus(status)
 	}

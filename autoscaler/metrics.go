@@ -1,9 +1,14 @@
 package autoscaler
 
 import (
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 )
 
 // Metrics are the engine's Prometheus metrics, under the upstream
@@ -29,7 +34,45 @@ type Metrics struct {
 	errors                 *prometheus.CounterVec
 	replicasOverwritten    *prometheus.CounterVec
 	enginePanics           *prometheus.CounterVec
+	noScaleUpPods          *prometheus.GaugeVec
+	nodeGroupNodes         *prometheus.GaugeVec
+	nodeGroupUpcoming      *prometheus.GaugeVec
+	cpuCurrent             *prometheus.GaugeVec
+	cpuLimits              *prometheus.GaugeVec
+	memoryCurrent          *prometheus.GaugeVec
+	memoryLimits           *prometheus.GaugeVec
+	gpuCurrent             *prometheus.GaugeVec
+	gpuLimits              *prometheus.GaugeVec
+	skippedScaleEvents     *prometheus.CounterVec
+
+	mu sync.Mutex
+	// published are the series that the last loop of each cluster set,
+	// by vector and label values, so that the next loop deletes those it
+	// does not set again (a node group gone, a limit removed).
+	published map[string]map[seriesKey][]string
 }
+
+// seriesKey names one series of a vector: its label values, joined.
+type seriesKey struct {
+	vec    interface{ DeleteLabelValues(...string) bool }
+	labels string
+}
+
+// The direction label of the limits and of the skipped scale events, and
+// the reasons of the latter, as upstream names them.
+const (
+	directionMinimum = "minimum"
+	directionMaximum = "maximum"
+	directionUp      = "up"
+
+	skippedCPULimit      = "CpuResourceLimit"
+	skippedMemoryLimit   = "MemoryResourceLimit"
+	skippedGPULimit      = "GpuResourceLimit"
+	skippedMaxNodesTotal = "MaxNodesTotal"
+
+	// errorLoop is the type of the errors of loops that failed.
+	errorLoop = "loop"
+)
 
 const namespace = "cluster_autoscaler"
 
@@ -65,11 +108,44 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 		replicasOverwritten: counter("node_group_replicas_overwritten_total",
 			"Number of times another writer changed a node group's target size after the autoscaler set it.", "node_group"),
 		enginePanics: counter("engine_panics_total", "Number of times the autoscaling loop of the cluster panicked and its engine stopped."),
+		noScaleUpPods: gauge("no_scale_up_pods_count",
+			"Number of unschedulable pods that no node group can help: they triggered no scale-up in the last loop that planned one."),
+		nodeGroupNodes: gauge("node_group_nodes_count",
+			"Number of registered nodes of the node group, by state: ready, unready, or notStarted (registered recently and not ready yet, or still carrying a startup taint).",
+			"node_group", "state"),
+		nodeGroupUpcoming: gauge("node_group_upcoming_count",
+			"Number of nodes requested for the node group that have not started yet: its target size minus its started nodes.", "node_group"),
+		cpuCurrent:    gauge("cluster_cpu_current_cores", "Number of cores of the cluster's nodes, the control plane's included, as resourceLimits.cores counts them."),
+		cpuLimits:     gauge("cpu_limits_cores", "The cluster's minimum and maximum number of cores (resourceLimits.cores), for those set.", "direction"),
+		memoryCurrent: gauge("cluster_memory_current_bytes", "Memory of the cluster's nodes in bytes, the control plane's included, as resourceLimits.memory counts it."),
+		memoryLimits:  gauge("memory_limits_bytes", "The cluster's minimum and maximum memory in bytes (resourceLimits.memory), for those set.", "direction"),
+		gpuCurrent: gauge("cluster_gpu_current_count",
+			"Number of GPUs of the cluster's nodes, by resource, for the GPU resources of resourceLimits.gpus.", "gpu_resource_name"),
+		gpuLimits: gauge("gpu_limits_count",
+			"The cluster's minimum and maximum number of GPUs of a resource (resourceLimits.gpus); a listed resource always has a maximum.", "gpu_resource_name", "direction"),
+		skippedScaleEvents: counter("skipped_scale_events_count",
+			"Number of times a node group was left out of a scale-up, or cut short, by a cluster-wide limit of resourceLimits while pods no node group helped waited, by limit.",
+			"direction", "reason"),
+		published: map[string]map[seriesKey][]string{},
 	}
 	registerer.MustRegister(m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount,
 		m.scaledUpNodes, m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
-		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten, m.enginePanics)
+		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten, m.enginePanics,
+		m.noScaleUpPods, m.nodeGroupNodes, m.nodeGroupUpcoming, m.cpuCurrent, m.cpuLimits, m.memoryCurrent, m.memoryLimits,
+		m.gpuCurrent, m.gpuLimits, m.skippedScaleEvents)
 	return m
+}
+
+// start creates the counters of a cluster that alerts and rates read at 0,
+// when its engine is created: rate() and increase() see no increase in a
+// series that first appears with the value 1, such as the first panic.
+func (m *Metrics) start(cluster string) {
+	if m == nil {
+		return
+	}
+	m.enginePanics.WithLabelValues(cluster)
+	m.scaledUpNodes.WithLabelValues(cluster)
+	m.errors.WithLabelValues(cluster, errorLoop)
 }
 
 func (m *Metrics) observeFunction(cluster, function string, start, end time.Time) {
@@ -129,6 +205,44 @@ func (m *Metrics) recordPanic(cluster string) {
 	m.enginePanics.WithLabelValues(cluster).Inc()
 }
 
+// recordLimitedScaleUps counts, by limit, the node groups that a
+// cluster-wide limit kept from growing, or cut short, for the pods no
+// group helped in a loop.
+func (m *Metrics) recordLimitedScaleUps(cluster string, limits ResourceLimits, pods []scaleup.NoScaleUp) {
+	if m == nil || len(pods) == 0 {
+		return
+	}
+	reasons := limitReasons(limits)
+	type groupLimit struct{ group, limit string }
+	limited := map[groupLimit]bool{}
+	for _, pod := range pods {
+		for group, why := range pod.Reasons {
+			for _, reason := range why {
+				if limit, ok := reasons[reason]; ok {
+					limited[groupLimit{group, limit}] = true
+				}
+			}
+		}
+	}
+	for key := range limited {
+		m.skippedScaleEvents.WithLabelValues(cluster, directionUp, key.limit).Inc()
+	}
+}
+
+// limitReasons map the reasons a scale-up gives when a limit of limits
+// binds to the reason label of the skipped scale events.
+func limitReasons(limits ResourceLimits) map[string]string {
+	reasons := map[string]string{
+		scaleup.ReasonMaxNodesTotal:                        skippedMaxNodesTotal,
+		scaleup.ResourceLimitReason(corev1.ResourceCPU):    skippedCPULimit,
+		scaleup.ResourceLimitReason(corev1.ResourceMemory): skippedMemoryLimit,
+	}
+	for name := range limits.GPUs {
+		reasons[scaleup.ResourceLimitReason(name)] = skippedGPULimit
+	}
+	return reasons
+}
+
 func (m *Metrics) setUnneededNodes(cluster string, nodes int) {
 	if m == nil {
 		return
@@ -136,32 +250,97 @@ func (m *Metrics) setUnneededNodes(cluster string, nodes int) {
 	m.unneededNodesCount.WithLabelValues(cluster).Set(float64(nodes))
 }
 
-// publish sets the gauges that describe the state after a loop.
-func (m *Metrics) publish(cluster string, status Status) {
+// publish sets the series that describe the state after a loop, under
+// limits, and deletes those of the cluster's last loop that it does not set
+// again, only after setting the others: a scrape never misses a series
+// that goes on.
+func (m *Metrics) publish(cluster string, status Status, limits ResourceLimits) {
 	if m == nil || status.Err != nil {
 		return
 	}
-	m.clusterSafeToAutoscale.WithLabelValues(cluster).Set(boolToFloat(status.ClusterHealthy))
-	m.nodesCount.WithLabelValues(cluster, "ready").Set(float64(status.ReadyNodes))
-	m.nodesCount.WithLabelValues(cluster, "unready").Set(float64(status.Nodes - status.ReadyNodes))
+	current := map[seriesKey][]string{}
+	keep := func(vec interface{ DeleteLabelValues(...string) bool }, values []string) {
+		current[seriesKey{vec: vec, labels: strings.Join(values, "\xff")}] = values
+	}
+	gauge := func(vec *prometheus.GaugeVec, value float64, labels ...string) {
+		values := append([]string{cluster}, labels...)
+		vec.WithLabelValues(values...).Set(value)
+		keep(vec, values)
+	}
+	// Counters of what may happen are created at 0 for start's reason.
+	counter := func(vec *prometheus.CounterVec, labels ...string) {
+		values := append([]string{cluster}, labels...)
+		vec.WithLabelValues(values...)
+		keep(vec, values)
+	}
+
+	gauge(m.clusterSafeToAutoscale, boolToFloat(status.ClusterHealthy))
+	gauge(m.nodesCount, float64(status.ReadyNodes), "ready")
+	gauge(m.nodesCount, float64(status.Nodes-status.ReadyNodes), "unready")
 	autoscaled := 0
 	for _, group := range status.NodeGroups {
 		if group.Autoscaled {
 			autoscaled++
 		}
 	}
-	m.nodeGroupsCount.WithLabelValues(cluster, "autoscaled").Set(float64(autoscaled))
-	m.unschedulablePodsCount.WithLabelValues(cluster, "unschedulable").Set(float64(status.UnschedulablePods))
-	m.nodeGroupBackoff.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	gauge(m.nodeGroupsCount, float64(autoscaled), "autoscaled")
+	gauge(m.unschedulablePodsCount, float64(status.UnschedulablePods), "unschedulable")
+	noScaleUp := 0
+	for _, reason := range status.NotTriggerScaleUpReasons {
+		noScaleUp += reason.Pods
+	}
+	gauge(m.noScaleUpPods, float64(noScaleUp))
 	for _, group := range status.NodeGroups {
 		if !group.Autoscaled {
 			continue
 		}
-		m.nodeGroupMin.WithLabelValues(cluster, group.ID).Set(float64(group.MinSize))
-		m.nodeGroupMax.WithLabelValues(cluster, group.ID).Set(float64(group.MaxSize))
-		m.nodeGroupTarget.WithLabelValues(cluster, group.ID).Set(float64(group.TargetSize))
-		m.nodeGroupBackoff.WithLabelValues(cluster, group.ID, group.BackoffReason).Set(boolToFloat(!group.BackoffUntil.IsZero()))
+		gauge(m.nodeGroupMin, float64(group.MinSize), group.ID)
+		gauge(m.nodeGroupMax, float64(group.MaxSize), group.ID)
+		gauge(m.nodeGroupTarget, float64(group.TargetSize), group.ID)
+		gauge(m.nodeGroupNodes, float64(group.Ready), group.ID, "ready")
+		gauge(m.nodeGroupNodes, float64(group.Unready), group.ID, "unready")
+		gauge(m.nodeGroupNodes, float64(group.NotStarted), group.ID, "notStarted")
+		gauge(m.nodeGroupUpcoming, float64(group.Upcoming), group.ID)
+		gauge(m.nodeGroupBackoff, boolToFloat(!group.BackoffUntil.IsZero()), group.ID, group.BackoffCode)
+		counter(m.replicasOverwritten, group.ID)
 	}
+
+	gauge(m.cpuCurrent, float64(status.Capacity.MilliCPU)/1000)
+	gauge(m.memoryCurrent, float64(status.Capacity.Memory))
+	limit := func(vec *prometheus.GaugeVec, min, max int64, labels ...string) {
+		if min > 0 {
+			gauge(vec, float64(min), append(labels, directionMinimum)...)
+		}
+		if max > 0 {
+			gauge(vec, float64(max), append(labels, directionMaximum)...)
+		}
+	}
+	limit(m.cpuLimits, limits.MinCores, limits.MaxCores)
+	limit(m.memoryLimits, limits.MinMemory, limits.MaxMemory)
+	if limits.MaxCores > 0 {
+		counter(m.skippedScaleEvents, directionUp, skippedCPULimit)
+	}
+	if limits.MaxMemory > 0 {
+		counter(m.skippedScaleEvents, directionUp, skippedMemoryLimit)
+	}
+	if limits.MaxNodesTotal > 0 {
+		counter(m.skippedScaleEvents, directionUp, skippedMaxNodesTotal)
+	}
+	for name, r := range limits.GPUs {
+		gauge(m.gpuCurrent, float64(status.Capacity.Scalar[name]), string(name))
+		limit(m.gpuLimits, r.Min, 0, string(name))
+		gauge(m.gpuLimits, float64(r.Max), string(name), directionMaximum)
+		counter(m.skippedScaleEvents, directionUp, skippedGPULimit)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, values := range m.published[cluster] {
+		if _, set := current[key]; !set {
+			key.vec.DeleteLabelValues(values...)
+		}
+	}
+	m.published[cluster] = current
 }
 
 // Forget removes every series of a cluster, when it is no longer
@@ -177,9 +356,14 @@ func (m *Metrics) Forget(cluster string) {
 		m.clusterSafeToAutoscale, m.nodesCount, m.nodeGroupsCount, m.unschedulablePodsCount, m.scaledUpNodes,
 		m.scaledDownNodes, m.failedScaleUps, m.evictedPods, m.unneededNodesCount, m.functionDuration,
 		m.lastActivity, m.nodeGroupMin, m.nodeGroupMax, m.nodeGroupTarget, m.nodeGroupBackoff, m.errors, m.replicasOverwritten, m.enginePanics,
+		m.noScaleUpPods, m.nodeGroupNodes, m.nodeGroupUpcoming, m.cpuCurrent, m.cpuLimits, m.memoryCurrent, m.memoryLimits,
+		m.gpuCurrent, m.gpuLimits, m.skippedScaleEvents,
 	} {
 		vec.DeletePartialMatch(labels)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.published, cluster)
 }
 
 func boolToFloat(b bool) float64 {

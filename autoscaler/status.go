@@ -1,6 +1,10 @@
 package autoscaler
 
-import "time"
+import (
+	"time"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
 
 // Status is what one loop observed and did, published after every loop.
 type Status struct {
@@ -24,6 +28,10 @@ type Status struct {
 	Nodes      int
 	ReadyNodes int
 	NodeGroups []NodeGroupStatus
+	// Capacity is the sum of the capacities of the cluster's nodes, as the
+	// cluster-wide limits count them: the control plane's included, the
+	// nodes on their way not.
+	Capacity snapshot.Resources
 
 	// UnneededNodes are the nodes that could be removed, now or once they
 	// have been unneeded long enough.
@@ -70,9 +78,13 @@ type NodeGroupStatus struct {
 	// LongUnregistered are instances that have had no registered node for
 	// the provision time, since the engine first saw them without one.
 	LongUnregistered int
-	// BackoffUntil is non-zero while the group is left out of scale-ups.
+	// BackoffUntil is non-zero while the group is left out of scale-ups;
+	// BackoffReason says why, for users, and BackoffCode is the cause in
+	// one word (e.g. ScaleUpTimedOut, IncreaseSizeFailed, or the reason a
+	// Machine failed with), for metrics.
 	BackoffUntil  time.Time
 	BackoffReason string
+	BackoffCode   string
 	// Problem says why the group is not autoscaled, or what it cannot do
 	// (e.g. a bad annotation).
 	Problem string

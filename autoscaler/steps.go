@@ -520,6 +520,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	s.history.notTriggered = notTriggered
 	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
 	l.status.Explanation.PendingPods = explainPendingPods(plan, l.increased)
+	s.opts.Metrics.recordLimitedScaleUps(s.opts.ClusterName, s.settings.config.Limits, plan.NoScaleUp)
 }
 
 // notTriggerScaleUpRepeat is how often a pod that still triggers no
@@ -648,6 +649,9 @@ func (s *steps) fillStatus(l *loop) {
 	total := s.state.Total()
 	status.Nodes = len(l.nodes)
 	status.ReadyNodes = total.Ready
+	for _, node := range l.snapshot.NodeInfos() {
+		status.Capacity.Add(node.Capacity())
+	}
 	status.LastScaleUp = s.history.lastScaleUp
 	progress := s.actuator.Progress()
 	status.LastScaleDown = progress.LastDeletion
@@ -690,6 +694,7 @@ func (s *steps) fillStatus(l *loop) {
 			LongUnregistered: len(state.LongUnregistered),
 			BackoffUntil:     backoff.Until,
 			BackoffReason:    backoff.Message,
+			BackoffCode:      backoff.Reason,
 			Problem:          problems[group.ID()],
 		})
 	}

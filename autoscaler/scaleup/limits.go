@@ -47,10 +47,10 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 	}
 	capacity := template.Capacity()
 	if l.Cores.Max > 0 && capacity.MilliCPU > 0 {
-		restrict((l.Cores.Max*1000-totals.capacity.MilliCPU)/capacity.MilliCPU, resourceLimitReason(corev1.ResourceCPU))
+		restrict((l.Cores.Max*1000-totals.capacity.MilliCPU)/capacity.MilliCPU, ResourceLimitReason(corev1.ResourceCPU))
 	}
 	if l.MemoryBytes.Max > 0 && capacity.Memory > 0 {
-		restrict((l.MemoryBytes.Max-totals.capacity.Memory)/capacity.Memory, resourceLimitReason(corev1.ResourceMemory))
+		restrict((l.MemoryBytes.Max-totals.capacity.Memory)/capacity.Memory, ResourceLimitReason(corev1.ResourceMemory))
 	}
 	gpus := make([]corev1.ResourceName, 0, len(l.GPUs))
 	for name := range l.GPUs {
@@ -59,12 +59,14 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 	slices.Sort(gpus)
 	for _, name := range gpus {
 		if limit, perNode := l.GPUs[name].Max, capacity.Scalar[name]; perNode > 0 {
-			restrict((limit-totals.capacity.Scalar[name])/perNode, resourceLimitReason(name))
+			restrict((limit-totals.capacity.Scalar[name])/perNode, ResourceLimitReason(name))
 		}
 	}
 	return allowed, reason
 }
 
-func resourceLimitReason(name corev1.ResourceName) string {
+// ResourceLimitReason is why a node group cannot grow past the cluster-wide
+// limit of a resource, e.g. cpu, memory or nvidia.com/gpu.
+func ResourceLimitReason(name corev1.ResourceName) string {
 	return "max cluster " + string(name) + " limit reached"
 }

@@ -106,6 +106,9 @@ type ClusterAutoscalerReconciler struct {
 	Recorder events.EventRecorder
 	// Metrics, shared by all engines; nil records none.
 	Metrics *autoscaler.Metrics
+	// ConditionMetrics export the conditions of every ClusterAutoscaler;
+	// nil records none.
+	ConditionMetrics *ConditionMetrics
 	// Clock drives the engines and the cleanup timeout; the real clock when nil.
 	Clock clock.WithTicker
 	// WorkloadCleanupTimeout is how long deleting a ClusterAutoscaler
@@ -217,6 +220,7 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		if apierrors.IsNotFound(err) {
 			// Deleted without the finalizer (e.g. removed by hand).
 			r.stopEngine(ctx, req.NamespacedName)
+			r.ConditionMetrics.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -233,7 +237,10 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		updateStatus(s)
 		if err := patchHelper.Patch(ctx, ca, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
+			return
 		}
+		// As written: the metrics show what the API shows.
+		r.ConditionMetrics.record(ca)
 	}()
 
 	if !ca.DeletionTimestamp.IsZero() {

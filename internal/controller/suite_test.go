@@ -42,7 +42,8 @@ var (
 	env        *testenv.Environment
 	k8sClient  client.Client
 	reconciler *ClusterAutoscalerReconciler
-	// metrics is where the engines' metrics are registered.
+	// metrics is where the engines' and the conditions' metrics are
+	// registered.
 	metrics *prometheus.Registry
 )
 
@@ -90,6 +91,7 @@ var _ = BeforeSuite(func() {
 		WorkloadKubeconfigs: kubeconfigs,
 		Recorder:            mgr.GetEventRecorder("capi-autoscaler"),
 		Metrics:             autoscaler.NewMetrics(metrics),
+		ConditionMetrics:    NewConditionMetrics(metrics),
 		// Their node groups panic on request.
 		NodeGroups:             faults.PanickingNodeGroups,
 		WorkloadCleanupTimeout: testCleanupTimeout,
