@@ -242,7 +242,10 @@ var _ = Describe("Capacity buffers and provisioning requests the workload role c
 				"Note":      ContainSubstring("listing ProvisioningRequests"),
 			})))
 		}, time.Minute).Should(Succeed())
-		Expect(conditions.Get(getClusterAutoscaler(Default, key), autoscalingv1alpha1.ReadyCondition)).To(
-			haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason), "autoscaling goes on")
+		// The reconcile records the events before it patches the status.
+		Eventually(func(g Gomega) {
+			g.Expect(conditions.Get(getClusterAutoscaler(g, key), autoscalingv1alpha1.ReadyCondition)).To(
+				haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason), "autoscaling goes on")
+		}, waitTimeout).Should(Succeed())
 	})
 })
