@@ -22,6 +22,12 @@ const recentEvents = 6
 // clusterAutoscalerKind is the kind events of a ClusterAutoscaler name.
 const clusterAutoscalerKind = "ClusterAutoscaler"
 
+// managerEventSource is the reporting controller of the manager's events
+// (main.go's event recorder; a test ties the two): the events of Cluster
+// API's controllers on the same node groups are no decisions of the
+// autoscaler.
+const managerEventSource = "capi-autoscaler"
+
 // eventReader reads the events the manager records in the management
 // cluster (with the events.k8s.io API) on ClusterAutoscalers and on the
 // MachineDeployments, MachineSets and MachinePools of node groups. It lists
@@ -31,8 +37,8 @@ type eventReader struct {
 	byNamespace map[string][]eventsv1.Event
 }
 
-// recent returns the latest events of ca and of its node groups, newest
-// first.
+// recent returns the latest events the manager recorded on ca and on its
+// node groups, newest first.
 func (r *eventReader) recent(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) ([]EventView, error) {
 	objects := sets.New(scalable.ID(clusterAutoscalerKind, ca.Namespace, ca.Name))
 	namespaces := sets.New(ca.Namespace)
@@ -49,7 +55,7 @@ func (r *eventReader) recent(ctx context.Context, ca *autoscalingv1alpha1.Cluste
 			return nil, err
 		}
 		for _, e := range events {
-			if !objects.Has(scalable.ID(e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name)) {
+			if e.ReportingController != managerEventSource || !objects.Has(scalable.ID(e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name)) {
 				continue
 			}
 			views = append(views, eventView(&e))

@@ -36,14 +36,11 @@ func watchViews(ctx context.Context, c client.WithWatch, scope Scope, show func(
 	go watchObjects(ctx, notify, func(ctx context.Context) (watch.Interface, error) {
 		return c.Watch(ctx, &autoscalingv1alpha1.ClusterAutoscalerList{}, client.InNamespace(scope.Namespace))
 	})
-	// One watch per explanation ConfigMap, by name: watching every
-	// ConfigMap of the namespaces would read all their data.
-	explanationWatches := map[client.ObjectKey]context.CancelFunc{}
-	defer func() {
-		for _, cancel := range explanationWatches {
-			cancel()
-		}
-	}()
+	// The explanation ConfigMaps by their label: watching every ConfigMap
+	// would read all their data.
+	go watchObjects(ctx, notify, func(ctx context.Context) (watch.Interface, error) {
+		return c.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(scope.Namespace), client.HasLabels{autoscalingv1alpha1.ExplanationLabel})
+	})
 	resync := time.NewTicker(resyncInterval)
 	defer resync.Stop()
 	for {
@@ -53,9 +50,6 @@ func watchViews(ctx context.Context, c client.WithWatch, scope Scope, show func(
 			return
 		}
 		show(view, err)
-		if err == nil {
-			watchExplanations(ctx, c, view, explanationWatches, notify)
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -66,30 +60,6 @@ func watchViews(ctx context.Context, c client.WithWatch, scope Scope, show func(
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Until(read.Add(minRefreshInterval))):
-		}
-	}
-}
-
-// watchExplanations watches the explanation ConfigMap of each
-// ClusterAutoscaler of the view, and no other.
-func watchExplanations(ctx context.Context, c client.WithWatch, view *StatusView, watches map[client.ObjectKey]context.CancelFunc, notify func()) {
-	wanted := map[client.ObjectKey]bool{}
-	for _, cluster := range view.Clusters {
-		key := client.ObjectKey{Namespace: cluster.Namespace, Name: autoscalingv1alpha1.ExplanationConfigMapName(cluster.ClusterAutoscaler)}
-		wanted[key] = true
-		if _, ok := watches[key]; ok {
-			continue
-		}
-		watchCtx, cancel := context.WithCancel(ctx)
-		watches[key] = cancel
-		go watchObjects(watchCtx, notify, func(ctx context.Context) (watch.Interface, error) {
-			return c.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
-		})
-	}
-	for key, cancel := range watches {
-		if !wanted[key] {
-			cancel()
-			delete(watches, key)
 		}
 	}
 }

@@ -17,6 +17,9 @@ const (
 	maxBarWidth = 40
 	// maxNodeNameWidth keeps long node names from squeezing the bars.
 	maxNodeNameWidth = 40
+	// liveEvents is how many of the latest events the live view shows per
+	// Cluster.
+	liveEvents = 3
 )
 
 // LiveFrame is the live view of the Clusters, in lines no wider than width
@@ -43,8 +46,11 @@ func clusterFrame(c *ClusterView, width int, p palette, now time.Time) []string 
 	for _, condition := range c.Conditions {
 		briefs = append(briefs, p.condition(condition))
 	}
-	lines := []string{fmt.Sprintf("%s %s   %s",
-		p.bold(c.Namespace+"/"+c.Cluster), p.dim("· ClusterAutoscaler "+c.ClusterAutoscaler), strings.Join(briefs, "  "))}
+	title := p.bold(c.Namespace + "/" + c.Cluster)
+	if c.ClusterAutoscaler != c.Cluster {
+		title += p.dim(" (ClusterAutoscaler " + c.ClusterAutoscaler + ")")
+	}
+	lines := []string{title + "   " + strings.Join(briefs, "  ")}
 	for _, condition := range c.Conditions {
 		if failing(condition) {
 			lines = append(lines, "  "+conditionDetail(condition, p))
@@ -60,8 +66,13 @@ func clusterFrame(c *ClusterView, width int, p palette, now time.Time) []string 
 	}
 	lines = append(lines, summary)
 
-	nameWidth := 0
+	if c.Explanation.LoopTime == nil && len(c.NodeGroups) > 0 {
+		lines = append(lines, "  "+p.dim("nodes show once the manager publishes the explanation of a loop"))
+	}
+
+	nameWidth, groupWidth := 0, 0
 	for _, g := range c.NodeGroups {
+		groupWidth = max(groupWidth, utf8.RuneCountInString(groupName(g.ID, c.Namespace)))
 		for _, n := range g.Nodes {
 			nameWidth = max(nameWidth, min(utf8.RuneCountInString(n.Name), maxNodeNameWidth))
 		}
@@ -69,7 +80,7 @@ func clusterFrame(c *ClusterView, width int, p palette, now time.Time) []string 
 	// Room for the indent, the name, the percentage and a short note.
 	barWidth := min(max(width-4-nameWidth-2-6-24, minBarWidth), maxBarWidth)
 	for i := range c.NodeGroups {
-		lines = append(lines, groupFrame(&c.NodeGroups[i], c, nameWidth, barWidth, p, now)...)
+		lines = append(lines, groupFrame(&c.NodeGroups[i], c, groupWidth, nameWidth, barWidth, p, now)...)
 	}
 	if n := len(c.OtherNodes); n > 0 {
 		lines = append(lines, p.dim(fmt.Sprintf("  %s of no node group", plural(int32(n), "node"))))
@@ -80,15 +91,18 @@ func clusterFrame(c *ClusterView, width int, p palette, now time.Time) []string 
 	for _, reason := range c.Pending.NotTriggerScaleUpReasons {
 		lines = append(lines, "  "+p.yellow(fmt.Sprintf("%s triggered no scale-up: %s", plural(reason.Pods, "pod"), reason.Reason)))
 	}
+	for _, e := range c.RecentEvents[:min(len(c.RecentEvents), liveEvents)] {
+		lines = append(lines, "  "+p.dim(eventLine(e, palette{}, now)))
+	}
 	return lines
 }
 
-func groupFrame(g *NodeGroupView, c *ClusterView, nameWidth, barWidth int, p palette, now time.Time) []string {
-	header := "  " + p.bold(groupName(g.ID, c.Namespace)) + "  " + groupSizes(g)
+func groupFrame(g *NodeGroupView, c *ClusterView, groupWidth, nameWidth, barWidth int, p palette, now time.Time) []string {
+	name := groupName(g.ID, c.Namespace)
+	lines := []string{"  " + p.bold(name) + strings.Repeat(" ", groupWidth-utf8.RuneCountInString(name)) + "  " + groupSizes(g)}
 	if g.BackoffUntil != nil {
-		header += "  " + p.yellow(fmt.Sprintf("backing off until %s: %s", clock(g.BackoffUntil.Time, now), orNone(g.BackoffReason)))
+		lines = append(lines, "    "+p.yellow(fmt.Sprintf("backing off until %s: %s", clock(g.BackoffUntil.Time, now), orNone(g.BackoffReason))))
 	}
-	lines := []string{header}
 	if g.Problem != "" {
 		lines = append(lines, "    "+p.red("problem: "+g.Problem))
 	}

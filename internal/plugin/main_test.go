@@ -216,6 +216,7 @@ func (f fixture) publish(t *testing.T, explanation *autoscalingv1alpha1.Explanat
 	}}
 	ctx := context.Background()
 	err = api.client.Get(ctx, client.ObjectKeyFromObject(configMap), configMap)
+	configMap.Labels = map[string]string{autoscalingv1alpha1.ExplanationLabel: f.ca.Name}
 	configMap.Data = map[string]string{autoscalingv1alpha1.ExplanationDataKey: string(data)}
 	switch {
 	case err == nil:
@@ -261,7 +262,7 @@ func event(kind, name, eventType, reason, note string, when time.Duration) *even
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: name + "-"},
 		EventTime:           metav1.MicroTime{Time: testNow.Add(when)},
-		ReportingController: "capi-autoscaler",
+		ReportingController: managerEventSource,
 		ReportingInstance:   "capi-autoscaler-test",
 		Action:              "Autoscale",
 		Reason:              reason,

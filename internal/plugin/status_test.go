@@ -2,6 +2,9 @@ package plugin
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,8 +53,10 @@ func healthyCluster(namespace string) fixture {
 			event(clusterAutoscalerKind, "prod", "Normal", "AutoscalingStarted", "Started autoscaling Cluster "+namespace+"/prod", -time.Hour),
 			event("MachineDeployment", "prod-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up: setting group "+mdGeneral+" size to 4 instead of 3 (max: 6)", -25*time.Minute),
 			event("MachineDeployment", "prod-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up: setting group "+mdGeneral+" size to 3 instead of 2 (max: 6)", -40*time.Minute),
-			// Events of other objects are no decision of this Cluster's.
+			// Events of other objects are no decision of this Cluster's,
+			// and Cluster API's events none of the autoscaler's.
 			event("MachineDeployment", "other-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up of another Cluster", -time.Minute),
+			fromClusterAPI(event("MachineDeployment", "prod-md-0", "Normal", "SuccessfulScale", "Scaled up MachineSet prod-md-0-x7k2p: 3 -> 4", -25*time.Minute)),
 		},
 	}
 }
@@ -190,7 +195,7 @@ func twoClusters() []fixture {
 }
 
 // TestStatusGolden prints the status of each kind of Cluster as text, JSON
-// and YAML, and compares them with the golden files.
+// and YAML, and its live view, and compares them with the golden files.
 func TestStatusGolden(t *testing.T) {
 	scenarios := []struct {
 		name      string
@@ -220,6 +225,20 @@ func TestStatusGolden(t *testing.T) {
 				golden(t, "status/"+s.name+"."+format.suffix, out)
 			})
 		}
+		t.Run(s.name+"/live", func(t *testing.T) {
+			scope := Scope{Namespace: s.namespace}
+			if len(s.args) > 0 {
+				var err error
+				if scope, err = clusterScope(s.args[0], s.namespace); err != nil {
+					t.Fatal(err)
+				}
+			}
+			view, err := Observe(context.Background(), api.client, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "live/"+s.name+".txt", strings.Join(LiveFrame(view, 100, false, testNow), "\n")+"\n")
+		})
 	}
 }
 
@@ -297,5 +316,28 @@ func TestStatusWithNarrowCredentials(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the status lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// fromClusterAPI makes e an event of Cluster API's MachineDeployment
+// controller.
+func fromClusterAPI(e *eventsv1.Event) *eventsv1.Event {
+	e.ReportingController, e.ReportingInstance = "machinedeployment-controller", "capi-controller-manager"
+	return e
+}
+
+// TestManagerEventSource ties the events the views show to the manager's
+// event recorder in main.go.
+func TestManagerEventSource(t *testing.T) {
+	main, err := os.ReadFile(filepath.Join("..", "..", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := regexp.MustCompile(`GetEventRecorder\("([^"]*)"\)`).FindSubmatch(main)
+	if recorder == nil {
+		t.Fatal("main.go makes no event recorder with mgr.GetEventRecorder: how does the manager record its events now?")
+	}
+	if got := string(recorder[1]); got != managerEventSource {
+		t.Errorf("the manager records its events as %q, the views show those of %q", got, managerEventSource)
 	}
 }
