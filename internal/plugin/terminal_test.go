@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -187,4 +189,55 @@ func (s tmuxServer) waitFor(what string, shows func(pane string) bool) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestTopWithoutTerminal prints the live view as plain frames when stdout
+// is no terminal, until it is stopped.
+func TestTopWithoutTerminal(t *testing.T) {
+	healthyCluster("plain").create(t)
+	out := &syncBuffer{}
+	cmd := newCommand(Streams{Out: out, ErrOut: out}, func() time.Time { return testNow })
+	cmd.SetArgs([]string{"--kubeconfig", api.kubeconfig, "top", "-n", "plain"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(paneTimeout)
+	for !strings.Contains(out.String(), "prod-md-0-c") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("top printed no frame within %s:\n%s", paneTimeout, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("top ended with %v", err)
+	}
+	frame := out.String()
+	for _, want := range []string{"── 10:00:00 ──\n", "plain/prod   ✓ Ready", "prod-md-0-a  ████", "being removed"} {
+		if !strings.Contains(frame, want) {
+			t.Errorf("the frame lacks %q:\n%s", want, frame)
+		}
+	}
+	if strings.Contains(frame, "\x1b") {
+		t.Errorf("the frame printed for no terminal has escape codes:\n%q", frame)
+	}
+}
+
+// syncBuffer is a buffer that a command writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
