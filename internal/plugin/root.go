@@ -16,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -83,7 +82,6 @@ explanation of their last loop and the events of them and their node groups.`,
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 
@@ -98,10 +96,11 @@ explanation of their last loop and the events of them and their node groups.`,
 	return root
 }
 
-// newScheme knows what the plugin reads.
+// newScheme knows what the plugin reads: ClusterAutoscalers, and the
+// ConfigMaps and events.k8s.io Events of client-go's scheme.
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, eventsv1.AddToScheme, autoscalingv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, autoscalingv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -109,8 +108,8 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// restConfig is the connection the kubeconfig flags select.
-func (o *options) restConfig() (*rest.Config, error) {
+// client connects to the management cluster the kubeconfig flags select.
+func (o *options) client() (client.WithWatch, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules, o.overrides).ClientConfig()
 	if err != nil {
 		return nil, err
@@ -118,15 +117,6 @@ func (o *options) restConfig() (*rest.Config, error) {
 	// The API server's warnings, e.g. of deprecations, are not the user's
 	// business here and would garble the live view.
 	cfg.WarningHandler = rest.NoWarnings{}
-	return cfg, nil
-}
-
-// client connects to the management cluster.
-func (o *options) client() (client.WithWatch, error) {
-	cfg, err := o.restConfig()
-	if err != nil {
-		return nil, err
-	}
 	scheme, err := newScheme()
 	if err != nil {
 		return nil, err
