@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -101,6 +102,9 @@ func (o *options) explanations(cmd *cobra.Command, cluster string) ([]published,
 
 func readExplanations(ctx context.Context, c client.Reader, scope Scope) ([]published, error) {
 	autoscalers, err := listClusterAutoscalers(ctx, c, scope)
+	if scope.Namespace == "" && apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("%w; name the namespace with -n, or the Cluster with --cluster", err)
+	}
 	if err != nil {
 		return nil, err
 	}

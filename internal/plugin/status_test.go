@@ -308,6 +308,9 @@ func TestStatusWithNarrowCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// explain searches every namespace, which the reader may not list.
+	_, _, explainErr := runPluginAs(t, "reader", "explain", "node", "prod-md-0-a")
+	requireExitError(t, explainErr, "is forbidden: User \"reader\" cannot list resource \"clusterautoscalers\" in API group \"autoscaling.cluster.x-k8s.io\" at the cluster scope; name the namespace with -n, or the Cluster with --cluster")
 	for _, want := range []string{
 		"MachineDeployment prod-md-0  min 1  target 3",
 		`cannot show everything: cannot read the explanation, ConfigMap narrow/prod-explanation: configmaps "prod-explanation" is forbidden`,
