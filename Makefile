@@ -18,6 +18,8 @@ RELEASE_DIR ?= $(ROOT)/out
 # The image the release components default to (clusterctl wants a name with
 # its registry) and that `make release` saves.
 RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
+# The platforms `make release` builds the kubectl plugin for.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -72,8 +74,12 @@ verify: generate manifests ## Fail when generated files, formatting or go.mod dr
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary.
+build: kubectl-plugin ## Build the manager binary and the kubectl plugin.
 	go build -o $(BIN)/manager .
+
+.PHONY: kubectl-plugin
+kubectl-plugin: ## Build the kubectl plugin into bin/kubectl-capi_autoscaler (on the PATH, `kubectl capi-autoscaler` runs it).
+	go build -o $(BIN)/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.
@@ -172,8 +178,17 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECON
 
 .PHONY: release
 release: IMG = $(RELEASE_IMAGE):$(RELEASE_VERSION)
-release: release-manifests docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, and the image as a tarball.
+release: release-manifests release-kubectl-plugin docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, the kubectl plugin and the image as a tarball.
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
+
+.PHONY: release-kubectl-plugin
+release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (no docker).
+	mkdir -p $(RELEASE_DIR)
+	for platform in $(PLUGIN_PLATFORMS); do \
+		os=$${platform%/*} arch=$${platform#*/}; dir=$(BIN)/release/kubectl-plugin/$$os-$$arch; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
+		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler; \
+	done
 
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).

@@ -2,9 +2,10 @@
 // It starts Kubernetes, Cluster API and the simulated infrastructure
 // provider, creates a workload Cluster with two autoscaled
 // MachineDeployments, runs the autoscaler manager, applies a workload that
-// needs more nodes and removes it again, and shows the node groups, nodes,
-// pods and the autoscaler's decisions as they change. It stops everything it
-// started at the end, or with --keep leaves it running until Ctrl-C.
+// needs more nodes and removes it again, and shows the live view of
+// `kubectl capi-autoscaler top` (package internal/plugin) as things change,
+// with the pods of the workload cluster. It stops everything it started at
+// the end, or with --keep leaves it running until Ctrl-C.
 //
 //	go run ./hack/demo [--topology=SeparateWorkload] [--keep]
 package main
@@ -132,7 +133,7 @@ func run(ctx context.Context, opts options) (retErr error) {
 
 	d.progress.summary(scaleUp, scaleDown)
 	if opts.keep {
-		printExploreHelp(stack, metricsAddress, demoLog)
+		printExploreHelp(stack, metricsAddress, demoLog, filepath.Join(opts.repoRoot, "bin", "kubectl-capi_autoscaler"))
 		<-ctx.Done()
 		fmt.Println()
 	}
@@ -216,11 +217,16 @@ func prepareWorkDir(dir string) (string, bool, error) {
 	return dir, false, nil
 }
 
-func printExploreHelp(stack *localstack.Stack, metricsAddress, demoLog string) {
+// printExploreHelp says how to look around, with the kubectl plugin that
+// `make demo` builds next to the manager.
+func printExploreHelp(stack *localstack.Stack, metricsAddress, demoLog, plugin string) {
 	mgmt, workload := "KUBECONFIG="+stack.Management.KubeconfigPath, "KUBECONFIG="+stack.Workload.KubeconfigPath
 	fmt.Printf(`
-Everything keeps running; press Ctrl-C to stop it. To explore, with your own kubectl:
+Everything keeps running; press Ctrl-C to stop it. To explore, with the kubectl plugin and your own kubectl:
 
+  %[1]s %[9]s top -n %[3]s
+  %[1]s %[9]s status -n %[3]s
+  %[1]s %[9]s explain node NODE
   %[1]s kubectl -n %[3]s get clusterautoscalers,machinedeployments,machines
   %[1]s kubectl -n %[3]s get clusterautoscaler %[4]s -o yaml
   %[1]s kubectl -n %[3]s describe machinedeployment md-general
@@ -231,7 +237,7 @@ Everything keeps running; press Ctrl-C to stop it. To explore, with your own kub
   curl -s http://%[5]s/metrics | grep ^cluster_autoscaler_
 
 Logs: %[6]s (autoscaler: %[7]s), simulated provider: %[8]s
-`, mgmt, workload, namespace, clusterName, metricsAddress, stack.LogDir(), simcluster.ManagerProcess+".log", demoLog)
+`, mgmt, workload, namespace, clusterName, metricsAddress, stack.LogDir(), simcluster.ManagerProcess+".log", demoLog, plugin)
 }
 
 // since is the time elapsed since t, rounded for people.

@@ -6,33 +6,32 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/sets"
+	"golang.org/x/term"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
 )
 
-// shownDecisions is how many of the latest decisions the table shows.
-const shownDecisions = 8
+// plainWidth is the width of the views printed when stdout is no terminal.
+const plainWidth = 120
 
-// progress tells people what the demo does: on a terminal, a table redrawn
-// in place while a phase runs; otherwise timestamped lines, one for every
-// change.
+// progress tells people what the demo does: on a terminal, the live view of
+// `kubectl capi-autoscaler top` redrawn in place while a phase runs;
+// otherwise timestamped lines, and the view at the end of each phase.
 type progress struct {
-	out io.Writer
+	out *os.File
 	tty bool
-	// frameLines is the height of the table last drawn on the terminal, 0
+	// frameLines is the height of the view last drawn on the terminal, 0
 	// when none is being redrawn.
 	frameLines int
-	// lastStatus and printed are what was already written as lines.
-	lastStatus string
-	printed    sets.Set[string]
+	// lastFrame is the view last shown, for the end of a phase.
+	lastFrame []string
 }
 
 func newProgress(f *os.File) *progress {
-	info, err := f.Stat()
-	tty := err == nil && info.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
-	return &progress{out: f, tty: tty, printed: sets.New[string]()}
+	tty := term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
+	return &progress{out: f, tty: tty}
 }
 
 // step says what the demo does next.
@@ -49,66 +48,58 @@ func (p *progress) line(text string) {
 	fmt.Fprintf(p.out, "%s %s\n", time.Now().Format(time.TimeOnly), text)
 }
 
-// show shows the state of the clusters during a phase.
+// show shows the clusters during a phase: the plugin's live view of the
+// ClusterAutoscaler, and what the workload cluster runs.
 func (p *progress) show(phase string, started time.Time, s *state) {
+	width := plainWidth
 	if p.tty {
-		p.draw(phase, started, s)
-		return
-	}
-	if status := s.statusLine(); status != p.lastStatus {
-		p.line(phase + ": " + status)
-		p.lastStatus = status
-	}
-	var fresh []decision
-	for _, d := range s.decisions {
-		// Once per object and message, however often the event recurs.
-		key := d.reason + "/" + d.kind + "/" + d.name + "/" + d.message
-		if !p.printed.Has(key) {
-			p.printed.Insert(key)
-			fresh = append(fresh, d)
+		if w, _, err := term.GetSize(int(p.out.Fd())); err == nil {
+			width = w
 		}
 	}
-	for _, d := range mergeDecisions(fresh) {
-		fmt.Fprintf(p.out, "%s   %s\n", d.time.Format(time.TimeOnly), d)
+	frame := []string{fmt.Sprintf("── %s · %s ──", phase, time.Since(started).Round(time.Second))}
+	if len(s.view.Clusters) == 0 {
+		frame = append(frame, "No ClusterAutoscaler yet.")
+	}
+	frame = append(frame, plugin.LiveFrame(s.view, width, p.tty && os.Getenv("NO_COLOR") == "", time.Now())...)
+	frame = append(frame, "", "Workload cluster: "+s.workloadText())
+	p.lastFrame = frame
+	if p.tty {
+		p.draw(frame)
 	}
 }
 
-// draw redraws the table of a phase in place. Line wrapping is off while
-// it is shown, so that long lines are cut rather than shift the table.
-func (p *progress) draw(phase string, started time.Time, s *state) {
+// draw redraws the view in place. Line wrapping is off while it is shown,
+// so that long lines are cut rather than shift the view.
+func (p *progress) draw(frame []string) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "── %s · %s ──\n", phase, time.Since(started).Round(time.Second))
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE GROUP\tMIN\tMAX\tNODE\tREPLICAS\tMACHINES\tREADY\tUPCOMING")
-	for _, g := range s.groups {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", g.name, g.min, g.max, orDash(g.nodeCapacity), g.replicas, g.machines, g.ready, g.upcoming)
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(&b, "  Nodes: %d (%d ready)    Pods: %s\n", s.nodes, s.readyNodes, s.podsText())
-	fmt.Fprintf(&b, "  Autoscaler: %s\n", s.autoscalerText())
-	if decisions := mergeDecisions(s.decisions); len(decisions) > 0 {
-		fmt.Fprintln(&b, "  Latest decisions:")
-		for _, d := range decisions[max(0, len(decisions)-shownDecisions):] {
-			fmt.Fprintf(&b, "    %s  %s\n", d.time.Format(time.TimeOnly), d)
-		}
-	}
-
 	if p.frameLines == 0 {
-		fmt.Fprint(p.out, "\x1b[?7l")
+		b.WriteString("\x1b[?7l")
 	} else {
-		fmt.Fprintf(p.out, "\x1b[%dA\x1b[J", p.frameLines)
+		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", p.frameLines)
 	}
+	writeLines(&b, frame)
 	_, _ = p.out.Write(b.Bytes())
-	p.frameLines = bytes.Count(b.Bytes(), []byte("\n"))
+	p.frameLines = len(frame)
 }
 
-// endFrame leaves the last table of a phase on the screen.
+// endFrame leaves the last view of a phase on the screen, or prints it
+// when stdout is no terminal.
 func (p *progress) endFrame() {
 	if p.frameLines > 0 {
 		fmt.Fprint(p.out, "\x1b[?7h")
 	}
+	if !p.tty && len(p.lastFrame) > 0 {
+		writeLines(p.out, p.lastFrame)
+	}
 	p.frameLines = 0
-	p.lastStatus = ""
+	p.lastFrame = nil
+}
+
+func writeLines(w io.Writer, lines []string) {
+	for _, line := range lines {
+		fmt.Fprintln(w, line)
+	}
 }
 
 // summary reports what the scale-up and the scale-down took.
@@ -122,51 +113,17 @@ Summary
 		plural(down.nodes, "node"), down.duration, down.firstDecision, unneededTime)
 }
 
-// statusLine is the state in one line, without the decisions.
-func (s *state) statusLine() string {
-	parts := make([]string, 0, len(s.groups)+3)
+// workloadText is what the workload cluster runs, in one line.
+func (s *state) workloadText() string {
+	groups := make([]string, 0, len(s.groups))
 	for _, g := range s.groups {
-		parts = append(parts, fmt.Sprintf("%s %s, %d ready", g.name, plural(int(g.replicas), "replica"), g.ready))
+		groups = append(groups, fmt.Sprintf("%s %d/%d ready", g.name, g.ready, g.replicas))
 	}
-	parts = append(parts,
-		fmt.Sprintf("nodes %d (%d ready)", s.nodes, s.readyNodes),
-		"pods "+s.podsText(),
-		"autoscaler "+s.autoscalerText())
-	return strings.Join(parts, " | ")
-}
-
-func (s *state) podsText() string {
-	text := fmt.Sprintf("%d running, %d pending", s.runningPods, s.pendingPods)
+	text := fmt.Sprintf("%s (%d ready) · pods %d running, %d pending", plural(s.nodes, "node"), s.readyNodes, s.runningPods, s.pendingPods)
 	if s.terminatingPods > 0 {
 		text += fmt.Sprintf(", %d terminating", s.terminatingPods)
 	}
-	return text
-}
-
-func (s *state) autoscalerText() string {
-	switch {
-	case !s.autoscalerCreated:
-		return "not created yet"
-	case s.autoscalerReason == "":
-		return "starting"
-	case !s.autoscalerReady:
-		return "not ready (" + s.autoscalerReason + ")"
-	}
-	text := fmt.Sprintf("ready, %s", plural(int(s.unschedulablePods), "unschedulable pod"))
-	if s.lastScaleUp != nil {
-		text += ", last scale-up " + s.lastScaleUp.Local().Format(time.TimeOnly)
-	}
-	if s.lastScaleDown != nil {
-		text += ", last scale-down " + s.lastScaleDown.Local().Format(time.TimeOnly)
-	}
-	return text
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return text + " · " + strings.Join(groups, ", ")
 }
 
 // plural is "1 node" or "2 nodes".

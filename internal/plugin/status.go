@@ -1,0 +1,227 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+)
+
+// Values of status -o.
+const (
+	outputText = ""
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+func newStatusCommand(o *options) *cobra.Command {
+	var output string
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status [CLUSTER]",
+		Short: "Show the autoscaled Clusters, their node groups, what is pending and the last decisions",
+		Long: `Show each autoscaled Cluster of the namespace (-A: of every namespace), or the
+Cluster named namespace/name or name: the conditions of its ClusterAutoscaler,
+its node groups, the pods that wait and why no scale-up helps them, and the
+last scale-ups, scale-downs and events. --watch shows it live, as top does.`,
+		Example: `  kubectl capi-autoscaler status -A
+  kubectl capi-autoscaler status clusters/prod -o yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if watch {
+				if output != outputText {
+					return fmt.Errorf("--watch shows the live view, which has no -o")
+				}
+				return runTop(cmd, o, args)
+			}
+			switch output {
+			case outputText, outputJSON, outputYAML:
+			default:
+				return fmt.Errorf("-o must be json or yaml, not %q", output)
+			}
+			scope, err := o.scope(cmd, args)
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			view, err := Observe(cmd.Context(), c, scope)
+			if err != nil {
+				return err
+			}
+			if scope.Cluster != "" && len(view.Clusters) == 0 {
+				return fmt.Errorf("no ClusterAutoscaler %s", scope)
+			}
+			return printStatus(o.streams, output, view, o.palette(), o.now(), scope)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputText, "Print the view as json or yaml")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "Show the live view, as top does")
+	return cmd
+}
+
+func printStatus(streams Streams, output string, view *StatusView, p palette, now time.Time, scope Scope) error {
+	switch output {
+	case outputJSON:
+		data, err := json.MarshalIndent(view, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(streams.Out, "%s\n", data)
+		return err
+	case outputYAML:
+		data, err := yaml.Marshal(view)
+		if err != nil {
+			return err
+		}
+		_, err = streams.Out.Write(data)
+		return err
+	}
+	if len(view.Clusters) == 0 {
+		fmt.Fprintf(streams.ErrOut, "No ClusterAutoscaler %s.\n", scope)
+		return nil
+	}
+	for i := range view.Clusters {
+		if i > 0 {
+			fmt.Fprintln(streams.Out)
+		}
+		statusTree(&view.Clusters[i], p, now).write(streams.Out)
+	}
+	return nil
+}
+
+// statusTree is the status of one Cluster: conditions, node groups, what
+// is pending, the last decisions.
+func statusTree(c *ClusterView, p palette, now time.Time) *tree {
+	root := &tree{text: p.bold(fmt.Sprintf("Cluster %s/%s", c.Namespace, c.Cluster)) + p.dim(" · ClusterAutoscaler "+c.ClusterAutoscaler)}
+
+	briefs := make([]string, 0, len(c.Conditions))
+	for _, condition := range c.Conditions {
+		briefs = append(briefs, p.condition(condition))
+	}
+	conditions := root.add("%s", strings.Join(briefs, "  "))
+	for _, condition := range c.Conditions {
+		if failing(condition) {
+			conditions.add("%s", conditionDetail(condition, p))
+		}
+	}
+	for _, problem := range c.Problems {
+		root.add("%s", p.yellow("cannot show everything: "+problem))
+	}
+	root.add("%s, %d ready · last loop %s", plural(c.Nodes, "node"), c.ReadyNodes, timeAndAge(c.LastLoopTime, now))
+
+	groups := root.add("Node groups")
+	if len(c.NodeGroups) == 0 {
+		groups.add("none: annotate MachineDeployments, MachineSets or MachinePools of the Cluster with cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size")
+	}
+	width := 0
+	for _, g := range c.NodeGroups {
+		width = max(width, len(groupName(g.ID, c.Namespace)))
+	}
+	for _, g := range c.NodeGroups {
+		name := groupName(g.ID, c.Namespace)
+		row := groups.add("%s%s  %s", p.bold(name), strings.Repeat(" ", width-len(name)), groupSizes(&g))
+		if g.BackoffUntil != nil {
+			row.add("%s", p.yellow(fmt.Sprintf("backing off until %s: %s", timeAndAge(g.BackoffUntil, now), orNone(g.BackoffReason))))
+		}
+		if g.Problem != "" {
+			row.add("%s", p.red("problem: "+g.Problem))
+		}
+		if removing, unneeded := scaleDownCounts(g.Nodes); removing+unneeded > 0 {
+			row.add("%d being removed, %d unneeded (explain node NAME says why)", removing, unneeded)
+		}
+	}
+
+	pending := root.add("Pending")
+	if c.Pending.UnschedulablePods == 0 && len(c.Pending.NotTriggerScaleUpReasons) == 0 {
+		pending.add("no unschedulable pods")
+	} else {
+		pending.add("%s", plural(c.Pending.UnschedulablePods, "unschedulable pod"))
+	}
+	for _, reason := range c.Pending.NotTriggerScaleUpReasons {
+		pending.add("%s", p.yellow(fmt.Sprintf("%s triggered no scale-up: %s", plural(reason.Pods, "pod"), reason.Reason)))
+	}
+	for _, buffer := range c.Pending.CapacityBuffers {
+		text := fmt.Sprintf("CapacityBuffer %s: room for %d of %d pods held, %d upcoming, %d unplaceable",
+			buffer.Name, buffer.Held, buffer.Replicas, buffer.Upcoming, buffer.Unplaceable)
+		if buffer.Message != "" {
+			text += ": " + buffer.Message
+		}
+		pending.add("%s", text)
+	}
+
+	decisions := root.add("Last decisions")
+	decisions.add("scale-up %s · scale-down %s", timeAndAge(c.LastScaleUpTime, now), timeAndAge(c.LastScaleDownTime, now))
+	for _, e := range c.RecentEvents {
+		decisions.add("%s", eventLine(e, p, now))
+	}
+	return root
+}
+
+// conditionDetail is a failing condition with its reason and message.
+func conditionDetail(c ConditionView, p palette) string {
+	if c.Status == metav1.ConditionUnknown && c.Reason == "" {
+		return p.yellow(c.Type + ": not reported yet")
+	}
+	text := c.Type + ": " + orNone(c.Reason)
+	if c.Message != "" {
+		text += ": " + c.Message
+	}
+	if c.Status == metav1.ConditionUnknown {
+		return p.yellow(text)
+	}
+	return p.red(text)
+}
+
+// groupSizes is the sizes of a group in one line.
+func groupSizes(g *NodeGroupView) string {
+	bound := func(size *int32) string {
+		if size == nil {
+			return "-"
+		}
+		return fmt.Sprint(*size)
+	}
+	return fmt.Sprintf("min %s  target %d  ready %d  upcoming %d  max %s", bound(g.MinSize), g.TargetSize, g.Ready, g.Upcoming, bound(g.MaxSize))
+}
+
+// scaleDownCounts counts the nodes being removed, and those kept while
+// their unneeded time runs.
+func scaleDownCounts(nodes []NodeView) (removing, unneeded int) {
+	for _, n := range nodes {
+		switch {
+		case n.ScaleDown == string(autoscalingv1alpha1.NodeRemoving):
+			removing++
+		case n.UnneededSince != nil:
+			unneeded++
+		}
+	}
+	return removing, unneeded
+}
+
+// eventLine is one event: when, what, on what, and how often.
+func eventLine(e EventView, p palette, now time.Time) string {
+	text := fmt.Sprintf("%s  %s %s: %s", clock(e.Time.Time, now), e.Object, e.Reason, e.Message)
+	if e.Count > 1 {
+		text += fmt.Sprintf(" (×%d)", e.Count)
+	}
+	if e.Type == "Warning" {
+		return p.yellow(text)
+	}
+	return text
+}
+
+// orNone is s, or says that there is none.
+func orNone(s string) string {
+	if s == "" {
+		return "(no reason given)"
+	}
+	return s
+}

@@ -1,0 +1,346 @@
+package plugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// healthyCluster runs well: every condition True, a group with nodes being
+// scaled down and a group at zero.
+func healthyCluster(namespace string) fixture {
+	mdGeneral, mpLarge := scalable.ID(scalable.KindMachineDeployment, namespace, "prod-md-0"), scalable.ID(scalable.KindMachinePool, namespace, "prod-mp-0")
+	return fixture{
+		ca: newClusterAutoscaler(namespace, "prod", autoscalingv1alpha1.ClusterAutoscalerStatus{
+			Conditions:     healthyConditions(),
+			NodeGroupCount: 2,
+			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
+				{ID: mdGeneral, MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](6), TargetSize: 3, Registered: 3, Ready: 3},
+				{ID: mpLarge, MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](2)},
+			},
+			Nodes: 4, ReadyNodes: 4,
+			LastScaleUpTime:   at(-25 * time.Minute),
+			LastScaleDownTime: at(-2 * time.Minute),
+			LastLoopTime:      at(-5 * time.Second),
+		}),
+		explanation: &autoscalingv1alpha1.Explanation{
+			LoopTime: *at(-5 * time.Second),
+			Nodes: []autoscalingv1alpha1.NodeExplanation{
+				node("prod-md-0-a", mdGeneral, percent(72), autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNotUnderutilized), "utilization 0.72 is not below the threshold 0.50"),
+				{Name: "prod-md-0-b", NodeGroup: mdGeneral, UtilizationPercent: percent(31), ScaleDown: autoscalingv1alpha1.NodeKept,
+					Reason: string(scaledown.ReasonNotUnneededLongEnough), Message: "unneeded since 09:58:00, removable at 10:08:00", UnneededSince: at(-2 * time.Minute)},
+				node("prod-md-0-c", mdGeneral, percent(0), autoscalingv1alpha1.NodeRemoving, "", ""),
+				node("prod-control-plane-x", "", nil, autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNotAutoscaled), "node belongs to no autoscaled node group"),
+			},
+		},
+		events: []*eventsv1.Event{
+			event(clusterAutoscalerKind, "prod", "Normal", "AutoscalingStarted", "Started autoscaling Cluster "+namespace+"/prod", -time.Hour),
+			event("MachineDeployment", "prod-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up: setting group "+mdGeneral+" size to 4 instead of 3 (max: 6)", -25*time.Minute),
+			event("MachineDeployment", "prod-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up: setting group "+mdGeneral+" size to 3 instead of 2 (max: 6)", -40*time.Minute),
+			// Events of other objects are no decision of this Cluster's,
+			// and Cluster API's events none of the autoscaler's.
+			event("MachineDeployment", "other-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up of another Cluster", -time.Minute),
+			fromClusterAPI(event("MachineDeployment", "prod-md-0", "Normal", "SuccessfulScale", "Scaled up MachineSet prod-md-0-x7k2p: 3 -> 4", -25*time.Minute)),
+		},
+	}
+}
+
+// failingCluster cannot reach its workload cluster and has published no
+// explanation.
+func failingCluster(namespace string) fixture {
+	return fixture{
+		ca: newClusterAutoscaler(namespace, "edge", autoscalingv1alpha1.ClusterAutoscalerStatus{
+			Conditions: []metav1.Condition{
+				condition(autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopFailedReason,
+					`listing nodes: Get "https://edge.example:6443/api/v1/nodes": dial tcp 10.0.0.7:6443: connect: connection refused`),
+				condition(autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.WorkloadClusterUnreachableReason,
+					"The workload cluster cannot be reached"),
+				condition(autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "The current spec is applied"),
+			},
+			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
+				{ID: scalable.ID(scalable.KindMachineDeployment, namespace, "edge-md-0"), MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](3), TargetSize: 1, Registered: 1, Ready: 1},
+			},
+			Nodes: 1, ReadyNodes: 1,
+			LastLoopTime: at(-12 * time.Minute),
+		}),
+		events: []*eventsv1.Event{
+			event(clusterAutoscalerKind, "edge", "Warning", autoscalingv1alpha1.WorkloadClusterUnreachableReason, "Cannot reach the workload cluster of Cluster "+namespace+"/edge", -10*time.Minute),
+		},
+	}
+}
+
+// backoffCluster has a group backing off after failed scale-ups and a
+// group with a bad annotation.
+func backoffCluster(namespace string) fixture {
+	return fixture{
+		ca: newClusterAutoscaler(namespace, "gpu", autoscalingv1alpha1.ClusterAutoscalerStatus{
+			Conditions:     healthyConditions(),
+			NodeGroupCount: 1,
+			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
+				{ID: scalable.ID(scalable.KindMachineDeployment, namespace, "gpu-md-a100"), MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](4), TargetSize: 1, Upcoming: 1,
+					BackoffUntil: at(7 * time.Minute), BackoffReason: "1 instance(s) of " + scalable.ID(scalable.KindMachineDeployment, namespace, "gpu-md-a100") + " failed: no capacity for a100 in zone b"},
+				{ID: scalable.ID(scalable.KindMachineSet, namespace, "gpu-ms-legacy"),
+					Problem: `annotation cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size="two" is not a number`},
+			},
+			Nodes: 2, ReadyNodes: 2,
+			LastScaleUpTime: at(-8 * time.Minute),
+			LastLoopTime:    at(-3 * time.Second),
+		}),
+		explanation: &autoscalingv1alpha1.Explanation{
+			LoopTime: *at(-3 * time.Second),
+			Nodes: []autoscalingv1alpha1.NodeExplanation{
+				node("gpu-control-plane-a", "", nil, autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNotAutoscaled), "node belongs to no autoscaled node group"),
+				node("gpu-ms-legacy-q", "", nil, autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNotAutoscaled), "node belongs to no autoscaled node group"),
+			},
+		},
+		events: []*eventsv1.Event{
+			withCount(event("MachineDeployment", "gpu-md-a100", "Warning", autoscaler.EventFailedToScaleUpGroup,
+				"1 instance(s) of "+scalable.ID(scalable.KindMachineDeployment, namespace, "gpu-md-a100")+" failed: no capacity for a100 in zone b", -2*time.Minute), 3, -8*time.Minute),
+			event("MachineSet", "gpu-ms-legacy", "Warning", clusterapi.ReasonInvalidAnnotation,
+				`annotation cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size="two" is not a number`, -30*time.Minute),
+		},
+	}
+}
+
+// pendingCluster has pods that triggered a scale-up, pods that wait for a
+// node and pods no group can help, and a capacity buffer.
+func pendingCluster(namespace string) fixture {
+	md0, md1 := scalable.ID(scalable.KindMachineDeployment, namespace, "shop-md-0"), scalable.ID(scalable.KindMachineDeployment, namespace, "shop-md-1")
+	return fixture{
+		ca: newClusterAutoscaler(namespace, "shop", autoscalingv1alpha1.ClusterAutoscalerStatus{
+			Conditions:     healthyConditions(),
+			NodeGroupCount: 2,
+			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
+				{ID: md0, MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](3), TargetSize: 3, Registered: 2, Ready: 2, Upcoming: 1},
+				{ID: md1, MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](2)},
+			},
+			Nodes: 2, ReadyNodes: 2,
+			UnschedulablePods: 6,
+			NotTriggerScaleUpReasons: []autoscalingv1alpha1.PodReasonCount{
+				{Reason: "max node group size reached", Pods: 2},
+				{Reason: "Insufficient nvidia.com/gpu", Pods: 2},
+			},
+			CapacityBuffers: []autoscalingv1alpha1.CapacityBufferRoom{
+				{Name: "shop/warm-pool", Replicas: 3, Held: 2, Upcoming: 1},
+			},
+			LastScaleUpTime: at(-20 * time.Second),
+			LastLoopTime:    at(-2 * time.Second),
+		}),
+		explanation: &autoscalingv1alpha1.Explanation{
+			LoopTime: *at(-2 * time.Second),
+			PendingPods: []autoscalingv1alpha1.PendingPodsExplanation{
+				{Pods: []string{"shop/web-0", "shop/web-1", "shop/web-2"}, Count: 5, Outcome: autoscalingv1alpha1.PendingPodsTriggeredScaleUp, NodeGroup: md0},
+				{Pods: []string{"shop/api-0"}, Count: 1, Outcome: autoscalingv1alpha1.PendingPodsWaitForNode, NodeGroup: md0, Node: "shop-md-0-new"},
+				{Pods: []string{"shop/train-0", "shop/train-1"}, Count: 2, Outcome: autoscalingv1alpha1.PendingPodsNotTriggerScaleUp,
+					NodeGroupReasons: []autoscalingv1alpha1.NodeGroupReasons{
+						{NodeGroup: md0, Reasons: []string{"max node group size reached"}},
+						{NodeGroup: md1, Reasons: []string{"Insufficient nvidia.com/gpu", "node(s) didn't match Pod's node affinity/selector"}},
+					}},
+			},
+			Nodes: []autoscalingv1alpha1.NodeExplanation{
+				node("shop-md-0-a", md0, percent(95), autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNotUnderutilized), "utilization 0.95 is not below the threshold 0.50"),
+				node("shop-md-0-b", md0, percent(40), autoscalingv1alpha1.NodeKept, string(scaledown.ReasonAwaitingPendingPods), "1 pending pods fit on the node and wait to be bound to it"),
+			},
+			OmittedPods: 2,
+		},
+		events: []*eventsv1.Event{
+			event("MachineDeployment", "shop-md-0", "Normal", autoscaler.EventScaledUpGroup, "Scale-up: setting group "+md0+" size to 3 instead of 2 (max: 3)", -20*time.Second),
+		},
+	}
+}
+
+// twoClusters are two Clusters in one namespace.
+func twoClusters() []fixture {
+	alpha := healthyCluster("two")
+	alpha.ca = newClusterAutoscaler("two", "alpha", autoscalingv1alpha1.ClusterAutoscalerStatus{
+		Conditions: healthyConditions(),
+		NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
+			{ID: "MachineDeployment/two/alpha-md-0", MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](2), TargetSize: 1, Registered: 1, Ready: 1},
+		},
+		Nodes: 1, ReadyNodes: 1, LastLoopTime: at(-4 * time.Second),
+	})
+	alpha.explanation = &autoscalingv1alpha1.Explanation{LoopTime: *at(-4 * time.Second), Nodes: []autoscalingv1alpha1.NodeExplanation{
+		node("alpha-md-0-a", "MachineDeployment/two/alpha-md-0", percent(55), autoscalingv1alpha1.NodeKept, string(scaledown.ReasonNodeGroupMinSizeReached), "node group MachineDeployment/two/alpha-md-0 is at its min size 1"),
+	}}
+	alpha.events = nil
+	beta := failingCluster("two")
+	beta.ca = newClusterAutoscaler("two", "beta", autoscalingv1alpha1.ClusterAutoscalerStatus{
+		Conditions: []metav1.Condition{
+			condition(autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "The autoscaling loop runs"),
+			condition(autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.NoNodeGroupsReason,
+				"No MachineDeployment, MachineSet or MachinePool of Cluster two/beta has the autoscaler's size annotations"),
+			condition(autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason, "0 of 1 nodes unready"),
+			condition(autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "The current spec is applied"),
+		},
+		Nodes: 1, ReadyNodes: 1, LastLoopTime: at(-40 * time.Second),
+	})
+	beta.events = nil
+	return []fixture{beta, alpha}
+}
+
+// TestStatusGolden prints the status of each kind of Cluster as text, JSON
+// and YAML, and its live view, and compares them with the golden files.
+func TestStatusGolden(t *testing.T) {
+	scenarios := []struct {
+		name      string
+		fixtures  []fixture
+		namespace string
+		args      []string
+	}{
+		{name: "healthy", fixtures: []fixture{healthyCluster("healthy")}, namespace: "healthy"},
+		{name: "failing", fixtures: []fixture{failingCluster("failing")}, namespace: "failing"},
+		{name: "backoff", fixtures: []fixture{backoffCluster("backoff")}, namespace: "backoff"},
+		{name: "pending", fixtures: []fixture{pendingCluster("pending")}, namespace: "pending"},
+		{name: "two-clusters", fixtures: twoClusters(), namespace: "two"},
+		// A Cluster as argument keeps that Cluster only.
+		{name: "one-of-two", namespace: "default", args: []string{"two/beta"}},
+	}
+	for _, s := range scenarios {
+		for _, f := range s.fixtures {
+			f.create(t)
+		}
+		for _, format := range []struct{ suffix, flag string }{{"txt", ""}, {"json", "json"}, {"yaml", "yaml"}} {
+			t.Run(s.name+"/"+format.suffix, func(t *testing.T) {
+				args := append([]string{"status", "-n", s.namespace, "-o", format.flag}, s.args...)
+				out, errOut, err := runPlugin(t, args...)
+				if err != nil || errOut != "" {
+					t.Fatalf("status failed: %v\n%s", err, errOut)
+				}
+				golden(t, "status/"+s.name+"."+format.suffix, out)
+			})
+		}
+		t.Run(s.name+"/live", func(t *testing.T) {
+			scope := Scope{Namespace: s.namespace}
+			if len(s.args) > 0 {
+				var err error
+				if scope, err = clusterScope(s.args[0], s.namespace); err != nil {
+					t.Fatal(err)
+				}
+			}
+			view, err := Observe(context.Background(), api.client, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "live/"+s.name+".txt", strings.Join(LiveFrame(view, 100, false, testNow), "\n")+"\n")
+		})
+	}
+}
+
+func TestStatusAllNamespaces(t *testing.T) {
+	healthyCluster("all-namespaces-a").create(t)
+	out, _, err := runPlugin(t, "status", "-A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Cluster all-namespaces-a/prod") {
+		t.Errorf("status -A does not show the Cluster of namespace all-namespaces-a:\n%s", out)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	out, errOut, err := runPlugin(t, "status", "-n", "empty")
+	if err != nil || out != "" || !strings.Contains(errOut, "No ClusterAutoscaler in namespace empty.") {
+		t.Errorf("status of an empty namespace: err %v, stdout %q, stderr %q", err, out, errOut)
+	}
+	_, _, err = runPlugin(t, "status", "empty/nothing")
+	requireExitError(t, err, "no ClusterAutoscaler for Cluster nothing in namespace empty")
+	_, _, err = runPlugin(t, "status", "-o", "wide")
+	requireExitError(t, err, "-o must be json or yaml")
+}
+
+func TestStatusColor(t *testing.T) {
+	failingCluster("color").create(t)
+	t.Setenv("NO_COLOR", "1")
+	out, _, err := runPlugin(t, "status", "-n", "color", "--color", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "\x1b[31m✗ Ready\x1b[0m") {
+		t.Errorf("--color=always does not colour a failing condition red, whatever NO_COLOR says:\n%q", out)
+	}
+	out, _, err = runPlugin(t, "status", "-n", "color", "--color", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("--color=auto colours output that is no terminal:\n%q", out)
+	}
+}
+
+// TestStatusWithNarrowCredentials shows what a user may read, and says what
+// it may not.
+func TestStatusWithNarrowCredentials(t *testing.T) {
+	healthyCluster("narrow").create(t)
+	ctx := context.Background()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "narrow", Name: "clusterautoscaler-reader"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{autoscalingv1alpha1.GroupVersion.Group}, Resources: []string{"clusterautoscalers"}, Verbs: []string{"get", "list"},
+		}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "narrow", Name: "clusterautoscaler-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "reader"}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := api.client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := runPluginAs(t, "reader", "status", "-n", "narrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// explain searches every namespace, which the reader may not list.
+	_, _, explainErr := runPluginAs(t, "reader", "explain", "node", "prod-md-0-a")
+	requireExitError(t, explainErr, "is forbidden: User \"reader\" cannot list resource \"clusterautoscalers\" in API group \"autoscaling.cluster.x-k8s.io\" at the cluster scope; name the namespace with -n, or the Cluster with --cluster")
+	for _, want := range []string{
+		"MachineDeployment prod-md-0  min 1  target 3",
+		`cannot show everything: cannot read the explanation, ConfigMap narrow/prod-explanation: configmaps "prod-explanation" is forbidden`,
+		`cannot show everything: cannot read events: listing the events of namespace narrow: events.events.k8s.io is forbidden`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the status lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// fromClusterAPI makes e an event of Cluster API's MachineDeployment
+// controller.
+func fromClusterAPI(e *eventsv1.Event) *eventsv1.Event {
+	e.ReportingController, e.ReportingInstance = "machinedeployment-controller", "capi-controller-manager"
+	return e
+}
+
+// TestManagerEventSource ties the events the views show to the manager's
+// event recorder in main.go.
+func TestManagerEventSource(t *testing.T) {
+	main, err := os.ReadFile(filepath.Join("..", "..", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := regexp.MustCompile(`GetEventRecorder\("([^"]*)"\)`).FindSubmatch(main)
+	if recorder == nil {
+		t.Fatal("main.go makes no event recorder with mgr.GetEventRecorder: how does the manager record its events now?")
+	}
+	if got := string(recorder[1]); got != managerEventSource {
+		t.Errorf("the manager records its events as %q, the views show those of %q", got, managerEventSource)
+	}
+}
