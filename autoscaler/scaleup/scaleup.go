@@ -158,6 +158,9 @@ type NoScaleUp struct {
 	Reasons map[string][]string
 }
 
+// NotTriggerScaleUpPrefix starts every NoScaleUp.Message.
+const NotTriggerScaleUpPrefix = "pod didn't trigger scale-up: "
+
 // Message is the upstream NotTriggerScaleUp event message, counting node
 // groups per reason: "pod didn't trigger scale-up: 2 Insufficient cpu, 1 max node group size reached".
 func (n NoScaleUp) Message() string {
@@ -167,7 +170,7 @@ func (n NoScaleUp) Message() string {
 			counts[reason]++
 		}
 	}
-	return "pod didn't trigger scale-up: " + simulator.SummarizeReasons(counts)
+	return NotTriggerScaleUpPrefix + simulator.SummarizeReasons(counts)
 }
 
 // Plan decides a scale-up for the pending pods of snap. snap is left as it

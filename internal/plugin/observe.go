@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -135,7 +136,9 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 		view.NodeGroups = append(view.NodeGroups, group)
 	}
 	for _, reason := range status.NotTriggerScaleUpReasons {
-		view.Pending.NotTriggerScaleUpReasons = append(view.Pending.NotTriggerScaleUpReasons, ReasonCountView{Reason: reason.Reason, Pods: reason.Pods})
+		view.Pending.NotTriggerScaleUpReasons = append(view.Pending.NotTriggerScaleUpReasons, ReasonCountView{
+			// The status keeps the pods' event messages; the view says it once.
+			Reason: strings.TrimPrefix(reason.Reason, scaleup.NotTriggerScaleUpPrefix), Pods: reason.Pods})
 	}
 	for _, buffer := range status.CapacityBuffers {
 		view.Pending.CapacityBuffers = append(view.Pending.CapacityBuffers, CapacityBufferView{

@@ -133,8 +133,8 @@ func pendingCluster(namespace string) fixture {
 			Nodes: 2, ReadyNodes: 2,
 			UnschedulablePods: 6,
 			NotTriggerScaleUpReasons: []autoscalingv1alpha1.PodReasonCount{
-				{Reason: "max node group size reached", Pods: 2},
-				{Reason: "Insufficient nvidia.com/gpu", Pods: 2},
+				{Reason: "pod didn't trigger scale-up: 1 max node group size reached", Pods: 2},
+				{Reason: "pod didn't trigger scale-up: 2 Insufficient nvidia.com/gpu", Pods: 2},
 			},
 			CapacityBuffers: []autoscalingv1alpha1.CapacityBufferRoom{
 				{Name: "shop/warm-pool", Replicas: 3, Held: 2, Upcoming: 1},
