@@ -96,6 +96,12 @@ var _ = Describe("Check capacity", Label("ci"), func() {
 	})
 })
 
+var _ = Describe("kubectl capi-autoscaler", Label("ci"), func() {
+	KubectlPluginSpec(ctx, func() KubectlPluginSpecInput {
+		return KubectlPluginSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
 var _ = Describe("Atomic scale-up", Label("ci"), func() {
 	AtomicScaleUpSpec(ctx, func() AtomicScaleUpSpecInput {
 		return AtomicScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
