@@ -244,7 +244,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		APIReader:              mgr.GetAPIReader(),
 		ClusterCache:           clusterCache,
 		WorkloadKubeconfigs:    kubeconfigs,
-		Recorder:               mgr.GetEventRecorder("capi-autoscaler"),
+		Recorder:               mgr.GetEventRecorder(autoscalingv1alpha1.EventSource),
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
 		ConditionMetrics:       controller.NewConditionMetrics(ctrlmetrics.Registry),
 		NodeGroups:             nodeGroups,

@@ -9,6 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// EventSource is the reporting controller of the events the manager
+// records, on ClusterAutoscalers and node groups, so that readers tell
+// them from those of Cluster API's controllers on the same objects.
+const EventSource = "capi-autoscaler"
+
 var (
 	// GroupVersion is the group and version of the ClusterAutoscaler API.
 	GroupVersion = schema.GroupVersion{Group: "autoscaling.cluster.x-k8s.io", Version: "v1alpha1"}

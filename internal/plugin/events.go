@@ -22,12 +22,6 @@ const recentEvents = 6
 // clusterAutoscalerKind is the kind events of a ClusterAutoscaler name.
 const clusterAutoscalerKind = "ClusterAutoscaler"
 
-// managerEventSource is the reporting controller of the manager's events
-// (main.go's event recorder; a test ties the two): the events of Cluster
-// API's controllers on the same node groups are no decisions of the
-// autoscaler.
-const managerEventSource = "capi-autoscaler"
-
 // eventReader reads the events the manager records in the management
 // cluster (with the events.k8s.io API) on ClusterAutoscalers and on the
 // MachineDeployments, MachineSets and MachinePools of node groups. It lists
@@ -55,7 +49,7 @@ func (r *eventReader) recent(ctx context.Context, ca *autoscalingv1alpha1.Cluste
 			return nil, err
 		}
 		for _, e := range events {
-			if e.ReportingController != managerEventSource || !objects.Has(scalable.ID(e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name)) {
+			if e.ReportingController != autoscalingv1alpha1.EventSource || !objects.Has(scalable.ID(e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name)) {
 				continue
 			}
 			views = append(views, eventView(&e))

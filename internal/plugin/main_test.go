@@ -262,7 +262,7 @@ func event(kind, name, eventType, reason, note string, when time.Duration) *even
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: name + "-"},
 		EventTime:           metav1.MicroTime{Time: testNow.Add(when)},
-		ReportingController: managerEventSource,
+		ReportingController: autoscalingv1alpha1.EventSource,
 		ReportingInstance:   "capi-autoscaler-test",
 		Action:              "Autoscale",
 		Reason:              reason,

@@ -2,9 +2,6 @@ package plugin
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -327,20 +324,4 @@ func TestStatusWithNarrowCredentials(t *testing.T) {
 func fromClusterAPI(e *eventsv1.Event) *eventsv1.Event {
 	e.ReportingController, e.ReportingInstance = "machinedeployment-controller", "capi-controller-manager"
 	return e
-}
-
-// TestManagerEventSource ties the events the views show to the manager's
-// event recorder in main.go.
-func TestManagerEventSource(t *testing.T) {
-	main, err := os.ReadFile(filepath.Join("..", "..", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := regexp.MustCompile(`GetEventRecorder\("([^"]*)"\)`).FindSubmatch(main)
-	if recorder == nil {
-		t.Fatal("main.go makes no event recorder with mgr.GetEventRecorder: how does the manager record its events now?")
-	}
-	if got := string(recorder[1]); got != managerEventSource {
-		t.Errorf("the manager records its events as %q, the views show those of %q", got, managerEventSource)
-	}
 }
