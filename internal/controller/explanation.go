@@ -47,7 +47,8 @@ type explanationPublished struct {
 	content []byte
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch
+// The API server authorizes an apply that creates the object as a create.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
 
 // publishExplanation writes what the engine's last loop decided, and why,
 // into the ClusterAutoscaler's explanation ConfigMap, at most every
