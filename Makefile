@@ -92,8 +92,12 @@ docker-build: ## Build the manager image IMG (static binary; BASE_IMAGE defaults
 
 ##@ Test
 
+.PHONY: tmux
+tmux: ## Install tmux from the machine's Debian packages when it is missing (the kubectl plugin's terminal test needs it).
+	@hack/ensure-tmux.sh
+
 .PHONY: test
-test: envtest-binaries e2e-binaries build $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
+test: envtest-binaries e2e-binaries build tmux $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
 	go test -tags e2e -timeout 30m ./test/e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
 	go test -tags e2e -timeout 10m ./test/e2e/ -args -ginkgo.label-filter=ci-separate -e2e.topology=SeparateWorkload -e2e.manager=$(BIN)/manager
