@@ -24,9 +24,11 @@ type staticBuffers struct {
 
 func (b *staticBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error) { return b.list, b.err }
 
-// bufferOf is a buffer of replicas pods requesting cpu and 1Gi.
-func bufferOf(name string, replicas int32, cpu string) buffers.Buffer {
-	template := st.Pod("template", cpu, "1Gi")
+// bufferOf is the buffer default/warm of replicas pods requesting 2 cpu
+// and 1Gi.
+func bufferOf(replicas int32) buffers.Buffer {
+	const name = "warm"
+	template := st.Pod("template", "2", "1Gi")
 	return buffers.Buffer{
 		Namespace: "default", Name: name, UID: types.UID("uid-buffer-" + name),
 		CreationTimestamp: metav1.NewTime(st.Now.Add(-time.Hour)),
@@ -41,9 +43,10 @@ func (f *fixture) withBuffers(t *testing.T, lister buffers.Lister) *fixture {
 	return f.with(t, func(opts *autoscaler.Options) { opts.Buffers = lister })
 }
 
-func bufferRow(status autoscaler.Status, name string) autoscaler.BufferStatus {
+// bufferRow is the status of the buffer of bufferOf.
+func bufferRow(status autoscaler.Status) autoscaler.BufferStatus {
 	for _, row := range status.Buffers {
-		if row.Buffer == "default/"+name {
+		if row.Buffer == "default/warm" {
 			return row
 		}
 	}
@@ -59,12 +62,12 @@ func TestABufferThatFitsNowhereGetsNewNodes(t *testing.T) {
 	nodes := group.addNodes(1)
 	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf("warm", 2, "2")}})
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
 
 	status := f.runOnce(t)
 
 	g.Expect(group.increases).To(Equal([]int{1}), "one 4-cpu node holds both 2-cpu buffer pods")
-	g.Expect(bufferRow(status, "warm")).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 2, Upcoming: 2}))
+	g.Expect(bufferRow(status)).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 2, Upcoming: 2}))
 	g.Expect(status.UnschedulablePods).To(BeZero(), "buffer pods are not pods of the cluster")
 	g.Expect(f.podEvents()).To(BeEmpty(), "no event names a pod that does not exist")
 	g.Expect(statusPatches(f)).To(BeZero(), "no pod that does not exist is nominated")
@@ -79,7 +82,7 @@ func TestTheNodeABufferHoldsIsNotScaledDown(t *testing.T) {
 		wantDeleted int
 	}{
 		{name: "without a buffer", wantDeleted: 1},
-		{name: "with a buffer of one 2-cpu pod", buffers: []buffers.Buffer{bufferOf("warm", 1, "2")}},
+		{name: "with a buffer of one 2-cpu pod", buffers: []buffers.Buffer{bufferOf(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -94,7 +97,7 @@ func TestTheNodeABufferHoldsIsNotScaledDown(t *testing.T) {
 			g.Expect(group.increases).To(BeEmpty())
 			g.Expect(group.deletedNodes).To(HaveLen(tc.wantDeleted))
 			if tc.buffers != nil {
-				g.Expect(bufferRow(status, "warm")).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Held: 1}))
+				g.Expect(bufferRow(status)).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Held: 1}))
 			}
 		})
 	}
@@ -108,8 +111,8 @@ func TestABufferTakenByRealPodsIsRestored(t *testing.T) {
 	nodes := group.addNodes(2)
 	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf("warm", 1, "2")}})
-	g.Expect(bufferRow(f.runOnce(t), "warm").Held).To(Equal(1))
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(1)}})
+	g.Expect(bufferRow(f.runOnce(t)).Held).To(Equal(1))
 
 	// A burst that the buffer's room let start at once, on the empty node.
 	for _, pod := range st.Replicas("burst", 2, "1500m", "1Gi", st.OwnedBy("burst"), st.OnNode(nodes[1].Name)) {
@@ -118,7 +121,7 @@ func TestABufferTakenByRealPodsIsRestored(t *testing.T) {
 	status := f.runOnce(t)
 
 	g.Expect(group.increases).To(Equal([]int{1}))
-	g.Expect(bufferRow(status, "warm")).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Upcoming: 1}))
+	g.Expect(bufferRow(status)).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Upcoming: 1}))
 }
 
 // Real pods win every tie with a buffer: where room for one pod is left,
@@ -131,12 +134,12 @@ func TestRealPodsWinTheRoomABufferWouldTake(t *testing.T) {
 	// Smaller than the buffer's pod, which largest-first would place first.
 	waiting := st.Pod("web-0", "1500m", "1Gi", st.OwnedBy("web"))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy, waiting)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf("warm", 1, "2")}})
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(1)}})
 
 	status := f.runOnce(t)
 
 	g.Expect(group.increases).To(Equal([]int{1}))
-	g.Expect(bufferRow(status, "warm")).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Upcoming: 1}),
+	g.Expect(bufferRow(status)).To(Equal(autoscaler.BufferStatus{Buffer: "default/warm", Replicas: 1, Upcoming: 1}),
 		"the buffer's pod goes to the new node, the real one to the room left")
 }
 

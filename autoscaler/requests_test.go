@@ -174,22 +174,19 @@ func TestABookedRequestKeepsRoomForThePodsStillToCome(t *testing.T) {
 	})
 }
 
-// atomicOf is a best-effort-atomic-scale-up request.
-func atomicOf(name string, count int32, cpu string) provisioning.Request {
-	return requestOf(provisioning.AtomicScaleUp, name, count, cpu)
+// atomicOf is the best-effort-atomic-scale-up request "job" of count pods
+// of 2 cpu.
+func atomicOf(count int32) provisioning.Request {
+	return requestOf(provisioning.AtomicScaleUp, "job", count, "2")
 }
 
 // appear gives a group's target size instances without a node, as Cluster
 // API creates Machines for new replicas.
-func (g *fakeGroup) appear() []nodegroups.Instance {
-	var added []nodegroups.Instance
+func (g *fakeGroup) appear() {
 	for len(g.instances) < g.target {
 		name := fmt.Sprintf("%s-new-%d", strings.ReplaceAll(g.id, "/", "-"), len(g.instances))
-		instance := nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true}
-		g.instances = append(g.instances, instance)
-		added = append(added, instance)
+		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true})
 	}
-	return added
 }
 
 // register gives the group's instances without a node a Ready node,
@@ -221,7 +218,7 @@ func TestAnAtomicRequestGetsNodesForAllItsPodsAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	small := &fakeGroup{id: "MachineDeployment/default/a", max: 2, template: templateNode()}
 	large := &fakeGroup{id: "MachineDeployment/default/b", max: 10, template: templateNode()}
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 6, "2")}}
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(6)}}
 	f := newFixture(t, []*fakeGroup{small, large}).withRequests(t, requests)
 
 	f.runOnce(t)
@@ -268,7 +265,7 @@ func slicesConcat(a, b []string) []string { return append(append([]string{}, a..
 func TestAnAtomicRequestThatCannotBeServedWholeAddsNothing(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/a", max: 2, template: templateNode()}
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 6, "2")}}
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(6)}}
 	f := newFixture(t, []*fakeGroup{group}).withRequests(t, requests)
 
 	f.runOnce(t)
@@ -284,7 +281,7 @@ func TestAnAtomicScaleUpWhoseGroupFailsToGrowTakesBackTheOthers(t *testing.T) {
 	g := NewWithT(t)
 	small := &fakeGroup{id: "MachineDeployment/default/a", max: 2, template: templateNode()}
 	failing := &fakeGroup{id: "MachineDeployment/default/b", max: 10, template: templateNode(), increaseErr: errors.New("conflict")}
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 6, "2")}}
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(6)}}
 	f := newFixture(t, []*fakeGroup{small, failing}).withRequests(t, requests)
 
 	f.runOnce(t)
@@ -316,7 +313,7 @@ func TestAFailedAtomicScaleUpRemovesEverythingItAdded(t *testing.T) {
 			large := &fakeGroup{id: "MachineDeployment/default/b", max: 10, template: templateNode()}
 			existing := small.addNodes(1)
 			busy := st.Pod("busy-0", "4", "1Gi", st.OwnedBy("busy"), st.OnNode(existing[0].Name))
-			requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 6, "2")}}
+			requests := &fakeRequests{requests: []provisioning.Request{atomicOf(6)}}
 			f := newFixture(t, []*fakeGroup{small, large}, objects(existing, busy)...).withRequests(t, requests)
 
 			f.runOnce(t)
@@ -351,7 +348,7 @@ func TestAFailedAtomicScaleUpRemovesEverythingItAdded(t *testing.T) {
 func TestAnAtomicScaleUpSurvivesARestart(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 4, "2")}}
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
 	f := newFixture(t, []*fakeGroup{group}).withRequests(t, requests)
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}))
@@ -388,7 +385,7 @@ func TestTheNodesOfAnAtomicScaleUpAreTheRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
-			requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 4, "2")}}
+			requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
 			f := newFixture(t, []*fakeGroup{group}).withRequests(t, requests)
 			f.runOnce(t)
 			g.Expect(group.increases).To(Equal([]int{2}))
@@ -413,7 +410,7 @@ func TestTheNodesOfAnAtomicScaleUpAreTheRequests(t *testing.T) {
 func TestAnAtomicScaleUpIsFollowedWhenItsStatusCannotBeWritten(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf("job", 4, "2")}, unwritten: true}
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}, unwritten: true}
 	f := newFixture(t, []*fakeGroup{group}).withRequests(t, requests)
 
 	for range 3 {

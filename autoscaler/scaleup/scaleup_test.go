@@ -3,6 +3,7 @@ package scaleup_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -428,7 +429,7 @@ func TestPodsNominatedToNodesOnTheirWayArePlannedAgainWithNewcomers(t *testing.T
 
 	workers.Target = 2
 	apart := st.Replicas("apart", 2, "1500m", "1Gi", st.WithPodLabels("app", "apart"), withRequiredAntiAffinity(corev1.LabelHostname, "app", "apart"))
-	c.pods = append(web, apart...)
+	c.pods = slices.Concat(web, apart)
 	second := planFor(t, options(), c, scaleup.State{Nominations: first.Nominations})
 
 	g.Expect(increases(second)).To(Equal(map[string]int{"workers": 1}),

@@ -329,7 +329,7 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	if err != nil || sameCredentials(connection, kubeconfig) {
 		// Not connected, and the next connection reads the kubeconfig
 		// anew; or connected with these credentials.
-		return true, nil
+		return true, nil //nolint:nilerr // Not connected is no error here.
 	}
 	if r.WorkloadKubeconfigs.reconnect(cluster) {
 		ctrl.LoggerFrom(ctx).Info("Connecting to the workload cluster again: the credentials of its kubeconfig changed", "Secret", klog.KObj(kubeconfigSecret))
