@@ -140,9 +140,8 @@ func createMonitoredClusters(ctx context.Context, g Gomega, env *testenv.Environ
 		Memory:        &autoscalingv1alpha1.ResourceRange{Max: ptr.To[int32](1000)},
 		GPUs:          []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Max: 4}},
 	}))).To(Succeed())
-	// The oldest owns the Cluster; this one is refused. Created a second
-	// later, so that it is younger whatever the names.
-	time.Sleep(time.Second)
+	// The oldest owns the Cluster, the first by name within a second
+	// ("autoscaler" before "second"): this one is refused.
 	g.Expect(env.Client.Create(ctx, clusterAutoscaler(reachable, "second", nil))).To(Succeed())
 
 	// A Cluster whose API server does not answer.

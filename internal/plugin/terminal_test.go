@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,14 +103,13 @@ func TestLiveViewInTerminal(t *testing.T) {
 	})
 
 	tmux.run("send-keys", "-t", "top", "q")
-	deadline := time.Now().Add(paneTimeout)
 	var exit []byte
-	for exit, err = os.ReadFile(exitFile); err != nil; exit, err = os.ReadFile(exitFile) {
-		if time.Now().After(deadline) {
-			t.Fatalf("top did not end within %s of q; the pane shows:\n%s", paneTimeout, tmux.capture())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(func() (err error) {
+		exit, err = os.ReadFile(exitFile)
+		return err
+	}, paneTimeout, 100*time.Millisecond).Should(Succeed(), func() string {
+		return "top did not end after q; the pane shows:\n" + tmux.capture()
+	})
 	modes := string(exit)
 	if !strings.HasPrefix(modes, "exit=0\n") {
 		t.Errorf("top ended with %q, want exit=0", strings.SplitN(modes, "\n", 2)[0])
@@ -178,17 +178,14 @@ func (s tmuxServer) capture() string {
 // waitFor waits until the pane shows what shows says, and returns it.
 func (s tmuxServer) waitFor(what string, shows func(pane string) bool) string {
 	s.t.Helper()
-	deadline := time.Now().Add(paneTimeout)
-	for {
-		pane := s.capture()
-		if shows(pane) {
-			return pane
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the live view did not show %s within %s; it shows:\n%s", what, paneTimeout, pane)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var pane string
+	NewWithT(s.t).Eventually(func() bool {
+		pane = s.capture()
+		return shows(pane)
+	}, paneTimeout, 200*time.Millisecond).Should(BeTrue(), func() string {
+		return fmt.Sprintf("the live view did not show %s; it shows:\n%s", what, pane)
+	})
+	return pane
 }
 
 // TestTopWithoutTerminal prints the live view as plain frames when stdout
@@ -199,16 +196,10 @@ func TestTopWithoutTerminal(t *testing.T) {
 	cmd := newCommand(Streams{Out: out, ErrOut: out}, func() time.Time { return testNow })
 	cmd.SetArgs([]string{"--kubeconfig", api.kubeconfig, "top", "-n", "plain"})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	deadline := time.Now().Add(paneTimeout)
-	for !strings.Contains(out.String(), "prod-md-0-c") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("top printed no frame within %s:\n%s", paneTimeout, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(out.String, paneTimeout, 50*time.Millisecond).Should(ContainSubstring("prod-md-0-c"), "top printed no frame")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("top ended with %v", err)
