@@ -19,6 +19,22 @@ const (
 	PriorityExpander Expander = "priority"
 )
 
+// Mode says whether the autoscaler acts on the cluster or only says what it
+// would do.
+// +kubebuilder:validation:Enum=Active;DryRun
+type Mode string
+
+const (
+	// ActiveMode: the autoscaler scales the cluster.
+	ActiveMode Mode = "Active"
+	// DryRunMode: the autoscaler runs every loop and plans as in Active
+	// mode, but writes nothing to the workload cluster or its Machines (no
+	// replicas, marks, taints, cordons, evictions or pod events). What it
+	// would have done is published in WouldScaleUp and WouldScaleDown
+	// events, status.dryRunDecisions and metrics with mode="DryRun".
+	DryRunMode Mode = "DryRun"
+)
+
 // ClusterAutoscalerSpec configures autoscaling of one workload cluster.
 // +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
 // +kubebuilder:validation:XValidation:rule="!has(self.minLoopInterval) || !has(self.scanInterval) || duration(self.minLoopInterval) <= duration(self.scanInterval)",message="minLoopInterval must not exceed scanInterval"
@@ -32,6 +48,18 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
 	ClusterName string `json:"clusterName"`
+
+	// mode is Active (the default) to scale the cluster, or DryRun to run
+	// beside another autoscaler, such as the upstream cluster-autoscaler,
+	// and only publish what this one would do. A DryRun ClusterAutoscaler
+	// does not own its Cluster: another ClusterAutoscaler of the same
+	// Cluster may be Active beside it. It neither refuses to plan because
+	// another autoscaler acts on the cluster, nor touches that one's
+	// taints. A change of mode takes effect at the next loop; leaving
+	// Active gives back the drains in progress.
+	// +optional
+	// +kubebuilder:default=Active
+	Mode Mode `json:"mode,omitempty"`
 
 	// workloadKubeconfigSecretRef names a Secret, in the namespace of the
 	// ClusterAutoscaler, holding the kubeconfig the autoscaler reaches the
@@ -574,6 +602,15 @@ type ClusterAutoscalerStatus struct {
 	// +kubebuilder:validation:MaxItems=50
 	CapacityBuffers []CapacityBufferRoom `json:"capacityBuffers,omitempty"`
 
+	// dryRunDecisions are the last decisions of a DryRun ClusterAutoscaler,
+	// oldest first (at most 50): what it would have scaled up or down, and
+	// when. A decision is recorded when it differs from the last of its
+	// kind; the list is emptied when the mode becomes Active.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	DryRunDecisions []DryRunDecision `json:"dryRunDecisions,omitempty"`
+
 	// lastScaleUpTime is when nodes were last added.
 	// +optional
 	LastScaleUpTime *metav1.Time `json:"lastScaleUpTime,omitempty"`
@@ -677,6 +714,68 @@ type CapacityBufferRoom struct {
 	Message string `json:"message,omitempty"`
 }
 
+// DecisionKind is what a DryRun decision would have done.
+// +kubebuilder:validation:Enum=ScaleUp;ScaleDown
+type DecisionKind string
+
+const (
+	// ScaleUpDecision would have added nodes to node groups.
+	ScaleUpDecision DecisionKind = "ScaleUp"
+	// ScaleDownDecision would have started removing nodes.
+	ScaleDownDecision DecisionKind = "ScaleDown"
+)
+
+// DryRunDecision is one decision a DryRun ClusterAutoscaler did not carry out.
+type DryRunDecision struct {
+	// time is when the loop that made the decision started.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// kind is ScaleUp or ScaleDown.
+	// +required
+	Kind DecisionKind `json:"kind"`
+
+	// nodeGroups are the groups it would have changed, and by how many
+	// nodes each (positive for a scale-up, negative for a scale-down).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	NodeGroups []NodeGroupDelta `json:"nodeGroups,omitempty"`
+
+	// nodes are the nodes a scale-down would have removed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Nodes []string `json:"nodes,omitempty"`
+
+	// pods are namespace/name of the pending pods a scale-up was for (at
+	// most 20; podCount tells how many there were).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Pods []string `json:"pods,omitempty"`
+
+	// podCount is the number of pending pods a scale-up was for.
+	// +optional
+	PodCount int32 `json:"podCount,omitempty"`
+
+	// oldestPodCreationTime is when the oldest of those pods was created:
+	// the decision came time - oldestPodCreationTime after it.
+	// +optional
+	OldestPodCreationTime *metav1.Time `json:"oldestPodCreationTime,omitempty"`
+}
+
+// NodeGroupDelta is a change of one node group's size.
+type NodeGroupDelta struct {
+	// id is Kind/namespace/name of the node group.
+	// +required
+	ID string `json:"id"`
+
+	// delta is the number of nodes added (positive) or removed (negative).
+	// +required
+	Delta int32 `json:"delta"`
+}
+
 // PodReasonCount counts the pending pods that share a reason.
 type PodReasonCount struct {
 	// reason is why the pods did not trigger a scale-up.
@@ -693,6 +792,7 @@ type PodReasonCount struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ca,categories=cluster-api
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Node Groups",type=integer,JSONPath=`.status.nodeGroupCount`
 // +kubebuilder:printcolumn:name="Unschedulable Pods",type=integer,JSONPath=`.status.unschedulablePods`
