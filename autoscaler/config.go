@@ -16,6 +16,12 @@ import (
 // planners have none of their own, and a test holds the ClusterAutoscaler
 // CRD's defaults to these.
 type Config struct {
+	// DryRun makes the engine plan without acting: it writes nothing to
+	// the cluster and publishes the decisions it did not carry out
+	// (Status.Decisions). CapacityBuffers and ProvisioningRequests, which
+	// it would write to, are left to the autoscaler that acts.
+	DryRun bool
+
 	// ScanInterval is the time between loops when nothing triggers one.
 	ScanInterval time.Duration
 	// TriggerQuietPeriod and TriggerBatchWindow batch triggers, so that a

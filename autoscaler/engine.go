@@ -357,7 +357,7 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 	}
 	cancel()
 	end := e.clock.Now()
-	e.opts.Metrics.observeFunction(e.opts.ClusterName, "main", start, end)
+	e.steps.metrics().observeFunction(e.opts.ClusterName, "main", start, end)
 	logger.V(4).Info("Finished loop", "duration", end.Sub(start))
 	return e.publish(ctx, status)
 }
@@ -365,12 +365,12 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 func (e *Engine) publish(ctx context.Context, status Status) Status {
 	if status.Err != nil {
 		klog.FromContext(ctx).Error(status.Err, "Autoscaling loop failed")
-		e.opts.Metrics.recordError(e.opts.ClusterName, errorLoop)
+		e.steps.metrics().recordError(e.opts.ClusterName, errorLoop)
 	}
 	e.mu.Lock()
 	e.status = status
 	e.mu.Unlock()
-	e.opts.Metrics.publish(e.opts.ClusterName, status, e.steps.settings.config.Limits)
+	e.steps.metrics().publish(e.opts.ClusterName, status, e.steps.settings.config.Limits)
 	if e.opts.OnStatus != nil {
 		e.opts.OnStatus(status)
 	}

@@ -72,6 +72,15 @@ const (
 
 	// errorLoop is the type of the errors of loops that failed.
 	errorLoop = "loop"
+
+	// The mode label of the scale-up and scale-down counters: what the
+	// engine did, or, in DryRun mode, would have done.
+	modeActive = "Active"
+	modeDryRun = "DryRun"
+
+	// scaleDownUnderutilized is the reason of the nodes removed because
+	// they were unneeded.
+	scaleDownUnderutilized = "underutilized"
 )
 
 const namespace = "cluster_autoscaler"
@@ -89,8 +98,10 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 		nodesCount:             gauge("nodes_count", "Number of nodes in the cluster.", "state"),
 		nodeGroupsCount:        gauge("node_groups_count", "Number of node groups managed by the autoscaler.", "node_group_type"),
 		unschedulablePodsCount: gauge("unschedulable_pods_count", "Number of unschedulable pods in the cluster.", "type"),
-		scaledUpNodes:          counter("scaled_up_nodes_total", "Number of nodes added by the autoscaler."),
-		scaledDownNodes:        counter("scaled_down_nodes_total", "Number of nodes removed by the autoscaler.", "reason"),
+		scaledUpNodes: counter("scaled_up_nodes_total",
+			"Number of nodes added by the autoscaler; with mode=\"DryRun\", those it would have added.", "mode"),
+		scaledDownNodes: counter("scaled_down_nodes_total",
+			"Number of nodes removed by the autoscaler; with mode=\"DryRun\", those it would have removed.", "reason", "mode"),
 		failedScaleUps:         counter("failed_scale_ups_total", "Number of times scale-up operations failed.", "reason"),
 		evictedPods:            counter("evicted_pods_total", "Number of pods evicted by the autoscaler."),
 		unneededNodesCount:     gauge("unneeded_nodes_count", "Number of nodes currently considered unneeded."),
@@ -144,7 +155,8 @@ func (m *Metrics) start(cluster string) {
 		return
 	}
 	m.enginePanics.WithLabelValues(cluster)
-	m.scaledUpNodes.WithLabelValues(cluster)
+	m.scaledUpNodes.WithLabelValues(cluster, modeActive)
+	m.scaledUpNodes.WithLabelValues(cluster, modeDryRun)
 	m.errors.WithLabelValues(cluster, errorLoop)
 }
 
@@ -163,18 +175,18 @@ func (m *Metrics) recordError(cluster, kind string) {
 	m.errors.WithLabelValues(cluster, kind).Inc()
 }
 
-func (m *Metrics) recordScaleUp(cluster string, nodes int) {
+func (m *Metrics) recordScaleUp(cluster, mode string, nodes int) {
 	if m == nil {
 		return
 	}
-	m.scaledUpNodes.WithLabelValues(cluster).Add(float64(nodes))
+	m.scaledUpNodes.WithLabelValues(cluster, mode).Add(float64(nodes))
 }
 
-func (m *Metrics) recordScaleDown(cluster, reason string, nodes int) {
+func (m *Metrics) recordScaleDown(cluster, reason, mode string, nodes int) {
 	if m == nil {
 		return
 	}
-	m.scaledDownNodes.WithLabelValues(cluster, reason).Add(float64(nodes))
+	m.scaledDownNodes.WithLabelValues(cluster, reason, mode).Add(float64(nodes))
 }
 
 func (m *Metrics) recordFailedScaleUp(cluster, reason string) {
@@ -364,6 +376,18 @@ func (m *Metrics) Forget(cluster string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.published, cluster)
+}
+
+// ForgetDryRun removes the series of a cluster's DryRun engine, when it
+// stops: those of the decisions it did not carry out. The cluster's other
+// series are another engine's.
+func (m *Metrics) ForgetDryRun(cluster string) {
+	if m == nil {
+		return
+	}
+	labels := prometheus.Labels{"cluster": cluster, "mode": modeDryRun}
+	m.scaledUpNodes.DeletePartialMatch(labels)
+	m.scaledDownNodes.DeletePartialMatch(labels)
 }
 
 func boolToFloat(b bool) float64 {

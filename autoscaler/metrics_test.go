@@ -227,9 +227,10 @@ cluster_autoscaler_engine_panics_total{cluster="default/workload"} 0
 # HELP cluster_autoscaler_errors_total Number of errors in the autoscaler loop.
 # TYPE cluster_autoscaler_errors_total counter
 cluster_autoscaler_errors_total{cluster="default/workload",type="loop"} 0
-# HELP cluster_autoscaler_scaled_up_nodes_total Number of nodes added by the autoscaler.
+# HELP cluster_autoscaler_scaled_up_nodes_total Number of nodes added by the autoscaler; with mode="DryRun", those it would have added.
 # TYPE cluster_autoscaler_scaled_up_nodes_total counter
-cluster_autoscaler_scaled_up_nodes_total{cluster="default/workload"} 0
+cluster_autoscaler_scaled_up_nodes_total{cluster="default/workload",mode="Active"} 0
+cluster_autoscaler_scaled_up_nodes_total{cluster="default/workload",mode="DryRun"} 0
 `, "cluster_autoscaler_engine_panics_total", "cluster_autoscaler_errors_total", "cluster_autoscaler_scaled_up_nodes_total")
 
 	f.runOnce(t)

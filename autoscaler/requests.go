@@ -42,7 +42,7 @@ type atomicScaleUp struct {
 // does not stop the loop: it goes on without requests, and the status says
 // why.
 func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Requests == nil {
+	if s.opts.Requests == nil || s.dryRun() {
 		return
 	}
 	readCtx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
@@ -228,7 +228,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
 			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
 			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "api")
+			s.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
 			for _, done := range plan.Increases[:i] {
 				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
 					s.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
@@ -254,7 +254,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 	}
 	s.history.lastScaleUp = l.now
 	s.planner.RecordScaleUp(l.now)
-	s.opts.Metrics.recordScaleUp(s.opts.ClusterName, plan.NewNodes())
+	s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
 	s.remember(request.UID, &atomicScaleUp{record: record, before: before})
 	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
 	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record

@@ -22,8 +22,14 @@ type Status struct {
 	// ScalingMessage says why scaling is not active.
 	ScalingMessage string
 	// OtherAutoscaler names another cluster autoscaler acting on the
-	// cluster, which keeps this one from scaling; "" when there is none.
+	// cluster, which keeps this one from scaling unless it runs dry; ""
+	// when there is none.
 	OtherAutoscaler string
+	// DryRun is set when the loop ran in DryRun mode: it changed nothing.
+	DryRun bool
+	// Decisions are the last decisions of the engine in DryRun mode
+	// (at most 50), oldest first; none in Active mode.
+	Decisions []Decision
 
 	Nodes      int
 	ReadyNodes int

@@ -96,6 +96,9 @@ type history struct {
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
+	// decisions are what the engine decided in DryRun mode; empty in
+	// Active mode.
+	decisions dryRunDecisions
 }
 
 // givenBack is a node deletion that a group did not carry out.
@@ -158,11 +161,15 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 		l.status.Err = err
 		return l.status
 	}
+	if !s.dryRun() {
+		s.history.decisions = dryRunDecisions{}
+	}
 	s.handleFailures(ctx, l)
 	s.checkHealth(l)
 	s.checkOtherAutoscalers(ctx, l)
 	s.continueScaleDown(ctx, l)
-	if l.healthy && l.otherAutoscaler == "" {
+	// A dry run plans beside another autoscaler: that is what it is for.
+	if l.healthy && (l.otherAutoscaler == "" || s.dryRun()) {
 		s.bookRequests(ctx, l)
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		s.answerRequests(ctx, l)
@@ -181,7 +188,7 @@ func (s *steps) timed(ctx context.Context, function string, step func()) {
 	start := s.clock.Now()
 	step()
 	end := s.clock.Now()
-	s.opts.Metrics.observeFunction(s.opts.ClusterName, function, start, end)
+	s.metrics().observeFunction(s.opts.ClusterName, function, start, end)
 	klog.FromContext(ctx).V(5).Info("Finished step", "step", function, "duration", end.Sub(start))
 }
 
@@ -221,7 +228,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
 		s.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
 		if problem.Reason == nodegroups.ReasonReplicasOverwritten {
-			s.opts.Metrics.recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
+			s.metrics().recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
 		}
 	}
 	s.history.problems = current
@@ -384,9 +391,9 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 			group.ID(), s.provisionTime(group), timedOut.Missing)
 		logger.Info("Scale-up timed out", "nodeGroup", group.ID(), "missing", timedOut.Missing)
 		s.groupEvent(group.ID(), corev1.EventTypeWarning, EventScaleUpTimedOut, message)
-		s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "timeout")
+		s.metrics().recordFailedScaleUp(s.opts.ClusterName, "timeout")
 		state := s.state.Group(group.ID())
-		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 {
+		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 && !s.dryRun() {
 			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
 				s.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
 			}
@@ -402,16 +409,16 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 			logger.Info("Node group failed to scale up, backing off", "nodeGroup", group.ID(), "reason", first.Reason,
 				"until", until, "failedInstances", len(state.NewlyFailed))
 			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, first.Reason)
+			s.metrics().recordFailedScaleUp(s.opts.ClusterName, first.Reason)
 		}
 		// Failed instances stay until their deletion starts; asking again
 		// is harmless and retries a deletion that was refused.
-		if len(state.Failed) > 0 {
+		if len(state.Failed) > 0 && !s.dryRun() {
 			if err := group.DeleteInstances(ctx, state.Failed); err != nil {
 				s.groupError(ctx, group.ID(), "deleting failed instances", err)
 			}
 		}
-		if len(state.LongUnregistered) > 0 {
+		if len(state.LongUnregistered) > 0 && !s.dryRun() {
 			message := fmt.Sprintf("Removing %d instance(s) of %s that have had no registered node for %s",
 				len(state.LongUnregistered), group.ID(), s.provisionTime(group))
 			logger.Info("Removing long-unregistered instances", "nodeGroup", group.ID(), "count", len(state.LongUnregistered))
@@ -471,9 +478,15 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	}
 	s.history.nominations = plan.Nominations
 	l.absorbed = plan.Absorbed
-	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
 	l.status.Buffers = bufferStatuses(l.buffers, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
+	if s.dryRun() {
+		s.wouldScaleUp(ctx, l, plan)
+		l.status.NotTriggerScaleUpReasons = sortedReasons(countReasons(plan.NoScaleUp))
+		l.status.Explanation.PendingPods = explainPendingPods(plan, plannedIncreases(plan))
+		return
+	}
+	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
 
 	scaled := 0
 	for _, increase := range plan.Increases {
@@ -482,7 +495,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
 			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
 			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.opts.Metrics.recordFailedScaleUp(s.opts.ClusterName, "api")
+			s.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
 			s.groupError(ctx, id, "increasing size", err)
 			continue
 		}
@@ -498,18 +511,16 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	if scaled > 0 {
 		s.history.lastScaleUp = l.now
 		s.planner.RecordScaleUp(l.now)
-		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, scaled)
+		s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, scaled)
 		message := s.scaleUpMessage(plan.Increases)
 		for _, pod := range withoutBufferPods(plan.Helped) {
 			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
 		}
 	}
 
-	reasons := map[string]int{}
 	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
 	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
 		message := pod.Message()
-		reasons[message]++
 		last, told := s.history.notTriggered[pod.Pod.UID]
 		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
 			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
@@ -518,9 +529,9 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		notTriggered[pod.Pod.UID] = last
 	}
 	s.history.notTriggered = notTriggered
-	l.status.NotTriggerScaleUpReasons = sortedReasons(reasons)
+	l.status.NotTriggerScaleUpReasons = sortedReasons(countReasons(plan.NoScaleUp))
 	l.status.Explanation.PendingPods = explainPendingPods(plan, l.increased)
-	s.opts.Metrics.recordLimitedScaleUps(s.opts.ClusterName, s.settings.config.Limits, plan.NoScaleUp)
+	s.metrics().recordLimitedScaleUps(s.opts.ClusterName, s.settings.config.Limits, plan.NoScaleUp)
 }
 
 // notTriggerScaleUpRepeat is how often a pod that still triggers no
@@ -572,6 +583,24 @@ func (s *steps) scaleUpMessage(increases []scaleup.Increase) string {
 	return "pod triggered scale-up: [" + strings.Join(groups, " ") + "]"
 }
 
+// countReasons counts the real pods that triggered no scale-up by reason.
+func countReasons(noScaleUp []scaleup.NoScaleUp) map[string]int {
+	reasons := map[string]int{}
+	for _, pod := range realNoScaleUp(noScaleUp) {
+		reasons[pod.Message()]++
+	}
+	return reasons
+}
+
+// plannedIncreases are the nodes a plan adds to each group, by group ID.
+func plannedIncreases(plan *scaleup.Plan) map[string]int {
+	increases := make(map[string]int, len(plan.Increases))
+	for _, increase := range plan.Increases {
+		increases[increase.Group.ID()] += increase.Delta
+	}
+	return increases
+}
+
 func sortedReasons(counts map[string]int) []ReasonCount {
 	reasons := make([]ReasonCount, 0, len(counts))
 	for reason, pods := range counts {
@@ -590,6 +619,8 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 // autoscaler acts on the cluster, drains in progress are given back.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	switch {
+	case s.dryRun():
+		s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
 	case l.otherAutoscaler != "":
 		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
 	case !s.settings.config.ScaleDown.Enabled:
@@ -598,7 +629,7 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums})
 	for _, r := range released {
 		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
-		s.opts.Metrics.recordError(s.opts.ClusterName, "nodeNotDeleted")
+		s.metrics().recordError(s.opts.ClusterName, "nodeNotDeleted")
 		if s.history.givenBack == nil {
 			s.history.givenBack = map[string]givenBack{}
 		}
@@ -612,7 +643,11 @@ func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
 	plan := s.planScaleDown(ctx, l)
 	l.status.UnneededNodes = len(plan.Unneeded)
 	l.status.Explanation.Nodes = explainNodes(plan, l.snapshot)
-	s.opts.Metrics.setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
+	s.metrics().setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
+	if s.dryRun() {
+		s.wouldScaleDown(ctx, l, plan)
+		return
+	}
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
 		// Outside the planning fork: the pods to evict are those read
@@ -655,8 +690,8 @@ func (s *steps) fillStatus(l *loop) {
 	status.LastScaleUp = s.history.lastScaleUp
 	progress := s.actuator.Progress()
 	status.LastScaleDown = progress.LastDeletion
-	s.opts.Metrics.recordScaleDown(s.opts.ClusterName, "underutilized", progress.DeletedNodes-s.history.scaleDownProgress.DeletedNodes)
-	s.opts.Metrics.recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
+	s.metrics().recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeActive, progress.DeletedNodes-s.history.scaleDownProgress.DeletedNodes)
+	s.metrics().recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
 	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {
 		if scaleup.IsUnschedulable(pod.Status.Conditions) && !buffers.IsBufferPod(pod) {
@@ -698,7 +733,13 @@ func (s *steps) fillStatus(l *loop) {
 			Problem:          problems[group.ID()],
 		})
 	}
-	if l.otherAutoscaler != "" {
+	status.DryRun = s.dryRun()
+	status.Decisions = slices.Clone(s.history.decisions.list)
+	if status.DryRun {
+		status.ScalingActive = false
+		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"
+		status.OtherAutoscaler = l.otherAutoscaler
+	} else if l.otherAutoscaler != "" {
 		status.ScalingActive = false
 		status.OtherAutoscaler = l.otherAutoscaler
 		status.ScalingMessage = "Another cluster autoscaler acts on the cluster, so this one does not scale it until it is gone: " + l.otherAutoscaler
@@ -717,5 +758,5 @@ func (s *steps) groupEvent(groupID, eventType, reason, message string) {
 
 func (s *steps) groupError(ctx context.Context, groupID, action string, err error) {
 	klog.FromContext(ctx).Error(err, "Node group action failed", "nodeGroup", groupID, "action", action)
-	s.opts.Metrics.recordError(s.opts.ClusterName, "cloudProviderError")
+	s.metrics().recordError(s.opts.ClusterName, "cloudProviderError")
 }

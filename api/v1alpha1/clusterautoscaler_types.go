@@ -542,6 +542,16 @@ const (
 	// there lacks config/workload-rbac's rules for them); autoscaling goes
 	// on without them and tries again every 5 minutes.
 	CapacityBuffersUnreadableReason = "CapacityBuffersUnreadable"
+	// DryRunReason: the ClusterAutoscaler is in DryRun mode; it plans every
+	// loop and publishes what it would do, and scales nothing.
+	DryRunReason = "DryRun"
+	// WouldScaleUpReason, of a Normal event: a DryRun ClusterAutoscaler
+	// would have added nodes; the message names the groups, how many nodes
+	// each, and how many pending pods they were for.
+	WouldScaleUpReason = "WouldScaleUp"
+	// WouldScaleDownReason, of a Normal event: a DryRun ClusterAutoscaler
+	// would have started removing the nodes the message names.
+	WouldScaleDownReason = "WouldScaleDown"
 	// ProvisioningRequestsUnreadableReason, of a Warning event: the
 	// ProvisioningRequests of the workload cluster could not be read;
 	// autoscaling goes on without answering them and tries again every 5

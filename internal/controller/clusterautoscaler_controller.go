@@ -181,14 +181,16 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 		// Not the replays of ClusterResyncPeriod, which are the ClusterCache's.
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClusterAutoscalers),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		// A ClusterAutoscaler created or deleted may change which one owns
-		// its Cluster. Unfiltered by the event filter: the one created or
-		// deleted may be served by another manager.
+		// A ClusterAutoscaler created, deleted or switching between Active
+		// and DryRun may change which one owns its Cluster. Unfiltered by
+		// the event filter: that one may be served by another manager.
 		WatchesRawSource(source.Kind(mgr.GetCache(), &autoscalingv1alpha1.ClusterAutoscaler{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.clusterAutoscalerToOthers),
 			predicate.TypedFuncs[*autoscalingv1alpha1.ClusterAutoscaler]{
 				// spec.clusterName, the creation time and the name never change.
-				UpdateFunc:  func(event.TypedUpdateEvent[*autoscalingv1alpha1.ClusterAutoscaler]) bool { return false },
+				UpdateFunc: func(e event.TypedUpdateEvent[*autoscalingv1alpha1.ClusterAutoscaler]) bool {
+					return isDryRun(e.ObjectOld) != isDryRun(e.ObjectNew)
+				},
 				GenericFunc: func(event.TypedGenericEvent[*autoscalingv1alpha1.ClusterAutoscaler]) bool { return false },
 			})).
 		// Connecting to and losing a workload cluster.
@@ -279,7 +281,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if owner.Name != ca.Name {
+	if owner.Name != ca.Name && !isDryRun(ca) {
 		r.refuse(ctx, s, owner)
 		return ctrl.Result{}, nil
 	}
@@ -336,6 +338,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	s.loop = running.engine.Status()
 	if status := s.loop; !status.Time.IsZero() {
 		r.publishExplanation(ctx, ca, running, status)
+		r.publishDecisions(ca, status)
 		if status.BuffersError != running.buffersError {
 			running.buffersError = status.BuffersError
 			if status.BuffersError != "" {

@@ -25,6 +25,7 @@ const bytesPerGiB = 1 << 30
 func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config, error) {
 	config := autoscaler.DefaultConfig()
 
+	config.DryRun = spec.Mode == autoscalingv1alpha1.DryRunMode
 	config.PodPriorityThreshold = ptr.Deref(spec.PodPriorityThreshold, config.PodPriorityThreshold)
 	config.MaxNodesPerScaleUp = int(ptr.Deref(spec.MaxNodesPerScaleUp, int32(config.MaxNodesPerScaleUp)))
 	config.MaxNodeProvisionTime = duration(spec.MaxNodeProvisionTime, config.MaxNodeProvisionTime)

@@ -350,7 +350,11 @@ func (r *ClusterAutoscalerReconciler) stopEngine(ctx context.Context, key types.
 	// Only once the loop has returned, which would publish them again. An
 	// engine that panicked keeps them until this: its panics stay counted
 	// across the engines that take its place.
-	r.Metrics.Forget(running.cluster.String())
+	if running.applied.settings.Config().DryRun {
+		r.Metrics.ForgetDryRun(running.cluster.String())
+	} else {
+		r.Metrics.Forget(running.cluster.String())
+	}
 	ctrl.LoggerFrom(ctx).Info("Stopped the autoscaling engine")
 	return true
 }

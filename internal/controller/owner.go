@@ -28,10 +28,13 @@ func (r *ClusterAutoscalerReconciler) clusterOwner(ctx context.Context, ca *auto
 }
 
 // ownerOfCluster returns the ClusterAutoscaler that owns a Cluster, nil
-// when none names it: of the ClusterAutoscalers that name the Cluster, the
-// oldest, ties broken by name (creation times have a resolution of a
-// second). The owner runs the Cluster's engine, and its
-// spec.workloadKubeconfigSecretRef says how the Cluster is reached.
+// when none names it: of the Active ClusterAutoscalers that name the
+// Cluster, the oldest, ties broken by name (creation times have a
+// resolution of a second); when none is Active, the oldest DryRun one. The
+// owner runs the Cluster's engine, and its spec.workloadKubeconfigSecretRef
+// says how the Cluster is reached, for the DryRun ClusterAutoscalers
+// beside it too: they act on nothing, so they neither own a Cluster that
+// an Active one autoscales nor are refused.
 //
 // A ClusterAutoscaler being deleted still owns its Cluster, so that its
 // cleanup never races the engine of the next owner. Every ClusterAutoscaler
@@ -53,8 +56,16 @@ func ownerOfCluster(ctx context.Context, c client.Reader, cluster client.ObjectK
 
 // ownsBefore says whether a comes before b as the owner of their Cluster.
 func ownsBefore(a, b *autoscalingv1alpha1.ClusterAutoscaler) bool {
+	if aDry, bDry := isDryRun(a), isDryRun(b); aDry != bDry {
+		return bDry
+	}
 	created, otherCreated := a.CreationTimestamp.Time, b.CreationTimestamp.Time
 	return created.Before(otherCreated) || (created.Equal(otherCreated) && a.Name < b.Name)
+}
+
+// isDryRun says whether ca only publishes what it would do.
+func isDryRun(ca *autoscalingv1alpha1.ClusterAutoscaler) bool {
+	return ca.Spec.Mode == autoscalingv1alpha1.DryRunMode
 }
 
 // refuse keeps ca from autoscaling the Cluster that owner owns: it stops an
@@ -74,9 +85,9 @@ func (r *ClusterAutoscalerReconciler) refuse(ctx context.Context, s *reconcileSc
 	s.refused = true
 }
 
-// clusterAutoscalerToOthers maps a ClusterAutoscaler that was created or
-// deleted to the ClusterAutoscalers of its Cluster, as either may change
-// which of them owns it.
+// clusterAutoscalerToOthers maps a ClusterAutoscaler that was created,
+// deleted or changed its mode to the ClusterAutoscalers of its Cluster, as
+// each may change which of them owns it.
 func (r *ClusterAutoscalerReconciler) clusterAutoscalerToOthers(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler) []ctrl.Request {
 	return r.clusterAutoscalersOf(ctx, clusterKey(ca))
 }

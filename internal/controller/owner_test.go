@@ -133,6 +133,7 @@ func TestClusterOwner(t *testing.T) {
 		}
 		return ca
 	}
+	dryRun := func(ca *autoscalingv1alpha1.ClusterAutoscaler) { ca.Spec.Mode = autoscalingv1alpha1.DryRunMode }
 	tests := []struct {
 		name   string
 		others []*autoscalingv1alpha1.ClusterAutoscaler
@@ -153,6 +154,10 @@ func TestClusterOwner(t *testing.T) {
 		{name: "older, of another Cluster", others: []*autoscalingv1alpha1.ClusterAutoscaler{clusterAutoscaler("z", earlier, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
 			ca.Spec.ClusterName = "other"
 		})}, want: "b"},
+		{name: "older, in DryRun mode", others: []*autoscalingv1alpha1.ClusterAutoscaler{clusterAutoscaler("z", earlier, dryRun)}, want: "b"},
+		{name: "older, Active beside an older in DryRun mode", others: []*autoscalingv1alpha1.ClusterAutoscaler{
+			clusterAutoscaler("z", earlier), clusterAutoscaler("y", metav1.NewTime(earlier.Add(-time.Second)), dryRun),
+		}, want: "z"},
 		{name: "older, in another namespace", others: []*autoscalingv1alpha1.ClusterAutoscaler{clusterAutoscaler("z", earlier, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
 			ca.Namespace = "other"
 		})}, want: "b"},

@@ -119,6 +119,8 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	}
 
 	switch {
+	case status.DryRun:
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.DryRunReason, dryRunMessage(status))
 	case status.OtherAutoscaler != "":
 		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.OtherAutoscalerActiveReason, status.ScalingMessage)
 	case status.ScalingActive:

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+const (
+	// maxDryRunDecisions is how many decisions the status keeps.
+	maxDryRunDecisions = 50
+	// maxDecisionPods is how many pods a decision in the status names.
+	maxDecisionPods = 20
+	// maxDecisionEntries is how many groups or nodes a decision in the
+	// status names.
+	maxDecisionEntries = 100
+)
+
+// publishDecisions adds the decisions of a DryRun engine that the status
+// does not have yet to status.dryRunDecisions, and tells each in a
+// WouldScaleUp or WouldScaleDown event; in Active mode it empties the
+// list. The engine keeps its last decisions, not only those of its last
+// loop, so that none is lost when reconciles skip loops; one already in
+// the status is not added again, so a status write that failed loses
+// none either.
+func (r *ClusterAutoscalerReconciler) publishDecisions(ca *autoscalingv1alpha1.ClusterAutoscaler, status autoscaler.Status) {
+	if !status.DryRun {
+		ca.Status.DryRunDecisions = nil
+		return
+	}
+	published := ca.Status.DryRunDecisions
+	for _, decision := range status.Decisions {
+		entry := decisionEntry(decision)
+		if slices.ContainsFunc(published, func(p autoscalingv1alpha1.DryRunDecision) bool { return equality.Semantic.DeepEqual(p, entry) }) {
+			continue
+		}
+		published = append(published, entry)
+		reason := autoscalingv1alpha1.WouldScaleUpReason
+		if decision.Kind == autoscaler.ScaleDownDecision {
+			reason = autoscalingv1alpha1.WouldScaleDownReason
+		}
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, reason, autoscaleAction, "%s", decision.Message())
+	}
+	if extra := len(published) - maxDryRunDecisions; extra > 0 {
+		published = slices.Delete(published, 0, extra)
+	}
+	ca.Status.DryRunDecisions = published
+}
+
+// decisionEntry is a decision as the status keeps it.
+func decisionEntry(decision autoscaler.Decision) autoscalingv1alpha1.DryRunDecision {
+	entry := autoscalingv1alpha1.DryRunDecision{
+		Time:                  *statusTime(decision.Time),
+		Kind:                  autoscalingv1alpha1.DecisionKind(decision.Kind),
+		Nodes:                 decision.Nodes[:min(len(decision.Nodes), maxDecisionEntries)],
+		PodCount:              int32(len(decision.Pods)),
+		OldestPodCreationTime: statusTime(decision.OldestPod),
+	}
+	for _, group := range decision.Groups[:min(len(decision.Groups), maxDecisionEntries)] {
+		entry.NodeGroups = append(entry.NodeGroups, autoscalingv1alpha1.NodeGroupDelta{ID: group.ID, Delta: int32(group.Delta)})
+	}
+	for _, pod := range decision.Pods[:min(len(decision.Pods), maxDecisionPods)] {
+		entry.Pods = append(entry.Pods, pod.String())
+	}
+	return entry
+}
+
+// dryRunMessage is the message of ScalingActive in DryRun mode.
+func dryRunMessage(status autoscaler.Status) string {
+	var message strings.Builder
+	message.WriteString("DryRun mode: every loop plans, and what it would do is published in status.dryRunDecisions and in events; nothing in the cluster is changed")
+	if status.OtherAutoscaler != "" {
+		fmt.Fprintf(&message, ". Another cluster autoscaler acts on the cluster: %s", status.OtherAutoscaler)
+	}
+	return message.String()
+}

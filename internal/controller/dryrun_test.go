@@ -1,0 +1,103 @@
+package controller
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
+)
+
+var _ = Describe("A DryRun ClusterAutoscaler", func() {
+	It("publishes what it would do, changes nothing, and lives beside the Active one of its Cluster until it becomes Active itself", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		nodeSelector := map[string]string{"dryrun.example.com/cluster": fixture.Namespace}
+		group := fixture.MachineDeployment("md-0", 0, map[string]string{
+			scalable.MinSizeAnnotation: "0",
+			scalable.MaxSizeAnnotation: "3",
+			template.CPUAnnotation:     "2",
+			template.MemoryAnnotation:  "4Gi",
+			template.LabelsAnnotation:  "dryrun.example.com/cluster=" + fixture.Namespace,
+		})
+		fixture.Create(ctx, group)
+		shadow := createNamedClusterAutoscaler(fixture, "shadow")
+		DeferCleanup(deleteClusterAutoscaler, shadow)
+		setMode(shadow, autoscalingv1alpha1.DryRunMode)
+		expectRunning(shadow)
+		groupID := "MachineDeployment/" + fixture.Namespace + "/md-0"
+
+		By("deciding a scale-up for a pending pod, without carrying it out")
+		pendingPod(fixture.Namespace, nodeSelector)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, shadow)
+			g.Expect(ca.Status.DryRunDecisions).To(HaveExactElements(MatchFields(IgnoreExtras, Fields{
+				"Kind":       Equal(autoscalingv1alpha1.ScaleUpDecision),
+				"NodeGroups": Equal([]autoscalingv1alpha1.NodeGroupDelta{{ID: groupID, Delta: 1}}),
+				"Pods":       Equal([]string{fixture.Namespace + "/pending"}),
+				"PodCount":   BeEquivalentTo(1),
+			})))
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.DryRunReason))
+		}, waitTimeout).Should(Succeed())
+		expectEvent(fixture.Namespace, shadow, autoscalingv1alpha1.WouldScaleUpReason, "Would scale up ["+groupID+" +1] for 1 pending pod(s)")
+		expectAnotherLoop(shadow)
+		Expect(get(group).Spec.Replicas).To(HaveValue(BeZero()), "the group keeps its size")
+		Expect(getClusterAutoscaler(Default, shadow).Status.DryRunDecisions).To(HaveLen(1), "the same decision is not published again")
+
+		By("not refusing an Active ClusterAutoscaler of the same Cluster, though older")
+		active := createNamedClusterAutoscaler(fixture, "active")
+		DeferCleanup(deleteClusterAutoscaler, active)
+		expectRunning(active)
+		Eventually(func(g Gomega) {
+			g.Expect(get(group).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)), "the Active one scales the group up")
+		}, waitTimeout).Should(Succeed())
+		expectAnotherLoop(shadow)
+		Expect(conditions.Get(getClusterAutoscaler(Default, shadow), autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+
+		By("owning the Cluster once Active, with no restart: the younger one is refused")
+		engine := reconciler.engines.get(shadow)
+		setMode(shadow, autoscalingv1alpha1.ActiveMode)
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, active)
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason))
+		}, waitTimeout).Should(Succeed())
+		Eventually(func(g Gomega) {
+			ca := getClusterAutoscaler(g, shadow)
+			g.Expect(ca.Status.DryRunDecisions).To(BeEmpty())
+			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition).Reason).NotTo(Equal(autoscalingv1alpha1.DryRunReason))
+		}, waitTimeout).Should(Succeed())
+		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine))
+		Expect(reconciler.engines.get(active)).To(BeNil())
+	})
+})
+
+// setMode sets the mode of a ClusterAutoscaler.
+func setMode(key types.NamespacedName, mode autoscalingv1alpha1.Mode) {
+	GinkgoHelper()
+	ca := getClusterAutoscaler(Default, key)
+	original := ca.DeepCopy()
+	ca.Spec.Mode = mode
+	Expect(k8sClient.Patch(ctx, ca, client.MergeFrom(original))).To(Succeed())
+}
+
+// expectEvent waits for a Normal event on a ClusterAutoscaler.
+func expectEvent(namespace string, regarding types.NamespacedName, reason, note string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		events := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(ctx, events, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+			"Type":      Equal(corev1.EventTypeNormal),
+			"Reason":    Equal(reason),
+			"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(regarding.Name)}),
+			"Note":      Equal(note),
+		})))
+	}, waitTimeout).Should(Succeed())
+}
