@@ -102,9 +102,9 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 			"Number of nodes added by the autoscaler; with mode=\"DryRun\", those it would have added.", "mode"),
 		scaledDownNodes: counter("scaled_down_nodes_total",
 			"Number of nodes removed by the autoscaler; with mode=\"DryRun\", those it would have removed.", "reason", "mode"),
-		failedScaleUps:         counter("failed_scale_ups_total", "Number of times scale-up operations failed.", "reason"),
-		evictedPods:            counter("evicted_pods_total", "Number of pods evicted by the autoscaler."),
-		unneededNodesCount:     gauge("unneeded_nodes_count", "Number of nodes currently considered unneeded."),
+		failedScaleUps:     counter("failed_scale_ups_total", "Number of times scale-up operations failed.", "reason"),
+		evictedPods:        counter("evicted_pods_total", "Number of pods evicted by the autoscaler."),
+		unneededNodesCount: gauge("unneeded_nodes_count", "Number of nodes currently considered unneeded."),
 		functionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "function_duration_seconds",
 			Help:    "Time taken by various parts of the autoscaler loop.",
