@@ -12,6 +12,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -110,6 +111,25 @@ func TestDryRunPlansBesideAnotherAutoscalerAndLeavesItsTaintsAlone(t *testing.T)
 	g.Expect(status.Decisions).To(ContainElement(HaveField("Kind", autoscaler.ScaleUpDecision)), "and the dry run plans all the same")
 	g.Expect(group.increases).To(BeEmpty())
 	g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "its taint is never touched")
+	f.expectNoWrites(g)
+}
+
+// An Active and a DryRun ClusterAutoscaler of one Cluster are two engines
+// of one manager: the marks of the Active one look like the DryRun one's
+// own leftovers, and must stay.
+func TestDryRunLeavesTheMarksOfTheActiveEngineBesideIt(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
+	nodes := group.addNodes(2, func(node *corev1.Node) {
+		node.Annotations = map[string]string{scaledown.TaintedAnnotation: "true"}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: nodefacts.ToBeDeletedTaint, Value: "1767268800", Effect: corev1.TaintEffectNoSchedule})
+	})
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	f.apply(t, dryRunConfig())
+
+	f.runPastUnneededTime(context.Background(), t)
+
+	g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "the Active engine's drain goes on")
 	f.expectNoWrites(g)
 }
 

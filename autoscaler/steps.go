@@ -615,12 +615,18 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 // continueScaleDown drives the removals in progress, each re-checked
 // against the group read afresh, and releases what no removal owns, e.g.
 // left by a restart. It runs even while the cluster is unhealthy, so that
-// no node stays tainted for nothing. While scale-down is off, or another
-// autoscaler acts on the cluster, drains in progress are given back.
+// no node stays tainted for nothing. While scale-down is off, another
+// autoscaler acts on the cluster, or the engine runs dry, drains in
+// progress are given back.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
-	switch {
-	case s.dryRun():
+	if s.dryRun() {
+		// Only its own drains, of an Active run before: the marks of
+		// this manager that the engine did not place may be those of the
+		// Active engine of another ClusterAutoscaler of the Cluster.
 		s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
+		return
+	}
+	switch {
 	case l.otherAutoscaler != "":
 		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
 	case !s.settings.config.ScaleDown.Enabled:

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,7 +186,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	// The manager's context, not the engine's: stopping the engine gives
 	// back its drains and says so in events, after the engine's context is
 	// cancelled. The broadcaster is shut down once the engine has returned.
-	clientset, broadcaster, err := r.newWorkloadClients(r.ctx, restConfig)
+	clientset, broadcaster, err := r.newWorkloadClients(r.ctx, engineRESTConfig(restConfig, key))
 	if err != nil {
 		return fmt.Errorf("creating the clients of workload cluster %s: %w", cluster, err)
 	}
@@ -274,6 +275,16 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	r.engines.put(key, running)
 	ctrl.LoggerFrom(ctx).Info("Started the autoscaling engine")
 	return nil
+}
+
+// engineRESTConfig is the connection of the engine of a ClusterAutoscaler
+// for its writes and events: its user agent names the ClusterAutoscaler,
+// so that the workload cluster's audit log tells which one wrote, when
+// several, such as an Active and a DryRun one, serve a Cluster.
+func engineRESTConfig(restConfig *rest.Config, key types.NamespacedName) *rest.Config {
+	config := rest.CopyConfig(restConfig)
+	config.UserAgent = fmt.Sprintf("%s (ClusterAutoscaler %s)", cmp.Or(restConfig.UserAgent, rest.DefaultKubernetesUserAgent()), key)
+	return config
 }
 
 // newWorkloadClients returns an engine's clients of the workload cluster

@@ -102,6 +102,12 @@ var _ = Describe("kubectl capi-autoscaler", Label("ci"), func() {
 	})
 })
 
+var _ = Describe("DryRun mode", Label("ci"), func() {
+	DryRunSpec(ctx, func() DryRunSpecInput {
+		return DryRunSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
 var _ = Describe("Atomic scale-up", Label("ci"), func() {
 	AtomicScaleUpSpec(ctx, func() AtomicScaleUpSpecInput {
 		return AtomicScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}

@@ -86,6 +86,8 @@ type Request struct {
 	// Verb, APIGroup, Resource, Subresource, Namespace and Name are the
 	// request as RBAC sees it.
 	Verb, APIGroup, Resource, Subresource, Namespace, Name string
+	// UserAgent is the caller's.
+	UserAgent string
 	// Status is the HTTP status answered: the injected fault's, or the API
 	// server's.
 	Status int
@@ -328,7 +330,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer func() {
 		p.record(Request{
 			Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
-			Namespace: info.Namespace, Name: nameOf(info, req),
+			Namespace: info.Namespace, Name: nameOf(info, req), UserAgent: req.UserAgent(),
 			Status: recorder.status(), Fault: fault, Denied: denied.Load(), Body: body,
 		})
 	}()
