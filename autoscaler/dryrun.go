@@ -139,7 +139,7 @@ func (s *steps) wouldScaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) {
 			d.OldestPod = created
 		}
 	}
-	s.publishDecision(ctx, l, d, nodes)
+	s.publishDecision(ctx, d, nodes)
 	// As the scale-up would have: scale-down waits delayAfterAdd.
 	s.planner.RecordScaleUp(l.now)
 }
@@ -161,12 +161,12 @@ func (s *steps) wouldScaleDown(ctx context.Context, l *loop, plan *scaledown.Pla
 	for id, delta := range deltas {
 		d.Groups = append(d.Groups, GroupDelta{ID: id, Delta: delta})
 	}
-	s.publishDecision(ctx, l, d, len(removals))
+	s.publishDecision(ctx, d, len(removals))
 }
 
 // publishDecision adds a new decision to the loop's status, its metrics
 // and the log.
-func (s *steps) publishDecision(ctx context.Context, l *loop, d Decision, nodes int) {
+func (s *steps) publishDecision(ctx context.Context, d Decision, nodes int) {
 	slices.SortFunc(d.Groups, func(a, b GroupDelta) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Pods, func(a, b types.NamespacedName) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
