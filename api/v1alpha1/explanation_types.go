@@ -29,6 +29,11 @@ type Explanation struct {
 	// +required
 	LoopTime metav1.Time `json:"loopTime"`
 
+	// DryRun is set when the loop ran in DryRun mode: the outcomes say
+	// what it would have done, and it did none of it.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
 	// PendingPods are the pods the loop found pending, in groups of pods
 	// that got the same outcome for the same reasons.
 	// +optional

@@ -70,6 +70,7 @@ func (r *ClusterAutoscalerReconciler) publishExplanation(ctx context.Context, ca
 		return
 	}
 	explanation.LoopTime = metav1.NewTime(loop.Time)
+	explanation.DryRun = loop.DryRun
 	data, err := json.Marshal(explanation)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Cannot encode the explanation")

@@ -177,7 +177,11 @@ func findPendingPod(explanation *autoscalingv1alpha1.Explanation, pod string) *a
 func writePodExplanation(w io.Writer, pod string, src source, explanation *autoscalingv1alpha1.Explanation, group *autoscalingv1alpha1.PendingPodsExplanation, p palette, now time.Time) {
 	switch group.Outcome {
 	case autoscalingv1alpha1.PendingPodsTriggeredScaleUp:
-		fmt.Fprintf(w, "Pod %s %s of %s.\n", pod, p.green("triggered a scale-up"), groupName(group.NodeGroup, src.namespace))
+		triggered := "triggered a scale-up"
+		if explanation.DryRun {
+			triggered = "would trigger a scale-up (DryRun mode)"
+		}
+		fmt.Fprintf(w, "Pod %s %s of %s.\n", pod, p.green(triggered), groupName(group.NodeGroup, src.namespace))
 	case autoscalingv1alpha1.PendingPodsWaitForNode:
 		where := "of no node group"
 		if group.NodeGroup != "" {

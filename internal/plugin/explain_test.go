@@ -155,6 +155,7 @@ func TestExplainPod(t *testing.T) {
 	md0, md1 := scalable.ID(scalable.KindMachineDeployment, "clusters", "prod-md-0"), scalable.ID(scalable.KindMachineDeployment, "clusters", "prod-md-1")
 	cases := []struct {
 		outcome autoscalingv1alpha1.PendingPodsOutcome
+		dryRun  bool
 		group   autoscalingv1alpha1.PendingPodsExplanation
 		want    []string
 	}{
@@ -162,6 +163,12 @@ func TestExplainPod(t *testing.T) {
 			outcome: autoscalingv1alpha1.PendingPodsTriggeredScaleUp,
 			group:   autoscalingv1alpha1.PendingPodsExplanation{Pods: []string{"shop/web-0", "shop/web-1"}, Count: 4, NodeGroup: md0},
 			want:    []string{"Pod shop/web-0 triggered a scale-up of MachineDeployment prod-md-0.", "same outcome:   3 others: shop/web-1 and 2 more"},
+		},
+		{
+			outcome: autoscalingv1alpha1.PendingPodsTriggeredScaleUp,
+			dryRun:  true,
+			group:   autoscalingv1alpha1.PendingPodsExplanation{Pods: []string{"shop/web-0"}, Count: 1, NodeGroup: md0},
+			want:    []string{"Pod shop/web-0 would trigger a scale-up (DryRun mode) of MachineDeployment prod-md-0."},
 		},
 		{
 			outcome: autoscalingv1alpha1.PendingPodsWaitForNode,
@@ -186,7 +193,7 @@ func TestExplainPod(t *testing.T) {
 	for _, c := range cases {
 		t.Run(string(c.outcome), func(t *testing.T) {
 			c.group.Outcome = c.outcome
-			explanation := &autoscalingv1alpha1.Explanation{LoopTime: *at(-3 * time.Second), PendingPods: []autoscalingv1alpha1.PendingPodsExplanation{c.group}}
+			explanation := &autoscalingv1alpha1.Explanation{LoopTime: *at(-3 * time.Second), DryRun: c.dryRun, PendingPods: []autoscalingv1alpha1.PendingPodsExplanation{c.group}}
 			var out bytes.Buffer
 			if err := explainPod(&out, "shop/web-0", []published{{source: explainSource, explanation: explanation}}, palette{}, testNow); err != nil {
 				t.Fatal(err)
