@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+)
+
+func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
+	g := NewWithT(t)
+	recorder := events.NewFakeRecorder(200)
+	r := &ClusterAutoscalerReconciler{Recorder: recorder}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	decision := func(i int) autoscaler.Decision {
+		return autoscaler.Decision{
+			Kind: autoscaler.ScaleUpDecision, Time: start.Add(time.Duration(i) * time.Second),
+			Groups: []autoscaler.GroupDelta{{ID: "MachineDeployment/ns/md-0", Delta: i + 1}},
+			Pods:   []types.NamespacedName{{Namespace: "ns", Name: fmt.Sprintf("web-%d", i)}},
+		}
+	}
+	loop := autoscaler.Status{DryRun: true, Decisions: []autoscaler.Decision{decision(0), decision(1)}}
+
+	r.publishDecisions(ca, loop)
+	r.publishDecisions(ca, loop)
+
+	g.Expect(ca.Status.DryRunDecisions).To(HaveLen(2), "a reconcile that sees the same loop again adds nothing")
+	g.Expect(ca.Status.DryRunDecisions[1]).To(Equal(autoscalingv1alpha1.DryRunDecision{
+		Time: *statusTime(start.Add(time.Second)), Kind: autoscalingv1alpha1.ScaleUpDecision,
+		NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: "MachineDeployment/ns/md-0", Delta: 2}},
+		Pods:       []string{"ns/web-1"}, PodCount: 1,
+	}))
+	g.Expect(recorder.Events).To(HaveLen(2))
+	g.Expect(<-recorder.Events).To(Equal("Normal WouldScaleUp Would scale up [MachineDeployment/ns/md-0 +1] for 1 pending pod(s)"))
+
+	// Reconciles that skipped loops keep the last 50, as the engine does.
+	loop.Decisions = nil
+	for i := range 60 {
+		loop.Decisions = append(loop.Decisions, decision(i))
+	}
+	r.publishDecisions(ca, loop)
+	g.Expect(ca.Status.DryRunDecisions).To(HaveLen(50))
+	g.Expect(ca.Status.DryRunDecisions[49].Time.Time).To(Equal(start.Add(59 * time.Second)))
+	g.Expect(ca.Status.DryRunDecisions[0].Time.Time).To(Equal(start.Add(10 * time.Second)))
+
+	r.publishDecisions(ca, autoscaler.Status{})
+	g.Expect(ca.Status.DryRunDecisions).To(BeEmpty(), "an Active loop empties the list")
+}
