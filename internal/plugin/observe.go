@@ -105,6 +105,20 @@ func listClusterAutoscalers(ctx context.Context, c client.Reader, scope Scope) (
 	return autoscalers, nil
 }
 
+// dryRunDecisionViews are the decisions of a DryRun ClusterAutoscaler.
+func dryRunDecisionViews(decisions []autoscalingv1alpha1.DryRunDecision) []DryRunDecisionView {
+	views := make([]DryRunDecisionView, 0, len(decisions))
+	for i := range decisions {
+		d := &decisions[i]
+		view := DryRunDecisionView{Time: &d.Time, Kind: string(d.Kind), NodeGroups: []NodeGroupDeltaView{}, Nodes: d.Nodes, Pods: d.PodCount}
+		for _, g := range d.NodeGroups {
+			view.NodeGroups = append(view.NodeGroups, NodeGroupDeltaView{ID: g.ID, Delta: g.Delta})
+		}
+		views = append(views, view)
+	}
+	return views
+}
+
 // clusterView is what the status of a ClusterAutoscaler says.
 func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 	status := &ca.Status
@@ -112,6 +126,8 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 		Namespace:         ca.Namespace,
 		Cluster:           ca.Spec.ClusterName,
 		ClusterAutoscaler: ca.Name,
+		Mode:              string(ca.Spec.Mode),
+		DryRunDecisions:   dryRunDecisionViews(status.DryRunDecisions),
 		Nodes:             status.Nodes,
 		ReadyNodes:        status.ReadyNodes,
 		NodeGroups:        []NodeGroupView{},

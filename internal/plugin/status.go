@@ -102,6 +102,9 @@ func printStatus(streams Streams, output string, view *StatusView, p palette, no
 // is pending, the last decisions.
 func statusTree(c *ClusterView, p palette, now time.Time) *tree {
 	root := &tree{text: p.bold(fmt.Sprintf("Cluster %s/%s", c.Namespace, c.Cluster)) + p.dim(" · ClusterAutoscaler "+c.ClusterAutoscaler)}
+	if c.Mode == string(autoscalingv1alpha1.DryRunMode) {
+		root.text += " · " + p.yellow("DryRun: plans, changes nothing")
+	}
 
 	briefs := make([]string, 0, len(c.Conditions))
 	for _, condition := range c.Conditions {
@@ -163,7 +166,33 @@ func statusTree(c *ClusterView, p palette, now time.Time) *tree {
 	for _, e := range c.RecentEvents {
 		decisions.add("%s", eventLine(e, p, now))
 	}
+	if len(c.DryRunDecisions) > 0 {
+		would := root.add("Would have decided (DryRun, newest first)")
+		for i := len(c.DryRunDecisions) - 1; i >= max(0, len(c.DryRunDecisions)-maxDryRunDecisionsShown); i-- {
+			would.add("%s", dryRunDecisionLine(&c.DryRunDecisions[i], c.Namespace, now))
+		}
+	}
 	return root
+}
+
+// maxDryRunDecisionsShown is how many DryRun decisions status shows.
+const maxDryRunDecisionsShown = 5
+
+// dryRunDecisionLine is one decision a DryRun ClusterAutoscaler did not
+// carry out.
+func dryRunDecisionLine(d *DryRunDecisionView, namespace string, now time.Time) string {
+	groups := make([]string, 0, len(d.NodeGroups))
+	for _, g := range d.NodeGroups {
+		groups = append(groups, fmt.Sprintf("%s %+d", groupName(g.ID, namespace), g.Delta))
+	}
+	line := fmt.Sprintf("%s  %s %s", timeAndAge(d.Time, now), d.Kind, strings.Join(groups, ", "))
+	switch {
+	case d.Kind == string(autoscalingv1alpha1.ScaleUpDecision):
+		line += " for " + plural(d.Pods, "pending pod")
+	case len(d.Nodes) > 0:
+		line += ": " + strings.Join(d.Nodes, ", ")
+	}
+	return line
 }
 
 // conditionDetail is a failing condition with its reason and message.

@@ -191,6 +191,34 @@ func twoClusters() []fixture {
 	return []fixture{beta, alpha}
 }
 
+// dryRunCluster runs in DryRun mode beside another autoscaler: it scales
+// nothing and shows what it would have done.
+func dryRunCluster(namespace string) fixture {
+	md0 := scalable.ID(scalable.KindMachineDeployment, namespace, "prod-md-0")
+	f := fixture{ca: newClusterAutoscaler(namespace, "prod", autoscalingv1alpha1.ClusterAutoscalerStatus{
+		Conditions: []metav1.Condition{
+			condition(autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "The autoscaling loop runs"),
+			condition(autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.DryRunReason,
+				"DryRun mode: every loop plans, and what it would do is published in status.dryRunDecisions and in events; nothing in the cluster is changed"),
+			condition(autoscalingv1alpha1.ClusterHealthyCondition, metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason, "0 of 2 nodes unready"),
+			condition(autoscalingv1alpha1.ConfigurationAppliedCondition, metav1.ConditionTrue, autoscalingv1alpha1.AppliedReason, "The current spec is applied"),
+		},
+		NodeGroupCount: 1,
+		NodeGroups:     []autoscalingv1alpha1.NodeGroupStatus{{ID: md0, MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](6), TargetSize: 2, Registered: 2, Ready: 2}},
+		Nodes:          2, ReadyNodes: 2, UnschedulablePods: 3,
+		LastLoopTime: at(-5 * time.Second),
+		DryRunDecisions: []autoscalingv1alpha1.DryRunDecision{
+			{Time: *at(-3 * time.Minute), Kind: autoscalingv1alpha1.ScaleDownDecision,
+				NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: md0, Delta: -1}}, Nodes: []string{"prod-md-0-c"}},
+			{Time: *at(-20 * time.Second), Kind: autoscalingv1alpha1.ScaleUpDecision,
+				NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: md0, Delta: 2}}, Pods: []string{"shop/web-0", "shop/web-1", "shop/web-2"}, PodCount: 3,
+				OldestPodCreationTime: at(-25 * time.Second)},
+		},
+	})}
+	f.ca.Spec.Mode = autoscalingv1alpha1.DryRunMode
+	return f
+}
+
 // TestStatusGolden prints the status of each kind of Cluster as text, JSON
 // and YAML, and its live view, and compares them with the golden files.
 func TestStatusGolden(t *testing.T) {
@@ -205,6 +233,7 @@ func TestStatusGolden(t *testing.T) {
 		{name: "backoff", fixtures: []fixture{backoffCluster("backoff")}, namespace: "backoff"},
 		{name: "pending", fixtures: []fixture{pendingCluster("pending")}, namespace: "pending"},
 		{name: "two-clusters", fixtures: twoClusters(), namespace: "two"},
+		{name: "dry-run", fixtures: []fixture{dryRunCluster("dry-run")}, namespace: "dry-run"},
 		// A Cluster as argument keeps that Cluster only.
 		{name: "one-of-two", namespace: "default", args: []string{"two/beta"}},
 	}

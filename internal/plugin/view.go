@@ -18,6 +18,8 @@ type ClusterView struct {
 	Namespace         string `json:"namespace"`
 	Cluster           string `json:"cluster"`
 	ClusterAutoscaler string `json:"clusterAutoscaler"`
+	// Mode is Active or DryRun.
+	Mode string `json:"mode,omitempty"`
 	// Conditions are Ready, ScalingActive, ClusterHealthy and
 	// ConfigurationApplied, in that order; Unknown when not reported yet.
 	Conditions []ConditionView `json:"conditions"`
@@ -39,6 +41,29 @@ type ClusterView struct {
 	// RecentEvents are the latest events of the ClusterAutoscaler and its
 	// node groups, newest first.
 	RecentEvents []EventView `json:"recentEvents"`
+	// DryRunDecisions are the last decisions of a DryRun ClusterAutoscaler,
+	// oldest first.
+	DryRunDecisions []DryRunDecisionView `json:"dryRunDecisions,omitempty"`
+}
+
+// DryRunDecisionView is a decision a DryRun ClusterAutoscaler did not carry
+// out.
+type DryRunDecisionView struct {
+	Time *metav1.Time `json:"time"`
+	// Kind is ScaleUp or ScaleDown.
+	Kind string `json:"kind"`
+	// NodeGroups are the nodes each group would have gained or lost.
+	NodeGroups []NodeGroupDeltaView `json:"nodeGroups"`
+	// Nodes are those a scale-down would have removed.
+	Nodes []string `json:"nodes,omitempty"`
+	// Pods counts the pending pods a scale-up was for.
+	Pods int32 `json:"pods,omitempty"`
+}
+
+// NodeGroupDeltaView is a change of a group's size.
+type NodeGroupDeltaView struct {
+	ID    string `json:"id"`
+	Delta int32  `json:"delta"`
 }
 
 // ConditionView is one condition of the ClusterAutoscaler.
