@@ -196,10 +196,12 @@ func (c Counts) differences() int {
 // most pods, else node groups; each is matched at most once. A removal
 // matches the same node's, whenever it is. What either side did in the
 // window is shown with its counterpart, which may be up to the tolerance
-// before the window.
+// outside the window; what happened later than that after its end (the
+// clocks of the clusters differ) is left out.
 func Compare(in CompareInput) Comparison {
 	start := in.Now.Add(-in.Window)
-	reach := start.Add(-in.Tolerance)
+	reach, end := start.Add(-in.Tolerance), in.Now.Add(in.Tolerance)
+	within := func(t time.Time) bool { return !t.Before(reach) && !t.After(end) }
 	c := Comparison{
 		WindowStart: metav1.Time{Time: start},
 		WindowEnd:   metav1.Time{Time: in.Now},
@@ -216,10 +218,10 @@ func Compare(in CompareInput) Comparison {
 	}
 	c.TheirEventsSince = metav1.Time{Time: since}
 
-	theirs := theirScaleUps(in.TheirScaleUps, in.Pods, reach, in.Tolerance)
+	theirs := theirScaleUps(in.TheirScaleUps, in.Pods, within, in.Tolerance)
 	var ours []*ScaleUpSide
 	for i := range in.Decisions {
-		if d := &in.Decisions[i]; d.Kind == autoscalingv1alpha1.ScaleUpDecision && !d.Time.Time.Before(reach) {
+		if d := &in.Decisions[i]; d.Kind == autoscalingv1alpha1.ScaleUpDecision && within(d.Time.Time) {
 			ours = append(ours, ourScaleUp(d))
 		}
 	}
@@ -235,7 +237,7 @@ func Compare(in CompareInput) Comparison {
 		c.Summary.ScaleUps.add(match.Result, match.TheirEventsMayHaveExpired)
 	}
 
-	c.ScaleDowns = compareRemovals(in, start, reach, since)
+	c.ScaleDowns = compareRemovals(in, start, within, since)
 	for _, node := range c.ScaleDowns {
 		c.Summary.ScaleDowns.add(node.Result, node.TheirEventsMayHaveExpired)
 	}
@@ -254,12 +256,12 @@ func (s *ScaleUpSide) inWindow(start time.Time) bool {
 	return s != nil && !s.Time.Time.Before(start)
 }
 
-// theirScaleUps groups the events from reach on into bursts: one scale-up
-// per message and time.
-func theirScaleUps(events []TheirScaleUpEvent, pods map[string]PodCreation, reach time.Time, tolerance time.Duration) []*ScaleUpSide {
+// theirScaleUps groups the events within into bursts: one scale-up per
+// message and time.
+func theirScaleUps(events []TheirScaleUpEvent, pods map[string]PodCreation, within func(time.Time) bool, tolerance time.Duration) []*ScaleUpSide {
 	byMessage := map[string][]TheirScaleUpEvent{}
 	for _, e := range events {
-		if !e.Time.Before(reach) {
+		if within(e.Time) {
 			byMessage[e.Message] = append(byMessage[e.Message], e)
 		}
 	}
@@ -302,7 +304,7 @@ func newTheirScaleUp(message string, at time.Time) *ScaleUpSide {
 		side.NodeGroups = []GroupChange{}
 	}
 	if err != nil {
-		side.Problem = "message not understood: " + err.Error()
+		side.Problem = err.Error()
 	}
 	return side
 }
@@ -426,10 +428,10 @@ func (m *ScaleUpComparison) classify() {
 }
 
 // compareRemovals compares the nodes each side removed or would remove:
-// each node once, at the first time from reach on.
-func compareRemovals(in CompareInput, start, reach, since time.Time) []NodeComparison {
+// each node once, at its first time within.
+func compareRemovals(in CompareInput, start time.Time, within func(time.Time) bool, since time.Time) []NodeComparison {
 	first := func(times map[string]time.Time, node string, at time.Time) {
-		if at.Before(reach) {
+		if !within(at) {
 			return
 		}
 		if t, ok := times[node]; !ok || at.Before(t) {

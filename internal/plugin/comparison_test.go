@@ -170,6 +170,17 @@ func TestCompare(t *testing.T) {
 			wantScaleUps: []string{},
 		},
 		{
+			name: "after the window and its tolerance",
+			decisions: []autoscalingv1alpha1.DryRunDecision{
+				ourUp(3*time.Minute, -time.Minute, web, delta(md0, 2)),
+				ourDown(time.Hour, "prod-md-0-a"),
+			},
+			theirUps:        theirUp(time.Minute, grow, web...),
+			theirDowns:      []TheirScaleDown{{Node: "prod-md-0-b", Time: testNow.Add(time.Hour)}},
+			wantScaleUps:    []string{"OnlyTheirs"},
+			wantDifferences: 1,
+		},
+		{
 			name:         "a counterpart up to the tolerance before the window",
 			decisions:    []autoscalingv1alpha1.DryRunDecision{ourUp(-59*time.Minute, -62*time.Minute, web, delta(md0, 2))},
 			theirUps:     theirUp(-61*time.Minute, grow, web...),
