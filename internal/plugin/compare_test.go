@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,11 @@ func TestCompareCommand(t *testing.T) {
 	out, _, err := runPlugin(t, "compare", "prod-dryrun", "-n", namespace)
 	g.Expect(err).NotTo(HaveOccurred())
 	golden(t, "compare/report.txt", out)
+	// docs/operations.md shows this report.
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(docs)).To(ContainSubstring("$ kubectl capi-autoscaler compare prod-dryrun -n compare-prod\n"+out+"```"),
+		"docs/operations.md shows another report than testdata/compare/report.txt")
 
 	// The same with a kubeconfig file of the workload cluster.
 	fromFile, _, err := runPlugin(t, "compare", "prod-dryrun", "-n", namespace, "--workload-kubeconfig", api.kubeconfig)
