@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,14 +207,13 @@ func runCompare(ctx context.Context, run compareRun) (*CompareReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	traces, err := readTheirTraces(ctx, workload, run.statusConfigMap)
+	in := CompareInput{Now: run.now, Window: run.opts.since, Tolerance: run.opts.tolerance, Decisions: decisions}
+	traces, err := readTheirTraces(ctx, workload, run.statusConfigMap, in.within)
 	if err != nil {
 		return nil, err
 	}
-	report.Comparison = Compare(CompareInput{
-		Now: run.now, Window: run.opts.since, Tolerance: run.opts.tolerance,
-		Decisions: decisions, TheirScaleUps: traces.scaleUps, TheirScaleDowns: traces.scaleDowns, Pods: traces.pods,
-	})
+	in.TheirScaleUps, in.TheirScaleDowns, in.Pods = traces.scaleUps, traces.scaleDowns, traces.pods
+	report.Comparison = Compare(in)
 	report.TheirStatus = traces.status
 	report.Notes = append(report.Notes, traces.notes...)
 	if report.TheirStatus != nil && report.TheirStatus.LastUpdated != nil && run.now.Sub(report.TheirStatus.LastUpdated.Time) > autoscaler.OtherAutoscalerRecency {
@@ -288,8 +288,9 @@ type theirTraces struct {
 const listPage = 500
 
 // readTheirTraces reads the other autoscaler's events, the pods of its
-// scale-ups and its status ConfigMap.
-func readTheirTraces(ctx context.Context, c client.Reader, statusKey client.ObjectKey) (*theirTraces, error) {
+// scale-ups within the window and its status ConfigMap. Its notes tell of
+// the events within the window it does not understand.
+func readTheirTraces(ctx context.Context, c client.Reader, statusKey client.ObjectKey, within func(time.Time) bool) (*theirTraces, error) {
 	traces := &theirTraces{pods: map[string]PodCreation{}}
 	scaleUps, err := listEvents(ctx, c, autoscaler.EventTriggeredScaleUp)
 	if err != nil {
@@ -301,11 +302,14 @@ func readTheirTraces(ctx context.Context, c client.Reader, statusKey client.Obje
 		if e.InvolvedObject.Kind != "Pod" || !fromOtherAutoscaler(e) {
 			continue
 		}
-		traces.scaleUps = append(traces.scaleUps, TheirScaleUpEvent{
+		scaleUp := TheirScaleUpEvent{
 			Pod: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, UID: e.InvolvedObject.UID,
 			Time: firstOccurrence(e), Message: e.Message,
-		})
-		namespaces.Insert(e.InvolvedObject.Namespace)
+		}
+		traces.scaleUps = append(traces.scaleUps, scaleUp)
+		if within(scaleUp.Time) {
+			namespaces.Insert(e.InvolvedObject.Namespace)
+		}
 	}
 
 	var unparsed []string
@@ -323,7 +327,9 @@ func readTheirTraces(ctx context.Context, c client.Reader, statusKey client.Obje
 			switch {
 			case errors.Is(err, errNotAboutANode):
 			case err != nil:
-				unparsed = append(unparsed, err.Error())
+				if within(firstOccurrence(e)) {
+					unparsed = append(unparsed, err.Error())
+				}
 			default:
 				traces.scaleDowns = append(traces.scaleDowns, TheirScaleDown{Node: node, Time: firstOccurrence(e)})
 			}
@@ -333,10 +339,17 @@ func readTheirTraces(ctx context.Context, c client.Reader, statusKey client.Obje
 		traces.notes = append(traces.notes, fmt.Sprintf("%s of the other autoscaler not understood, e.g. %s", plural(int32(len(unparsed)), "scale-down event"), unparsed[0]))
 	}
 
+	var unreadable []string
+	var firstErr error
 	for _, namespace := range sets.List(namespaces) {
 		if err := readPodCreations(ctx, c, namespace, traces.pods); err != nil {
-			traces.notes = append(traces.notes, fmt.Sprintf("cannot read the pods of namespace %s, so the other autoscaler's latency for them is unknown: %v", namespace, err))
+			unreadable = append(unreadable, namespace)
+			firstErr = cmp.Or(firstErr, err)
 		}
+	}
+	if len(unreadable) > 0 {
+		traces.notes = append(traces.notes, fmt.Sprintf("cannot read the pods of namespaces %s, so the other autoscaler's latency for them is unknown: %v",
+			strings.Join(unreadable, ", "), firstErr))
 	}
 
 	configMap := &corev1.ConfigMap{}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
@@ -283,6 +284,32 @@ func TestCompareCommandStates(t *testing.T) {
 			ContainSubstring(`cannot reach the workload cluster: cannot read the kubeconfig Secret compare-states/prod-kubeconfig of Cluster prod: secrets "prod-kubeconfig" is forbidden`),
 			ContainSubstring("pass the workload cluster's kubeconfig with --workload-kubeconfig FILE"))))
 	}).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+	// A workload user who may list events, but not read pods or the status
+	// ConfigMap, gets what the events say, and notes on the rest.
+	createObject(t, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "compare-events-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}}},
+	})
+	createObject(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "compare-events-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "compare-events-reader"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "compare-events-reader"}},
+	})
+	eventsReader, err := api.env.AddUser(envtest.User{Name: "compare-events-reader"}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := eventsReader.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	eventsReaderKubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(eventsReaderKubeconfig, kubeconfig, 0o600)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		out, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace, "--workload-kubeconfig", eventsReaderKubeconfig)
+		g.Expect(err).NotTo(HaveOccurred())
+	}).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(out).To(ContainSubstring("Scale-ups: 1 agree, 1 differ, 2 only theirs, 1 only ours"))
+	g.Expect(out).To(ContainSubstring(`cannot read the pods of namespaces compare-states-shop, so the other autoscaler's latency for them is unknown: pods is forbidden`))
+	g.Expect(out).To(ContainSubstring(`cannot read the other autoscaler's status ConfigMap kube-system/cluster-autoscaler-status: configmaps "cluster-autoscaler-status" is forbidden`))
+	g.Expect(out).NotTo(ContainSubstring("Their status"))
 
 	_, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace, "--status-configmap", "cluster-autoscaler-status")
 	requireExitError(t, err, `--status-configmap: want NAMESPACE/NAME, not "cluster-autoscaler-status"`)

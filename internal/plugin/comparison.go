@@ -200,8 +200,7 @@ func (c Counts) differences() int {
 // clocks of the clusters differ) is left out.
 func Compare(in CompareInput) Comparison {
 	start := in.Now.Add(-in.Window)
-	reach, end := start.Add(-in.Tolerance), in.Now.Add(in.Tolerance)
-	within := func(t time.Time) bool { return !t.Before(reach) && !t.After(end) }
+	within := in.within
 	c := Comparison{
 		WindowStart: metav1.Time{Time: start},
 		WindowEnd:   metav1.Time{Time: in.Now},
@@ -243,6 +242,12 @@ func Compare(in CompareInput) Comparison {
 	}
 	c.Summary.Differences = c.Summary.ScaleUps.differences() + c.Summary.ScaleDowns.differences()
 	return c
+}
+
+// within says whether what happened at t is compared: whether it is in the
+// window, or within the tolerance of it.
+func (in *CompareInput) within(t time.Time) bool {
+	return !t.Before(in.Now.Add(-in.Window-in.Tolerance)) && !t.After(in.Now.Add(in.Tolerance))
 }
 
 func minTime(a, b time.Time) time.Time {
