@@ -16,19 +16,21 @@ import (
 
 // What the upstream cluster-autoscaler keeps in a workload cluster while
 // it runs: the Lease of its leader election and its status ConfigMap,
-// whose annotation says when it last wrote it.
+// whose annotation says when it last wrote it, and whose key status holds
+// the status (text before cluster-autoscaler 1.30, YAML since).
 const (
-	upstreamNamespace        = metav1.NamespaceSystem
+	UpstreamNamespace        = metav1.NamespaceSystem
 	upstreamLeaseName        = "cluster-autoscaler"
-	upstreamStatusConfigMap  = "cluster-autoscaler-status"
+	UpstreamStatusConfigMap  = "cluster-autoscaler-status"
+	UpstreamStatusDataKey    = "status"
 	upstreamLastUpdatedKey   = "cluster-autoscaler.kubernetes.io/last-updated"
 	upstreamLastUpdateFormat = "2006-01-02 15:04:05.999999999 -0700 MST"
 )
 
-// otherAutoscalerRecency is how recently another autoscaler must have
+// OtherAutoscalerRecency is how recently another autoscaler must have
 // renewed its Lease or written its status to count as running: upstream
 // renews every few seconds and writes its status every loop (10 s).
-const otherAutoscalerRecency = 2 * time.Minute
+const OtherAutoscalerRecency = 2 * time.Minute
 
 // checkOtherAutoscalers looks for another cluster autoscaler acting on the
 // cluster: its deletion taint on a node this one did not taint, a Lease
@@ -49,11 +51,11 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 		}
 	}
 	logger := klog.FromContext(ctx)
-	lease, err := s.opts.Clientset.CoordinationV1().Leases(upstreamNamespace).Get(ctx, upstreamLeaseName, metav1.GetOptions{})
+	lease, err := s.opts.Clientset.CoordinationV1().Leases(UpstreamNamespace).Get(ctx, upstreamLeaseName, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if renewed := lease.Spec.RenewTime; renewed != nil && l.now.Sub(renewed.Time) < otherAutoscalerRecency {
-			return fmt.Sprintf("Lease %s/%s was renewed at %s by %s", upstreamNamespace, upstreamLeaseName,
+		if renewed := lease.Spec.RenewTime; renewed != nil && l.now.Sub(renewed.Time) < OtherAutoscalerRecency {
+			return fmt.Sprintf("Lease %s/%s was renewed at %s by %s", UpstreamNamespace, upstreamLeaseName,
 				renewed.UTC().Format(time.RFC3339), valueOrUnknown(lease.Spec.HolderIdentity))
 		}
 	case !apierrors.IsNotFound(err):
@@ -61,11 +63,11 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 		// still tell.
 		logger.V(4).Info("Cannot read the upstream cluster-autoscaler's Lease", "err", err.Error())
 	}
-	status, err := s.opts.Clientset.CoreV1().ConfigMaps(upstreamNamespace).Get(ctx, upstreamStatusConfigMap, metav1.GetOptions{})
+	status, err := s.opts.Clientset.CoreV1().ConfigMaps(UpstreamNamespace).Get(ctx, UpstreamStatusConfigMap, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if written, ok := lastUpdated(status); ok && l.now.Sub(written) < otherAutoscalerRecency {
-			return fmt.Sprintf("ConfigMap %s/%s was written at %s", upstreamNamespace, upstreamStatusConfigMap, written.UTC().Format(time.RFC3339))
+		if written, ok := UpstreamStatusLastUpdated(status); ok && l.now.Sub(written) < OtherAutoscalerRecency {
+			return fmt.Sprintf("ConfigMap %s/%s was written at %s", UpstreamNamespace, UpstreamStatusConfigMap, written.UTC().Format(time.RFC3339))
 		}
 	case !apierrors.IsNotFound(err):
 		logger.V(4).Info("Cannot read the upstream cluster-autoscaler's status ConfigMap", "err", err.Error())
@@ -73,8 +75,9 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 	return ""
 }
 
-// lastUpdated is when the upstream autoscaler last wrote its status.
-func lastUpdated(status *corev1.ConfigMap) (time.Time, bool) {
+// UpstreamStatusLastUpdated is when the upstream autoscaler last wrote its
+// status ConfigMap.
+func UpstreamStatusLastUpdated(status *corev1.ConfigMap) (time.Time, bool) {
 	value, ok := status.Annotations[upstreamLastUpdatedKey]
 	if !ok {
 		return time.Time{}, false

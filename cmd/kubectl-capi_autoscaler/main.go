@@ -1,10 +1,12 @@
 // Command kubectl-capi_autoscaler is the kubectl plugin of capi-autoscaler:
 // with it on the PATH, `kubectl capi-autoscaler status`, `explain` and `top`
 // show what the autoscaler does in the Clusters of a management cluster,
-// and why.
+// and why, and `compare` compares a DryRun autoscaler's decisions with what
+// another autoscaler did.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -14,6 +16,15 @@ import (
 func main() {
 	cmd := plugin.NewCommand(plugin.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.Execute(); err != nil {
+		// An ExitError is an outcome with an exit status of its own, such
+		// as compare's differences, rather than a failure.
+		var exit *plugin.ExitError
+		if errors.As(err, &exit) {
+			if exit.Message != "" {
+				fmt.Fprintln(os.Stderr, exit.Message)
+			}
+			os.Exit(exit.Code)
+		}
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		os.Exit(1)
 	}

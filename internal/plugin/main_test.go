@@ -133,9 +133,19 @@ func runPluginAs(t *testing.T, user string, args ...string) (stdout, stderr stri
 	return runWithKubeconfig(path, args...)
 }
 
+// runPluginAt runs the plugin as runPlugin does, with its clock at now.
+func runPluginAt(t *testing.T, now time.Time, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return runWithKubeconfigAt(api.kubeconfig, now, args...)
+}
+
 func runWithKubeconfig(kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	return runWithKubeconfigAt(kubeconfig, testNow, args...)
+}
+
+func runWithKubeconfigAt(kubeconfig string, now time.Time, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
-	cmd := newCommand(Streams{Out: &out, ErrOut: &errOut}, func() time.Time { return testNow })
+	cmd := newCommand(Streams{Out: &out, ErrOut: &errOut}, func() time.Time { return now })
 	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig, "--color", "never"}, args...))
 	err = cmd.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err

@@ -1,9 +1,11 @@
 // Package plugin is kubectl-capi_autoscaler, the kubectl plugin that shows
 // what capi-autoscaler does and why: `kubectl capi-autoscaler status`,
-// `explain` and `top`. It reads only what the manager publishes in the
+// `explain` and `top`. They read only what the manager publishes in the
 // management cluster (ClusterAutoscalers, their explanation ConfigMaps and
 // the events of them and of their node groups), with the user's own
-// credentials.
+// credentials. `compare` also reads a workload cluster: what another
+// autoscaler did there, to compare with a DryRun ClusterAutoscaler's
+// decisions.
 package plugin
 
 import (
@@ -66,7 +68,9 @@ func newCommand(streams Streams, now func() time.Time) *cobra.Command {
 		Short:       "Show what capi-autoscaler does, and why",
 		Long: `Show what capi-autoscaler does in the Clusters it autoscales, and why, from what
 its manager publishes in the management cluster: the ClusterAutoscalers, the
-explanation of their last loop and the events of them and their node groups.`,
+explanation of their last loop and the events of them and their node groups.
+compare also reads a workload cluster, to compare what a DryRun
+ClusterAutoscaler would have done with what the cluster's other autoscaler did.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -92,7 +96,7 @@ explanation of their last loop and the events of them and their node groups.`,
 	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Look at the ClusterAutoscalers of every namespace")
 	flags.StringVar(&o.color, "color", colorAuto, "Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
 
-	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o))
+	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o), newCompareCommand(o))
 	return root
 }
 
