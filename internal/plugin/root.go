@@ -92,7 +92,7 @@ explanation of their last loop and the events of them and their node groups.`,
 	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Look at the ClusterAutoscalers of every namespace")
 	flags.StringVar(&o.color, "color", colorAuto, "Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
 
-	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o))
+	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o), newConvertCommand(o))
 	return root
 }
 
