@@ -74,7 +74,7 @@ type unmappedFlag struct {
 }
 
 type differingDefault struct {
-	flag, field, upstream, ours string
+	flag, field, upstream, ours, note string
 }
 
 // nodeGroupBounds are the sizes --nodes gives a node group, which capi-autoscaler
@@ -286,7 +286,7 @@ func (c *conversion) compareDefaults() {
 		}
 		reported[row.field] = true
 		c.report.defaults = append(c.report.defaults, differingDefault{
-			flag: row.flag, field: row.field, upstream: noneIfEmpty(upstream), ours: noneIfEmpty(our),
+			flag: row.flag, field: row.field, upstream: noneIfEmpty(upstream), ours: noneIfEmpty(our), note: row.note,
 		})
 	}
 }

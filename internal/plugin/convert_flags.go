@@ -107,15 +107,13 @@ func mappedFlags() []flagMapping {
 		{flag: "balancing-ignore-label", field: "spec.balancingIgnoredLabels", multi: true, apply: applyBalancingIgnoredLabel,
 			ours: none, equal: sameString},
 		{flag: "max-nodes-total", field: "spec.resourceLimits.maxNodesTotal", apply: applyMaxNodesTotal,
-			upstream: upstreamDefault{value: "0"},
-			ours:     func(c autoscaler.Config) string { return strconv.Itoa(c.Limits.MaxNodesTotal) },
-			equal:    sameNumber},
+			upstream: upstreamDefault{value: "0"}, ours: none, equal: sameNodeLimit},
 		{flag: "cores-total", field: "spec.resourceLimits.cores", apply: applyRange(cores, ""),
 			upstream: upstreamDefault{value: "0:320000"}, ours: none, equal: sameString,
-			note: "upstream's default, 0:320000, is no limit in practice"},
+			note: "upstream's default is no limit in practice"},
 		{flag: "memory-total", field: "spec.resourceLimits.memory", apply: applyRange(memory, " GiB"),
 			upstream: upstreamDefault{value: "0:6400000"}, ours: none, equal: sameString,
-			note: "in GiB, as upstream; upstream's default, 0:6400000, is no limit in practice"},
+			note: "in GiB, as upstream; upstream's default is no limit in practice"},
 		{flag: "gpu-total", field: "spec.resourceLimits.gpus", multi: true, apply: applyGPUTotal},
 
 		boolFlag("scale-down-enabled", "spec.scaleDown.enabled",
@@ -169,7 +167,7 @@ func mappedFlags() []flagMapping {
 		boolFlag("cordon-node-before-terminating", "spec.scaleDown.cordonNodeBeforeTerminating",
 			func(s *caSpec) **bool { return &scaleDown(s).CordonNodeBeforeTerminating }, "true",
 			func(c autoscaler.Config) bool { return c.ScaleDown.CordonNodeBeforeTerminating }).
-			changedIn(34, "false"),
+			changedIn(34, "false").withNote("upstream cordons by default since 1.34, kubernetes/autoscaler#8183"),
 
 		durationFlag("max-node-provision-time", "spec.maxNodeProvisionTime",
 			func(s *caSpec) **metav1.Duration { return &s.MaxNodeProvisionTime }, "15m",
@@ -310,7 +308,7 @@ func taintFlag(flag, field string, at func(*caSpec) *[]autoscalingv1alpha1.Taint
 func parseInt32(value string, least, most int64, field string) (int32, error) {
 	n, err := strconv.ParseInt(value, 0, 64)
 	if err != nil && strings.Contains(value, "e+") {
-		return 0, fmt.Errorf("not an integer: Helm writes large numbers of values files so; quote the value")
+		return 0, fmt.Errorf("not an integer: Helm renders large numbers of values files so; quote the value")
 	}
 	if err != nil {
 		return 0, fmt.Errorf("not an integer")
@@ -369,6 +367,12 @@ func sameBool(a, b string) bool {
 	ba, errA := strconv.ParseBool(a)
 	bb, errB := strconv.ParseBool(b)
 	return errA == nil && errB == nil && ba == bb
+}
+
+// sameNodeLimit: upstream's 0 is no limit, as an unset field.
+func sameNodeLimit(a, b string) bool {
+	noLimit := func(s string) bool { return s == "" || s == "0" }
+	return a == b || (noLimit(a) && noLimit(b))
 }
 
 func sameNumber(a, b string) bool {

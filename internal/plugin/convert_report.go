@@ -54,9 +54,14 @@ func writeReport(w io.Writer, result *converted, prefix string) error {
 		return fmt.Sprintf("%s%s: %s", u.flag, chartDefaultMark(u.chartDefault), u.reason)
 	})
 	section(&b, "Upstream defaults that differ from ours, of flags not given (set the field to keep upstream's)", r.defaults, func(d differingDefault) string {
-		return fmt.Sprintf("--%s: upstream %s, ours %s (%s)", d.flag, d.upstream, d.ours, d.field)
+		line := fmt.Sprintf("--%s: upstream %s, ours %s (%s)", d.flag, d.upstream, d.ours, d.field)
+		if d.note != "" {
+			line += ": " + d.note
+		}
+		return line
 	})
-	section(&b, "Node group sizes, which capi-autoscaler, as upstream's clusterapi provider, reads from the node groups' annotations", r.nodeGroups, annotateCommand)
+	section(&b, "Node group sizes: upstream's clusterapi provider reads them from annotations of the node groups, not from --nodes, "+
+		"and so does capi-autoscaler; where the node groups lack them", r.nodeGroups, annotateCommand)
 	section(&b, "Warnings", r.warnings, func(w string) string { return w })
 	section(&b, "Next", nextSteps(ca), func(s string) string { return s })
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
