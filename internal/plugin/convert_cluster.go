@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -37,6 +38,9 @@ func (c *conversion) identify(parsed []upstreamFlag) error {
 		return noClusterError(parsed, chosen)
 	}
 	c.namespace = cmp.Or(c.opts.namespace, chosen.namespace)
+	if err := c.checkNames(); err != nil {
+		return err
+	}
 	switch {
 	case c.namespace == "":
 		c.warnf("no namespace: neither -n nor the discovery's namespace= names the Cluster's; metadata.namespace is left out: apply the ClusterAutoscaler with -n <the namespace of Cluster %s>", c.cluster)
@@ -45,6 +49,23 @@ func (c *conversion) identify(parsed []upstreamFlag) error {
 	}
 	return nil
 }
+
+// checkNames refuses names the API server would refuse.
+func (c *conversion) checkNames() error {
+	if problems := validation.IsDNS1123Subdomain(c.cluster); len(problems) > 0 || len(c.cluster) > maxClusterNameLength {
+		return fmt.Errorf("the Cluster name %q is not the name of a Cluster: %s", c.cluster, strings.Join(append(problems, "at most 63 characters"), "; "))
+	}
+	if name := cmp.Or(c.opts.name, c.cluster); len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return fmt.Errorf("--name %q is not a name of an object: %s", name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))
+	}
+	if problems := validation.IsDNS1123Label(c.namespace); c.namespace != "" && len(problems) > 0 {
+		return fmt.Errorf("the namespace %q is not the name of a namespace: %s", c.namespace, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// maxClusterNameLength is the CRD's limit of spec.clusterName.
+const maxClusterNameLength = 63
 
 // checkCloudProvider refuses to convert another provider's configuration.
 func (c *conversion) checkCloudProvider(parsed []upstreamFlag) error {
@@ -112,18 +133,26 @@ func (c *conversion) parseDiscovery(written, pairs string) discoverySpec {
 }
 
 // chooseDiscovery picks the discovery of the Cluster to convert for: the
-// one of --cluster-name, else the first that names a Cluster.
+// first of --cluster-name, else the first that names a Cluster, else the
+// first.
 func (c *conversion) chooseDiscovery(found []discoverySpec) discoverySpec {
-	var chosen *discoverySpec
-	for i := range found {
-		d := &found[i]
-		if chosen == nil || (c.opts.clusterName != "" && d.clusterName == c.opts.clusterName && chosen.clusterName != c.opts.clusterName) ||
-			(chosen.clusterName == "" && d.clusterName != "") {
+	if len(found) == 0 {
+		return discoverySpec{}
+	}
+	score := func(d discoverySpec) int {
+		switch {
+		case d.clusterName != "" && d.clusterName == c.opts.clusterName:
+			return 2
+		case d.clusterName != "":
+			return 1
+		}
+		return 0
+	}
+	chosen := found[0]
+	for _, d := range found[1:] {
+		if score(d) > score(chosen) {
 			chosen = d
 		}
-	}
-	if chosen == nil {
-		return discoverySpec{}
 	}
 	for _, d := range found {
 		if d.written != chosen.written {
@@ -131,8 +160,8 @@ func (c *conversion) chooseDiscovery(found []discoverySpec) discoverySpec {
 				reason: fmt.Sprintf("a ClusterAutoscaler autoscales one Cluster: converted for the discovery %s; run convert with --cluster-name for each other Cluster", chosen.written)})
 		}
 	}
-	c.reportDiscovery(*chosen)
-	return *chosen
+	c.reportDiscovery(chosen)
+	return chosen
 }
 
 // reportDiscovery says what the chosen discovery became.
@@ -147,8 +176,11 @@ func (c *conversion) reportDiscovery(d discoverySpec) {
 	if len(parts) > 0 {
 		c.report.mapped = append(c.report.mapped, mappedFlag{flag: d.written, field: "spec.clusterName, metadata.namespace", value: strings.Join(parts, ", ")})
 	}
-	if d.clusterName == "" && c.opts.clusterName != "" {
+	switch {
+	case d.clusterName == "" && c.opts.clusterName != "":
 		c.warnf("%s names no Cluster: upstream autoscales every Cluster it matches; this ClusterAutoscaler autoscales %s only", d.written, c.opts.clusterName)
+	case d.clusterName != "" && c.opts.clusterName != "" && d.clusterName != c.opts.clusterName:
+		c.warnf("--cluster-name %s is not the Cluster %s of %s: the ClusterAutoscaler is for %s", c.opts.clusterName, d.clusterName, d.written, c.opts.clusterName)
 	}
 	if len(d.labels) > 0 {
 		c.warnf("%s: upstream autoscales only the node groups labelled %s; capi-autoscaler autoscales every node group of the Cluster that has the size annotations: remove them from the node groups that should not be autoscaled",

@@ -73,6 +73,7 @@ const (
 	maxDrainParallelism = 1000
 	maxListItems        = 64
 	maxLabelLength      = 317
+	maxGPULimits        = 32
 )
 
 // minScanInterval, minMaxNodeProvisionTime are the least values the CRD
@@ -515,6 +516,9 @@ func applyGPUTotal(c *conversion, value string) (string, error) {
 	}
 	gpus := &limits(&c.spec).GPUs
 	*gpus = slices.DeleteFunc(*gpus, func(g autoscalingv1alpha1.GPULimit) bool { return g.Type == gpuType })
+	if len(*gpus) == maxGPULimits {
+		return "", fmt.Errorf("spec.resourceLimits.gpus takes at most %d types", maxGPULimits)
+	}
 	*gpus = append(*gpus, autoscalingv1alpha1.GPULimit{Type: gpuType, Min: least, Max: most})
 	return fmt.Sprintf("%s min %d, max %d", gpuType, least, most), nil
 }

@@ -148,6 +148,25 @@ func TestConvertBadInput(t *testing.T) {
 			wantErr: `which Cluster to autoscale? --node-group-auto-discovery=clusterapi:namespace=clusters names no clusterName (upstream then autoscales every Cluster it matches); upstream's --cluster-name is "prod": pass --cluster-name`,
 		},
 		{
+			name:    "a Cluster name that is no name, as a Helm template",
+			args:    []string{"--cloud-provider=clusterapi", "--node-group-auto-discovery=clusterapi:clusterName={{ .Values.cluster }}"},
+			wantErr: `the Cluster name "{{ .Values.cluster }}" is not the name of a Cluster`,
+		},
+		{
+			name:    "a bad --name",
+			args:    []string{"--cloud-provider=clusterapi", discovery},
+			opts:    convertOptions{name: "Prod_Autoscaler"},
+			wantErr: `--name "Prod_Autoscaler" is not a name of an object`,
+		},
+		{
+			name:         "--cluster-name that is not the discovery's",
+			args:         []string{"--cloud-provider=clusterapi", discovery},
+			opts:         convertOptions{clusterName: "staging"},
+			wantSpec:     caSpec{ClusterName: "staging", Mode: autoscalingv1alpha1.DryRunMode},
+			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{"--cluster-name staging is not the Cluster prod of " + discovery + ": the ClusterAutoscaler is for staging"},
+		},
+		{
 			name: "malformed values and values the CRD refuses",
 			args: []string{"--cloud-provider=clusterapi", discovery,
 				"--scan-interval=ten", "--scale-down-utilization-threshold=1.5", "--cores-total=8", "--memory-total=64:32",
