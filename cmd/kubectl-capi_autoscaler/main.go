@@ -1,7 +1,8 @@
 // Command kubectl-capi_autoscaler is the kubectl plugin of capi-autoscaler:
 // with it on the PATH, `kubectl capi-autoscaler status`, `explain` and `top`
 // show what the autoscaler does in the Clusters of a management cluster,
-// and why.
+// and why, and `convert` turns an upstream cluster-autoscaler's
+// configuration into a ClusterAutoscaler.
 package main
 
 import (

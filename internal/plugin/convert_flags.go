@@ -93,7 +93,7 @@ func mappedFlags() []flagMapping {
 		{flag: "cloud-provider", identity: true, upstream: upstreamDefault{value: "gce"},
 			reason: "capi-autoscaler autoscales Cluster API clusters only"},
 		{flag: "node-group-auto-discovery", field: "spec.clusterName, metadata.namespace", identity: true, multi: true},
-		{flag: "nodes", field: "the node group's size annotations (below)", multi: true, apply: applyNodes},
+		{flag: "nodes", field: "the node group's min and max size annotations", multi: true, apply: applyNodes},
 		{flag: "kubeconfig", field: "spec.workloadKubeconfigSecretRef", apply: applyKubeconfig},
 
 		durationFlag("scan-interval", "spec.scanInterval", scanInterval, "10s",
@@ -243,7 +243,7 @@ func durationFlag(flag, field string, at func(*caSpec) **metav1.Duration, upstre
 			*at(&c.spec) = &metav1.Duration{Duration: d}
 			return d.String(), nil
 		},
-		ours:  func(c autoscaler.Config) string { return ours(c).String() },
+		ours:  func(c autoscaler.Config) string { return shortDuration(ours(c)) },
 		equal: sameDuration,
 	}
 }
@@ -380,6 +380,18 @@ func sameNumber(a, b string) bool {
 	fa, errA := strconv.ParseFloat(a, 64)
 	fb, errB := strconv.ParseFloat(b, 64)
 	return errA == nil && errB == nil && fa == fb
+}
+
+// shortDuration writes d as the CRD's defaults are written: 10m, 3h.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // formatDecimal writes f as the CRD's decimal strings are written: 0.5, 45.

@@ -3,7 +3,9 @@
 // `explain` and `top`. It reads only what the manager publishes in the
 // management cluster (ClusterAutoscalers, their explanation ConfigMaps and
 // the events of them and of their node groups), with the user's own
-// credentials.
+// credentials. `kubectl capi-autoscaler convert` turns the configuration of
+// the upstream cluster-autoscaler into a ClusterAutoscaler, reading no
+// cluster.
 package plugin
 
 import (
@@ -66,7 +68,9 @@ func newCommand(streams Streams, now func() time.Time) *cobra.Command {
 		Short:       "Show what capi-autoscaler does, and why",
 		Long: `Show what capi-autoscaler does in the Clusters it autoscales, and why, from what
 its manager publishes in the management cluster: the ClusterAutoscalers, the
-explanation of their last loop and the events of them and their node groups.`,
+explanation of their last loop and the events of them and their node groups.
+Convert the configuration of the upstream cluster-autoscaler into a
+ClusterAutoscaler.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
