@@ -139,7 +139,7 @@ func looksLikeAutoscaler(c *corev1.Container) bool {
 		return true
 	}
 	return slices.ContainsFunc(append(slices.Clone(c.Command), c.Args...), func(arg string) bool {
-		return strings.HasPrefix(arg, "--cloud-provider")
+		return strings.Contains(arg, "--cloud-provider") || strings.Contains(arg, "cluster-autoscaler")
 	})
 }
 
@@ -164,12 +164,35 @@ func inputOfContainer(found autoscalerContainer, file string) convertInput {
 		// The image's entrypoint is the program.
 		in.args = append([]string{"/cluster-autoscaler"}, in.args...)
 	}
+	if script, ok := shellScript(in.args); ok {
+		words, err := splitCommandLine(script)
+		if err != nil {
+			in.warnings = append(in.warnings, fmt.Sprintf("the shell script %q: %v", script, err))
+		}
+		if len(words) > 0 && words[0] == "exec" {
+			words = words[1:]
+		}
+		in.args = words
+	}
 	for _, name := range []string{"CAPI_GROUP", "CAPI_VERSION"} {
 		if value, ok := env[name]; ok {
 			in.warnings = append(in.warnings, fmt.Sprintf("the container sets %s=%s: capi-autoscaler works with the Cluster API group and version it is built for", name, value))
 		}
 	}
 	return in
+}
+
+// shellScript is the script of a command line sh -c SCRIPT, as a
+// container that wraps the program in a shell runs.
+func shellScript(args []string) (string, bool) {
+	if len(args) < 3 || args[1] != "-c" {
+		return "", false
+	}
+	switch path.Base(args[0]) {
+	case "sh", "bash", "ash", "dash":
+		return args[2], true
+	}
+	return "", false
 }
 
 // literalEnv are the variables of the container whose values it writes.
