@@ -188,7 +188,7 @@ func (c *conversion) applyMapped(row *flagMapping, f upstreamFlag) {
 		return
 	}
 	if err != nil {
-		c.warnf("%s: %v: left out, %s", f.written, err, c.keeps(row))
+		c.warnf("%s: %v: left out%s", f.written, err, keeps(row))
 		return
 	}
 	if other := c.setBy[row.field]; other != "" && other != row.flag && !row.multi {
@@ -201,14 +201,14 @@ func (c *conversion) applyMapped(row *flagMapping, f upstreamFlag) {
 }
 
 // keeps says what a field holds when a flag could not be converted.
-func (c *conversion) keeps(row *flagMapping) string {
+func keeps(row *flagMapping) string {
 	if row.ours == nil {
-		return row.field + " is not set"
+		return ""
 	}
 	if ours := row.ours(autoscaler.DefaultConfig()); ours != "" {
-		return fmt.Sprintf("%s keeps our default %s", row.field, ours)
+		return fmt.Sprintf(", %s keeps our default %s", row.field, ours)
 	}
-	return row.field + " stays unset"
+	return ", " + row.field + " stays unset"
 }
 
 // finishExpanders gives the priority expander its priorities, which no

@@ -203,6 +203,13 @@ func TestConvertBadInput(t *testing.T) {
 			},
 		},
 		{
+			name:         "two flags of one field",
+			args:         []string{"--cloud-provider=clusterapi", discovery, "--max-scale-down-parallelism=20", "--max-empty-bulk-delete=5"},
+			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode, ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{MaxEmptyBulkDelete: ptr.To[int32](5)}},
+			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{"--max-scale-down-parallelism and --max-empty-bulk-delete both set spec.scaleDown.maxEmptyBulkDelete: the later one, --max-empty-bulk-delete, holds"},
+		},
+		{
 			name: "expanders capi-autoscaler lacks, and priority without priorities",
 			args: []string{"--cloud-provider=clusterapi", discovery, "--expander=price,grpc,least-nodes,priority,random,random"},
 			wantSpec: caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode,
