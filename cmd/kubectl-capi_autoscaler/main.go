@@ -1,8 +1,9 @@
 // Command kubectl-capi_autoscaler is the kubectl plugin of capi-autoscaler:
 // with it on the PATH, `kubectl capi-autoscaler status`, `explain` and `top`
 // show what the autoscaler does in the Clusters of a management cluster,
-// and why, and `compare` compares a DryRun autoscaler's decisions with what
-// another autoscaler did.
+// and why; `compare` compares a DryRun autoscaler's decisions with what
+// another autoscaler did, and `convert` turns an upstream
+// cluster-autoscaler's configuration into a ClusterAutoscaler.
 package main
 
 import (

@@ -608,7 +608,8 @@ func sideLatency(side *ScaleUpSide) string {
 	return shortDuration(side.Latency.Duration)
 }
 
-// shortDuration is a duration to the second, e.g. 1h, 2m, 1m30s.
+// shortDuration is a duration to the second as the CRD's defaults are
+// written, e.g. 1h, 2m, 1m30s.
 func shortDuration(d time.Duration) string {
 	text := d.Round(time.Second).String()
 	if strings.HasSuffix(text, "m0s") {

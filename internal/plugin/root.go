@@ -5,7 +5,8 @@
 // the events of them and of their node groups), with the user's own
 // credentials. `compare` also reads a workload cluster: what another
 // autoscaler did there, to compare with a DryRun ClusterAutoscaler's
-// decisions.
+// decisions. `convert` turns the configuration of the upstream
+// cluster-autoscaler into a ClusterAutoscaler, reading no cluster.
 package plugin
 
 import (
@@ -70,7 +71,9 @@ func newCommand(streams Streams, now func() time.Time) *cobra.Command {
 its manager publishes in the management cluster: the ClusterAutoscalers, the
 explanation of their last loop and the events of them and their node groups.
 compare also reads a workload cluster, to compare what a DryRun
-ClusterAutoscaler would have done with what the cluster's other autoscaler did.`,
+ClusterAutoscaler would have done with what the cluster's other autoscaler did.
+convert turns the configuration of the upstream cluster-autoscaler into a
+ClusterAutoscaler.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -96,7 +99,7 @@ ClusterAutoscaler would have done with what the cluster's other autoscaler did.`
 	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Look at the ClusterAutoscalers of every namespace")
 	flags.StringVar(&o.color, "color", colorAuto, "Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
 
-	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o), newCompareCommand(o))
+	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newTopCommand(o), newCompareCommand(o), newConvertCommand(o))
 	return root
 }
 

@@ -1,0 +1,171 @@
+package plugin
+
+// Why upstream flags map to no field of the ClusterAutoscaler, and what
+// takes their place.
+const (
+	reasonWorkloadConnection = "the workload cluster is reached with the Cluster's kubeconfig Secret <cluster>-kubeconfig, or the Secret of spec.workloadKubeconfigSecretRef"
+	reasonManagementCluster  = "the management cluster: the manager runs there and reaches it with its own ServiceAccount"
+	reasonClientLimits       = "the manager's --workload-client-qps and --workload-client-burst (20, 30) limit its requests to each workload cluster"
+	reasonNamespace          = "upstream's own namespace, for its status ConfigMap and leader election Lease; capi-autoscaler reports in the ClusterAutoscaler's status, in the Cluster's namespace"
+	reasonClusterName        = "not used by the clusterapi provider: the Cluster is named by --node-group-auto-discovery=clusterapi:clusterName=..., or by convert's --cluster-name"
+	reasonLogging            = "logging of the upstream process: the manager's logging is set by its own -v and --logging-format flags, and spec.logVerbosity sets the level of this Cluster's loop"
+	reasonLeaderElection     = "leader election of the upstream process: the manager elects a leader with its own --leader-elect flags"
+	reasonMetrics            = "the manager serves the metrics, under the upstream names with a cluster label and per node group, on its diagnostics endpoint (--diagnostics-address)"
+	reasonProfiling          = "the manager's own --profiling flag"
+	reasonStatus             = "the status is in the ClusterAutoscaler (kubectl capi-autoscaler status), not in a ConfigMap of the workload cluster"
+	reasonHealth             = "the manager's /healthz and /readyz and the Ready condition watch the loops: a loop that does not finish within 2 minutes fails"
+	reasonEvents             = "events are recorded by the manager, at most --workload-event-qps per workload cluster"
+	reasonDebugging          = "kubectl capi-autoscaler explain shows what the last loop decided, and why"
+	reasonOtherCloud         = "specific to another cloud provider: the clusterapi provider ignores it"
+	reasonTuning             = "a performance knob of upstream's implementation; capi-autoscaler's engine has none (docs/performance.md)"
+	reasonNoSetting          = "capi-autoscaler has no such setting"
+	reasonEstimator          = "capi-autoscaler estimates by binpacking, upstream's default estimator"
+	reasonGRPCExpander       = "capi-autoscaler has no grpc expander"
+	reasonBalancingRatios    = "similar node groups are compared with fixed tolerances: allocatable and free resources within 5%"
+	reasonBalancingLabel     = "node groups are compared by capacity and by all labels but zone, hostname and spec.balancingIgnoredLabels; comparing only chosen labels is not possible"
+	reasonSchedulerConfig    = "scheduling is simulated with the default scheduler's filters; a scheduler configuration cannot be given"
+	reasonDelayDeletion      = "capi-autoscaler does not wait for delay-deletion.cluster-autoscaler.kubernetes.io/ annotations (spec.scaleDown.nodeDeletionTimeout is another timeout: how long a node handed to Cluster API may stay)"
+	reasonPodEvictionTime    = "refused evictions are retried for 2m, upstream's default; there is no field for it"
+	reasonSystemPodTimeout   = "no such timeout: while spec.scaleDown.skipNodesWithSystemPods is true, kube-system pods without a PodDisruptionBudget keep their node"
+	reasonDrainPriority      = "no priority-ordered drain: evicted pods get their own grace period, capped by spec.scaleDown.maxGracefulTerminationSeconds"
+	reasonProvisioning       = "capi-autoscaler always answers the ProvisioningRequests of the workload cluster (check-capacity and best-effort-atomic-scale-up)"
+	reasonCapacityBuffers    = "capi-autoscaler always keeps room for the CapacityBuffers of the workload cluster"
+	reasonFrequentLoops      = "capi-autoscaler always starts a loop soon after a pod turns unschedulable; spec.minLoopInterval bounds how often"
+	reasonNodeGroupCreation  = "node groups are never created: they are the annotated MachineDeployments, MachineSets and MachinePools"
+	reasonParallelDrain      = "removed upstream: spec.scaleDown.maxDrainParallelism sets how many nodes drain at once"
+	reasonScaleDownDelayType = "the scale-down delays apply to the whole cluster"
+	reasonGPUThreshold       = "there is no GPU threshold: GPU nodes are measured by cpu and memory, against spec.scaleDown.utilizationThreshold"
+	reasonUnreadyScaleDown   = "unready nodes are removed after spec.scaleDown.unreadyTime; there is no switch of its own"
+	reasonFeatureGates       = "capi-autoscaler has no feature gates: what it has is always on"
+)
+
+func unmapped(flag, reason string) flagMapping {
+	return flagMapping{flag: flag, reason: reason}
+}
+
+func unmappedBool(flag, reason string) flagMapping {
+	return flagMapping{flag: flag, reason: reason, boolean: true}
+}
+
+// unmappedFlags are the upstream flags that map to no field.
+func unmappedFlags() []flagMapping {
+	return []flagMapping{
+		unmapped("kubernetes", reasonWorkloadConnection),
+		unmapped("cloud-config", reasonManagementCluster),
+		unmappedBool("clusterapi-cloud-config-authoritative", reasonManagementCluster),
+		unmapped("kube-api-content-type", reasonClientLimits),
+		unmapped("kube-client-burst", reasonClientLimits),
+		unmapped("kube-client-qps", reasonClientLimits),
+		unmapped("user-agent", reasonNoSetting),
+		unmapped("namespace", reasonNamespace),
+		unmapped("cluster-name", reasonClusterName),
+
+		unmapped("address", reasonMetrics),
+		unmappedBool("emit-per-nodegroup-metrics", reasonMetrics),
+		unmappedBool("profiling", reasonProfiling),
+		unmappedBool("leader-elect", reasonLeaderElection),
+		unmapped("leader-elect-lease-duration", reasonLeaderElection),
+		unmapped("leader-elect-renew-deadline", reasonLeaderElection),
+		unmapped("leader-elect-retry-period", reasonLeaderElection),
+		unmapped("leader-elect-resource-lock", reasonLeaderElection),
+		unmapped("leader-elect-resource-name", reasonLeaderElection),
+		unmapped("leader-elect-resource-namespace", reasonLeaderElection),
+		unmappedBool("write-status-configmap", reasonStatus),
+		unmapped("status-config-map-name", reasonStatus),
+		unmapped("max-inactivity", reasonHealth),
+		unmapped("max-failing-time", reasonHealth),
+		unmappedBool("record-duplicated-events", reasonEvents),
+		unmappedBool("debugging-snapshot-enabled", reasonDebugging),
+		unmapped("feature-gates", reasonFeatureGates),
+
+		unmappedBool("logtostderr", reasonLogging),
+		unmappedBool("alsologtostderr", reasonLogging),
+		unmapped("stderrthreshold", reasonLogging),
+		unmapped("log-dir", reasonLogging),
+		unmapped("log-file", reasonLogging),
+		unmapped("log-file-max-size", reasonLogging),
+		unmappedBool("skip-headers", reasonLogging),
+		unmappedBool("skip-log-headers", reasonLogging),
+		unmappedBool("add-dir-header", reasonLogging),
+		unmappedBool("one-output", reasonLogging),
+		unmapped("log-backtrace-at", reasonLogging),
+		unmapped("vmodule", reasonLogging),
+		unmapped("logging-format", reasonLogging),
+		unmapped("log-flush-frequency", reasonLogging),
+		unmapped("log-json-info-buffer-size", reasonLogging),
+		unmappedBool("log-json-split-stream", reasonLogging),
+		unmapped("log-text-info-buffer-size", reasonLogging),
+		unmappedBool("log-text-split-stream", reasonLogging),
+
+		unmapped("estimator", reasonEstimator),
+		unmapped("grpc-expander-cert", reasonGRPCExpander),
+		unmapped("grpc-expander-url", reasonGRPCExpander),
+		unmapped("balancing-label", reasonBalancingLabel),
+		unmapped("memory-difference-ratio", reasonBalancingRatios),
+		unmapped("max-free-difference-ratio", reasonBalancingRatios),
+		unmapped("max-allocatable-difference-ratio", reasonBalancingRatios),
+		unmapped("scheduler-config-file", reasonSchedulerConfig),
+
+		unmapped("scale-down-gpu-utilization-threshold", reasonGPUThreshold),
+		unmappedBool("scale-down-unready-enabled", reasonUnreadyScaleDown),
+		unmappedBool("scale-down-delay-type-local", reasonScaleDownDelayType),
+		unmapped("scale-down-non-empty-candidates-count", reasonTuning),
+		unmapped("scale-down-candidates-pool-ratio", reasonTuning),
+		unmapped("scale-down-candidates-pool-min-count", reasonTuning),
+		unmapped("scale-down-simulation-timeout", reasonTuning),
+		unmapped("unremovable-node-recheck-timeout", reasonTuning),
+		unmapped("node-info-cache-expire-time", reasonTuning),
+		unmapped("max-binpacking-time", reasonTuning),
+		unmapped("max-nodegroup-binpacking-duration", reasonTuning),
+		unmapped("cluster-snapshot-parallelism", reasonTuning),
+		unmapped("pod-injection-limit", reasonTuning),
+		unmapped("node-deletion-batcher-interval", reasonTuning),
+		unmapped("node-deletion-candidate-ttl", reasonTuning),
+		unmapped("node-deletion-delay-timeout", reasonDelayDeletion),
+		unmapped("node-delete-delay-after-taint", reasonNoSetting),
+		unmappedBool("dynamic-node-delete-delay-after-taint-enabled", reasonNoSetting),
+		unmapped("max-bulk-soft-taint-count", reasonNoSetting),
+		unmapped("max-bulk-soft-taint-time", reasonNoSetting),
+		unmapped("max-pod-eviction-time", reasonPodEvictionTime),
+		unmapped("blocking-system-pod-distruption-timeout", reasonSystemPodTimeout),
+		unmapped("drain-priority-config", reasonDrainPriority),
+		unmappedBool("daemonset-eviction-for-empty-nodes", reasonNoSetting),
+		unmappedBool("daemonset-eviction-for-occupied-nodes", reasonNoSetting),
+		unmapped("min-replica-count", reasonNoSetting),
+		unmappedBool("ignore-mirror-pods-utilization", reasonNoSetting),
+		unmappedBool("parallel-drain", reasonParallelDrain),
+		unmappedBool("force-delete-unregistered-nodes", reasonNoSetting),
+		unmappedBool("force-delete-failed-nodes", reasonNoSetting),
+
+		unmappedBool("scale-up-from-zero", reasonNoSetting),
+		unmappedBool("parallel-scale-up", reasonNoSetting),
+		unmappedBool("enforce-node-group-min-size", reasonNoSetting),
+		unmappedBool("force-ds", reasonNoSetting),
+		unmapped("bypassed-scheduler-names", reasonNoSetting),
+		unmappedBool("enable-proactive-scaleup", reasonNoSetting),
+		unmappedBool("enable-dynamic-resource-allocation", reasonNoSetting),
+		unmappedBool("node-group-remove-persistent-error-backoff-early", reasonNoSetting),
+		unmappedBool("frequent-loops-enabled", reasonFrequentLoops),
+		unmappedBool("async-node-groups", reasonNodeGroupCreation),
+		unmappedBool("node-autoprovisioning-enabled", reasonNodeGroupCreation),
+		unmapped("max-autoprovisioned-node-group-count", reasonNodeGroupCreation),
+
+		unmappedBool("enable-provisioning-requests", reasonProvisioning),
+		unmapped("provisioning-request-initial-backoff-time", reasonProvisioning),
+		unmapped("provisioning-request-max-backoff-time", reasonProvisioning),
+		unmapped("provisioning-request-max-backoff-cache-size", reasonProvisioning),
+		unmappedBool("check-capacity-batch-processing", reasonProvisioning),
+		unmapped("check-capacity-provisioning-request-max-batch-size", reasonProvisioning),
+		unmapped("check-capacity-provisioning-request-batch-timebox", reasonProvisioning),
+		unmapped("check-capacity-processor-instance", reasonProvisioning),
+		unmappedBool("capacity-buffer-controller-enabled", reasonCapacityBuffers),
+		unmappedBool("capacity-buffer-pod-injection-enabled", reasonCapacityBuffers),
+
+		unmappedBool("aws-use-static-instance-list", reasonOtherCloud),
+		unmapped("gce-concurrent-refreshes", reasonOtherCloud),
+		unmapped("gce-mig-instances-min-refresh-wait-time", reasonOtherCloud),
+		unmappedBool("bulk-mig-instances-listing-enabled", reasonOtherCloud),
+		unmappedBool("gce-expander-ephemeral-storage-support", reasonOtherCloud),
+		unmappedBool("regional", reasonOtherCloud),
+	}
+}
