@@ -61,7 +61,8 @@ func TestDryRunPublishesTheScaleUpItWouldMakeOnce(t *testing.T) {
 	g.Expect(groupRow(status, group.id).TargetSize).To(Equal(1), "the status shows the group as it is")
 	g.Expect(f.metric(t, "cluster_autoscaler_scaled_up_nodes_total", "")).To(BeZero(), "no node was added (mode Active)")
 	g.Expect(f.dryRunMetric(t, "cluster_autoscaler_scaled_up_nodes_total")).To(Equal(2.0))
-	g.Expect(f.seriesNames(t)).To(ConsistOf("cluster_autoscaler_scaled_up_nodes_total", "cluster_autoscaler_engine_panics_total", "cluster_autoscaler_errors_total"),
+	g.Expect(f.seriesNames(t)).To(ConsistOf("cluster_autoscaler_scaled_up_nodes_total", "cluster_autoscaler_scaled_down_nodes_total",
+		"cluster_autoscaler_engine_panics_total", "cluster_autoscaler_errors_total"),
 		"the cluster's gauges are those of the autoscaler that acts on it, which may be another engine of the manager")
 
 	f.clock.Step(10 * time.Second)

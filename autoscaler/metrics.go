@@ -155,8 +155,10 @@ func (m *Metrics) start(cluster string) {
 		return
 	}
 	m.enginePanics.WithLabelValues(cluster)
-	m.scaledUpNodes.WithLabelValues(cluster, modeActive)
-	m.scaledUpNodes.WithLabelValues(cluster, modeDryRun)
+	for _, mode := range []string{modeActive, modeDryRun} {
+		m.scaledUpNodes.WithLabelValues(cluster, mode)
+		m.scaledDownNodes.WithLabelValues(cluster, scaleDownUnderutilized, mode)
+	}
 	m.errors.WithLabelValues(cluster, errorLoop)
 }
 
