@@ -525,3 +525,22 @@ func TestEveryValueIsDocumented(t *testing.T) {
 		g.Expect(string(docs)).To(ContainSubstring(fmt.Sprintf("| `%s` |", leaf)), "docs/helm.md has no row for %s", leaf)
 	}
 }
+
+// values.schema.json refuses a value the chart does not have (a typo) and
+// a value of the wrong type, as `helm install` does.
+func TestValuesSchemaRefusesMistakes(t *testing.T) {
+	for _, values := range []string{
+		"watchNamepsace: tenant-a",
+		"serviceMonitor: {enabled: true, interval: 30s}",
+		"replicaCount: two",
+		"extraArgs: [v=2]",
+		"image: {pullPolicy: Sometimes}",
+	} {
+		parsed, err := helmchart.ParseValues(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = helmchart.Render(filepath.Join(repoRoot, helmchart.Dir), defaultRelease, helmchart.Options{Values: parsed})
+		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("values don't meet the specifications of the schema")), values)
+	}
+}
