@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -542,5 +544,22 @@ func TestValuesSchemaRefusesMistakes(t *testing.T) {
 		}
 		_, err = helmchart.Render(filepath.Join(repoRoot, helmchart.Dir), defaultRelease, helmchart.Options{Values: parsed})
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("values don't meet the specifications of the schema")), values)
+	}
+}
+
+// `helm lint` finds nothing to warn about with the default values and with
+// the non-default ones (only that an icon is recommended: the project has
+// none).
+func TestHelmLint(t *testing.T) {
+	for _, values := range []string{"", namespaceScoped} {
+		parsed, err := helmchart.ParseValues(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		linter := lint.All(filepath.Join(repoRoot, helmchart.Dir), parsed, "capi-autoscaler-system", false)
+		g := NewWithT(t)
+		for _, message := range linter.Messages {
+			g.Expect(message.Severity).To(BeNumerically("<", support.WarningSev), message.Error())
+		}
 	}
 }

@@ -41,12 +41,13 @@ func TestChartIsGenerated(t *testing.T) {
 func copyRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, path := range []string{"config", "metadata.yaml", ChartDir} {
+	for _, path := range []string{"config", ChartDir} {
 		if err := os.CopyFS(filepath.Join(dir, path), os.DirFS(filepath.Join(repoRoot, path))); err != nil {
-			if err := copyFile(filepath.Join(repoRoot, path), filepath.Join(dir, path)); err != nil {
-				t.Fatal(err)
-			}
+			t.Fatal(err)
 		}
+	}
+	if err := copyFile(filepath.Join(repoRoot, metadataFile), filepath.Join(dir, metadataFile)); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
