@@ -52,6 +52,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./test/framework/infrastructure/api/... output:crd:artifacts:config=test/framework/infrastructure/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 
+.PHONY: helm-chart
+helm-chart: manifests ## Generate the Helm chart's templates (charts/capi-autoscaler/templates) and version from config/ and metadata.yaml (docs/helm.md).
+	go run ./hack/helmchart --repo-root=$(ROOT)
+
 .PHONY: fmt
 fmt: ## Format the code.
 	go fmt ./...
@@ -65,11 +69,11 @@ lint: $(GOLANGCI_LINT) ## Lint the code with golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files, formatting or go.mod drift.
+verify: generate manifests helm-chart ## Fail when generated files (the Helm chart included), formatting or go.mod drift.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "Files need gofmt:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
-	@git diff --exit-code -- api config test/framework/infrastructure || { echo "Generated files are out of date: run 'make generate manifests' and commit."; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config test/framework/infrastructure)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config test/framework/infrastructure; exit 1; }
+	@git diff --exit-code -- api config test/framework/infrastructure charts || { echo "Generated files are out of date: run 'make generate manifests helm-chart' and commit."; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config test/framework/infrastructure charts)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config test/framework/infrastructure charts; exit 1; }
 
 ##@ Build
 
@@ -182,7 +186,7 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECON
 
 .PHONY: release
 release: IMG = $(RELEASE_IMAGE):$(RELEASE_VERSION)
-release: release-manifests release-kubectl-plugin docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, the kubectl plugin and the image as a tarball.
+release: release-manifests release-chart release-kubectl-plugin docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, the Helm chart, the kubectl plugin and the image as a tarball.
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
 
 .PHONY: release-kubectl-plugin
@@ -203,6 +207,11 @@ release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, w
 	$(KUSTOMIZE) build config/release | sed -e 's|RELEASE_IMAGE|$(RELEASE_IMAGE)|g' -e 's|RELEASE_VERSION|$(RELEASE_VERSION)|g' > $(RELEASE_DIR)/addon-components.yaml
 	$(KUSTOMIZE) build config/workload-release > $(RELEASE_DIR)/workload-components.yaml
 	$(KUSTOMIZE) build config/monitoring-release > $(RELEASE_DIR)/monitoring.yaml
+
+.PHONY: release-chart
+release-chart: ## Write the Helm chart of RELEASE_VERSION, with RELEASE_IMAGE, to RELEASE_DIR as capi-autoscaler-<version>.tgz (no docker, no helm).
+	@[[ "$(RELEASE_VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit, write VERSION or pass RELEASE_VERSION=v0.1.0."; exit 1; }
+	go run ./hack/helmchart package --repo-root=$(ROOT) --version=$(RELEASE_VERSION) --image=$(RELEASE_IMAGE) --out=$(RELEASE_DIR)
 
 ##@ Tools
 

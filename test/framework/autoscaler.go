@@ -75,13 +75,15 @@ type CreateClusterAutoscalerInput struct {
 	Client  client.Client
 	Cluster *clusterv1.Cluster
 	Spec    autoscalingv1alpha1.ClusterAutoscalerSpec
+	// Labels of the ClusterAutoscaler, e.g. cluster.x-k8s.io/watch-filter.
+	Labels map[string]string
 }
 
 // CreateClusterAutoscaler turns autoscaling on for a Cluster and waits
 // until the autoscaler runs its loop, reporting Ready.
 func CreateClusterAutoscaler(ctx context.Context, input CreateClusterAutoscalerInput) *autoscalingv1alpha1.ClusterAutoscaler {
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Namespace: input.Cluster.Namespace, Name: input.Cluster.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Cluster.Namespace, Name: input.Cluster.Name, Labels: input.Labels},
 		Spec:       input.Spec,
 	}
 	Expect(input.Client.Create(ctx, ca)).To(Succeed())

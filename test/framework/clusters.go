@@ -44,6 +44,9 @@ type CreateSimulatedClusterInput struct {
 	// does there (WorkloadServiceAccount); it goes to the Secret that
 	// FastClusterAutoscalerSpec names.
 	WorkloadKubeconfig []byte
+
+	// Labels of the Cluster, e.g. cluster.x-k8s.io/watch-filter.
+	Labels map[string]string
 }
 
 // CreateSimulatedCluster creates a Cluster with a SimCluster and a
@@ -70,7 +73,7 @@ func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInp
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
 	})).To(Succeed())
 	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name, Labels: input.Labels},
 		Spec: clusterv1.ClusterSpec{
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimCluster", Name: input.Name},
 			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "SimControlPlane", Name: input.Name},

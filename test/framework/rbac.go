@@ -38,6 +38,19 @@ var rbacKinds = sets.New("Namespace", "ServiceAccount", "ClusterRole", "ClusterR
 func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot string) string {
 	objects, err := kustomize.Build(filepath.Join(repoRoot, "config", "default"))
 	Expect(err).NotTo(HaveOccurred())
+	serviceAccount := InstallRBAC(ctx, stack.Management.Client, objects)
+	grantSimulatedProviderRead(ctx, stack.Management.Client, serviceAccount)
+	kubeconfig, err := stack.ServiceAccountKubeconfig(ctx, serviceAccount.Namespace, serviceAccount.Name)
+	Expect(err).NotTo(HaveOccurred())
+	return kubeconfig
+}
+
+// InstallRBAC creates the Namespaces, the ServiceAccount and the RBAC
+// among objects (the manifests of an installation: kustomize's, a Helm
+// chart's), and nothing else of them, and returns the ServiceAccount.
+func InstallRBAC(ctx context.Context, c client.Client, objects []*unstructured.Unstructured) client.ObjectKey {
+	GinkgoHelper()
+	objects = slices.Clone(objects)
 	// Namespaces first: the rest lives in them.
 	slices.SortStableFunc(objects, func(a, b *unstructured.Unstructured) int {
 		return cmp.Compare(kindOrder(a), kindOrder(b))
@@ -47,16 +60,14 @@ func InstallManagerRBAC(ctx context.Context, stack *localstack.Stack, repoRoot s
 		if !rbacKinds.Has(obj.GetKind()) {
 			continue
 		}
-		Expect(stack.Management.Client.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+		Expect(c.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 		if obj.GetKind() == "ServiceAccount" {
+			Expect(serviceAccount.Name).To(BeEmpty(), "two ServiceAccounts: %s and %s", serviceAccount, obj.GetName())
 			serviceAccount = client.ObjectKeyFromObject(obj)
 		}
 	}
-	Expect(serviceAccount.Name).NotTo(BeEmpty(), "config/default has no ServiceAccount")
-	grantSimulatedProviderRead(ctx, stack.Management.Client, serviceAccount)
-	kubeconfig, err := stack.ServiceAccountKubeconfig(ctx, serviceAccount.Namespace, serviceAccount.Name)
-	Expect(err).NotTo(HaveOccurred())
-	return kubeconfig
+	Expect(serviceAccount.Name).NotTo(BeEmpty(), "the manifests have no ServiceAccount")
+	return serviceAccount
 }
 
 // grantSimulatedProviderRead lets the manager read the simulated

@@ -32,6 +32,9 @@ const (
 	// workloadCRDs is where `make manifests` writes the CRDs this project
 	// reads in workload clusters.
 	workloadCRDs = "config/workload-crd/bases"
+	// monitoringCRDs holds the Prometheus Operator's ServiceMonitor and
+	// PrometheusRule CRDs (monitoringcrds/README.md).
+	monitoringCRDs = "test/framework/envtest/monitoringcrds"
 	// assetsDir is where `make test` builds kube-apiserver and etcd.
 	assetsDir = "bin/k8s"
 )
@@ -49,6 +52,9 @@ type Options struct {
 	// WorkloadCRDs installs the CRDs of workload clusters too, for a test
 	// whose API server serves as a workload cluster.
 	WorkloadCRDs bool
+	// MonitoringCRDs installs the Prometheus Operator's ServiceMonitor and
+	// PrometheusRule CRDs, for a test that creates monitoring objects.
+	MonitoringCRDs bool
 }
 
 // Environment is a running API server and a client for it.
@@ -90,6 +96,9 @@ func Start(opts Options) (*Environment, error) {
 	}
 	if opts.WorkloadCRDs {
 		paths = append(paths, filepath.Join(root, workloadCRDs))
+	}
+	if opts.MonitoringCRDs {
+		paths = append(paths, filepath.Join(root, monitoringCRDs))
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,

@@ -226,7 +226,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 // name truncates it). The stack tracks it and Stop stops it first,
 // unless it was stopped or killed through the returned handle before.
 func (s *Stack) StartProcess(ctx context.Context, name, binary string, args ...string) (*Process, error) {
-	p, err := startProcess(ctx, s.logDir(), name, binary, args...)
+	return s.StartProcessWithEnv(ctx, name, binary, nil, args...)
+}
+
+// StartProcessWithEnv is StartProcess with env, NAME=value entries, added
+// to the launcher's environment (later entries win).
+func (s *Stack) StartProcessWithEnv(ctx context.Context, name, binary string, env []string, args ...string) (*Process, error) {
+	p, err := startProcessWithEnv(ctx, s.logDir(), name, binary, env, args...)
 	if err != nil {
 		return nil, err
 	}
