@@ -266,10 +266,10 @@ func TestObservesAnsweredRequests(t *testing.T) {
 	observed := make(chan faultproxy.Request, 1)
 	f.proxy.Observe(func(r faultproxy.Request) { observed <- r })
 
-	f.do(g, f.admin, http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m-1", "capi-autoscaler")
+	f.do(g, f.admin, http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m-1", "capi-autoscaler (ClusterAutoscaler ns/prod)")
 	g.Expect(<-observed).To(Equal(faultproxy.Request{
-		Verb: "patch", APIGroup: "cluster.x-k8s.io", Resource: "machines", Namespace: "ns", Name: "m-1", Status: http.StatusOK,
-		Body: []byte("{}"),
+		Verb: "patch", APIGroup: "cluster.x-k8s.io", Resource: "machines", Namespace: "ns", Name: "m-1",
+		UserAgent: "capi-autoscaler (ClusterAutoscaler ns/prod)", Status: http.StatusOK, Body: []byte("{}"),
 	}))
 }
 
