@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +68,8 @@ func (c *benchCluster) List(_ context.Context, list client.ObjectList, _ ...clie
 			list.Items = c.replicaSets
 		}
 	case *corev1.PodList, *appsv1.DaemonSetList, *policyv1.PodDisruptionBudgetList, *corev1.NamespaceList,
-		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList:
+		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList,
+		*resourcev1.ResourceSliceList, *resourcev1.DeviceClassList, *resourcev1.ResourceClaimList, *resourcev1.ResourceClaimTemplateList:
 		// Pods come through ListPods; the others are empty.
 	default:
 		return fmt.Errorf("unexpected list %T", list)
