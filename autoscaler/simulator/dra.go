@@ -351,6 +351,13 @@ func (pc *podClaims) check(nodeInfo *snapshot.NodeInfo) string {
 		names[i], keys[i] = claim.Name, claimKey(claim)
 	}
 	local := nodeInfo.ResourceSlices()
+	if len(idx.dra.SharedSlices()) == 0 && needsDevices(toAllocate) && !idx.anyFree(local) {
+		// No free device for the node: what the allocator would find,
+		// without building one. Most nodes of most clusters have no
+		// device, and nodes filled by the pods placed before have no free
+		// one.
+		return ReasonCannotAllocate(names, reasonNoMatchingDevices)
+	}
 	slices := make([]*resourceapi.ResourceSlice, 0, len(local)+len(idx.dra.SharedSlices()))
 	slices = append(append(slices, local...), idx.dra.SharedSlices()...)
 	allocator, err := structured.NewAllocator(idx.ctx, draFeatures, idx.allocatedState(), idx, slices, idx.celCache)
@@ -368,6 +375,29 @@ func (pc *podClaims) check(nodeInfo *snapshot.NodeInfo) string {
 	}
 	pc.last = lastAllocation{node: node.Name, generation: idx.generation, keys: keys, results: results}
 	return ""
+}
+
+// anyFree tells whether the slices have a device that no claim holds.
+func (idx *draIndex) anyFree(slices []*resourceapi.ResourceSlice) bool {
+	for _, slice := range slices {
+		for i := range slice.Spec.Devices {
+			if !idx.allocated.Has(structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, slice.Spec.Devices[i].Name)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// needsDevices tells whether some claim requests devices: every request
+// asks for one at least.
+func needsDevices(claims []*resourceapi.ResourceClaim) bool {
+	for _, claim := range claims {
+		if len(claim.Spec.Devices.Requests) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // place records the allocation of the claims on nodeInfo, where check

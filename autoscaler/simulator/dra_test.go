@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -98,6 +99,16 @@ func TestClaimCheck(t *testing.T) {
 			want: map[string][]string{"one": nil, "two": {simulator.ReasonClaimNotAvailable}, "cpu": {simulator.ReasonClaimNotAvailable}},
 		},
 		{
+			name: "devices for all nodes are offered to every node",
+			in: snapshot.Input{
+				DeviceClasses:  []*resourceapi.DeviceClass{st.DeviceClass("net", "net.example.com")},
+				ResourceClaims: []*resourceapi.ResourceClaim{st.ResourceClaim("nic", "net", 1)},
+				ResourceSlices: []*resourceapi.ResourceSlice{allNodes(st.ResourceSlice("fabric", "net.example.com", st.Device("nic-0", "x")))},
+			},
+			pod:  st.Pod("p", "1", "1Gi", st.WithResourceClaim("nic")),
+			want: map[string][]string{"one": nil, "two": nil, "cpu": nil},
+		},
+		{
 			name: "a missing claim fits no node",
 			in:   snapshot.Input{DeviceClasses: []*resourceapi.DeviceClass{gpuClass}},
 			pod:  st.Pod("p", "1", "1Gi", st.WithResourceClaim("missing")),
@@ -125,7 +136,7 @@ func TestClaimCheck(t *testing.T) {
 			g := NewWithT(t)
 			_, ctx := ktesting.NewTestContext(t)
 			in := tt.in
-			in.Nodes, in.ResourceSlices = nodes, slices
+			in.Nodes, in.ResourceSlices = nodes, append(slices, in.ResourceSlices...)
 			sched := simulator.NewScheduler(ctx, snapshot.New(in))
 			got := map[string][]string{}
 			for _, node := range nodes {
@@ -134,6 +145,12 @@ func TestClaimCheck(t *testing.T) {
 			g.Expect(got).To(Equal(tt.want))
 		})
 	}
+}
+
+// allNodes makes slice publish devices for all nodes.
+func allNodes(slice *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	slice.Spec.NodeName, slice.Spec.AllNodes = nil, ptr.To(true)
+	return slice
 }
 
 // gpuCluster is a node with 2 GPUs and a class for them.
