@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -167,4 +168,27 @@ type listRecorder struct {
 func (r *listRecorder) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	r.lists = append(r.lists, fmt.Sprintf("%T", list))
 	return r.Reader.List(ctx, list, opts...)
+}
+
+// A GPU node that registered and has not started may have no slices yet:
+// its driver publishes them once it runs. The pending pod waits for it,
+// with the devices of the group's template, rather than asking for
+// another node.
+func TestStartingNodeWithoutSlicesYetTakesThePodsWithClaims(t *testing.T) {
+	g := NewWithT(t)
+	gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: templateNode()}
+	nodes, slices := gpuNodes(gpu, 2)
+	busy, busyClaim := busyGPUs("busy", nodes[0])
+	starting := nodes[1]
+	starting.CreationTimestamp = metav1.NewTime(st.Now)
+	starting.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	objects := append(objects(nodes, busy), slices[0], busyClaim,
+		st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2),
+		st.Pod("train-0", "1", "1Gi", st.OwnedBy("train"), st.WithResourceClaimTemplate("gpus", "two-gpus")))
+	f := newFixture(t, []*fakeGroup{gpu}, objects...)
+
+	status := f.runOnce(t)
+
+	g.Expect(gpu.increases).To(BeEmpty(), "the pod waits for the starting node")
+	g.Expect(groupRow(status, gpu.id).Upcoming).To(Equal(1))
 }

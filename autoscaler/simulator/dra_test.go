@@ -246,3 +246,22 @@ func TestTemplateGetsTheMemberSlices(t *testing.T) {
 	g.Expect(*copied.Spec.NodeName).To(Equal("new-1"))
 	g.Expect(copied.Spec.Pool.Name).To(Equal("new-1"))
 }
+
+// TestReplacedNodeKeepsItsClaims checks that replacing a node by itself as
+// it will be once started keeps the claims of its pods allocated there.
+func TestReplacedNodeKeepsItsClaims(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	in := gpuCluster("n1")
+	claim := st.AllocatedOn(st.ResourceClaim("two-gpus", "gpu", 2), "n1", st.GPUDriver, "gpu-0", "gpu-1")
+	in.ResourceClaims = []*resourceapi.ResourceClaim{claim, st.ResourceClaim("more-gpus", "gpu", 2)}
+	in.Pods = []*corev1.Pod{st.Pod("p", "1", "1Gi", st.OwnedBy("rs"), st.OnNode("n1"), st.WithResourceClaim("two-gpus"))}
+	snap := snapshot.New(in)
+	sched := simulator.NewScheduler(ctx, snap)
+	n1 := snap.NodeInfo("n1")
+
+	g.Expect(sched.ReplaceNode(snapshot.NewNodeInfo(n1.Node(), n1.Pods()...).WithResourceSlices(n1.ResourceSlices()))).To(Succeed())
+
+	g.Expect(sched.Check(st.Pod("q", "1", "1Gi", st.WithResourceClaim("more-gpus")), "n1")).
+		To(ConsistOf(simulator.ReasonCannotAllocate([]string{"more-gpus"}, "the node's devices cannot satisfy it")), "p still holds both GPUs")
+}

@@ -172,6 +172,17 @@ func (s *Scheduler) RemoveNode(name string) error {
 	return nil
 }
 
+// ReplaceNode replaces the node of the same name by nodeInfo, such as the
+// node as it will be once started, with the pods on it. Unlike RemoveNode
+// then AddNode, the claims allocated on the node's devices stay: its pods
+// keep them.
+func (s *Scheduler) ReplaceNode(nodeInfo *snapshot.NodeInfo) error {
+	if err := s.cache.removeNode(nodeInfo.Name()); err != nil {
+		return err
+	}
+	return s.cache.addNode(nodeInfo)
+}
+
 // ScheduleOptions tune SchedulePods.
 type ScheduleOptions struct {
 	// NodeFilter, when set, leaves out the nodes it returns false for, such
