@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -191,4 +193,29 @@ func TestStartingNodeWithoutSlicesYetTakesThePodsWithClaims(t *testing.T) {
 
 	g.Expect(gpu.increases).To(BeEmpty(), "the pod waits for the starting node")
 	g.Expect(groupRow(status, gpu.id).Upcoming).To(Equal(1))
+}
+
+// The pods of a capacity buffer have the claims of its pod template: the
+// DRA objects are read for them too, and they grow the group with the
+// devices.
+func TestBufferPodsWithClaimsGrowTheGroupWhoseNodesHaveTheDevices(t *testing.T) {
+	g := NewWithT(t)
+	gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: templateNode()}
+	cpu := &fakeGroup{id: "MachineDeployment/default/cpu", max: 10, template: templateNode()}
+	// No pod of the cluster has claims: only the buffer's pods do.
+	nodes, slices := gpuNodes(gpu, 1)
+	objects := append(objects(nodes), slices...)
+	objects = append(objects, st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2))
+	buffer := bufferOf(2)
+	buffer.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("two-gpus")}}
+	f := newFixture(t, []*fakeGroup{gpu, cpu}, objects...).withBuffers(t, &staticBuffers{list: []buffers.Buffer{buffer}})
+	config := autoscaler.DefaultConfig()
+	config.Expanders = []string{scaleup.ExpanderPriority}
+	config.ExpanderPriorities = map[int32][]string{10: {"MachineDeployment/default/cpu"}, 1: {"MachineDeployment/default/gpu"}}
+	f.apply(t, config)
+
+	f.runOnce(t)
+
+	g.Expect(cpu.increases).To(BeEmpty())
+	g.Expect(gpu.increases).To(Equal([]int{1}), "one pod on the node, whose 2 GPUs are free, one on a new node")
 }

@@ -208,6 +208,8 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	}
 	s.readBuffers(ctx, &input, l)
 	s.readRequests(ctx, &input, l)
+	// After the pods of buffers and requests, whose claims count too.
+	s.readDRA(ctx, &input)
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(l, groups.Groups)
@@ -295,7 +297,6 @@ func (s *steps) readCluster(ctx context.Context) (snapshot.Input, error) {
 		return in, fmt.Errorf("listing pods of the cluster: %w", err)
 	}
 	s.readStorage(ctx, &in)
-	s.readDRA(ctx, &in)
 	s.readControllers(ctx, &in)
 	in.Nodes = pointers(nodes.Items)
 	in.DaemonSets = pointers(daemonSets.Items)
