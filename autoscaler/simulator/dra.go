@@ -81,6 +81,9 @@ type draIndex struct {
 	// disagree.
 	allocated sets.Set[structured.DeviceID]
 	holders   map[structured.DeviceID]int
+	// onNode are the claims allocated on the devices of each node
+	// (allocationNode), which removing the node releases.
+	onNode map[string]sets.Set[string]
 }
 
 type allocationChange struct {
@@ -96,6 +99,7 @@ func newDRAIndex(ctx context.Context, dra *snapshot.DRA) *draIndex {
 		generation:  1,
 		allocated:   sets.New[structured.DeviceID](),
 		holders:     map[structured.DeviceID]int{},
+		onNode:      map[string]sets.Set[string]{},
 	}
 	for key, claim := range dra.Claims() {
 		if claim.Status.Allocation != nil {
@@ -146,6 +150,9 @@ func (idx *draIndex) set(key string, allocation *resourceapi.AllocationResult) {
 // updates the allocated devices.
 func (idx *draIndex) apply(key string, allocation *resourceapi.AllocationResult) {
 	if previous := idx.allocations[key]; previous != nil {
+		if node := allocationNode(previous); node != "" {
+			idx.onNode[node].Delete(key)
+		}
 		forEachAllocatedDevice(previous, func(id structured.DeviceID) {
 			if idx.holders[id]--; idx.holders[id] <= 0 {
 				delete(idx.holders, id)
@@ -158,6 +165,12 @@ func (idx *draIndex) apply(key string, allocation *resourceapi.AllocationResult)
 		return
 	}
 	idx.allocations[key] = allocation
+	if node := allocationNode(allocation); node != "" {
+		if idx.onNode[node] == nil {
+			idx.onNode[node] = sets.New[string]()
+		}
+		idx.onNode[node].Insert(key)
+	}
 	forEachAllocatedDevice(allocation, func(id structured.DeviceID) {
 		idx.holders[id]++
 		idx.allocated.Insert(id)
@@ -179,13 +192,7 @@ func forEachAllocatedDevice(allocation *resourceapi.AllocationResult, f func(str
 // which the simulation removes: its pods move, and their claims are
 // allocated anew where they go.
 func (idx *draIndex) releaseNode(name string) {
-	var released []string
-	for key, allocation := range idx.allocations {
-		if allocationNode(allocation) == name {
-			released = append(released, key)
-		}
-	}
-	for _, key := range released {
+	for _, key := range sets.List(idx.onNode[name]) {
 		idx.set(key, nil)
 	}
 }
