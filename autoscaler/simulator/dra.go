@@ -109,6 +109,29 @@ func newDRAIndex(ctx context.Context, dra *snapshot.DRA) *draIndex {
 	return idx
 }
 
+// allocatePlaced allocates, on their nodes, the claims of the pods of
+// snap that are on nodes and whose claims are not allocated: pending pods
+// that an earlier step of the loop placed where they will run (the nodes
+// they wait for, the room of a buffer), so that other pods do not take
+// their devices. Pods bound by kube-scheduler have their claims allocated
+// already. Clusters without claims or claim templates pay nothing.
+func (idx *draIndex) allocatePlaced(snap *snapshot.Snapshot) {
+	if idx.dra.Err() != nil || (len(idx.dra.Claims()) == 0 && !idx.dra.HasTemplates()) {
+		return
+	}
+	for _, nodeInfo := range snap.NodeInfos() {
+		for _, info := range nodeInfo.Pods() {
+			if len(info.Pod.Spec.ResourceClaims) == 0 {
+				continue
+			}
+			claims := idx.resolve(info.Pod.Full())
+			if claims.check(nodeInfo) == "" {
+				claims.place(nodeInfo)
+			}
+		}
+	}
+}
+
 func (idx *draIndex) fork() { idx.marks = append(idx.marks, len(idx.undo)) }
 
 func (idx *draIndex) revert() {

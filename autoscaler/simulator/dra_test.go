@@ -265,3 +265,20 @@ func TestReplacedNodeKeepsItsClaims(t *testing.T) {
 	g.Expect(sched.Check(st.Pod("q", "1", "1Gi", st.WithResourceClaim("more-gpus")), "n1")).
 		To(ConsistOf(simulator.ReasonCannotAllocate([]string{"more-gpus"}, "the node's devices cannot satisfy it")), "p still holds both GPUs")
 }
+
+// TestPodsPlacedBeforeTheSchedulerHoldTheirDevices checks that pending
+// pods an earlier step placed on a node (snapshot.AddPod) hold the devices
+// their claims get there.
+func TestPodsPlacedBeforeTheSchedulerHoldTheirDevices(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	in := gpuCluster("n1")
+	in.ResourceClaims = []*resourceapi.ResourceClaim{st.ResourceClaim("waiting", "gpu", 2), st.ResourceClaim("other", "gpu", 1)}
+	snap := snapshot.New(in)
+	g.Expect(snap.AddPod(snapshot.NewPodInfo(st.Pod("w", "1", "1Gi", st.WithResourceClaim("waiting"))), "n1")).To(Succeed())
+
+	sched := simulator.NewScheduler(ctx, snap)
+
+	g.Expect(sched.Check(st.Pod("q", "1", "1Gi", st.WithResourceClaim("other")), "n1")).
+		To(ConsistOf(simulator.ReasonCannotAllocate([]string{"other"}, "the node's devices cannot satisfy it")))
+}

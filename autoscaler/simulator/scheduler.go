@@ -56,12 +56,14 @@ type Scheduler struct {
 // NewScheduler returns a Scheduler working on snap.
 func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	logger := klog.FromContext(ctx)
-	return &Scheduler{
+	s := &Scheduler{
 		snap: snap, logger: logger,
 		cache:   newPreFilterCache(logger, snap),
 		volumes: newVolumeIndex(snap.Storage()),
 		dra:     newDRAIndex(ctx, snap.DRA()),
 	}
+	s.dra.allocatePlaced(snap)
+	return s
 }
 
 // Snapshot is the snapshot the scheduler works on.

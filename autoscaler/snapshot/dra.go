@@ -70,6 +70,9 @@ func (d *DRA) Template(namespace, name string) *resourceapi.ResourceClaimTemplat
 	return d.templates[namespace+"/"+name]
 }
 
+// HasTemplates tells whether there are resource claim templates.
+func (d *DRA) HasTemplates() bool { return len(d.templates) > 0 }
+
 // SharedSlices are the ResourceSlices of devices that are not local to
 // one node (network-attached, selected by node selector or for all
 // nodes). Do not modify the slice.
