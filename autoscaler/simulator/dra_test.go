@@ -282,3 +282,19 @@ func TestPodsPlacedBeforeTheSchedulerHoldTheirDevices(t *testing.T) {
 	g.Expect(sched.Check(st.Pod("q", "1", "1Gi", st.WithResourceClaim("other")), "n1")).
 		To(ConsistOf(simulator.ReasonCannotAllocate([]string{"other"}, "the node's devices cannot satisfy it")))
 }
+
+// TestGroupsFollowTheSchedulerTheyAreUsedWith checks that a pod group
+// looked at by one scheduler sees the allocations of the next one.
+func TestGroupsFollowTheSchedulerTheyAreUsedWith(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	in := gpuCluster("n1")
+	in.ResourceClaims = []*resourceapi.ResourceClaim{st.ResourceClaim("a", "gpu", 2), st.ResourceClaim("b", "gpu", 2)}
+	group := simulator.NewPodGroup(st.Pod("q", "1", "1Gi", st.WithResourceClaim("b")))
+	g.Expect(simulator.NewScheduler(ctx, snapshot.New(in)).CheckGroup(group, "n1")).To(BeEmpty())
+
+	sched := simulator.NewScheduler(ctx, snapshot.New(in))
+	g.Expect(sched.SchedulePods([]*corev1.Pod{st.Pod("p", "1", "1Gi", st.WithResourceClaim("a"))}, simulator.ScheduleOptions{}).Scheduled).To(HaveLen(1))
+
+	g.Expect(sched.CheckGroup(group, "n1")).To(HaveLen(1), "p holds both GPUs in this scheduler")
+}

@@ -372,7 +372,9 @@ func (s *Scheduler) state(group *PodGroup) groupState {
 	if group.volumes == nil && len(group.info.Claims) > 0 {
 		group.volumes = s.volumes.resolve(group.info)
 	}
-	if group.claims == nil && len(group.first.Spec.ResourceClaims) > 0 {
+	// The claims follow the allocations of one scheduler: a group that
+	// another scheduler looked at resolves them again.
+	if (group.claims == nil || group.claims.index != s.dra) && len(group.first.Spec.ResourceClaims) > 0 {
 		group.claims = s.dra.resolve(group.first)
 	}
 	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes, claims: group.claims}
