@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,10 @@ type benchCluster struct {
 	nodes       []*corev1.Node
 	pods        []*snapshot.Pod
 	replicaSets []metav1.PartialObjectMetadata
+	// The DRA objects, of withIdleClaims.
+	resourceSlices []resourcev1.ResourceSlice
+	deviceClasses  []resourcev1.DeviceClass
+	resourceClaims []resourcev1.ResourceClaim
 }
 
 var (
@@ -66,8 +71,15 @@ func (c *benchCluster) List(_ context.Context, list client.ObjectList, _ ...clie
 		if list.GroupVersionKind() == appsv1.SchemeGroupVersion.WithKind("ReplicaSetList") {
 			list.Items = c.replicaSets
 		}
+	case *resourcev1.ResourceSliceList:
+		list.Items = c.resourceSlices
+	case *resourcev1.DeviceClassList:
+		list.Items = c.deviceClasses
+	case *resourcev1.ResourceClaimList:
+		list.Items = c.resourceClaims
 	case *corev1.PodList, *appsv1.DaemonSetList, *policyv1.PodDisruptionBudgetList, *corev1.NamespaceList,
-		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList:
+		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList,
+		*resourcev1.ResourceClaimTemplateList:
 		// Pods come through ListPods; the others are empty.
 	default:
 		return fmt.Errorf("unexpected list %T", list)
@@ -128,6 +140,39 @@ func idleCluster(nodes, groups int, underutilized bool) (*benchCluster, *fakePro
 		}
 	}
 	return cluster, provider
+}
+
+// withIdleClaims gives the nodes of the first gpuGroups groups of an idle
+// cluster a ResourceSlice of 8 GPUs each, and the first 3 pods of each
+// such node a claim of 2 of them, allocated there: 2 GPUs a node stay
+// free. Scale-down moves the pods of underutilized nodes only where their
+// claims can be allocated anew.
+func withIdleClaims(cluster *benchCluster, provider *fakeProvider, gpuGroups int) {
+	cluster.deviceClasses = []resourcev1.DeviceClass{*st.DeviceClass("gpu", st.GPUDriver)}
+	gpuNodes := map[string]bool{}
+	for _, group := range provider.groups[:gpuGroups] {
+		for _, instance := range group.instances {
+			gpuNodes[instance.NodeName] = true
+			cluster.resourceSlices = append(cluster.resourceSlices, *st.ResourceSlice(instance.NodeName, st.GPUDriver, st.GPUs(8, "a100")...))
+		}
+	}
+	held := map[string]int{}
+	for i, pod := range cluster.pods {
+		node := pod.NodeName
+		if !gpuNodes[node] || held[node] == 3 || pod.IsDaemonSetPod() {
+			continue
+		}
+		first := 2 * held[node]
+		claim := st.AllocatedOn(st.ResourceClaim("gpus-"+pod.Name, "gpu", 2), node, st.GPUDriver,
+			fmt.Sprintf("gpu-%d", first), fmt.Sprintf("gpu-%d", first+1))
+		cluster.resourceClaims = append(cluster.resourceClaims, *claim)
+		// A pod of its own: the spec is shared with the owner's other pods.
+		full := pod.Full()
+		full.Status.Conditions = pod.Conditions
+		st.WithResourceClaim(claim.Name)(full)
+		cluster.pods[i] = snapshot.NewPod(full)
+		held[node]++
+	}
 }
 
 func daemonSetOwned(pod *corev1.Pod) {
@@ -198,6 +243,55 @@ func BenchmarkIdleLoop(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkIdleLoopWithClaims is BenchmarkIdleLoop at 1,000 nodes with
+// DRA (withIdleClaims on 4 of the 20 groups): the loop reads the DRA
+// objects, and scale-down moves the pods of underutilized nodes, some
+// holding GPUs through claims, only where their claims can be allocated
+// anew.
+func BenchmarkIdleLoopWithClaims(b *testing.B) {
+	for _, underutilized := range []bool{false, true} {
+		unneeded := "0"
+		if underutilized {
+			unneeded = "20%"
+		}
+		b.Run(fmt.Sprintf("nodes=1000/pods=30000/groups=20/unneeded=%s", unneeded), func(b *testing.B) {
+			cluster, provider := idleCluster(1000, 20, underutilized)
+			withIdleClaims(cluster, provider, 4)
+			clk := clocktesting.NewFakeClock(st.Now)
+			engine, err := autoscaler.New(autoscaler.Options{
+				ClusterName: "default/workload",
+				Settings:    mustSettings(b, autoscaler.DefaultConfig(), clk),
+				NodeGroups:  provider,
+				Cluster:     cluster,
+				Clientset:   kubefake.NewClientset(),
+				Recorder:    &record.FakeRecorder{},
+				Metrics:     autoscaler.NewMetrics(prometheus.NewRegistry()),
+				Clock:       clk,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			status := runLoop(ctx, b, engine, clk)
+			if status.UnschedulablePods != 0 || !status.ScalingActive {
+				b.Fatalf("not the loop to measure: %d unschedulable pods, scaling active %v (%s)", status.UnschedulablePods, status.ScalingActive, status.ScalingMessage)
+			}
+			b.ReportAllocs()
+			cpu := benchmark.StartCPU(b)
+			for b.Loop() {
+				status = runLoop(ctx, b, engine, clk)
+			}
+			cpu.Report()
+			b.ReportMetric(float64(status.UnneededNodes), "unneeded-nodes")
+			for _, group := range provider.groups {
+				if len(group.increases)+len(group.deletedNodes)+len(group.deletedInstances) > 0 {
+					b.Fatalf("the loop changed group %s", group.id)
+				}
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -207,6 +208,8 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	}
 	s.readBuffers(ctx, &input, l)
 	s.readRequests(ctx, &input, l)
+	// After the pods of buffers and requests, whose claims count too.
+	s.readDRA(ctx, &input)
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(l, groups.Groups)
@@ -332,6 +335,44 @@ func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
 	in.PersistentVolumes = pointers(volumes.Items)
 	in.StorageClasses = pointers(classes.Items)
 	in.CSINodes = pointers(csiNodes.Items)
+}
+
+// readDRA lists the Dynamic Resource Allocation objects the claim check
+// reads into in, within OptionalReadTimeout, when a pod of in has resource
+// claims: clusters that do not use DRA (or do not serve its API) are not
+// asked. A failure does not stop the loop: pods without resource claims
+// are simulated as usual, and those with claims are reported as not
+// evaluated.
+func (s *steps) readDRA(ctx context.Context, in *snapshot.Input) {
+	if !slices.ContainsFunc(in.Pods, func(pod *corev1.Pod) bool { return len(pod.Spec.ResourceClaims) > 0 }) &&
+		!slices.ContainsFunc(in.CachedPods, func(pod *snapshot.Pod) bool { return len(pod.Spec.ResourceClaims) > 0 }) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
+	defer cancel()
+	var (
+		resourceSlices resourcev1.ResourceSliceList
+		classes        resourcev1.DeviceClassList
+		claims         resourcev1.ResourceClaimList
+		templates      resourcev1.ResourceClaimTemplateList
+	)
+	for _, list := range []struct {
+		what string
+		list client.ObjectList
+	}{
+		{"ResourceSlices", &resourceSlices}, {"DeviceClasses", &classes},
+		{"ResourceClaims", &claims}, {"ResourceClaimTemplates", &templates},
+	} {
+		if err := s.opts.Cluster.List(ctx, list.list, client.UnsafeDisableDeepCopy); err != nil {
+			in.DRAError = fmt.Errorf("listing %s of the cluster: %w", list.what, err)
+			klog.FromContext(ctx).Error(err, "Cannot read the DRA objects of the cluster; pods with resource claims will not be simulated", "kind", list.what)
+			return
+		}
+	}
+	in.ResourceSlices = pointers(resourceSlices.Items)
+	in.DeviceClasses = pointers(classes.Items)
+	in.ResourceClaims = pointers(claims.Items)
+	in.ResourceClaimTemplates = pointers(templates.Items)
 }
 
 // readControllers lists into in the metadata of the controllers that

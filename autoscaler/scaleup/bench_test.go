@@ -2,9 +2,11 @@ package scaleup_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -114,6 +116,48 @@ func withVolumes(in snapshot.Input) snapshot.Input {
 	return in
 }
 
+// gpuGroups is the number of node groups of the synthetic cluster whose
+// nodes publish GPUs through DRA, and gpusPerNode how many.
+const (
+	gpuGroups   = 4
+	gpusPerNode = 8
+)
+
+// withClaims gives the synthetic cluster DRA devices: the nodes of the
+// first gpuGroups groups publish a ResourceSlice of 8 GPUs each, 6 of them
+// allocated to claims of 3 running pods of the node; the pods of one
+// pending Deployment in ten ask, each through a claim of its own made from
+// a template, for 2 GPUs of the class, whose CEL selector matches the
+// driver and the model. Pods with claims are pod groups of their own.
+func withClaims(in snapshot.Input) snapshot.Input {
+	in.DeviceClasses = []*resourceapi.DeviceClass{st.DeviceClass("gpu", st.GPUDriver, `device.attributes["gpu.example.com"].model == "a100"`)}
+	in.ResourceClaimTemplates = []*resourceapi.ResourceClaimTemplate{st.ResourceClaimTemplate("two-gpus", "gpu", 2)}
+	gpuNodes := map[string]bool{}
+	for _, group := range in.NodeGroups[:gpuGroups] {
+		for _, name := range group.(*st.NodeGroup).Nodes {
+			gpuNodes[name] = true
+			in.ResourceSlices = append(in.ResourceSlices, st.ResourceSlice(name, st.GPUDriver, st.GPUs(gpusPerNode, "a100")...))
+		}
+	}
+	held := map[string]int{}
+	for _, pod := range in.Pods {
+		node := pod.Spec.NodeName
+		if node != "" && gpuNodes[node] && held[node] < 3 {
+			first := 2 * held[node]
+			claim := st.AllocatedOn(st.ResourceClaim("gpus-"+pod.Name, "gpu", 2), node, st.GPUDriver,
+				fmt.Sprintf("gpu-%d", first), fmt.Sprintf("gpu-%d", first+1))
+			st.WithResourceClaim(claim.Name)(pod)
+			in.ResourceClaims = append(in.ResourceClaims, claim)
+			held[node]++
+			continue
+		}
+		if owner := pod.OwnerReferences[0].Name; node == "" && strings.HasPrefix(owner, "pending-") && strings.HasSuffix(owner, "7") {
+			st.WithResourceClaimTemplate("gpus", "two-gpus")(pod)
+		}
+	}
+	return in
+}
+
 func withRequiredAntiAffinity(topologyKey, key, value string) st.PodOption {
 	return func(pod *corev1.Pod) {
 		pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
@@ -154,6 +198,21 @@ func BenchmarkScaleUp(b *testing.B) {
 	b.Run(benchmark.ClusterSize{Nodes: 1000, Groups: benchmark.DefaultGroups}.Name(podsPerNode)+"/volumes", func(b *testing.B) {
 		benchmarkScaleUp(b, withVolumes(syntheticCluster(1000, benchmark.DefaultGroups)))
 	})
+}
+
+// BenchmarkScaleUpWithClaims measures scale-up decisions with DRA claims
+// (withClaims): the claim check runs the allocator of
+// k8s.io/dynamic-resource-allocation for every pod with claims on every
+// node it tries.
+func BenchmarkScaleUpWithClaims(b *testing.B) {
+	for _, size := range []benchmark.ClusterSize{
+		{Nodes: 100, Groups: benchmark.DefaultGroups},
+		{Nodes: 1000, Groups: benchmark.DefaultGroups},
+	} {
+		b.Run(size.Name(podsPerNode), func(b *testing.B) {
+			benchmarkScaleUp(b, withClaims(syntheticCluster(size.Nodes, size.Groups)))
+		})
+	}
 }
 
 // benchmarkedScaleUp is the scale-up the benchmarks measure: expanders

@@ -463,19 +463,25 @@ func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Sn
 	now := s.opts.Clock.Now()
 	for _, group := range snap.NodeGroups() {
 		left := upcoming[group.ID()]
+		template := snap.Template(group.ID())
 		for _, name := range snap.RegisteredNodes(group.ID()) {
 			info := snap.NodeInfo(name)
 			if left == 0 || s.opts.NodeRules.Readiness(info.Node(), now) != nodefacts.NotStarted {
 				continue
 			}
-			started := snapshot.NewNodeInfo(s.opts.NodeRules.Started(info.Node()), info.Pods()...).WithAttachLimits(info.AttachLimits())
-			// The node was in the snapshot, so both succeed.
-			_ = sched.RemoveNode(name)
-			_ = sched.AddNode(started)
+			// Its DRA devices are those it publishes, or, before its
+			// drivers publish them, its template's.
+			resourceSlices := info.ResourceSlices()
+			if len(resourceSlices) == 0 && template != nil {
+				resourceSlices = template.ResourceSlices()
+			}
+			started := snapshot.NewNodeInfo(s.opts.NodeRules.Started(info.Node()), info.Pods()...).
+				WithAttachLimits(info.AttachLimits()).WithResourceSlices(resourceSlices)
+			// The node was in the snapshot, so it succeeds.
+			_ = sched.ReplaceNode(started)
 			added.named.Insert(name)
 			left--
 		}
-		template := snap.Template(group.ID())
 		if template == nil {
 			continue
 		}

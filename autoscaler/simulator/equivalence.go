@@ -27,6 +27,9 @@ type PodGroup struct {
 	// claims need, known once the scheduler first looks at the group.
 	self    *selfTerms
 	volumes *podVolumes
+	// claims are the pod's resource claims, for groups of one pod with
+	// claims (see sameSchedulingSpec).
+	claims *podClaims
 	// interPod is true when whether a pod fits depends on where other pods
 	// are beyond the node's own resources: pod affinity or topology spread.
 	// Placing pods can make such a group fit a node it did not fit before.
@@ -118,6 +121,11 @@ func controllerUID(pod *corev1.Pod) types.UID {
 // sameSchedulingSpec compares everything the simulator looks at. Labels
 // matter because a pod may match its own affinity or spread selectors.
 func sameSchedulingSpec(a, b *corev1.Pod) bool {
+	// Pods with resource claims are groups of their own: each has claims
+	// of its own, allocated on its own node.
+	if len(a.Spec.ResourceClaims) > 0 || len(b.Spec.ResourceClaims) > 0 {
+		return false
+	}
 	if a.Namespace != b.Namespace || a.Spec.NodeName != b.Spec.NodeName || !sameClaims(a, b) ||
 		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Spec.NodeSelector, b.Spec.NodeSelector) ||
 		len(a.Spec.Containers) != len(b.Spec.Containers) || len(a.Spec.InitContainers) != len(b.Spec.InitContainers) {

@@ -21,6 +21,8 @@ type groupState struct {
 	self          *selfTerms
 	// volumes is nil for groups without claims.
 	volumes *podVolumes
+	// claims is nil for groups without resource claims.
+	claims *podClaims
 }
 
 // check runs the predicates in kube-scheduler's filter order for a pod of
@@ -51,6 +53,11 @@ func (gs groupState) check(logger klog.Logger, group *PodGroup, nodeInfo *snapsh
 	}
 	if gs.volumes != nil {
 		if reason := gs.volumes.check(nodeInfo); reason != "" {
+			return append(reasons, reason), true
+		}
+	}
+	if gs.claims != nil {
+		if reason := gs.claims.check(nodeInfo); reason != "" {
 			return append(reasons, reason), true
 		}
 	}

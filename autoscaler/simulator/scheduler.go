@@ -2,8 +2,8 @@
 // cluster, with the predicates of kube-scheduler that matter for
 // autoscaling: resources, node name, node selector and required node
 // affinity, taints, unschedulable nodes, host ports, required inter-pod
-// affinity and anti-affinity and hard topology spread. Volumes and dynamic
-// resources are not simulated.
+// affinity and anti-affinity and hard topology spread, volumes (volumes.go)
+// and DRA resource claims (dra.go).
 //
 // Both directions use it: scale-up places pending pods on template nodes,
 // scale-down places the pods of candidate nodes on the remaining ones:
@@ -48,16 +48,22 @@ type Scheduler struct {
 	// volumes resolves claims against the snapshot's storage objects,
 	// which simulations do not change.
 	volumes *volumeIndex
+	// dra allocates resource claims, and follows the allocations the
+	// simulation makes through forks.
+	dra *draIndex
 }
 
 // NewScheduler returns a Scheduler working on snap.
 func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	logger := klog.FromContext(ctx)
-	return &Scheduler{
+	s := &Scheduler{
 		snap: snap, logger: logger,
 		cache:   newPreFilterCache(logger, snap),
 		volumes: newVolumeIndex(snap.Storage()),
+		dra:     newDRAIndex(ctx, snap.DRA()),
 	}
+	s.dra.allocatePlaced(snap)
+	return s
 }
 
 // Snapshot is the snapshot the scheduler works on.
@@ -67,6 +73,7 @@ func (s *Scheduler) Snapshot() *snapshot.Snapshot { return s.snap }
 func (s *Scheduler) Fork() {
 	s.cache.fork()
 	s.snap.Fork()
+	s.dra.fork()
 }
 
 // Revert drops the changes to the snapshot and the cache since Fork. It
@@ -77,6 +84,7 @@ func (s *Scheduler) Revert() {
 	}
 	s.snap.Revert()
 	s.cache.revert()
+	s.dra.revert()
 }
 
 // Commit keeps the changes to the snapshot and the cache since Fork in the
@@ -87,6 +95,7 @@ func (s *Scheduler) Commit() {
 	}
 	s.snap.Commit()
 	s.cache.commit()
+	s.dra.commit()
 }
 
 // Prepare computes now what the predicates need for groups, in one pass
@@ -134,8 +143,17 @@ func (s *Scheduler) PlaceOnLasting(group *PodGroup, pod *corev1.Pod, nodeName st
 	if reasons, lasting := s.CheckGroupLasting(group, nodeName); reasons != nil {
 		return reasons, lasting
 	}
-	s.cache.place(group.podInfo(pod), s.snap.NodeInfo(nodeName).Node())
+	s.place(group, pod, s.snap.NodeInfo(nodeName))
 	return nil, false
+}
+
+// place places pod, a member of group that fits nodeInfo, there: its
+// claims take the devices they were allocated.
+func (s *Scheduler) place(group *PodGroup, pod *corev1.Pod, nodeInfo *snapshot.NodeInfo) {
+	s.cache.place(group.podInfo(pod), nodeInfo.Node())
+	if group.claims != nil {
+		group.claims.place(nodeInfo)
+	}
 }
 
 // AddNode adds a node, with the pods on it, to the snapshot.
@@ -146,8 +164,25 @@ func (s *Scheduler) AddNode(nodeInfo *snapshot.NodeInfo) error {
 // RemoveNode removes a node, with the pods on it, from the snapshot. The
 // cache is updated rather than recomputed, so that removing one node costs
 // what is on that node, not what is in the cluster.
+// The claims allocated on the node's devices are released: the node's
+// pods take them elsewhere.
 func (s *Scheduler) RemoveNode(name string) error {
-	return s.cache.removeNode(name)
+	if err := s.cache.removeNode(name); err != nil {
+		return err
+	}
+	s.dra.releaseNode(name)
+	return nil
+}
+
+// ReplaceNode replaces the node of the same name by nodeInfo, such as the
+// node as it will be once started, with the pods on it. Unlike RemoveNode
+// then AddNode, the claims allocated on the node's devices stay: its pods
+// keep them.
+func (s *Scheduler) ReplaceNode(nodeInfo *snapshot.NodeInfo) error {
+	if err := s.cache.removeNode(nodeInfo.Name()); err != nil {
+		return err
+	}
+	return s.cache.addNode(nodeInfo)
 }
 
 // ScheduleOptions tune SchedulePods.
@@ -296,7 +331,7 @@ func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) Sched
 				result.Unschedulable = append(result.Unschedulable, Unschedulable{Pod: pod, Nodes: scan.tried + transientTried, Reasons: reasons})
 				continue
 			}
-			s.cache.place(group.podInfo(pod), nodes[placedOn].Node())
+			s.place(group, pod, nodes[placedOn])
 			result.Scheduled = append(result.Scheduled, Placement{Pod: pod, NodeName: nodes[placedOn].Name()})
 		}
 	}
@@ -337,5 +372,10 @@ func (s *Scheduler) state(group *PodGroup) groupState {
 	if group.volumes == nil && len(group.info.Claims) > 0 {
 		group.volumes = s.volumes.resolve(group.info)
 	}
-	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes}
+	// The claims follow the allocations of one scheduler: a group that
+	// another scheduler looked at resolves them again.
+	if (group.claims == nil || group.claims.index != s.dra) && len(group.first.Spec.ResourceClaims) > 0 {
+		group.claims = s.dra.resolve(group.first)
+	}
+	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes, claims: group.claims}
 }

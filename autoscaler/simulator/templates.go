@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -22,7 +23,9 @@ import (
 // what a new node would be when it has one, else from the group's own
 // TemplateNode, turned into a template by rules, plus the pods of the
 // DaemonSets that would run on it and, from a member, those of the
-// DaemonSet controllers of other kinds. Groups that have a template keep
+// DaemonSet controllers of other kinds, and, from a member, copies of the
+// member's node-local ResourceSlices (snapshot.NodeInfo.WithResourceSlices),
+// so that claims for its devices fit the template. Groups that have a template keep
 // it. Groups without one are returned with why; they cannot scale up.
 func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.Rules) map[string]error {
 	logger := klog.FromContext(ctx)
@@ -34,8 +37,10 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 		var example *corev1.Node
 		var limits snapshot.AttachLimits
 		var customDaemons []*snapshot.PodInfo
+		var resourceSlices []*resourceapi.ResourceSlice
 		if member := templateMember(snap, group); member != nil {
 			example, limits, customDaemons = member.Node(), member.AttachLimits(), customDaemonSetPods(member)
+			resourceSlices = member.ResourceSlices()
 		} else {
 			var err error
 			if example, err = group.TemplateNode(ctx); err != nil {
@@ -48,8 +53,8 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 			}
 		}
 		node := rules.TemplateNode(example, group.ID())
-		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets(), customDaemons...).WithAttachLimits(limits))
-		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable, "attachLimits", limits)
+		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets(), customDaemons...).WithAttachLimits(limits).WithResourceSlices(resourceSlices))
+		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable, "attachLimits", limits, "resourceSlices", len(resourceSlices))
 	}
 	return failed
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 // NodeInfo is a node with the pods placed on it and their sums. A NodeInfo
@@ -21,6 +22,9 @@ type NodeInfo struct {
 	podsWithRequiredAntiAffinity []*PodInfo
 	// attachLimits are the node's CSI attach limits, shared by copies.
 	attachLimits AttachLimits
+	// resourceSlices publish the node's local DRA devices, shared by
+	// copies.
+	resourceSlices []*resourceapi.ResourceSlice
 	// order places the node in the snapshot's lists, which are sorted by
 	// it: the snapshot sets it when the node is added.
 	order uint64
@@ -48,6 +52,23 @@ func (n *NodeInfo) WithAttachLimits(limits AttachLimits) *NodeInfo {
 	copied.attachLimits = limits
 	return copied
 }
+
+// WithResourceSlices returns the node, not yet in a snapshot, with the
+// node-local ResourceSlices of another node, such as a template's from a
+// member of its group: copies published for this node, with devices
+// unallocated.
+func (n *NodeInfo) WithResourceSlices(slices []*resourceapi.ResourceSlice) *NodeInfo {
+	copied := n.clone()
+	copied.resourceSlices = nil
+	for _, slice := range slices {
+		copied.resourceSlices = append(copied.resourceSlices, renameSlices([]*resourceapi.ResourceSlice{slice}, LocalSliceNode(slice), n.node.Name)...)
+	}
+	return copied
+}
+
+// ResourceSlices are the ResourceSlices of the node's local DRA devices.
+// Do not modify them.
+func (n *NodeInfo) ResourceSlices() []*resourceapi.ResourceSlice { return n.resourceSlices }
 
 // AttachLimits are the node's CSI attach limits, from its CSINode; nil when
 // it has none. Do not modify the map.
@@ -87,6 +108,7 @@ func (n *NodeInfo) CopyAs(name string) *NodeInfo {
 	node.Labels[corev1.LabelHostname] = name
 	copied := n.clone()
 	copied.node = &node
+	copied.resourceSlices = renameSlices(n.resourceSlices, n.node.Name, name)
 	return copied
 }
 
@@ -100,6 +122,7 @@ func (n *NodeInfo) clone() *NodeInfo {
 		hostPorts:                    slices.Clone(n.hostPorts),
 		podsWithRequiredAntiAffinity: slices.Clone(n.podsWithRequiredAntiAffinity),
 		attachLimits:                 n.attachLimits,
+		resourceSlices:               n.resourceSlices,
 		order:                        n.order,
 	}
 }

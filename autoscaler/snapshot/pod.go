@@ -39,7 +39,10 @@ type Pod struct {
 	NominatedNodeName string
 	Phase             corev1.PodPhase
 	Conditions        []corev1.PodCondition
-	Spec              *corev1.PodSpec
+	// ResourceClaimStatuses name the ResourceClaims made for the pod
+	// from the templates of its spec.resourceClaims.
+	ResourceClaimStatuses []corev1.PodResourceClaimStatus
+	Spec                  *corev1.PodSpec
 
 	// parsed is the pod's PodInfo, once a snapshot parsed it: the engines
 	// of a cluster share its cache, and a cached pod parses the same in
@@ -64,6 +67,8 @@ func NewPod(pod *corev1.Pod) *Pod {
 		Phase:             pod.Status.Phase,
 		Conditions:        pod.Status.Conditions,
 		Spec:              &pod.Spec,
+
+		ResourceClaimStatuses: pod.Status.ResourceClaimStatuses,
 	}
 }
 
@@ -73,7 +78,10 @@ func (p *Pod) Full() *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: p.objectMeta(),
 		Spec:       *p.Spec,
-		Status:     corev1.PodStatus{Phase: p.Phase, Conditions: p.Conditions, NominatedNodeName: p.NominatedNodeName},
+		Status: corev1.PodStatus{
+			Phase: p.Phase, Conditions: p.Conditions, NominatedNodeName: p.NominatedNodeName,
+			ResourceClaimStatuses: p.ResourceClaimStatuses,
+		},
 	}
 	pod.Spec.NodeName = p.NodeName
 	return pod

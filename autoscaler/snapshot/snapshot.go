@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,6 +60,16 @@ type Input struct {
 	StorageClasses         []*storagev1.StorageClass
 	CSINodes               []*storagev1.CSINode
 	StorageError           error
+	// ResourceSlices, DeviceClasses, ResourceClaims and
+	// ResourceClaimTemplates are what the simulator's DRA claim check
+	// reads; node-local slices go to their nodes. DRAError, when set, is
+	// why they could not be read: pods with resource claims are then
+	// reported as not evaluated.
+	ResourceSlices         []*resourceapi.ResourceSlice
+	DeviceClasses          []*resourceapi.DeviceClass
+	ResourceClaims         []*resourceapi.ResourceClaim
+	ResourceClaimTemplates []*resourceapi.ResourceClaimTemplate
+	DRAError               error
 	// Controllers are the controllers whose pods scale-down may evict,
 	// read as metadata: a pod whose controller is gone is not recreated
 	// elsewhere. ControllersError, when set, is why they could not be
@@ -86,6 +97,7 @@ type Snapshot struct {
 	pdbs            []*policyv1.PodDisruptionBudget
 	namespaceLabels map[string]labels.Set
 	storage         *Storage
+	dra             *DRA
 	controllers     sets.Set[types.UID]
 	controllersErr  error
 
@@ -104,6 +116,7 @@ func New(in Input) *Snapshot {
 		pdbs:            in.PodDisruptionBudgets,
 		namespaceLabels: make(map[string]labels.Set, len(in.Namespaces)),
 		storage:         newStorage(&in),
+		dra:             newDRA(&in),
 		controllers:     make(sets.Set[types.UID], len(in.Controllers)),
 		controllersErr:  in.ControllersError,
 		groups:          in.NodeGroups,
@@ -123,6 +136,11 @@ func New(in Input) *Snapshot {
 	for _, csiNode := range in.CSINodes {
 		if node, ok := base.nodes[csiNode.Name]; ok {
 			node.attachLimits = attachLimitsOf(csiNode)
+		}
+	}
+	for _, slice := range in.ResourceSlices {
+		if node, ok := base.nodes[LocalSliceNode(slice)]; ok {
+			node.resourceSlices = append(node.resourceSlices, slice)
 		}
 	}
 	parser := newParser()
@@ -352,6 +370,9 @@ func (s *Snapshot) PodDisruptionBudgets() []*policyv1.PodDisruptionBudget { retu
 
 // Storage is what the snapshot knows of the cluster's volumes.
 func (s *Snapshot) Storage() *Storage { return s.storage }
+
+// DRA is what the snapshot knows of the cluster's DRA objects.
+func (s *Snapshot) DRA() *DRA { return s.dra }
 
 // ControllerExists tells whether the input's controllers hold one with
 // the given UID, which an owner reference names; the error is why they

@@ -95,6 +95,7 @@ func (t *Transformer) Pod(pod *corev1.Pod) *snapshot.Pod {
 		HostNetwork:                   spec.HostNetwork,
 		TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
 		Volumes:                       engineVolumes(spec.Volumes),
+		ResourceClaims:                slices.Clip(spec.ResourceClaims),
 		Containers:                    containers(spec.Containers),
 		InitContainers:                containers(spec.InitContainers),
 	}

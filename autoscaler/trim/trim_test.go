@@ -78,11 +78,16 @@ func deploymentPod(name string) *corev1.Pod {
 				{Name: "work", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}}}},
 			},
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			ResourceClaims: []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")},
+				{Name: "shared", ResourceClaimName: ptr.To("shared-nic")},
+			},
 		},
 		Status: corev1.PodStatus{
-			Phase:  corev1.PodRunning,
-			PodIP:  "10.0.0.7",
-			HostIP: "192.168.0.1",
+			ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(name + "-gpu-x7k2")}},
+			Phase:                 corev1.PodRunning,
+			PodIP:                 "10.0.0.7",
+			HostIP:                "192.168.0.1",
 			Conditions: []corev1.PodCondition{
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()},
@@ -119,6 +124,8 @@ func TestPodKeepsWhatTheEngineDecidesOn(t *testing.T) {
 	g.Expect(full.Spec.Volumes[2].PersistentVolumeClaim).To(Equal(pod.Spec.Volumes[3].PersistentVolumeClaim))
 	g.Expect(full.Spec.Volumes[3].Name).To(Equal("work"), "a generic ephemeral volume's name names its claim")
 	g.Expect(full.Spec.Volumes[3].Ephemeral).NotTo(BeNil())
+	g.Expect(full.Spec.ResourceClaims).To(Equal(pod.Spec.ResourceClaims), "DRA claims decide where the pod fits")
+	g.Expect(full.Status.ResourceClaimStatuses).To(Equal(pod.Status.ResourceClaimStatuses), "they name the claims made from templates")
 	g.Expect(full.Status.Phase).To(Equal(corev1.PodRunning))
 	g.Expect(full.CreationTimestamp).To(Equal(pod.CreationTimestamp))
 

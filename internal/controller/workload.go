@@ -26,7 +26,9 @@ import (
 // WorkloadCacheOptions are the options of the caches the ClusterCache keeps
 // per workload cluster. The engine only reads Nodes, Pods, DaemonSets,
 // PodDisruptionBudgets, Namespaces, the storage objects of volumes
-// (claims, persistent volumes, storage classes, CSINodes) and the metadata
+// (claims, persistent volumes, storage classes, CSINodes), the DRA objects
+// (ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates)
+// and the metadata
 // of the controllers of scaledown.ReplicatingControllers, and informers
 // start on first read, so nothing else is cached. Managed fields are
 // dropped from every object; Nodes are trimmed to what the engine reads,
