@@ -614,14 +614,36 @@ func (s *steps) skipScaleUpReason(group nodegroups.NodeGroup, now time.Time) str
 	return ""
 }
 
-// scaleUpMessage is the upstream TriggeredScaleUp event message.
+// scaleUpMessage is the TriggeredScaleUp event message of a scale-up.
 func (s *steps) scaleUpMessage(increases []scaleup.Increase) string {
-	groups := make([]string, 0, len(increases))
+	groups := make([]GroupResize, 0, len(increases))
 	for _, increase := range increases {
 		target := s.state.Group(increase.Group.ID()).Target
-		groups = append(groups, fmt.Sprintf("{%s %d->%d (max: %d)}", increase.Group.ID(), target, target+increase.Delta, increase.Group.MaxSize()))
+		groups = append(groups, GroupResize{ID: increase.Group.ID(), From: target, To: target + increase.Delta, Max: increase.Group.MaxSize()})
 	}
-	return "pod triggered scale-up: [" + strings.Join(groups, " ") + "]"
+	return TriggeredScaleUpMessage(groups)
+}
+
+// TriggeredScaleUpPrefix starts the message of a TriggeredScaleUp event.
+const TriggeredScaleUpPrefix = "pod triggered scale-up:"
+
+// GroupResize is a node group in a TriggeredScaleUp message: its size
+// before and after the scale-up, and its max size.
+type GroupResize struct {
+	ID            string
+	From, To, Max int
+}
+
+// TriggeredScaleUpMessage is the message of the TriggeredScaleUp events of
+// the pods a scale-up helps, in the upstream autoscaler's words, which
+// tools that watch for its events, and `kubectl capi-autoscaler compare`,
+// read.
+func TriggeredScaleUpMessage(groups []GroupResize) string {
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("{%s %d->%d (max: %d)}", g.ID, g.From, g.To, g.Max))
+	}
+	return TriggeredScaleUpPrefix + " [" + strings.Join(parts, " ") + "]"
 }
 
 // countReasons counts the real pods that triggered no scale-up by reason.

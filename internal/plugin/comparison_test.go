@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -374,6 +376,19 @@ func TestParseScaleUpMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Active engine of capi-autoscaler is the other autoscaler too: its
+// messages must read back as it meant them.
+func TestParseScaleUpMessageReadsTheEnginesMessages(t *testing.T) {
+	g := NewWithT(t)
+	message := autoscaler.TriggeredScaleUpMessage([]autoscaler.GroupResize{{ID: md0, From: 1, To: 3, Max: 5}, {ID: md1, From: 0, To: 2, Max: 4}})
+	groups, err := parseScaleUpMessage(message)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(groups).To(Equal([]GroupChange{
+		{ID: md0, Delta: 2, From: ptrTo[int32](1), To: ptrTo[int32](3), Max: ptrTo[int32](5)},
+		{ID: md1, Delta: 2, From: ptrTo[int32](0), To: ptrTo[int32](2), Max: ptrTo[int32](4)},
+	}))
 }
 
 func TestScaleDownNode(t *testing.T) {

@@ -44,7 +44,7 @@ const (
 	// events on removing an empty node.
 	reasonScaleDownEmpty = "ScaleDownEmpty"
 	// triggeredScaleUpPrefix starts the message of a TriggeredScaleUp event.
-	triggeredScaleUpPrefix = "pod triggered scale-up:"
+	triggeredScaleUpPrefix = autoscaler.TriggeredScaleUpPrefix
 )
 
 // GroupChange is a node group a scale-up grows: by how many nodes, and,
