@@ -15,6 +15,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -218,4 +219,56 @@ func TestBufferPodsWithClaimsGrowTheGroupWhoseNodesHaveTheDevices(t *testing.T) 
 
 	g.Expect(cpu.increases).To(BeEmpty())
 	g.Expect(gpu.increases).To(Equal([]int{1}), "one pod on the node, whose 2 GPUs are free, one on a new node")
+}
+
+// A group at zero whose template node describes DRA devices
+// (snapshot.TemplateDevicesAnnotation, which the template package sets from
+// the dra-driver and gpu-count annotations) has a template with a
+// ResourceSlice of them: pods with claims for its devices scale it from
+// zero, as long as their classes select only what the description says.
+func TestGroupAtZeroWithTemplateDevicesScalesUpForPodsWithClaims(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// devices is the template node's annotation; none when empty.
+		devices string
+		// selectors are the CEL selectors of the device class beside its
+		// driver.
+		selectors []string
+		want      []int
+	}{
+		{name: "two devices a node, two a pod: a node a pod", devices: "gpu.example.com=2", want: []int{2}},
+		{name: "the class selects the type the template's devices have", devices: "gpu.example.com=2",
+			selectors: []string{`device.attributes["gpu.example.com"].type == "gpu"`}, want: []int{2}},
+		{name: "four devices a node: both pods on one node", devices: "gpu.example.com=4", want: []int{1}},
+		{name: "one device a node is not enough for a pod", devices: "gpu.example.com=1"},
+		{name: "the class selects an attribute the template does not know", devices: "gpu.example.com=2",
+			selectors: []string{`device.attributes["gpu.example.com"].model == "a100"`}},
+		{name: "another driver's devices", devices: "other.example.com=2"},
+		{name: "no devices described"},
+		{name: "a description that is not a count of devices", devices: "gpu.example.com=0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			template := templateNode()
+			if tt.devices != "" {
+				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: tt.devices}
+			}
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
+			cpu := &fakeGroup{id: "MachineDeployment/default/cpu", max: 10, template: templateNode()}
+			objects := []client.Object{st.DeviceClass("gpu", st.GPUDriver, tt.selectors...), st.ResourceClaimTemplate("two-gpus", "gpu", 2)}
+			for _, pod := range st.Replicas("train", 2, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus")) {
+				objects = append(objects, pod)
+			}
+			f := newFixture(t, []*fakeGroup{gpu, cpu}, objects...)
+			config := autoscaler.DefaultConfig()
+			config.Expanders = []string{scaleup.ExpanderPriority}
+			config.ExpanderPriorities = map[int32][]string{10: {cpu.id}, 1: {gpu.id}}
+			f.apply(t, config)
+
+			f.runOnce(t)
+
+			g.Expect(cpu.increases).To(BeEmpty(), "the CPU group's template has no devices")
+			g.Expect(gpu.increases).To(Equal(tt.want))
+		})
+	}
 }

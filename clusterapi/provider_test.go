@@ -226,6 +226,8 @@ var _ = Describe("Provider", func() {
 			Entry("gpu count not a quantity", template.GPUCountAnnotation, "two"),
 			Entry("label without a value", template.LabelsAnnotation, "pool=gpu,tier"),
 			Entry("taint with an unknown effect", template.TaintsAnnotation, "dedicated=ml:NoWay"),
+			Entry("dra driver not a DNS subdomain", template.DRADriverAnnotation, "GPU_driver"),
+			Entry("dra driver without a gpu count", template.DRADriverAnnotation, "gpu.nvidia.com"),
 		)
 
 		It("passes the per-group options on", func() {

@@ -2,6 +2,7 @@ package template
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,10 @@ const (
 	TaintsAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/taints"
 	// CSIDriverAnnotation gives CSI attach limits, "driver=count,...".
 	CSIDriverAnnotation = snapshot.AttachLimitsAnnotation
+	// DRADriverAnnotation names the DRA driver (e.g. gpu.nvidia.com) that
+	// publishes the gpu-count GPUs of a node as devices of a ResourceSlice
+	// instead of an extended resource.
+	DRADriverAnnotation = "capacity.cluster-autoscaler.kubernetes.io/dra-driver"
 )
 
 // DefaultGPUResource is the resource GPUs are counted as when the gpu-type
@@ -45,6 +50,9 @@ type Hints struct {
 	Taints []corev1.Taint
 	// AttachLimits are the CSI attach limits of the csi-driver annotation.
 	AttachLimits snapshot.AttachLimits
+	// Devices are the DRA devices of the dra-driver and gpu-count
+	// annotations; the zero value when there is no dra-driver annotation.
+	Devices snapshot.TemplateDevices
 }
 
 // ParseHints reads the capacity annotations of the object id names. It fails
@@ -66,7 +74,38 @@ func ParseHints(id string, annotations map[string]string) (Hints, error) {
 			return Hints{}, &scalable.AnnotationError{ID: id, Annotation: CSIDriverAnnotation, Value: value, Reason: err.Error()}
 		}
 	}
+	if hints.Devices, err = devicesFromAnnotations(id, annotations); err != nil {
+		return Hints{}, err
+	}
 	return hints, nil
+}
+
+// devicesFromAnnotations reads the dra-driver annotation with the gpu-count
+// it requires: that many devices of the driver, as the upstream Cluster API
+// provider describes them.
+func devicesFromAnnotations(id string, annotations map[string]string) (snapshot.TemplateDevices, error) {
+	driver, ok := annotations[DRADriverAnnotation]
+	if !ok || strings.TrimSpace(driver) == "" {
+		return snapshot.TemplateDevices{}, nil
+	}
+	value, set := annotations[GPUCountAnnotation]
+	if !set {
+		return snapshot.TemplateDevices{}, &scalable.AnnotationError{ID: id, Annotation: DRADriverAnnotation, Value: driver,
+			Reason: fmt.Sprintf("needs the %s annotation to say how many devices a node has", GPUCountAnnotation)}
+	}
+	count, err := parseQuantity(id, GPUCountAnnotation, value)
+	if err != nil {
+		return snapshot.TemplateDevices{}, err
+	}
+	if count.CmpInt64(count.Value()) != 0 {
+		return snapshot.TemplateDevices{}, &scalable.AnnotationError{ID: id, Annotation: GPUCountAnnotation, Value: value, Reason: "not a whole number of devices"}
+	}
+	devices := snapshot.TemplateDevices{Driver: driver, Count: int(min(count.Value(), math.MaxInt32))}
+	if err := devices.Validate(); err != nil {
+		return snapshot.TemplateDevices{}, &scalable.AnnotationError{ID: id, Annotation: DRADriverAnnotation, Value: driver,
+			Reason: fmt.Sprintf("with %s=%q: %v", GPUCountAnnotation, value, err)}
+	}
+	return devices, nil
 }
 
 // capacityFromAnnotations returns the capacity the annotations set; resources
@@ -99,7 +138,14 @@ func capacityFromAnnotations(id string, annotations map[string]string) (corev1.R
 			return nil, err
 		}
 		gpu := DefaultGPUResource
-		if gpuType := annotations[GPUTypeAnnotation]; gpuType != "" {
+		gpuType := annotations[GPUTypeAnnotation]
+		if gpuType == "" && strings.TrimSpace(annotations[DRADriverAnnotation]) != "" {
+			// The driver publishes the GPUs as DRA devices (Hints.Devices),
+			// not as an extended resource, unless a type names one, as
+			// upstream.
+			return capacity, nil
+		}
+		if gpuType != "" {
 			if errs := validation.IsQualifiedName(gpuType); len(errs) > 0 {
 				return nil, &scalable.AnnotationError{ID: id, Annotation: GPUTypeAnnotation, Value: gpuType, Reason: "not a resource name: " + strings.Join(errs, "; ")}
 			}

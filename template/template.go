@@ -19,6 +19,8 @@ import (
 	capilabels "sigs.k8s.io/cluster-api/util/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // Source is what a template needs from a node group's scalable resource.
@@ -89,10 +91,17 @@ func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hi
 	}
 	maps.Copy(labels, hints.Labels)
 
-	var annotations map[string]string
+	// The simulator reads the attach limits and the devices from the
+	// template node.
+	annotations := map[string]string{}
 	if len(hints.AttachLimits) > 0 {
-		// The simulator reads the limits from the template node.
-		annotations = map[string]string{CSIDriverAnnotation: hints.AttachLimits.String()}
+		annotations[CSIDriverAnnotation] = hints.AttachLimits.String()
+	}
+	if hints.Devices.Count > 0 {
+		annotations[snapshot.TemplateDevicesAnnotation] = hints.Devices.String()
+	}
+	if len(annotations) == 0 {
+		annotations = nil
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},

@@ -1,6 +1,7 @@
 package template
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -166,4 +167,79 @@ func expectAnnotationError(g Gomega, err error, annotation string) {
 	g.ExpectWithOffset(1, errors.As(err, &annotationErr)).To(BeTrue(), "want an *AnnotationError, got %v", err)
 	g.ExpectWithOffset(1, annotationErr.Annotation).To(Equal(annotation))
 	g.ExpectWithOffset(1, annotationErr.ID).To(Equal(testID))
+}
+
+func TestDevicesFromAnnotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        snapshot.TemplateDevices
+		// wantCapacity is the capacity the gpu annotations give.
+		wantCapacity corev1.ResourceList
+		wantErr      string
+	}{
+		{name: "none", annotations: nil, wantCapacity: corev1.ResourceList{}},
+		{
+			name:         "gpus as an extended resource without a driver",
+			annotations:  map[string]string{GPUCountAnnotation: "2"},
+			wantCapacity: corev1.ResourceList{DefaultGPUResource: resource.MustParse("2")},
+		},
+		{
+			name:         "gpus as devices of a driver, not as an extended resource",
+			annotations:  map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "2"},
+			want:         snapshot.TemplateDevices{Driver: "gpu.nvidia.com", Count: 2},
+			wantCapacity: corev1.ResourceList{},
+		},
+		{
+			name:         "a gpu type names an extended resource beside the devices, as upstream",
+			annotations:  map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "2", GPUTypeAnnotation: "nvidia.com/gpu"},
+			want:         snapshot.TemplateDevices{Driver: "gpu.nvidia.com", Count: 2},
+			wantCapacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")},
+		},
+		{name: "an empty driver is none", annotations: map[string]string{DRADriverAnnotation: " "}, wantCapacity: corev1.ResourceList{}},
+		{name: "driver without a count", annotations: map[string]string{DRADriverAnnotation: "gpu.nvidia.com"}, wantErr: DRADriverAnnotation},
+		{name: "zero devices", annotations: map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "0"}, wantErr: DRADriverAnnotation},
+		{name: "more devices than a slice holds", annotations: map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "129"}, wantErr: DRADriverAnnotation},
+		{name: "count not a whole number", annotations: map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "1500m"}, wantErr: GPUCountAnnotation},
+		{name: "count not a quantity", annotations: map[string]string{DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "two"}, wantErr: GPUCountAnnotation},
+		{name: "driver not a DNS subdomain", annotations: map[string]string{DRADriverAnnotation: "GPU_driver", GPUCountAnnotation: "2"}, wantErr: DRADriverAnnotation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			hints, err := ParseHints(testID, tt.annotations)
+			if tt.wantErr != "" {
+				expectAnnotationError(g, err, tt.wantErr)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(hints.Devices).To(Equal(tt.want))
+			g.Expect(hints.Capacity).To(HaveLen(len(tt.wantCapacity)))
+			for name, quantity := range tt.wantCapacity {
+				g.Expect(hints.Capacity).To(HaveKeyWithValue(name, BeComparableTo(quantity)))
+			}
+		})
+	}
+}
+
+// The template node carries the devices for the engine, in the form it
+// reads (snapshot.ParseTemplateDevices).
+func TestFromZeroCarriesTheDevicesOnTheTemplateNode(t *testing.T) {
+	g := NewWithT(t)
+	hints, err := ParseHints(testID, map[string]string{
+		CPUAnnotation: "8", MemoryAnnotation: "32Gi", DRADriverAnnotation: "gpu.nvidia.com", GPUCountAnnotation: "4",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	// No infrastructure template is referenced: nothing is read.
+	node, err := FromZero(context.Background(), nil, &fakeSource{namespace: "default"}, hints)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node.Annotations).To(HaveKeyWithValue(snapshot.TemplateDevicesAnnotation, "gpu.nvidia.com=4"))
+	devices, err := snapshot.ParseTemplateDevices(node.Annotations[snapshot.TemplateDevicesAnnotation])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(devices).To(Equal(hints.Devices))
+
+	hints.Devices = snapshot.TemplateDevices{}
+	node, err = FromZero(context.Background(), nil, &fakeSource{namespace: "default"}, hints)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node.Annotations).NotTo(HaveKey(snapshot.TemplateDevicesAnnotation))
 }

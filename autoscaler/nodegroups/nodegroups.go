@@ -35,10 +35,12 @@ type NodeGroup interface {
 	// from what the group publishes, without the DaemonSet pods that would
 	// run on it. The engine asks only when no member of the group shows it
 	// (scale from zero), and names the node and drops its startup, status
-	// and condition taints itself (nodefacts.Rules.TemplateNode). It returns
-	// an error that says why when the group cannot tell, in which case it
-	// cannot scale from zero: a *ReadError when what it needs could not be
-	// read. It bounds its reads itself: the engine asks every group in the
+	// and condition taints itself (nodefacts.Rules.TemplateNode). The node
+	// may carry the CSI attach limits (snapshot.AttachLimitsAnnotation) and
+	// the DRA devices (snapshot.TemplateDevicesAnnotation) of a new member,
+	// which the engine reads from it. It returns an error that says why
+	// when the group cannot tell, in which case it cannot scale from zero:
+	// a *ReadError when what it needs could not be read. It bounds its reads itself: the engine asks every group in the
 	// same loop, and a read that hangs must cost one group, not the loop.
 	TemplateNode(ctx context.Context) (*corev1.Node, error)
 	// IncreaseSize raises the target size by delta (> 0) within MaxSize.

@@ -25,7 +25,9 @@ import (
 // DaemonSets that would run on it and, from a member, those of the
 // DaemonSet controllers of other kinds, and, from a member, copies of the
 // member's node-local ResourceSlices (snapshot.NodeInfo.WithResourceSlices),
-// so that claims for its devices fit the template. Groups that have a template keep
+// or, from the group, the slice of the devices its template node describes
+// (snapshot.TemplateDevicesAnnotation), so that claims for its devices fit
+// the template. Groups that have a template keep
 // it. Groups without one are returned with why; they cannot scale up.
 func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.Rules) map[string]error {
 	logger := klog.FromContext(ctx)
@@ -38,6 +40,7 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 		var limits snapshot.AttachLimits
 		var customDaemons []*snapshot.PodInfo
 		var resourceSlices []*resourceapi.ResourceSlice
+		var devices snapshot.TemplateDevices
 		if member := templateMember(snap, group); member != nil {
 			example, limits, customDaemons = member.Node(), member.AttachLimits(), customDaemonSetPods(member)
 			resourceSlices = member.ResourceSlices()
@@ -51,8 +54,15 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 				failed[group.ID()] = err
 				continue
 			}
+			if devices, err = templateDevices(example); err != nil {
+				failed[group.ID()] = err
+				continue
+			}
 		}
 		node := rules.TemplateNode(example, group.ID())
+		if devices.Count > 0 {
+			resourceSlices = devices.ResourceSlices(node.Name)
+		}
 		snap.SetTemplate(group.ID(), TemplateNodeInfo(ctx, node, snap.DaemonSets(), customDaemons...).WithAttachLimits(limits).WithResourceSlices(resourceSlices))
 		logger.V(5).Info("Built node group template", "nodeGroup", group.ID(), "from", example.Name, "allocatable", node.Status.Allocatable, "attachLimits", limits, "resourceSlices", len(resourceSlices))
 	}
@@ -71,6 +81,20 @@ func templateAttachLimits(node *corev1.Node) (snapshot.AttachLimits, error) {
 		return nil, fmt.Errorf("annotation %s: %w", snapshot.AttachLimitsAnnotation, err)
 	}
 	return limits, nil
+}
+
+// templateDevices reads the DRA devices a template node of a group
+// without nodes carries (snapshot.TemplateDevicesAnnotation).
+func templateDevices(node *corev1.Node) (snapshot.TemplateDevices, error) {
+	value, ok := node.Annotations[snapshot.TemplateDevicesAnnotation]
+	if !ok {
+		return snapshot.TemplateDevices{}, nil
+	}
+	devices, err := snapshot.ParseTemplateDevices(value)
+	if err != nil {
+		return snapshot.TemplateDevices{}, fmt.Errorf("annotation %s: %w", snapshot.TemplateDevicesAnnotation, err)
+	}
+	return devices, nil
 }
 
 // templateMember returns the first registered member of the group that

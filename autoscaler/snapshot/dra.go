@@ -1,9 +1,14 @@
 package snapshot
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 )
 
 // DRA is what the snapshot knows of the cluster's Dynamic Resource
@@ -119,4 +124,88 @@ func renamed(name, from, to string) string {
 		return strings.ReplaceAll(name, from, to)
 	}
 	return name + "-" + to
+}
+
+// TemplateDevicesAnnotation, on the node a node group returns to scale from
+// zero (nodegroups.NodeGroup.TemplateNode), says which node-local DRA
+// devices a new node of the group would publish, as TemplateDevices.String
+// formats them: "driver=count", e.g. "gpu.nvidia.com=2". The engine turns it
+// into the template's ResourceSlice (TemplateDevices.ResourceSlices); real
+// nodes never carry it, their slices are read.
+const TemplateDevicesAnnotation = "autoscaling.cluster.x-k8s.io/template-devices"
+
+// TemplateDeviceType is the "type" attribute of the devices of
+// TemplateDevices, as the upstream Cluster API provider sets it and as
+// GPU drivers such as NVIDIA's publish it for whole GPUs.
+const TemplateDeviceType = "gpu"
+
+// TemplateDevices describe the node-local DRA devices of a node that does
+// not exist yet, the way the upstream Cluster API provider describes them
+// from the dra-driver and gpu-count annotations: Count devices of Driver,
+// with no attribute but their type. The zero value describes none.
+type TemplateDevices struct {
+	Driver string
+	Count  int
+}
+
+// ParseTemplateDevices parses the value of TemplateDevicesAnnotation and
+// validates it (TemplateDevices.Validate).
+func ParseTemplateDevices(value string) (TemplateDevices, error) {
+	driver, count, found := strings.Cut(value, "=")
+	if !found {
+		return TemplateDevices{}, fmt.Errorf("%q is not driver=count", value)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return TemplateDevices{}, fmt.Errorf("the device count of %s, %q, is not a count", driver, count)
+	}
+	devices := TemplateDevices{Driver: driver, Count: n}
+	if err := devices.Validate(); err != nil {
+		return TemplateDevices{}, err
+	}
+	return devices, nil
+}
+
+// Validate says why devices cannot be published: a driver name that is not
+// a DNS subdomain (as ResourceSlices require), or a count that is not
+// between 1 and the number of devices one ResourceSlice can hold.
+func (d TemplateDevices) Validate() error {
+	if errs := validation.IsDNS1123Subdomain(d.Driver); len(errs) > 0 {
+		return fmt.Errorf("the driver name %q is not a DNS subdomain: %s", d.Driver, strings.Join(errs, "; "))
+	}
+	if d.Count < 1 || d.Count > resourceapi.ResourceSliceMaxDevices {
+		return fmt.Errorf("%d devices of %s: a node publishes between 1 and %d in one ResourceSlice", d.Count, d.Driver, resourceapi.ResourceSliceMaxDevices)
+	}
+	return nil
+}
+
+// String formats devices as TemplateDevicesAnnotation does.
+func (d TemplateDevices) String() string { return d.Driver + "=" + strconv.Itoa(d.Count) }
+
+// ResourceSlices returns the slice of the devices local to node: one pool
+// named after the node, devices named gpu-0, gpu-1... with the "type"
+// attribute TemplateDeviceType, as the upstream Cluster API provider
+// builds them. None when devices is the zero value.
+func (d TemplateDevices) ResourceSlices(node string) []*resourceapi.ResourceSlice {
+	if d.Count == 0 {
+		return nil
+	}
+	slice := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + d.Driver},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   d.Driver,
+			NodeName: &node,
+			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
+			Devices:  make([]resourceapi.Device, d.Count),
+		},
+	}
+	for i := range slice.Spec.Devices {
+		slice.Spec.Devices[i] = resourceapi.Device{
+			Name: "gpu-" + strconv.Itoa(i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": {StringValue: ptr.To(TemplateDeviceType)},
+			},
+		}
+	}
+	return []*resourceapi.ResourceSlice{slice}
 }
