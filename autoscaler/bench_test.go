@@ -200,23 +200,9 @@ func BenchmarkIdleLoop(b *testing.B) {
 			name := fmt.Sprintf("nodes=%d/pods=%d/groups=%d/unneeded=%s", size.nodes, size.nodes*benchPodsPerNode, size.groups, unneeded)
 			b.Run(name, func(b *testing.B) {
 				cluster, provider := idleCluster(size.nodes, size.groups, underutilized)
-				clk := clocktesting.NewFakeClock(st.Now)
 				config := autoscaler.DefaultConfig()
 				config.BalanceSimilarNodeGroups = true
-				engine, err := autoscaler.New(autoscaler.Options{
-					ClusterName: "default/workload",
-					Settings:    mustSettings(b, config, clk),
-					NodeGroups:  provider,
-					Cluster:     cluster,
-					Clientset:   kubefake.NewClientset(),
-					Recorder:    &record.FakeRecorder{},
-					Metrics:     autoscaler.NewMetrics(prometheus.NewRegistry()),
-					Clock:       clk,
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+				ctx, engine, clk := idleEngine(b, cluster, provider, config)
 				// The first loop parses every pod; the next ones reuse them.
 				status := runLoop(ctx, b, engine, clk)
 				wantUnneeded := 0
@@ -227,20 +213,7 @@ func BenchmarkIdleLoop(b *testing.B) {
 					b.Fatalf("not the loop to measure: %d unneeded nodes (want %d), %d unschedulable pods, scaling active %v (%s)",
 						status.UnneededNodes, wantUnneeded, status.UnschedulablePods, status.ScalingActive, status.ScalingMessage)
 				}
-				b.ReportAllocs()
-				cpu := benchmark.StartCPU(b)
-				for b.Loop() {
-					status = runLoop(ctx, b, engine, clk)
-				}
-				// CPU time, garbage collection included, tells the cost of
-				// a loop even when other processes share the machine.
-				cpu.Report()
-				b.ReportMetric(float64(status.UnneededNodes), "unneeded-nodes")
-				for _, group := range provider.groups {
-					if len(group.increases)+len(group.deletedNodes)+len(group.deletedInstances) > 0 {
-						b.Fatalf("the loop changed group %s", group.id)
-					}
-				}
+				measureIdleLoops(ctx, b, engine, clk, provider)
 			})
 		}
 	}
@@ -260,38 +233,55 @@ func BenchmarkIdleLoopWithClaims(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=1000/pods=30000/groups=20/unneeded=%s", unneeded), func(b *testing.B) {
 			cluster, provider := idleCluster(1000, 20, underutilized)
 			withIdleClaims(cluster, provider, 4)
-			clk := clocktesting.NewFakeClock(st.Now)
-			engine, err := autoscaler.New(autoscaler.Options{
-				ClusterName: "default/workload",
-				Settings:    mustSettings(b, autoscaler.DefaultConfig(), clk),
-				NodeGroups:  provider,
-				Cluster:     cluster,
-				Clientset:   kubefake.NewClientset(),
-				Recorder:    &record.FakeRecorder{},
-				Metrics:     autoscaler.NewMetrics(prometheus.NewRegistry()),
-				Clock:       clk,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			ctx, engine, clk := idleEngine(b, cluster, provider, autoscaler.DefaultConfig())
 			status := runLoop(ctx, b, engine, clk)
 			if status.UnschedulablePods != 0 || !status.ScalingActive {
 				b.Fatalf("not the loop to measure: %d unschedulable pods, scaling active %v (%s)", status.UnschedulablePods, status.ScalingActive, status.ScalingMessage)
 			}
-			b.ReportAllocs()
-			cpu := benchmark.StartCPU(b)
-			for b.Loop() {
-				status = runLoop(ctx, b, engine, clk)
-			}
-			cpu.Report()
-			b.ReportMetric(float64(status.UnneededNodes), "unneeded-nodes")
-			for _, group := range provider.groups {
-				if len(group.increases)+len(group.deletedNodes)+len(group.deletedInstances) > 0 {
-					b.Fatalf("the loop changed group %s", group.id)
-				}
-			}
+			measureIdleLoops(ctx, b, engine, clk, provider)
 		})
+	}
+}
+
+// idleEngine is an engine of the benchmark's cluster with config, on a
+// fake clock, and the context of its loops.
+func idleEngine(b *testing.B, cluster client.Reader, provider *fakeProvider, config autoscaler.Config) (context.Context, *autoscaler.Engine, *clocktesting.FakeClock) {
+	b.Helper()
+	clk := clocktesting.NewFakeClock(st.Now)
+	engine, err := autoscaler.New(autoscaler.Options{
+		ClusterName: "default/workload",
+		Settings:    mustSettings(b, config, clk),
+		NodeGroups:  provider,
+		Cluster:     cluster,
+		Clientset:   kubefake.NewClientset(),
+		Recorder:    &record.FakeRecorder{},
+		Metrics:     autoscaler.NewMetrics(prometheus.NewRegistry()),
+		Clock:       clk,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return klog.NewContext(b.Context(), klog.Background().V(1)), engine, clk
+}
+
+// measureIdleLoops measures the loops of engine, which must change no
+// group, and reports the unneeded nodes of the last.
+func measureIdleLoops(ctx context.Context, b *testing.B, engine *autoscaler.Engine, clk *clocktesting.FakeClock, provider *fakeProvider) {
+	b.Helper()
+	var status autoscaler.Status
+	b.ReportAllocs()
+	cpu := benchmark.StartCPU(b)
+	for b.Loop() {
+		status = runLoop(ctx, b, engine, clk)
+	}
+	// CPU time, garbage collection included, tells the cost of a loop
+	// even when other processes share the machine.
+	cpu.Report()
+	b.ReportMetric(float64(status.UnneededNodes), "unneeded-nodes")
+	for _, group := range provider.groups {
+		if len(group.increases)+len(group.deletedNodes)+len(group.deletedInstances) > 0 {
+			b.Fatalf("the loop changed group %s", group.id)
+		}
 	}
 }
 

@@ -188,21 +188,5 @@ func (f *fixture) seriesNames(t *testing.T) []string {
 // with mode="DryRun".
 func (f *fixture) dryRunMetric(t *testing.T, name string) float64 {
 	t.Helper()
-	families, err := f.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, family := range families {
-		for _, metric := range family.GetMetric() {
-			labels := map[string]string{}
-			for _, label := range metric.GetLabel() {
-				labels[label.GetName()] = label.GetValue()
-			}
-			if family.GetName() == name && labels["cluster"] == "default/workload" && labels["mode"] == "DryRun" {
-				return metric.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("metric %s with mode DryRun not found", name)
-	return 0
+	return f.metricWith(t, name, map[string]string{"mode": "DryRun"})
 }

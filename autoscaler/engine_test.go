@@ -828,6 +828,16 @@ func (f *fixture) nextLoop(g Gomega, engine *autoscaler.Engine, loops <-chan aut
 // and, when given, a node group.
 func (f *fixture) metric(t *testing.T, name, nodeGroup string) float64 {
 	t.Helper()
+	if nodeGroup == "" {
+		return f.metricWith(t, name, nil)
+	}
+	return f.metricWith(t, name, map[string]string{"node_group": nodeGroup})
+}
+
+// metricWith returns the value of the first series of a gauge or counter
+// for the fixture's cluster that has the labels.
+func (f *fixture) metricWith(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
 	families, err := f.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -841,7 +851,7 @@ func (f *fixture) metric(t *testing.T, name, nodeGroup string) float64 {
 			for _, label := range metric.GetLabel() {
 				labels[label.GetName()] = label.GetValue()
 			}
-			if labels["cluster"] != "default/workload" || (nodeGroup != "" && labels["node_group"] != nodeGroup) {
+			if labels["cluster"] != "default/workload" || !labelsMatch(labels, want) {
 				continue
 			}
 			if counter := metric.GetCounter(); counter != nil {
@@ -850,8 +860,17 @@ func (f *fixture) metric(t *testing.T, name, nodeGroup string) float64 {
 			return metric.GetGauge().GetValue()
 		}
 	}
-	t.Fatalf("metric %s for node group %q not found", name, nodeGroup)
+	t.Fatalf("metric %s with labels %v not found", name, want)
 	return 0
+}
+
+func labelsMatch(labels, want map[string]string) bool {
+	for key, value := range want {
+		if labels[key] != value {
+			return false
+		}
+	}
+	return true
 }
 
 func TestUnneededNodesAreRemovedAfterTheUnneededTime(t *testing.T) {
