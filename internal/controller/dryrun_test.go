@@ -12,22 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/scalable"
-	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
 
 var _ = Describe("A DryRun ClusterAutoscaler", func() {
 	It("publishes what it would do, changes nothing, and lives beside the Active one of its Cluster until it becomes Active itself", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
-		nodeSelector := map[string]string{"dryrun.example.com/cluster": fixture.Namespace}
-		group := fixture.MachineDeployment("md-0", 0, map[string]string{
-			scalable.MinSizeAnnotation: "0",
-			scalable.MaxSizeAnnotation: "3",
-			template.CPUAnnotation:     "2",
-			template.MemoryAnnotation:  "4Gi",
-			template.LabelsAnnotation:  "dryrun.example.com/cluster=" + fixture.Namespace,
-		})
-		fixture.Create(ctx, group)
+		group, nodeSelector := createGroupAtZero(fixture, "dryrun.example.com/cluster")
 		shadow := createNamedClusterAutoscaler(fixture, "shadow")
 		DeferCleanup(deleteClusterAutoscaler, shadow)
 		setMode(shadow, autoscalingv1alpha1.DryRunMode)

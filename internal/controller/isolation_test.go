@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,16 +27,7 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 	It("is reported on its ClusterAutoscaler, and its engine restarts with backoff while another cluster goes on scaling", func() {
 		By("autoscaling a cluster whose group can scale from zero")
 		healthy := newWorkloadCluster(env.Config.Host)
-		// Only this group's nodes carry the label the pending pod asks for.
-		nodeSelector := map[string]string{"isolation.example.com/cluster": healthy.Namespace}
-		group := healthy.MachineDeployment("md-0", 0, map[string]string{
-			scalable.MinSizeAnnotation: "0",
-			scalable.MaxSizeAnnotation: "3",
-			template.CPUAnnotation:     "2",
-			template.MemoryAnnotation:  "4Gi",
-			template.LabelsAnnotation:  "isolation.example.com/cluster=" + healthy.Namespace,
-		})
-		healthy.Create(ctx, group)
+		group, nodeSelector := createGroupAtZero(healthy, "isolation.example.com/cluster")
 		healthyCA := createClusterAutoscaler(healthy)
 		DeferCleanup(deleteClusterAutoscaler, healthyCA)
 		expectReady(healthyCA)
@@ -137,6 +129,23 @@ func pendingPod(namespace string, nodeSelector map[string]string) *corev1.Pod {
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
 	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 	return pod
+}
+
+// createGroupAtZero creates a MachineDeployment md-0 at zero that can
+// scale from zero to 3 two-cpu nodes, whose nodes alone carry the label
+// key with the fixture's namespace as value, and returns it with the node
+// selector of that label for the pods that only it may serve.
+func createGroupAtZero(fixture *testenv.Fixture, key string) (*clusterv1.MachineDeployment, map[string]string) {
+	GinkgoHelper()
+	group := fixture.MachineDeployment("md-0", 0, map[string]string{
+		scalable.MinSizeAnnotation: "0",
+		scalable.MaxSizeAnnotation: "3",
+		template.CPUAnnotation:     "2",
+		template.MemoryAnnotation:  "4Gi",
+		template.LabelsAnnotation:  key + "=" + fixture.Namespace,
+	})
+	fixture.Create(ctx, group)
+	return group, map[string]string{key: fixture.Namespace}
 }
 
 func removeAnnotation(obj client.Object, key string) {
