@@ -121,3 +121,9 @@ var _ = Describe("Split burst", Label("full"), func() {
 		return SplitBurstSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
+
+var _ = Describe("Dynamic Resource Allocation", Label("ci"), func() {
+	DRASpec(ctx, func() DRASpecInput {
+		return DRASpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})

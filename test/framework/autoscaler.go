@@ -2,8 +2,10 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -201,4 +203,17 @@ func ExpectNotTriggerReason(ctx context.Context, mgmt client.Client, ca *autosca
 	Eventually(func(g Gomega) {
 		g.Expect(GetClusterAutoscaler(ctx, g, mgmt, ca).Status.NotTriggerScaleUpReasons).To(ContainElement(HaveField("Reason", ContainSubstring(reason))))
 	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed())
+}
+
+// ExplainedNode is what the last published explanation of ca says of a
+// Node; it fails g when the explanation is not published or does not
+// list the Node.
+func ExplainedNode(ctx context.Context, g Gomega, c client.Client, ca *autoscalingv1alpha1.ClusterAutoscaler, node string) autoscalingv1alpha1.NodeExplanation {
+	configMap := &corev1.ConfigMap{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ca.Namespace, Name: autoscalingv1alpha1.ExplanationConfigMapName(ca.Name)}, configMap)).To(Succeed())
+	explanation := &autoscalingv1alpha1.Explanation{}
+	g.Expect(json.Unmarshal([]byte(configMap.Data[autoscalingv1alpha1.ExplanationDataKey]), explanation)).To(Succeed())
+	i := slices.IndexFunc(explanation.Nodes, func(n autoscalingv1alpha1.NodeExplanation) bool { return n.Name == node })
+	g.Expect(i).NotTo(BeNumerically("<", 0), "the explanation of %s lists no Node %s", explanation.LoopTime, node)
+	return explanation.Nodes[i]
 }

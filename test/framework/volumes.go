@@ -2,8 +2,6 @@ package framework
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -229,78 +227,19 @@ type CSIDriverRegistrarInput struct {
 // attach limits only on Nodes that have a CSINode. It stops after the spec,
 // and deletes the CSINodes it created.
 func StartCSIDriverRegistrar(ctx context.Context, input CSIDriverRegistrarInput) {
-	registrarCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	registered := map[string]*storagev1.CSINode{}
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(PollInterval)
-		defer ticker.Stop()
-		for {
-			// Failures are retried at the next tick, as a registrar would;
-			// the spec fails if the pods never run.
-			if err := registerCSINodes(registrarCtx, input, registered); err != nil && registrarCtx.Err() == nil {
-				fmt.Fprintf(GinkgoWriter, "CSI driver registrar: %v\n", err)
-			}
-			select {
-			case <-registrarCtx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	DeferCleanup(func(ctx context.Context) {
-		stop()
-		<-done
-		for _, csiNode := range registered {
-			Expect(client.IgnoreNotFound(input.Client.Delete(ctx, csiNode))).To(Succeed())
-		}
-	})
-}
-
-// registerCSINodes registers the driver on the selected Nodes that do not
-// have it yet, and records their CSINodes in registered.
-func registerCSINodes(ctx context.Context, input CSIDriverRegistrarInput, registered map[string]*storagev1.CSINode) error {
-	nodes := &corev1.NodeList{}
-	if err := input.Client.List(ctx, nodes, client.MatchingLabels(input.NodeLabels)); err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
-		if node.DeletionTimestamp != nil {
-			continue
-		}
-		if _, ok := registered[node.Name]; !ok {
-			// Owned by its Node, as the kubelet creates it.
-			csiNode := &storagev1.CSINode{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:            node.Name,
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
-				},
+	startNodeAgent(ctx, nodeAgent{
+		name: "CSI driver registrar", client: input.Client, nodeLabels: input.NodeLabels, startupTaint: input.StartupTaint,
+		publish: func(node *corev1.Node) []client.Object {
+			return []client.Object{&storagev1.CSINode{
+				ObjectMeta: metav1.ObjectMeta{Name: node.Name, OwnerReferences: ownedByNode(node)},
 				Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
 					Name:        input.Driver,
 					NodeID:      node.Name,
 					Allocatable: &storagev1.VolumeNodeResources{Count: ptr.To(input.Allocatable)},
 				}}},
-			}
-			if err := input.Client.Create(ctx, csiNode); err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
-			}
-			registered[node.Name] = csiNode
-			// The taint goes at the next tick: kube-scheduler must see the
-			// CSINode before it sees the Node schedulable.
-			continue
-		}
-		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == input.StartupTaint }) {
-			continue
-		}
-		before := node.DeepCopy()
-		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == input.StartupTaint })
-		if err := input.Client.Patch(ctx, node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return err
-		}
-	}
-	return nil
+			}}
+		},
+	})
 }
 
 // ExpectReplicasTrajectory fails unless a group's replicas, as the
