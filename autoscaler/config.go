@@ -74,7 +74,11 @@ type ResourceLimits struct {
 	MaxCores      int64
 	MinMemory     int64 // bytes
 	MaxMemory     int64 // bytes
-	GPUs          map[corev1.ResourceName]Range
+	// GPUs bound the GPUs of each type: an extended resource name (e.g.
+	// nvidia.com/gpu) counts the nodes' capacity of it, the name of a DRA
+	// driver (e.g. gpu.nvidia.com) the devices it publishes in the nodes'
+	// local ResourceSlices.
+	GPUs map[corev1.ResourceName]Range
 }
 
 // Range bounds a total.

@@ -272,3 +272,59 @@ func TestGroupAtZeroWithTemplateDevicesScalesUpForPodsWithClaims(t *testing.T) {
 		})
 	}
 }
+
+// The cluster-wide limit of a DRA driver's devices (resourceLimits.gpus
+// with the driver's name as its type) counts the devices of every node and
+// of the new nodes' template, whether copied from a node of the group or
+// described at zero: pods with claims that would need 4 new nodes of 2
+// devices get the 2 the limit allows, and the others say why.
+func TestTheGPULimitOfADRADriverCountsItsDevices(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// atZero builds the group's template from the template devices
+		// annotation; otherwise the group has a node of 2 devices, whose
+		// pod holds them.
+		atZero bool
+		max    int64
+		// wantCurrent is the devices of the cluster's nodes.
+		wantCurrent int
+	}{
+		{name: "a template copied from a node of the group", max: 6, wantCurrent: 2},
+		{name: "a template at zero", atZero: true, max: 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			template := templateNode()
+			if tt.atZero {
+				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: st.GPUDriver + "=2"}
+			}
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
+			cluster := []client.Object{st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2)}
+			if !tt.atZero {
+				nodes, slices := gpuNodes(gpu, 1)
+				busy, busyClaim := busyGPUs("busy", nodes[0])
+				cluster = append(append(cluster, objects(nodes, busy)...), slices...)
+				cluster = append(cluster, busyClaim)
+			}
+			for _, pod := range st.Replicas("train", 4, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus")) {
+				cluster = append(cluster, pod)
+			}
+			f := newFixture(t, []*fakeGroup{gpu}, cluster...)
+			config := autoscaler.DefaultConfig()
+			config.Limits.GPUs = map[corev1.ResourceName]autoscaler.Range{st.GPUDriver: {Max: tt.max}}
+			f.apply(t, config)
+
+			status := f.runOnce(t)
+
+			g.Expect(gpu.increases).To(Equal([]int{2}), "2 devices a node, 2 a pod: the limit leaves room for 2 nodes")
+			g.Expect(status.NotTriggerScaleUpReasons).To(ConsistOf(And(
+				HaveField("Reason", ContainSubstring("max cluster gpu.example.com limit reached")), HaveField("Pods", 2))))
+			g.Expect(status.Capacity.Scalar[st.GPUDriver]).To(BeEquivalentTo(tt.wantCurrent))
+			f.expectMetrics(t, fmt.Sprintf(`
+# HELP cluster_autoscaler_cluster_gpu_current_count Number of GPUs of the cluster's nodes, by resource, for the GPU types of resourceLimits.gpus: an extended resource counts the nodes' capacity, a DRA driver the devices it publishes on them.
+# TYPE cluster_autoscaler_cluster_gpu_current_count gauge
+cluster_autoscaler_cluster_gpu_current_count{cluster="default/workload",gpu_resource_name="gpu.example.com"} %d
+`, tt.wantCurrent), "cluster_autoscaler_cluster_gpu_current_count")
+		})
+	}
+}

@@ -131,7 +131,7 @@ func NewMetrics(registerer prometheus.Registerer) *Metrics {
 		memoryCurrent: gauge("cluster_memory_current_bytes", "Memory of the cluster's nodes in bytes, the control plane's included, as resourceLimits.memory counts it."),
 		memoryLimits:  gauge("memory_limits_bytes", "The cluster's minimum and maximum memory in bytes (resourceLimits.memory), for those set.", "direction"),
 		gpuCurrent: gauge("cluster_gpu_current_count",
-			"Number of GPUs of the cluster's nodes, by resource, for the GPU resources of resourceLimits.gpus.", "gpu_resource_name"),
+			"Number of GPUs of the cluster's nodes, by resource, for the GPU types of resourceLimits.gpus: an extended resource counts the nodes' capacity, a DRA driver the devices it publishes on them.", "gpu_resource_name"),
 		gpuLimits: gauge("gpu_limits_count",
 			"The cluster's minimum and maximum number of GPUs of a resource (resourceLimits.gpus); a listed resource always has a maximum.", "gpu_resource_name", "direction"),
 		skippedScaleEvents: counter("skipped_scale_events_count",

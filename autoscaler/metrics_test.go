@@ -64,7 +64,7 @@ cluster_autoscaler_cluster_memory_current_bytes{cluster="default/workload"} 4.29
 # HELP cluster_autoscaler_memory_limits_bytes The cluster's minimum and maximum memory in bytes (resourceLimits.memory), for those set.
 # TYPE cluster_autoscaler_memory_limits_bytes gauge
 cluster_autoscaler_memory_limits_bytes{cluster="default/workload",direction="maximum"} 6.8719476736e+10
-# HELP cluster_autoscaler_cluster_gpu_current_count Number of GPUs of the cluster's nodes, by resource, for the GPU resources of resourceLimits.gpus.
+# HELP cluster_autoscaler_cluster_gpu_current_count Number of GPUs of the cluster's nodes, by resource, for the GPU types of resourceLimits.gpus: an extended resource counts the nodes' capacity, a DRA driver the devices it publishes on them.
 # TYPE cluster_autoscaler_cluster_gpu_current_count gauge
 cluster_autoscaler_cluster_gpu_current_count{cluster="default/workload",gpu_resource_name="nvidia.com/gpu"} 2
 # HELP cluster_autoscaler_gpu_limits_count The cluster's minimum and maximum number of GPUs of a resource (resourceLimits.gpus); a listed resource always has a maximum.

@@ -35,8 +35,9 @@ type Status struct {
 	ReadyNodes int
 	NodeGroups []NodeGroupStatus
 	// Capacity is the sum of the capacities of the cluster's nodes, as the
-	// cluster-wide limits count them: the control plane's included, the
-	// nodes on their way not.
+	// cluster-wide limits count them (snapshot.NodeInfo.LimitCapacity: the
+	// devices of a DRA driver under its name): the control plane's
+	// included, the nodes on their way not.
 	Capacity snapshot.Resources
 
 	// UnneededNodes are the nodes that could be removed, now or once they

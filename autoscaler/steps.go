@@ -754,7 +754,7 @@ func (s *steps) fillStatus(l *loop) {
 	status.Nodes = len(l.nodes)
 	status.ReadyNodes = total.Ready
 	for _, node := range l.snapshot.NodeInfos() {
-		status.Capacity.Add(node.Capacity())
+		status.Capacity.Add(node.LimitCapacity())
 	}
 	status.LastScaleUp = s.history.lastScaleUp
 	progress := s.actuator.Progress()

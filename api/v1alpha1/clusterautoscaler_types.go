@@ -286,7 +286,12 @@ type ResourceRange struct {
 // GPULimit bounds the GPUs of one type.
 // +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="min must be less than or equal to max"
 type GPULimit struct {
-	// type is the extended resource name of the GPU, e.g. nvidia.com/gpu.
+	// type is the extended resource name of the GPU, e.g. nvidia.com/gpu,
+	// which counts the nodes' capacity of that resource, or the name of a
+	// DRA driver, e.g. gpu.nvidia.com, which counts the devices the driver
+	// publishes in the node-local ResourceSlices of each node (for a node
+	// group at zero, the gpu-count of its dra-driver annotation). An
+	// extended resource name always has a slash, a driver name never.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

@@ -126,7 +126,8 @@ type handOver struct {
 type View struct {
 	// Nodes are the nodes of the cluster.
 	Nodes []*corev1.Node
-	// Pods are the pods on each node, as the loop read them.
+	// Pods are the pods on each node, and the nodes with their DRA
+	// devices, as the loop read them.
 	Pods NodePods
 	// Groups are the node groups, with their instances.
 	Groups []nodegroups.NodeGroup
@@ -135,10 +136,12 @@ type View struct {
 }
 
 // NodePods lists the pods on a node as a loop read them from its cache,
-// which may not have the latest yet. A *snapshot.Snapshot outside its forks
-// is one.
+// which may not have the latest yet, and gives the node as the loop read
+// it, with its DRA devices (nil when it has not seen it). A
+// *snapshot.Snapshot outside its forks is one.
 type NodePods interface {
 	PodsOn(nodeName string) []*snapshot.Pod
+	NodeInfo(nodeName string) *snapshot.NodeInfo
 }
 
 // Released is a node handed over for deletion that was still there after
@@ -204,7 +207,7 @@ func (a *Actuator) Continue(ctx context.Context, view View) []Released {
 	released := a.checkHandedOver(ctx, view, members)
 	totals := a.remainingTotals(view)
 	for _, d := range a.drainsInOrder() {
-		reason, err := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals)
+		reason, err := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals, limitCapacity(view.Pods, d.node))
 		switch {
 		case err != nil && a.opts.Clock.Since(d.startedAt) >= a.opts.MaxPodEvictionTime:
 			a.fail(ctx, d.node, fmt.Sprintf("could not check that node group %s may still lose the node within %s: %v", d.group.ID(), a.opts.MaxPodEvictionTime, err))
@@ -297,27 +300,38 @@ func (a *Actuator) checkHandedOver(ctx context.Context, view View, members map[s
 	return released
 }
 
-// remainingTotals are the capacities of the listed nodes that no removal
-// in progress takes away.
+// remainingTotals are what the limits count of the listed nodes that are
+// not handed over for deletion: the drains in progress are in, each is
+// taken off as its recheck lets it go on.
 func (a *Actuator) remainingTotals(view View) snapshot.Resources {
 	var totals snapshot.Resources
 	for _, node := range view.Nodes {
-		if a.drains[node.Name] == nil && a.handedOver[node.Name] == nil {
-			totals.Add(snapshot.NewResources(node.Status.Capacity))
+		if a.handedOver[node.Name] == nil {
+			totals.Add(limitCapacity(view.Pods, node))
 		}
 	}
 	return totals
 }
 
+// limitCapacity is what the cluster-wide minimums count of node
+// (snapshot.NodeInfo.LimitCapacity), with the DRA devices the loop read;
+// a node the loop did not read counts its capacity.
+func limitCapacity(nodes NodePods, node *corev1.Node) snapshot.Resources {
+	if info := nodes.NodeInfo(node.Name); info != nil {
+		return info.LimitCapacity()
+	}
+	return snapshot.NewNodeInfo(node).LimitCapacity()
+}
+
 // recheck says why removing the node must not go on, or "", or fails
 // when the group could not be read. removing counts the removals of the
 // group that have not lowered its replicas yet, this one included. totals
-// are what the cluster keeps; a removal that goes on is taken off them.
-func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources) (string, error) {
+// are what the cluster keeps; a removal that goes on, which counts
+// capacity toward them, is taken off them.
+func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources, capacity snapshot.Resources) (string, error) {
 	if reason, err := checkGroup(ctx, group, removing); reason != "" || err != nil {
 		return reason, err
 	}
-	capacity := snapshot.NewResources(node.Status.Capacity)
 	if message := minimums.Violated(*totals, capacity); message != "" {
 		return message, nil
 	}

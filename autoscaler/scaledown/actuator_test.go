@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,8 @@ type actuatorFixture struct {
 	recorder *record.FakeRecorder
 	actuator *scaledown.Actuator
 	refuse   func(podName string) bool
+	// resourceSlices publish the nodes' DRA devices, as the cache has them.
+	resourceSlices []*resourceapi.ResourceSlice
 }
 
 func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixture {
@@ -88,7 +91,7 @@ func (f *actuatorFixture) advance(g Gomega, groups ...nodegroups.NodeGroup) []sc
 // cache is what a cache in step with the API server has of the nodes and
 // their pods.
 func (f *actuatorFixture) cache(g Gomega) *snapshot.Snapshot {
-	in := snapshot.Input{Nodes: f.nodes(g)}
+	in := snapshot.Input{Nodes: f.nodes(g), ResourceSlices: f.resourceSlices}
 	for _, pod := range f.pods(g) {
 		in.Pods = append(in.Pods, &pod)
 	}
@@ -630,18 +633,50 @@ func TestDrainWaitsWhileItsGroupCannotBeRead(t *testing.T) {
 	g.Expect(f.events()).To(ContainElement(HavePrefix(eventFailedPfx + "could not check that node group ng may still lose the node within 2m0s: the API server is unavailable")))
 }
 
-func TestDrainIsGivenBackWhenTheClusterMinimumWasRaised(t *testing.T) {
-	g := NewWithT(t)
-	n, other := node("n"), node("other")
-	f := newActuatorFixture(t, n, other, pod("web-0", "100m", "n"))
-	f.refuse = func(string) bool { return true }
-	group := newGroup("ng", n, other)
-	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
+// Each loop re-checks a drain against the cluster's minimums, counted
+// over the nodes the loop lists, the drained node included until it goes:
+// the nodes of 4 cores and 2 devices of a DRA driver each, n drained and
+// other staying.
+func TestDrainIsRecheckedAgainstTheClusterMinimums(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		minimums scaledown.ClusterMinimums
+		// wantReleased is the end of the message of the release; "" when
+		// the drain goes on.
+		wantReleased string
+	}{
+		{name: "a minimum raised above what the cluster keeps", minimums: scaledown.ClusterMinimums{Cores: 8},
+			wantReleased: "the cluster would have fewer than the minimum 8 cores"},
+		{name: "the cluster keeps its minimum cores", minimums: scaledown.ClusterMinimums{Cores: 4}},
+		{name: "a minimum of a DRA driver's devices raised above what the cluster keeps",
+			minimums:     scaledown.ClusterMinimums{GPUs: map[corev1.ResourceName]int64{st.GPUDriver: 4}},
+			wantReleased: "the cluster would have fewer than the minimum 4 gpu.example.com"},
+		{name: "the cluster keeps its minimum devices of a DRA driver", minimums: scaledown.ClusterMinimums{GPUs: map[corev1.ResourceName]int64{st.GPUDriver: 2}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, other := node("n"), node("other")
+			f := newActuatorFixture(t, n, other, pod("web-0", "100m", "n"))
+			f.resourceSlices = []*resourceapi.ResourceSlice{
+				st.ResourceSlice("n", st.GPUDriver, st.GPUs(2, "a100")...),
+				st.ResourceSlice("other", st.GPUDriver, st.GPUs(2, "a100")...),
+			}
+			f.refuse = func(string) bool { return true }
+			group := newGroup("ng", n, other)
+			f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: group}}})
 
-	f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Groups: []nodegroups.NodeGroup{group}, Minimums: scaledown.ClusterMinimums{Cores: 8}})
+			f.actuator.Continue(f.ctx, scaledown.View{Nodes: f.nodes(g), Pods: f.cache(g), Groups: []nodegroups.NodeGroup{group}, Minimums: tt.minimums})
 
-	expectTainted(g, f.node(g, "n"), false)
-	g.Expect(f.events()).To(ContainElement("Normal ScaleDownCancelled node released, its removal no longer holds: the cluster would have fewer than the minimum 8 cores"))
+			if tt.wantReleased != "" {
+				expectTainted(g, f.node(g, "n"), false)
+				g.Expect(f.events()).To(ContainElement("Normal ScaleDownCancelled node released, its removal no longer holds: " + tt.wantReleased))
+				return
+			}
+			expectTainted(g, f.node(g, "n"), true)
+			g.Expect(f.actuator.Progress().Draining).To(Equal(1), "the drain goes on")
+			g.Expect(f.events()).NotTo(ContainElement(HavePrefix("Normal ScaleDownCancelled")))
+		})
+	}
 }
 
 func TestReleaseAllGivesBackDrainsButNotHandedOverNodes(t *testing.T) {

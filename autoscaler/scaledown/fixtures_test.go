@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -53,7 +54,9 @@ type cluster struct {
 	pdbs    []*policyv1.PodDisruptionBudget
 	claims  []*corev1.PersistentVolumeClaim
 	volumes []*corev1.PersistentVolume
-	outside []string
+	// resourceSlices publish the nodes' DRA devices.
+	resourceSlices []*resourceapi.ResourceSlice
+	outside        []string
 	// gone are the names of the pods' controllers that no longer exist;
 	// controllersError, when set, is why none could be read.
 	gone             []string
@@ -74,6 +77,7 @@ func (c cluster) snapshot(configure func(*testGroup)) *snapshot.Snapshot {
 	in := snapshot.Input{
 		Nodes: c.nodes, PodDisruptionBudgets: c.pdbs,
 		PersistentVolumeClaims: c.claims, PersistentVolumes: c.volumes,
+		ResourceSlices: c.resourceSlices,
 		Controllers: slices.DeleteFunc(st.Controllers(c.pods...), func(controller *metav1.PartialObjectMetadata) bool {
 			return contains(c.gone, controller.Name)
 		}),

@@ -57,19 +57,23 @@ type Options struct {
 }
 
 // ClusterMinimums bound the totals of the cluster from below. They count
-// every node, control plane included, by capacity. Zero means no minimum.
+// every node, control plane included, as the limits count it
+// (snapshot.NodeInfo.LimitCapacity). Zero means no minimum.
 type ClusterMinimums struct {
 	Cores       int64
 	MemoryBytes int64
-	// GPUs are the least GPUs of each type, by resource name (e.g.
-	// nvidia.com/gpu), the way scale-up counts them against their maximum.
+	// GPUs are the least GPUs of each type, the way scale-up counts them
+	// against their maximum: an extended resource name (e.g.
+	// nvidia.com/gpu) counts the nodes' capacity of it, a DRA driver name
+	// (e.g. gpu.nvidia.com) the devices it publishes on the nodes.
 	GPUs map[corev1.ResourceName]int64
 }
 
-// Violated says how removing a node of the given capacity from a cluster
-// with the given totals would take it below a minimum, or "" when it would
-// not. The planner asks before choosing a node, the actuator again before
-// each step of its removal.
+// Violated says how removing a node that counts capacity (its
+// snapshot.NodeInfo.LimitCapacity) from a cluster with the given totals
+// would take it below a minimum, or "" when it would not. The planner asks
+// before choosing a node, the actuator again before each step of its
+// removal.
 func (m ClusterMinimums) Violated(totals, capacity snapshot.Resources) string {
 	if m.Cores > 0 && totals.MilliCPU-capacity.MilliCPU < m.Cores*1000 {
 		return fmt.Sprintf("the cluster would have fewer than the minimum %d cores", m.Cores)

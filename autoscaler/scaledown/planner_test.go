@@ -49,6 +49,16 @@ func twoGPUNodes() cluster {
 	}}
 }
 
+// twoDRAGPUNodes are two idle nodes whose slices publish 2 devices of the
+// test DRA driver each.
+func twoDRAGPUNodes() cluster {
+	c := cluster{nodes: []*corev1.Node{node("gpu-a"), node("gpu-b")}}
+	for _, node := range c.nodes {
+		c.resourceSlices = append(c.resourceSlices, st.ResourceSlice(node.Name, st.GPUDriver, st.GPUs(2, "a100")...))
+	}
+	return c
+}
+
 func TestPlanDecidesWhichNodesGo(t *testing.T) {
 	const busyKept = scaledown.ReasonNotUnderutilized
 	tests := []struct {
@@ -332,6 +342,27 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			name:      "a minimum of another GPU type keeps no node",
 			cluster:   twoGPUNodes(),
 			opts:      func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{"amd.com/gpu": 2} },
+			wantEmpty: []string{"gpu-a", "gpu-b"},
+			wantKept:  map[string]scaledown.Reason{},
+		},
+		{
+			name:        "the cluster keeps its minimum devices of a DRA driver",
+			cluster:     twoDRAGPUNodes(),
+			opts:        func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{st.GPUDriver: 4} },
+			wantKept:    map[string]scaledown.Reason{"gpu-a": scaledown.ReasonMinimalResourceLimitExceeded, "gpu-b": scaledown.ReasonMinimalResourceLimitExceeded},
+			wantMessage: "the cluster would have fewer than the minimum 4 gpu.example.com",
+		},
+		{
+			name:      "nodes with devices above the minimum of their driver go, down to the minimum",
+			cluster:   twoDRAGPUNodes(),
+			opts:      func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{st.GPUDriver: 2} },
+			wantEmpty: []string{"gpu-a"},
+			wantKept:  map[string]scaledown.Reason{"gpu-b": scaledown.ReasonMinimalResourceLimitExceeded},
+		},
+		{
+			name:      "a minimum of an extended resource does not count DRA devices",
+			cluster:   twoDRAGPUNodes(),
+			opts:      func(o *scaledown.Options) { o.Minimums.GPUs = map[corev1.ResourceName]int64{"nvidia.com/gpu": 2} },
 			wantEmpty: []string{"gpu-a", "gpu-b"},
 			wantKept:  map[string]scaledown.Reason{},
 		},

@@ -41,7 +41,7 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets())}
 	for _, nodeInfo := range snap.NodeInfos() {
 		if !progress.Deleting[nodeInfo.Name()] {
-			state.totals.Add(snapshot.NewResources(nodeInfo.Node().Status.Capacity))
+			state.totals.Add(nodeInfo.LimitCapacity())
 		}
 	}
 	for _, group := range snap.NodeGroups() {
@@ -138,7 +138,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	sched.Commit()
 	state.pdbs.consume(movable)
 	state.sizes[c.group.ID()]--
-	state.totals.Sub(snapshot.NewResources(c.nodeInfo.Node().Status.Capacity))
+	state.totals.Sub(c.nodeInfo.LimitCapacity())
 	return empty, nil
 }
 
@@ -149,7 +149,7 @@ func (p *Planner) checkLimits(c *candidate, state *pass) *Decision {
 	if size, minSize := state.sizes[c.group.ID()], c.group.MinSize(); size-1 < minSize {
 		return &Decision{Reason: ReasonNodeGroupMinSizeReached, Message: fmt.Sprintf("node group %s would have %d nodes, its minimum is %d", c.group.ID(), size-1, minSize)}
 	}
-	if message := p.opts.Minimums.Violated(state.totals, snapshot.NewResources(c.nodeInfo.Node().Status.Capacity)); message != "" {
+	if message := p.opts.Minimums.Violated(state.totals, c.nodeInfo.LimitCapacity()); message != "" {
 		return &Decision{Reason: ReasonMinimalResourceLimitExceeded, Message: message}
 	}
 	return nil

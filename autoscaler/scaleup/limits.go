@@ -17,7 +17,8 @@ const (
 	ReasonNoTemplate         = "no template node"
 )
 
-// clusterTotals are the sums over every node, by capacity.
+// clusterTotals are the sums over every node of what the limits count
+// (snapshot.NodeInfo.LimitCapacity).
 type clusterTotals struct {
 	nodes    int
 	capacity snapshot.Resources
@@ -27,7 +28,7 @@ func totalsOf(nodeInfos []*snapshot.NodeInfo) clusterTotals {
 	var totals clusterTotals
 	for _, nodeInfo := range nodeInfos {
 		totals.nodes++
-		totals.capacity.Add(nodeInfo.Capacity())
+		totals.capacity.Add(nodeInfo.LimitCapacity())
 	}
 	return totals
 }
@@ -45,7 +46,7 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 	if l.MaxNodesTotal > 0 {
 		restrict(int64(l.MaxNodesTotal-totals.nodes), ReasonMaxNodesTotal)
 	}
-	capacity := template.Capacity()
+	capacity := template.LimitCapacity()
 	if l.Cores.Max > 0 && capacity.MilliCPU > 0 {
 		restrict((l.Cores.Max*1000-totals.capacity.MilliCPU)/capacity.MilliCPU, ResourceLimitReason(corev1.ResourceCPU))
 	}
@@ -66,7 +67,8 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 }
 
 // ResourceLimitReason is why a node group cannot grow past the cluster-wide
-// limit of a resource, e.g. cpu, memory or nvidia.com/gpu.
+// limit of a resource, e.g. cpu, memory, nvidia.com/gpu or the DRA driver
+// gpu.nvidia.com.
 func ResourceLimitReason(name corev1.ResourceName) string {
 	return "max cluster " + string(name) + " limit reached"
 }

@@ -60,7 +60,10 @@ type ResourceLimits struct {
 	Cores         Range
 	// MemoryBytes bounds memory in bytes.
 	MemoryBytes Range
-	// GPUs bound each GPU resource, e.g. nvidia.com/gpu.
+	// GPUs bound the GPUs of each type: an extended resource name, e.g.
+	// nvidia.com/gpu, counts the nodes' capacity of it; the name of a DRA
+	// driver, e.g. gpu.nvidia.com, the devices it publishes in the nodes'
+	// local ResourceSlices (snapshot.NodeInfo.LimitCapacity).
 	GPUs map[corev1.ResourceName]Range
 }
 

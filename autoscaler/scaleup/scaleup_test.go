@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -26,6 +27,9 @@ type cluster struct {
 	pods       []*corev1.Pod
 	groups     []*st.NodeGroup
 	daemonSets []*appsv1.DaemonSet
+	// dra are the DRA objects: slices, device classes, claims and claim
+	// templates.
+	dra snapshot.Input
 }
 
 func (c cluster) snapshot() *snapshot.Snapshot {
@@ -33,7 +37,11 @@ func (c cluster) snapshot() *snapshot.Snapshot {
 	for _, group := range c.groups {
 		groups = append(groups, group)
 	}
-	return snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, NodeGroups: groups, DaemonSets: c.daemonSets})
+	return snapshot.New(snapshot.Input{
+		Nodes: c.nodes, Pods: c.pods, NodeGroups: groups, DaemonSets: c.daemonSets,
+		ResourceSlices: c.dra.ResourceSlices, DeviceClasses: c.dra.DeviceClasses,
+		ResourceClaims: c.dra.ResourceClaims, ResourceClaimTemplates: c.dra.ResourceClaimTemplates,
+	})
 }
 
 func options(mutate ...func(*scaleup.Options)) scaleup.Options {
@@ -104,6 +112,43 @@ func members(g *st.NodeGroup, n int) []*corev1.Node {
 		g.Nodes = append(g.Nodes, node.Name)
 	}
 	return nodes
+}
+
+// gpuLimit bounds the devices of the test DRA driver, st.GPUDriver.
+func gpuLimit(max int64) func(*scaleup.Options) {
+	return func(o *scaleup.Options) {
+		o.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{st.GPUDriver: {Max: max}}
+	}
+}
+
+// withGPUs gives c a device class of the test driver, a claim template
+// for 2 of its devices, and count pending pods of 1 cpu with a claim of
+// that template each; nodes publish 2 devices each: a node a pod.
+func withGPUs(c cluster, count int) cluster {
+	c.dra.DeviceClasses = append(c.dra.DeviceClasses, st.DeviceClass("gpu", st.GPUDriver))
+	c.dra.ResourceClaimTemplates = append(c.dra.ResourceClaimTemplates, st.ResourceClaimTemplate("two-gpus", "gpu", 2))
+	c.pods = append(c.pods, st.Replicas("train", count, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus"))...)
+	return c
+}
+
+func withNodeAnnotation(key, value string) st.NodeOption {
+	return func(node *corev1.Node) {
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[key] = value
+	}
+}
+
+// gpuMembers adds n registered nodes to g that publish 2 devices of the
+// test driver each, and a pod that takes all their cpu: the devices are
+// free, the nodes take no pod.
+func gpuMembers(c *cluster, g *st.NodeGroup, n int) {
+	for _, node := range members(g, n) {
+		c.nodes = append(c.nodes, node)
+		c.dra.ResourceSlices = append(c.dra.ResourceSlices, st.ResourceSlice(node.Name, st.GPUDriver, st.GPUs(2, "a100")...))
+		c.pods = append(c.pods, st.Pod("busy-"+node.Name, "4", "1Gi", st.OwnedBy("busy"), st.OnNode(node.Name)))
+	}
 }
 
 func TestPlan(t *testing.T) {
@@ -236,6 +281,67 @@ func TestPlan(t *testing.T) {
 			wantHelped:         2,
 			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster nvidia.com/gpu limit reached",
 			wantNoScaleUpCount: 1,
+		},
+		{
+			name: "the GPU limit of a DRA driver counts its devices: 8 max, the cluster at 4, nodes of 2 add at most 2",
+			opts: options(gpuLimit(8)),
+			cluster: func() cluster {
+				gpus := group("gpus", 2, 10)
+				c := cluster{groups: []*st.NodeGroup{gpus}}
+				gpuMembers(&c, gpus, 2)
+				return withGPUs(c, 4)
+			},
+			wantIncreases:      map[string]int{"gpus": 2},
+			wantHelped:         2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster gpu.example.com limit reached",
+			wantNoScaleUpCount: 2,
+		},
+		{
+			name: "the GPU limit of a DRA driver counts the devices of a template at zero, and of every node",
+			opts: options(gpuLimit(6)),
+			cluster: func() cluster {
+				gpus := group("gpus", 0, 10, withNodeAnnotation(snapshot.TemplateDevicesAnnotation, st.GPUDriver+"=2"))
+				// A node of no group, with 2 devices and no room.
+				other := st.Node("other", "4", "8Gi")
+				c := cluster{groups: []*st.NodeGroup{gpus}, nodes: []*corev1.Node{other}}
+				c.dra.ResourceSlices = []*resourceapi.ResourceSlice{st.ResourceSlice("other", st.GPUDriver, st.GPUs(2, "a100")...)}
+				c.pods = []*corev1.Pod{st.Pod("busy", "4", "1Gi", st.OwnedBy("busy"), st.OnNode("other"))}
+				return withGPUs(c, 4)
+			},
+			wantIncreases:      map[string]int{"gpus": 2},
+			wantHelped:         2,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster gpu.example.com limit reached",
+			wantNoScaleUpCount: 2,
+		},
+		{
+			name: "the GPU limit of a DRA driver counts the devices of the nodes on their way",
+			opts: options(gpuLimit(8)),
+			cluster: func() cluster {
+				// 2 registered, 1 on its way: 6 devices, room for 1 more node.
+				gpus := group("gpus", 3, 10)
+				c := cluster{groups: []*st.NodeGroup{gpus}}
+				gpuMembers(&c, gpus, 2)
+				return withGPUs(c, 4)
+			},
+			wantIncreases:      map[string]int{"gpus": 1},
+			wantHelped:         1,
+			wantAbsorbed:       1,
+			wantNoScaleUp:      "pod didn't trigger scale-up: 1 max cluster gpu.example.com limit reached",
+			wantNoScaleUpCount: 2,
+		},
+		{
+			name: "an extended resource limit does not count DRA devices",
+			opts: options(func(o *scaleup.Options) {
+				o.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{"nvidia.com/gpu": {Max: 2}}
+			}),
+			cluster: func() cluster {
+				gpus := group("gpus", 2, 10)
+				c := cluster{groups: []*st.NodeGroup{gpus}}
+				gpuMembers(&c, gpus, 2)
+				return withGPUs(c, 4)
+			},
+			wantIncreases: map[string]int{"gpus": 4},
+			wantHelped:    4,
 		},
 		{
 			name: "the total node count limit",

@@ -25,6 +25,10 @@ type NodeInfo struct {
 	// resourceSlices publish the node's local DRA devices, shared by
 	// copies.
 	resourceSlices []*resourceapi.ResourceSlice
+	// limitCapacity is what the cluster-wide limits count of the node
+	// (LimitCapacity): capacity, and the devices of resourceSlices,
+	// counted when the node gets them.
+	limitCapacity Resources
 	// order places the node in the snapshot's lists, which are sorted by
 	// it: the snapshot sets it when the node is added.
 	order uint64
@@ -33,6 +37,7 @@ type NodeInfo struct {
 // NewNodeInfo returns node with pods placed on it.
 func NewNodeInfo(node *corev1.Node, pods ...*PodInfo) *NodeInfo {
 	info := &NodeInfo{node: node, capacity: NewResources(node.Status.Capacity), allocatable: NewResources(node.Status.Allocatable)}
+	info.limitCapacity = info.capacity
 	for _, pod := range pods {
 		info.addPod(pod)
 	}
@@ -63,6 +68,7 @@ func (n *NodeInfo) WithResourceSlices(slices []*resourceapi.ResourceSlice) *Node
 	for _, slice := range slices {
 		copied.resourceSlices = append(copied.resourceSlices, renameSlices([]*resourceapi.ResourceSlice{slice}, LocalSliceNode(slice), n.node.Name)...)
 	}
+	copied.countDevices()
 	return copied
 }
 
@@ -81,6 +87,18 @@ func (n *NodeInfo) Pods() []*PodInfo { return n.pods }
 // limits and the similarity of node groups read it again and again. Do not
 // modify its Scalar map.
 func (n *NodeInfo) Capacity() Resources { return n.capacity }
+
+// LimitCapacity is what the cluster-wide resource limits (cores, memory,
+// GPUs of a type: scale-up's maximums, scale-down's minimums, the totals
+// of the status and metrics) count of the node: its capacity, plus, under
+// the name of each DRA driver that publishes devices in the node's local
+// ResourceSlices (e.g. gpu.nvidia.com), how many devices it publishes. A
+// GPU type of resourceLimits.gpus is read from it by name: an extended
+// resource name (nvidia.com/gpu) counts the node's capacity, a driver name
+// its devices; the first always has a slash, the second never. It is
+// counted once, when the node gets its slices. Do not modify its Scalar
+// map.
+func (n *NodeInfo) LimitCapacity() Resources { return n.limitCapacity }
 
 // Allocatable is what the node offers to pods, including the pod count.
 func (n *NodeInfo) Allocatable() Resources { return n.allocatable }
@@ -123,8 +141,42 @@ func (n *NodeInfo) clone() *NodeInfo {
 		podsWithRequiredAntiAffinity: slices.Clone(n.podsWithRequiredAntiAffinity),
 		attachLimits:                 n.attachLimits,
 		resourceSlices:               n.resourceSlices,
+		limitCapacity:                n.limitCapacity,
 		order:                        n.order,
 	}
+}
+
+// countDevices sets limitCapacity from the node's capacity and the
+// devices of its local ResourceSlices. A pool whose slices are of several
+// generations, while its driver replaces them, counts those of the newest
+// only, as the allocator uses them.
+func (n *NodeInfo) countDevices() {
+	n.limitCapacity = n.capacity
+	if len(n.resourceSlices) == 0 {
+		return
+	}
+	// Sized for a driver a slice, so that adding them does not grow it.
+	n.limitCapacity.Scalar = make(map[corev1.ResourceName]int64, len(n.capacity.Scalar)+len(n.resourceSlices))
+	for name, value := range n.capacity.Scalar {
+		n.limitCapacity.Scalar[name] = value
+	}
+	for _, slice := range n.resourceSlices {
+		if len(slice.Spec.Devices) > 0 && !outdated(slice, n.resourceSlices) {
+			n.limitCapacity.Scalar[corev1.ResourceName(slice.Spec.Driver)] += int64(len(slice.Spec.Devices))
+		}
+	}
+}
+
+// outdated tells whether a slice of the same pool of a newer generation
+// replaces slice. The slices of one node are few.
+func outdated(slice *resourceapi.ResourceSlice, slices []*resourceapi.ResourceSlice) bool {
+	for _, other := range slices {
+		if other.Spec.Driver == slice.Spec.Driver && other.Spec.Pool.Name == slice.Spec.Pool.Name &&
+			other.Spec.Pool.Generation > slice.Spec.Pool.Generation {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *NodeInfo) addPod(pod *PodInfo) {

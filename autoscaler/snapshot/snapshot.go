@@ -138,10 +138,17 @@ func New(in Input) *Snapshot {
 			node.attachLimits = attachLimitsOf(csiNode)
 		}
 	}
+	var withSlices []*NodeInfo
 	for _, slice := range in.ResourceSlices {
 		if node, ok := base.nodes[LocalSliceNode(slice)]; ok {
+			if len(node.resourceSlices) == 0 {
+				withSlices = append(withSlices, node)
+			}
 			node.resourceSlices = append(node.resourceSlices, slice)
 		}
+	}
+	for _, node := range withSlices {
+		node.countDevices()
 	}
 	parser := newParser()
 	for _, pod := range in.Pods {

@@ -512,7 +512,7 @@ func applyGPUTotal(c *conversion, value string) (string, error) {
 	}
 	gpuType := parts[0]
 	if !strings.Contains(gpuType, "/") {
-		c.warnf("--gpu-total=%s: upstream counts GPUs by the cloud's GPU type (and only on GKE); capi-autoscaler counts them by extended resource name such as nvidia.com/gpu: check the type", value)
+		c.warnf("--gpu-total=%s: upstream counts GPUs by the cloud's GPU type (and only on GKE); capi-autoscaler counts them by extended resource name such as nvidia.com/gpu, or, for a type without a slash, as the devices of the DRA driver of that name such as gpu.nvidia.com: check the type", value)
 	}
 	gpus := &limits(&c.spec).GPUs
 	*gpus = slices.DeleteFunc(*gpus, func(g autoscalingv1alpha1.GPULimit) bool { return g.Type == gpuType })

@@ -193,6 +193,15 @@ func TestConvertBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "a GPU type that is no extended resource is read as a DRA driver",
+			args: []string{"--cloud-provider=clusterapi", discovery, "--gpu-total=nvidia-tesla-t4:0:4"},
+			wantSpec: caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode,
+				ResourceLimits: &autoscalingv1alpha1.ResourceLimits{GPUs: []autoscalingv1alpha1.GPULimit{{Type: "nvidia-tesla-t4", Max: 4}}}},
+			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{"--gpu-total=nvidia-tesla-t4:0:4: upstream counts GPUs by the cloud's GPU type (and only on GKE); " +
+				"capi-autoscaler counts them by extended resource name such as nvidia.com/gpu, or, for a type without a slash, as the devices of the DRA driver of that name such as gpu.nvidia.com: check the type"},
+		},
+		{
 			name:     "unknown flags, flags given twice and no cloud provider",
 			args:     []string{discovery, "--scale-down-enabled=false", "--frobnicate=3", "--scale-down-enabled=true"},
 			wantSpec: caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode, ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{Enabled: ptr.To(true)}},
