@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -194,6 +196,42 @@ func TestStartingNodeWithoutSlicesYetTakesThePodsWithClaims(t *testing.T) {
 
 	g.Expect(gpu.increases).To(BeEmpty(), "the pod waits for the starting node")
 	g.Expect(groupRow(status, gpu.id).Upcoming).To(Equal(1))
+}
+
+// A node is Ready a while before its DRA drivers publish its devices. A
+// young Ready node of a group whose other nodes have devices waits for
+// them as a starting node does: the pod with claims waits for it, and it
+// is not removed as empty meanwhile. A node past the startup time that
+// has none is taken as it is.
+func TestReadyNodeWhoseDriversHaveNotPublishedYetIsOnItsWay(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		age          time.Duration
+		wantIncrease []int
+	}{
+		{name: "registered a minute ago: the pod waits for it", age: time.Minute},
+		{name: "registered past the startup time: a node for the pod", age: nodefacts.MaxStartupTime, wantIncrease: []int{1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: templateNode()}
+			nodes, slices := gpuNodes(gpu, 2)
+			busy, busyClaim := busyGPUs("busy", nodes[0])
+			nodes[1].CreationTimestamp = metav1.NewTime(st.Now.Add(-tt.age))
+			objects := append(objects(nodes, busy), slices[0], busyClaim,
+				st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2),
+				st.Pod("train-0", "1", "1Gi", st.OwnedBy("train"), st.WithResourceClaimTemplate("gpus", "two-gpus")))
+			f := newFixture(t, []*fakeGroup{gpu}, objects...)
+
+			status := f.runPastUnneededTime(context.Background(), t)
+
+			g.Expect(gpu.increases).To(Equal(tt.wantIncrease))
+			if tt.wantIncrease == nil {
+				g.Expect(groupRow(status, gpu.id).Upcoming).To(Equal(1), "the node waiting for its devices")
+				g.Expect(gpu.deletedNodes).To(BeEmpty(), "the node waiting for its devices is not removed as empty")
+			}
+		})
+	}
 }
 
 // The pods of a capacity buffer have the claims of its pod template: the

@@ -210,6 +210,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	s.readRequests(ctx, &input, l)
 	// After the pods of buffers and requests, whose claims count too.
 	s.readDRA(ctx, &input)
+	input.Nodes = awaitDevices(groups.Groups, input.Nodes, input.ResourceSlices, l.now)
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(l, groups.Groups)

@@ -195,6 +195,27 @@ func (r Rules) Started(node *corev1.Node) *corev1.Node {
 	return started
 }
 
+// AwaitingDevicesReason is the reason of the Ready condition of a node
+// held as not started by AwaitingDevices.
+const AwaitingDevicesReason = "AwaitingDRADevices"
+
+// AwaitingDevices returns node, Ready for its kubelet, as the engine holds
+// it while DRA drivers have not published its devices yet (they publish a
+// node's ResourceSlices once it runs, a while after its kubelet is Ready):
+// not Ready since its creation, so that a young node is NotStarted, on its
+// way, as upstream holds such a node, and no template is made from it.
+// missing names the drivers in the condition's message.
+func AwaitingDevices(node *corev1.Node, missing []string) *corev1.Node {
+	awaiting := node.DeepCopy()
+	awaiting.Status.Conditions = slices.DeleteFunc(awaiting.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
+	awaiting.Status.Conditions = append(awaiting.Status.Conditions, corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: AwaitingDevicesReason,
+		Message:            "the DRA drivers " + strings.Join(missing, ", ") + " have not published the node's devices yet",
+		LastTransitionTime: node.CreationTimestamp,
+	})
+	return awaiting
+}
+
 // UsableAsTemplate says whether node shows what a new node of its group
 // would be: Kubernetes reports it Ready, it is not cordoned and nothing is
 // removing it. A startup taint does not disqualify it: the template leaves

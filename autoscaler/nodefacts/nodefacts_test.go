@@ -46,6 +46,8 @@ func TestReadiness(t *testing.T) {
 		{name: "ready with a taint of its own", node: node(corev1.ConditionTrue, "dedicated"), now: old, want: nodefacts.Ready},
 		{name: "young and not ready", node: node(corev1.ConditionFalse), now: young, want: nodefacts.NotStarted},
 		{name: "old and not ready", node: node(corev1.ConditionFalse), now: old, want: nodefacts.Unready},
+		{name: "young, Ready, awaiting its DRA devices", node: nodefacts.AwaitingDevices(transitioned(node(corev1.ConditionTrue), 30*time.Second), []string{"gpu.example.com"}), now: created.Add(5 * time.Minute), want: nodefacts.NotStarted},
+		{name: "old, awaiting its DRA devices", node: nodefacts.AwaitingDevices(node(corev1.ConditionTrue), []string{"gpu.example.com"}), now: old, want: nodefacts.Unready},
 		{name: "young, not ready since its start", node: transitioned(node(corev1.ConditionFalse), time.Second), now: young, want: nodefacts.NotStarted},
 		{name: "young, went down after it had started", node: transitioned(node(corev1.ConditionFalse), 5*time.Minute), now: created.Add(6 * time.Minute), want: nodefacts.Unready},
 		{name: "young, unreachable after it had started", node: transitioned(node(corev1.ConditionUnknown, corev1.TaintNodeUnreachable), 5*time.Minute), now: created.Add(6 * time.Minute), want: nodefacts.Unready},
