@@ -131,11 +131,7 @@ func CSIAttachLimitSpec(ctx context.Context, inputGetter func() CSIAttachLimitSp
 			Annotations: annotations, Machine: machine,
 			Labels: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		Eventually(func(g Gomega) {
-			template := &infrav1.SimMachineTemplate{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(md), template)).To(Succeed())
-			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed(), "the template does not publish its capacity")
+		framework.WaitForTemplateCapacity(ctx, mgmt, md)
 
 		expectAttachLimitScaleUp(md, 0)
 	})

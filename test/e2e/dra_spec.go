@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -20,7 +19,6 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -85,13 +83,8 @@ func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 			Annotations: gpuAnnotations, Machine: gpuMachine,
 			Labels: map[string]string{framework.ClusterLabel: cluster.Name, poolLabel: "gpu"},
 		})
-		for _, md := range []*clusterv1.MachineDeployment{cpu, gpu} {
-			Eventually(func(g Gomega) {
-				template := &infrav1.SimMachineTemplate{}
-				g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(md), template)).To(Succeed())
-				g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-			}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed(), "the template of %s does not publish its capacity", md.Name)
-		}
+		framework.WaitForTemplateCapacity(ctx, mgmt, cpu)
+		framework.WaitForTemplateCapacity(ctx, mgmt, gpu)
 
 		By(fmt.Sprintf("Running a DRA driver that publishes %d devices for every Node of the gpu group, which registers with a startup taint until then", draDevicesPerNode))
 		framework.StartDRADriver(ctx, framework.DRADriverInput{

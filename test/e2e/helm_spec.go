@@ -170,11 +170,7 @@ rbac:
 			Machine:     framework.SimMachine("2"),
 			Labels:      map[string]string{framework.ClusterLabel: namespace.Name},
 		})
-		Eventually(func(g Gomega) {
-			template := &infrav1.SimMachineTemplate{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: namespace.Name, Name: md.Name}, template)).To(Succeed())
-			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForTemplateCapacity(ctx, mgmt, md)
 		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{
 			Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name), Labels: watched,
 		})

@@ -11,10 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
 )
 
@@ -49,11 +47,7 @@ func MissingClaimSpec(ctx context.Context, inputGetter func() MissingClaimSpecIn
 			Annotations: framework.SizeAnnotations(0, 2), Machine: framework.SimMachine("2"),
 			Labels: map[string]string{framework.ClusterLabel: cluster.Name},
 		})
-		Eventually(func(g Gomega) {
-			template := &infrav1.SimMachineTemplate{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKeyFromObject(md), template)).To(Succeed())
-			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed(), "the template does not publish its capacity")
+		framework.WaitForTemplateCapacity(ctx, mgmt, md)
 		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 
 		By("Turning autoscaling on")

@@ -106,11 +106,7 @@ func ScaleFromZeroSpec(ctx context.Context, inputGetter func() ScaleFromZeroSpec
 		})
 
 		By("Waiting for the standard template to publish its capacity")
-		Eventually(func(g Gomega) {
-			template := &infrav1.SimMachineTemplate{}
-			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: namespace.Name, Name: standard.Name}, template)).To(Succeed())
-			g.Expect(template.Status.Capacity).NotTo(BeEmpty())
-		}, framework.ClusterReadyTimeout, framework.AutoscalerPoll).Should(Succeed())
+		framework.WaitForTemplateCapacity(ctx, mgmt, standard)
 
 		By("Turning autoscaling on")
 		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})

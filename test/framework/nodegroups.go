@@ -295,3 +295,14 @@ func SizeAnnotations(minSize, maxSize int) map[string]string {
 		clusterv1.AutoscalerMaxSizeAnnotation: strconv.Itoa(maxSize),
 	}
 }
+
+// WaitForTemplateCapacity waits until the SimMachineTemplate of a group
+// made by CreateNodeGroup publishes its capacity, which a group at zero
+// scales up from.
+func WaitForTemplateCapacity(ctx context.Context, c client.Client, md *clusterv1.MachineDeployment) {
+	Eventually(func(g Gomega) {
+		template := &infrav1.SimMachineTemplate{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(md), template)).To(Succeed())
+		g.Expect(template.Status.Capacity).NotTo(BeEmpty())
+	}, ClusterReadyTimeout, AutoscalerPoll).Should(Succeed(), "the template of %s does not publish its capacity", md.Name)
+}
