@@ -26,6 +26,7 @@ var (
 	agreementRuns         = flag.Int("e2e.agreement-runs", 1, "Seeds the scheduler agreement spec runs, from -e2e.agreement-seed on")
 	agreementNodesPerKind = flag.Int("e2e.agreement-nodes-per-kind", 6, "Largest number of nodes of one kind in the scheduler agreement spec's clusters")
 	agreementVolumes      = flag.Bool("e2e.agreement-volumes", true, "Generate volumes (claims, persistent volumes, storage classes, CSI attach limits) in the scheduler agreement spec")
+	agreementDRA          = flag.Bool("e2e.agreement-dra", true, "Generate Dynamic Resource Allocation objects (device classes, ResourceSlices, resource claims) in the scheduler agreement spec")
 )
 
 // SchedulerAgreementSpecInput is the input of SchedulerAgreementSpec.
@@ -85,6 +86,6 @@ func agreementInput() SchedulerAgreementSpecInput {
 		Stack:         stack,
 		KubeScheduler: filepath.Join(root, "bin", "k8s", "kube-scheduler"),
 		Seeds:         seeds,
-		Cluster:       clustergen.Options{PendingPods: *agreementPods, NodesPerKind: *agreementNodesPerKind, Volumes: *agreementVolumes},
+		Cluster:       clustergen.Options{PendingPods: *agreementPods, NodesPerKind: *agreementNodesPerKind, Volumes: *agreementVolumes, DRA: *agreementDRA},
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,10 @@ type Result struct {
 	Pods, Nodes, Pairs int
 	// FeasiblePairs are the pod-node pairs kube-scheduler found feasible.
 	FeasiblePairs int
+	// ClaimPods, ClaimPairs and FeasibleClaimPairs count the same for the
+	// pods with resource claims only.
+	ClaimPods, ClaimPairs, FeasibleClaimPairs int
+
 	Disagreements []Disagreement
 	// SchedulerTime is the time kube-scheduler took to judge the pods,
 	// SimulatorTime the simulator's, Total the comparison's, setup
@@ -63,12 +68,22 @@ func (r *Result) Unexplained() []Disagreement {
 	return slices.DeleteFunc(slices.Clone(r.Disagreements), func(d Disagreement) bool { return d.Known != nil })
 }
 
+// ClaimDisagreements are the disagreements on pods with resource claims.
+func (r *Result) ClaimDisagreements() []Disagreement {
+	return slices.DeleteFunc(slices.Clone(r.Disagreements), func(d Disagreement) bool { return !hasClaims(d.Pod) })
+}
+
 // Summary is one line of figures.
 func (r *Result) Summary() string {
-	return fmt.Sprintf("seed %d: %d pods x %d nodes = %d pairs (%d feasible for kube-scheduler), %d disagreements (%d unexplained); kube-scheduler %s, simulator %s, total %s",
-		r.Seed, r.Pods, r.Nodes, r.Pairs, r.FeasiblePairs, len(r.Disagreements), len(r.Unexplained()),
+	return fmt.Sprintf("seed %d: %d pods x %d nodes = %d pairs (%d feasible for kube-scheduler), "+
+		"with resource claims %d pods, %d pairs (%d feasible); %d disagreements (%d unexplained, %d with claims); "+
+		"kube-scheduler %s, simulator %s, total %s",
+		r.Seed, r.Pods, r.Nodes, r.Pairs, r.FeasiblePairs,
+		r.ClaimPods, r.ClaimPairs, r.FeasibleClaimPairs, len(r.Disagreements), len(r.Unexplained()), len(r.ClaimDisagreements()),
 		r.SchedulerTime.Round(time.Millisecond), r.SimulatorTime.Round(time.Millisecond), r.Total.Round(time.Millisecond))
 }
+
+func hasClaims(pod *corev1.Pod) bool { return len(pod.Spec.ResourceClaims) > 0 }
 
 // Run generates a cluster and compares kube-scheduler and the simulator
 // on it.
@@ -147,15 +162,22 @@ func Run(ctx context.Context, opts Options) (_ *Result, retErr error) {
 // with the node names.
 func newSimulator(ctx context.Context, c client.Client) (*simulator.Scheduler, []string, error) {
 	var (
-		nodes      corev1.NodeList
-		pods       corev1.PodList
-		namespaces corev1.NamespaceList
-		claims     corev1.PersistentVolumeClaimList
-		volumes    corev1.PersistentVolumeList
-		classes    storagev1.StorageClassList
-		csiNodes   storagev1.CSINodeList
+		nodes          corev1.NodeList
+		pods           corev1.PodList
+		namespaces     corev1.NamespaceList
+		volumeClaims   corev1.PersistentVolumeClaimList
+		volumes        corev1.PersistentVolumeList
+		storageClasses storagev1.StorageClassList
+		csiNodes       storagev1.CSINodeList
+		resourceSlices resourceapi.ResourceSliceList
+		deviceClasses  resourceapi.DeviceClassList
+		resourceClaims resourceapi.ResourceClaimList
+		claimTemplates resourceapi.ResourceClaimTemplateList
 	)
-	for _, list := range []client.ObjectList{&nodes, &pods, &namespaces, &claims, &volumes, &classes, &csiNodes} {
+	for _, list := range []client.ObjectList{
+		&nodes, &pods, &namespaces, &volumeClaims, &volumes, &storageClasses, &csiNodes,
+		&resourceSlices, &deviceClasses, &resourceClaims, &claimTemplates,
+	} {
 		if err := c.List(ctx, list); err != nil {
 			return nil, nil, fmt.Errorf("listing %T: %w", list, err)
 		}
@@ -164,10 +186,14 @@ func newSimulator(ctx context.Context, c client.Client) (*simulator.Scheduler, [
 		Nodes:                  pointers(nodes.Items),
 		Pods:                   pointers(pods.Items),
 		Namespaces:             pointers(namespaces.Items),
-		PersistentVolumeClaims: pointers(claims.Items),
+		PersistentVolumeClaims: pointers(volumeClaims.Items),
 		PersistentVolumes:      pointers(volumes.Items),
-		StorageClasses:         pointers(classes.Items),
+		StorageClasses:         pointers(storageClasses.Items),
 		CSINodes:               pointers(csiNodes.Items),
+		ResourceSlices:         pointers(resourceSlices.Items),
+		DeviceClasses:          pointers(deviceClasses.Items),
+		ResourceClaims:         pointers(resourceClaims.Items),
+		ResourceClaimTemplates: pointers(claimTemplates.Items),
 	})
 	names := make([]string, 0, len(nodes.Items))
 	for _, node := range snap.NodeInfos() {

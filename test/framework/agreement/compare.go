@@ -70,11 +70,21 @@ func compare(result *Result, sim *simulator.Scheduler, nodes []string, pod *core
 	if condition := scheduledCondition(pod); condition != nil {
 		message = condition.Message
 	}
+	withClaims := hasClaims(pod)
+	if withClaims {
+		result.ClaimPods++
+	}
 	for _, node := range nodes {
 		result.Pairs++
 		schedulerFits := theirs.Has(node)
 		if schedulerFits {
 			result.FeasiblePairs++
+		}
+		if withClaims {
+			result.ClaimPairs++
+			if schedulerFits {
+				result.FeasibleClaimPairs++
+			}
 		}
 		reasons := sim.Check(pod, node)
 		if schedulerFits == (reasons == nil) {

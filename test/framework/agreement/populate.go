@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,8 @@ const workers = 16
 
 // populate creates the generated cluster but its pending pods, in the
 // state its controllers and kubelets would leave it: Nodes Ready without
-// the not-ready taint, claims and volumes bound, bound pods Running.
+// the not-ready taint, claims and volumes bound, bound pods Running, their
+// resource claims allocated and reserved for them.
 func populate(ctx context.Context, c client.Client, gen *clustergen.Cluster) error {
 	for _, ns := range gen.Namespaces {
 		// The pods' ServiceAccount, which no controller creates here.
@@ -33,7 +35,7 @@ func populate(ctx context.Context, c client.Client, gen *clustergen.Cluster) err
 	}); err != nil {
 		return err
 	}
-	for _, objects := range [][]client.Object{objects(gen.CSINodes), objects(gen.StorageClasses)} {
+	for _, objects := range [][]client.Object{objects(gen.CSINodes), objects(gen.StorageClasses), objects(gen.DeviceClasses), objects(gen.ResourceSlices)} {
 		if err := forEach(ctx, objects, func(ctx context.Context, obj client.Object) error { return create(ctx, c, obj) }); err != nil {
 			return err
 		}
@@ -57,11 +59,47 @@ func populate(ctx context.Context, c client.Client, gen *clustergen.Cluster) err
 	}); err != nil {
 		return err
 	}
-	return forEach(ctx, gen.BoundPods, func(ctx context.Context, pod *corev1.Pod) error {
-		pod = pod.DeepCopy()
+	podUIDs, err := createBoundPods(ctx, c, gen.BoundPods)
+	if err != nil {
+		return err
+	}
+	return forEach(ctx, gen.ResourceClaims, func(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+		return createResourceClaim(ctx, c, claim, podUIDs)
+	})
+}
+
+// createBoundPods creates the bound pods, Running, and returns their UIDs
+// by namespace/name.
+func createBoundPods(ctx context.Context, c client.Client, bound []*corev1.Pod) (map[string]types.UID, error) {
+	pods := make([]*corev1.Pod, len(bound))
+	for i, pod := range bound {
+		pods[i] = pod.DeepCopy()
+	}
+	if err := forEach(ctx, pods, func(ctx context.Context, pod *corev1.Pod) error {
 		status := pod.Status
 		return createWithStatus(ctx, c, pod, func() { pod.Status = status })
-	})
+	}); err != nil {
+		return nil, err
+	}
+	uids := make(map[string]types.UID, len(pods))
+	for _, pod := range pods {
+		uids[pod.Namespace+"/"+pod.Name] = pod.UID
+	}
+	return uids, nil
+}
+
+// createResourceClaim creates a claim, and writes the allocation of one
+// allocated to bound pods, reserved for them by their UIDs.
+func createResourceClaim(ctx context.Context, c client.Client, claim *resourceapi.ResourceClaim, podUIDs map[string]types.UID) error {
+	claim = claim.DeepCopy()
+	status := claim.Status
+	if status.Allocation == nil {
+		return create(ctx, c, claim)
+	}
+	for i := range status.ReservedFor {
+		status.ReservedFor[i].UID = podUIDs[claim.Namespace+"/"+status.ReservedFor[i].Name]
+	}
+	return createWithStatus(ctx, c, claim, func() { claim.Status = status })
 }
 
 // createWithStatus creates obj, then writes the status that restore puts

@@ -19,8 +19,9 @@ import (
 
 // schedulerConfig configures kube-scheduler to judge every node and to ask
 // the extender last: one profile that scores (and so filters) every node,
-// without preemption, which would otherwise try to make room for the pods
-// the extender turns away.
+// without the PostFilter plugins, which would otherwise try to make room
+// for the pods the extender turns away: preemption, and DynamicResources,
+// which deallocates claims reserved for no other pod.
 func schedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSchedulerConfiguration {
 	return &schedulerconfigv1.KubeSchedulerConfiguration{
 		TypeMeta:       metav1.TypeMeta{APIVersion: schedulerconfigv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
@@ -31,7 +32,7 @@ func schedulerConfig(kubeconfig, extenderURL string) *schedulerconfigv1.KubeSche
 			SchedulerName:            ptr.To("default-scheduler"),
 			PercentageOfNodesToScore: ptr.To[int32](100),
 			Plugins: &schedulerconfigv1.Plugins{PostFilter: schedulerconfigv1.PluginSet{
-				Disabled: []schedulerconfigv1.Plugin{{Name: "DefaultPreemption"}},
+				Disabled: []schedulerconfigv1.Plugin{{Name: "DefaultPreemption"}, {Name: "DynamicResources"}},
 			}},
 		}},
 		Extenders: []schedulerconfigv1.Extender{{

@@ -1,8 +1,8 @@
 // Package clustergen generates random but realistic clusters and pending
 // pods, deterministic by seed: node kinds like node groups (instance type,
-// zone, taints, capacity, extended resources), pods already bound to the
-// nodes, and pending pods that use the scheduling constraints the simulator
-// implements. It feeds the harness that compares the simulator with
+// zone, taints, capacity, extended resources), optionally volumes and DRA
+// devices, pods already bound to the nodes, and pending pods that use the
+// scheduling constraints the simulator implements. It feeds the harness that compares the simulator with
 // kube-scheduler, so it makes what kube-scheduler would see: objects the
 // API server accepts, in the state their controllers would leave them.
 package clustergen
@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -29,6 +30,10 @@ type Options struct {
 	// Volumes adds storage: classes, claims, persistent volumes, CSI
 	// attach limits, and pods that use them.
 	Volumes bool
+	// DRA adds Dynamic Resource Allocation: device classes, the nodes'
+	// ResourceSlices, resource claims allocated to bound pods, and pending
+	// pods with claims.
+	DRA bool
 }
 
 func (o Options) withDefaults() Options {
@@ -50,8 +55,14 @@ type Cluster struct {
 	StorageClasses         []*storagev1.StorageClass
 	PersistentVolumes      []*corev1.PersistentVolume
 	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	DeviceClasses          []*resourceapi.DeviceClass
+	ResourceSlices         []*resourceapi.ResourceSlice
 	// BoundPods are on their nodes already (spec.nodeName set), Running.
 	BoundPods []*corev1.Pod
+	// ResourceClaims come after the bound pods: the status.reservedFor of
+	// those allocated to bound pods names them, and takes their UIDs once
+	// they are created.
+	ResourceClaims []*resourceapi.ResourceClaim
 	// PendingPods wait for a node.
 	PendingPods []*corev1.Pod
 }
@@ -68,6 +79,9 @@ func Generate(opts Options) *Cluster {
 	g.nodes()
 	if opts.Volumes {
 		g.storageObjects()
+	}
+	if opts.DRA {
+		g.draObjects()
 	}
 	g.boundPods()
 	for i := range opts.PendingPods {
@@ -88,6 +102,8 @@ type generator struct {
 	kindOf map[string]*nodeKind
 	// storage is what pods' volumes refer to; nil without Options.Volumes.
 	storage *storageState
+	// dra is what pods' resource claims refer to; nil without Options.DRA.
+	dra *draState
 }
 
 const (

@@ -9,9 +9,9 @@ import (
 
 func TestGenerateIsDeterministic(t *testing.T) {
 	g := NewWithT(t)
-	opts := Options{Seed: 7, Volumes: true}
+	opts := Options{Seed: 7, Volumes: true, DRA: true}
 	g.Expect(Generate(opts)).To(Equal(Generate(opts)))
-	g.Expect(Generate(Options{Seed: 8, Volumes: true})).NotTo(Equal(Generate(opts)))
+	g.Expect(Generate(Options{Seed: 8, Volumes: true, DRA: true})).NotTo(Equal(Generate(opts)))
 }
 
 func TestGenerateCoversTheConstraints(t *testing.T) {
@@ -19,6 +19,7 @@ func TestGenerateCoversTheConstraints(t *testing.T) {
 	c := Generate(Options{Seed: 1, PendingPods: 500})
 	g.Expect(c.PendingPods).To(HaveLen(500))
 	g.Expect(c.PersistentVolumeClaims).To(BeEmpty(), "volumes are an option")
+	g.Expect(c.ResourceClaims).To(BeEmpty(), "DRA is an option")
 	covered := map[string]bool{}
 	for _, pod := range c.PendingPods {
 		spec := pod.Spec

@@ -47,6 +47,9 @@ func (g *generator) boundPods() {
 			if g.storage != nil && g.chance(0.3) {
 				g.storage.attachTo(g, pod, node)
 			}
+			if g.dra != nil && g.chance(0.15) {
+				g.dra.allocateTo(g, pod, node.Name)
+			}
 			pod.Status = corev1.PodStatus{Phase: corev1.PodRunning}
 			g.c.BoundPods = append(g.c.BoundPods, pod)
 		}
@@ -102,8 +105,11 @@ func upTo(values []string, last string) []string {
 }
 
 // pendingPod returns a pod with a random mix of the constraints the
-// simulator implements.
+// simulator implements, or, with DRA, sometimes a pod with resource claims.
 func (g *generator) pendingPod(name string) *corev1.Pod {
+	if g.dra != nil && g.chance(0.15) {
+		return g.devicePod(name)
+	}
 	pod := g.pod(name, pick(g, namespaces).name)
 	g.requests(pod)
 	if g.chance(0.2) {
