@@ -23,45 +23,56 @@ import (
 // empty. Older nodes are left as they are: a driver that stops publishing
 // for a running node does not make it unready.
 func awaitDevices(groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceSlices []*resourceapi.ResourceSlice, now time.Time) []*corev1.Node {
-	published := map[string]sets.Set[string]{}
-	for _, slice := range resourceSlices {
-		if node := snapshot.LocalSliceNode(slice); node != "" {
-			if published[node] == nil {
-				published[node] = sets.New[string]()
-			}
-			published[node].Insert(slice.Spec.Driver)
-		}
-	}
-	if len(published) == 0 {
+	// Most loops have no young node: they pay for this scan only.
+	young := slices.IndexFunc(nodes, func(node *corev1.Node) bool {
+		return now.Sub(node.CreationTimestamp.Time) < nodefacts.MaxStartupTime && nodefacts.KubeletReady(node)
+	})
+	if young < 0 || len(resourceSlices) == 0 {
 		return nodes
 	}
-	expected := map[string]sets.Set[string]{}
-	for _, group := range groups {
-		drivers := sets.New[string]()
-		var members []string
+	type nodeDriver struct{ node, driver string }
+	published := make(map[nodeDriver]bool, len(resourceSlices))
+	groupOf := map[string]int{}
+	for i, group := range groups {
 		for _, instance := range group.Instances() {
 			if instance.NodeName != "" {
-				members = append(members, instance.NodeName)
-				drivers = drivers.Union(published[instance.NodeName])
+				groupOf[instance.NodeName] = i
 			}
 		}
-		if drivers.Len() == 0 {
+	}
+	groupDrivers := make([]sets.Set[string], len(groups))
+	for _, slice := range resourceSlices {
+		node := snapshot.LocalSliceNode(slice)
+		group, ok := groupOf[node]
+		if !ok {
 			continue
 		}
-		for _, member := range members {
-			expected[member] = drivers
+		published[nodeDriver{node, slice.Spec.Driver}] = true
+		if groupDrivers[group] == nil {
+			groupDrivers[group] = sets.New[string]()
 		}
+		groupDrivers[group].Insert(slice.Spec.Driver)
 	}
 	var awaited []*corev1.Node
-	for i, node := range nodes {
-		missing := expected[node.Name].Difference(published[node.Name])
-		if missing.Len() == 0 || now.Sub(node.CreationTimestamp.Time) >= nodefacts.MaxStartupTime || !nodefacts.KubeletReady(node) {
+	for i := young; i < len(nodes); i++ {
+		node := nodes[i]
+		group, ok := groupOf[node.Name]
+		if !ok || now.Sub(node.CreationTimestamp.Time) >= nodefacts.MaxStartupTime || !nodefacts.KubeletReady(node) {
+			continue
+		}
+		var missing []string
+		for _, driver := range sets.List(groupDrivers[group]) {
+			if !published[nodeDriver{node.Name, driver}] {
+				missing = append(missing, driver)
+			}
+		}
+		if len(missing) == 0 {
 			continue
 		}
 		if awaited == nil {
 			awaited = slices.Clone(nodes)
 		}
-		awaited[i] = nodefacts.AwaitingDevices(node, sets.List(missing))
+		awaited[i] = nodefacts.AwaitingDevices(node, missing)
 	}
 	if awaited == nil {
 		return nodes
