@@ -16,6 +16,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -229,6 +230,9 @@ func TestReadyNodeWhoseDriversHaveNotPublishedYetIsOnItsWay(t *testing.T) {
 			if tt.wantIncrease == nil {
 				g.Expect(groupRow(status, gpu.id).Upcoming).To(Equal(1), "the node waiting for its devices")
 				g.Expect(gpu.deletedNodes).To(BeEmpty(), "the node waiting for its devices is not removed as empty")
+				g.Expect(status.Explanation.Nodes).To(ContainElement(And(HaveField("Name", nodes[1].Name), HaveField("Kept", scaledown.Decision{
+					Reason: scaledown.ReasonNotStarted, Message: "node has not started yet: its DRA driver gpu.example.com has not published its devices yet",
+				}))))
 			}
 		})
 	}

@@ -210,10 +210,28 @@ func AwaitingDevices(node *corev1.Node, missing []string) *corev1.Node {
 	awaiting.Status.Conditions = slices.DeleteFunc(awaiting.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
 	awaiting.Status.Conditions = append(awaiting.Status.Conditions, corev1.NodeCondition{
 		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: AwaitingDevicesReason,
-		Message:            "the DRA drivers " + strings.Join(missing, ", ") + " have not published the node's devices yet",
+		Message:            awaitingMessage(missing),
 		LastTransitionTime: node.CreationTimestamp,
 	})
 	return awaiting
+}
+
+func awaitingMessage(missing []string) string {
+	if len(missing) == 1 {
+		return "its DRA driver " + missing[0] + " has not published its devices yet"
+	}
+	return "its DRA drivers " + strings.Join(missing, ", ") + " have not published its devices yet"
+}
+
+// AwaitedDevices says which drivers a node held by AwaitingDevices waits
+// for, in words, and whether it is such a node.
+func AwaitedDevices(node *corev1.Node) (string, bool) {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady && condition.Reason == AwaitingDevicesReason {
+			return condition.Message, true
+		}
+	}
+	return "", false
 }
 
 // UsableAsTemplate says whether node shows what a new node of its group

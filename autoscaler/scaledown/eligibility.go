@@ -34,6 +34,9 @@ func (p *Planner) checkNode(nodeInfo *snapshot.NodeInfo, group nodegroups.NodeGr
 	case p.opts.NodeRules.Readiness(node, now) == nodefacts.NotStarted:
 		// A node still not ready past the startup time is unready instead,
 		// so that one that never starts is removed after the unready time.
+		if devices, awaiting := nodefacts.AwaitedDevices(node); awaiting {
+			return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not started yet: " + devices}
+		}
 		return nil, &Decision{Reason: ReasonNotStarted, Message: "node has not started yet: it is not ready or still carries a startup taint"}
 	}
 	if waiting := waitingPods(nodeInfo); waiting > 0 {
