@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -15,19 +16,22 @@ import (
 
 // awaitDevices returns nodes with each node that waits for its DRA devices
 // held as not started (nodefacts.AwaitingDevices): a node registered less
-// than nodefacts.MaxStartupTime ago, Ready, in a group whose other members
-// publish node-local devices of a driver that has published none for it
-// yet. Until its drivers publish, the pods that wait for its devices wait
-// for it rather than ask for another node, its template's devices stand in
-// for its own, and it is neither the group's template nor removed as
-// empty. Older nodes are left as they are: a driver that stops publishing
-// for a running node does not make it unready.
-func awaitDevices(groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceSlices []*resourceapi.ResourceSlice, now time.Time) []*corev1.Node {
+// than nodefacts.MaxStartupTime ago, Ready, whose group expects devices of
+// a driver that has published none for it yet. A group expects the
+// drivers that publish node-local devices on its members, or, while none
+// does (it just grew from zero), those of its template node
+// (snapshot.TemplateDevicesAnnotation). Until its drivers publish, the
+// pods that wait for its devices wait for it rather than ask for another
+// node, its template's devices stand in for its own, and it is neither the
+// group's template nor removed as empty. Older nodes are left as they
+// are: a driver that stops publishing for a running node does not make it
+// unready.
+func awaitDevices(ctx context.Context, groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceSlices []*resourceapi.ResourceSlice, now time.Time) []*corev1.Node {
 	// Most loops have no young node: they pay for this scan only.
 	young := slices.IndexFunc(nodes, func(node *corev1.Node) bool {
 		return now.Sub(node.CreationTimestamp.Time) < nodefacts.MaxStartupTime && nodefacts.KubeletReady(node)
 	})
-	if young < 0 || len(resourceSlices) == 0 {
+	if young < 0 {
 		return nodes
 	}
 	type nodeDriver struct{ node, driver string }
@@ -60,6 +64,10 @@ func awaitDevices(groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceS
 		if !ok || now.Sub(node.CreationTimestamp.Time) >= nodefacts.MaxStartupTime || !nodefacts.KubeletReady(node) {
 			continue
 		}
+		if groupDrivers[group] == nil {
+			// Asked once a loop, and only for a group with a young node.
+			groupDrivers[group] = templateDrivers(ctx, groups[group])
+		}
 		var missing []string
 		for _, driver := range sets.List(groupDrivers[group]) {
 			if !published[nodeDriver{node.Name, driver}] {
@@ -78,4 +86,19 @@ func awaitDevices(groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceS
 		return nodes
 	}
 	return awaited
+}
+
+// templateDrivers are the drivers of the devices the template node of
+// group describes; none when it describes none, or when it cannot be
+// read, which the group's template reports when a scale-up needs it.
+func templateDrivers(ctx context.Context, group nodegroups.NodeGroup) sets.Set[string] {
+	drivers := sets.New[string]()
+	node, err := group.TemplateNode(ctx)
+	if err != nil {
+		return drivers
+	}
+	if devices, err := snapshot.TemplateDevicesOf(node); err == nil && devices.Count > 0 {
+		drivers.Insert(devices.Driver)
+	}
+	return drivers
 }

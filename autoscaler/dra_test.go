@@ -238,6 +238,45 @@ func TestReadyNodeWhoseDriversHaveNotPublishedYetIsOnItsWay(t *testing.T) {
 	}
 }
 
+// A group that just grew from zero has no node whose drivers published:
+// its template's devices (the dra-driver and gpu-count annotations) say
+// what its young Ready node waits for. The pod waits for that node, and
+// the node, empty, is not removed meanwhile.
+func TestNodeOfAGroupAtZeroWaitsForTheDevicesOfItsTemplate(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		devices  string
+		wantWait bool
+	}{
+		{name: "the template describes devices", devices: st.GPUDriver + "=2", wantWait: true},
+		{name: "the template describes none", devices: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			template := templateNode()
+			if tt.devices != "" {
+				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: tt.devices}
+			}
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
+			nodes := gpu.addNodes(1)
+			nodes[0].CreationTimestamp = metav1.NewTime(st.Now.Add(-time.Minute))
+			objects := append(objects(nodes), st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2),
+				st.Pod("train-0", "1", "1Gi", st.OwnedBy("train"), st.WithResourceClaimTemplate("gpus", "two-gpus")))
+			f := newFixture(t, []*fakeGroup{gpu}, objects...)
+
+			status := f.runPastUnneededTime(context.Background(), t)
+
+			g.Expect(gpu.increases).To(BeEmpty())
+			if tt.wantWait {
+				g.Expect(status.Explanation.PendingPods).To(ConsistOf(And(HaveField("Outcome", autoscaler.WaitForNode), HaveField("Node", nodes[0].Name))))
+				g.Expect(gpu.deletedNodes).To(BeEmpty(), "the node waiting for its devices is not removed as empty")
+			} else {
+				g.Expect(status.Explanation.PendingPods).To(ConsistOf(HaveField("Outcome", autoscaler.NotTriggerScaleUp)))
+			}
+		})
+	}
+}
+
 // The pods of a capacity buffer have the claims of its pod template: the
 // DRA objects are read for them too, and they grow the group with the
 // devices.

@@ -209,8 +209,9 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	s.readBuffers(ctx, &input, l)
 	s.readRequests(ctx, &input, l)
 	// After the pods of buffers and requests, whose claims count too.
-	s.readDRA(ctx, &input)
-	input.Nodes = awaitDevices(groups.Groups, input.Nodes, input.ResourceSlices, l.now)
+	if s.readDRA(ctx, &input) {
+		input.Nodes = awaitDevices(ctx, groups.Groups, input.Nodes, input.ResourceSlices, l.now)
+	}
 	l.nodes = input.Nodes
 	l.timedOut = s.state.Update(groups.Groups, input.Nodes, l.now)
 	input.NodeGroups = s.withScaleDownBlocks(l, groups.Groups)
@@ -343,11 +344,11 @@ func (s *steps) readStorage(ctx context.Context, in *snapshot.Input) {
 // claims: clusters that do not use DRA (or do not serve its API) are not
 // asked. A failure does not stop the loop: pods without resource claims
 // are simulated as usual, and those with claims are reported as not
-// evaluated.
-func (s *steps) readDRA(ctx context.Context, in *snapshot.Input) {
+// evaluated. It tells whether it read them.
+func (s *steps) readDRA(ctx context.Context, in *snapshot.Input) bool {
 	if !slices.ContainsFunc(in.Pods, func(pod *corev1.Pod) bool { return len(pod.Spec.ResourceClaims) > 0 }) &&
 		!slices.ContainsFunc(in.CachedPods, func(pod *snapshot.Pod) bool { return len(pod.Spec.ResourceClaims) > 0 }) {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
 	defer cancel()
@@ -367,13 +368,14 @@ func (s *steps) readDRA(ctx context.Context, in *snapshot.Input) {
 		if err := s.opts.Cluster.List(ctx, list.list, client.UnsafeDisableDeepCopy); err != nil {
 			in.DRAError = fmt.Errorf("listing %s of the cluster: %w", list.what, err)
 			klog.FromContext(ctx).Error(err, "Cannot read the DRA objects of the cluster; pods with resource claims will not be simulated", "kind", list.what)
-			return
+			return false
 		}
 	}
 	in.ResourceSlices = pointers(resourceSlices.Items)
 	in.DeviceClasses = pointers(classes.Items)
 	in.ResourceClaims = pointers(claims.Items)
 	in.ResourceClaimTemplates = pointers(templates.Items)
+	return true
 }
 
 // readControllers lists into in the metadata of the controllers that

@@ -33,8 +33,10 @@ type NodeGroup interface {
 
 	// TemplateNode returns the node a new member of the group would become,
 	// from what the group publishes, without the DaemonSet pods that would
-	// run on it. The engine asks only when no member of the group shows it
-	// (scale from zero), and names the node and drops its startup, status
+	// run on it. The engine asks when no member of the group shows it
+	// (scale from zero), and, when pods have DRA claims, which devices a
+	// young member whose drivers publish none yet waits for while no member
+	// publishes any; it names the node and drops its startup, status
 	// and condition taints itself (nodefacts.Rules.TemplateNode). The node
 	// may carry the CSI attach limits (snapshot.AttachLimitsAnnotation) and
 	// the DRA devices (snapshot.TemplateDevicesAnnotation) of a new member,

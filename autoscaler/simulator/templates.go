@@ -54,7 +54,7 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 				failed[group.ID()] = err
 				continue
 			}
-			if devices, err = templateDevices(example); err != nil {
+			if devices, err = snapshot.TemplateDevicesOf(example); err != nil {
 				failed[group.ID()] = err
 				continue
 			}
@@ -81,20 +81,6 @@ func templateAttachLimits(node *corev1.Node) (snapshot.AttachLimits, error) {
 		return nil, fmt.Errorf("annotation %s: %w", snapshot.AttachLimitsAnnotation, err)
 	}
 	return limits, nil
-}
-
-// templateDevices reads the DRA devices a template node of a group
-// without nodes carries (snapshot.TemplateDevicesAnnotation).
-func templateDevices(node *corev1.Node) (snapshot.TemplateDevices, error) {
-	value, ok := node.Annotations[snapshot.TemplateDevicesAnnotation]
-	if !ok {
-		return snapshot.TemplateDevices{}, nil
-	}
-	devices, err := snapshot.ParseTemplateDevices(value)
-	if err != nil {
-		return snapshot.TemplateDevices{}, fmt.Errorf("annotation %s: %w", snapshot.TemplateDevicesAnnotation, err)
-	}
-	return devices, nil
 }
 
 // templateMember returns the first registered member of the group that

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -146,6 +147,21 @@ const TemplateDeviceType = "gpu"
 type TemplateDevices struct {
 	Driver string
 	Count  int
+}
+
+// TemplateDevicesOf reads the DRA devices the template node of a group
+// carries (TemplateDevicesAnnotation); the zero value when it carries
+// none.
+func TemplateDevicesOf(node *corev1.Node) (TemplateDevices, error) {
+	value, ok := node.Annotations[TemplateDevicesAnnotation]
+	if !ok {
+		return TemplateDevices{}, nil
+	}
+	devices, err := ParseTemplateDevices(value)
+	if err != nil {
+		return TemplateDevices{}, fmt.Errorf("annotation %s: %w", TemplateDevicesAnnotation, err)
+	}
+	return devices, nil
 }
 
 // ParseTemplateDevices parses the value of TemplateDevicesAnnotation and

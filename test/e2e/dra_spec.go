@@ -6,16 +6,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
@@ -36,6 +37,10 @@ const (
 	draDriver         = "gpu.e2e.capi-autoscaler.io"
 	draDevicesPerNode = 4
 	draDevicesPerPod  = 2
+	// draPublishAfter is longer than draUnneededTime, the spec's
+	// unneeded time.
+	draPublishAfter = 8 * time.Second
+	draUnneededTime = 5 * time.Second
 )
 
 // DRASpec shows pods with Dynamic Resource Allocation claims scaling the
@@ -43,9 +48,11 @@ const (
 // dra-driver and gpu-count annotations: 4 pods claiming 2 devices each
 // need 2 Nodes of 4 devices, although their cpu fits on one Node of a
 // cpu group the priority expander prefers, whose Nodes have no devices.
-// The Nodes then stay while their pods hold all their devices (a pod that
-// moves needs 2 free devices where it goes), and one goes once half the
-// pods are gone, its pods' claims allocated anew on the other.
+// The driver publishes a Node's devices a while after it is Ready, longer
+// than the unneeded time: meanwhile the empty Nodes are on their way, not
+// removed. The Nodes then stay while their pods hold all their devices (a
+// pod that moves needs 2 free devices where it goes), and one goes once
+// half the pods are gone, its pods' claims allocated anew on the other.
 func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 	var (
 		input     DRASpecInput
@@ -75,21 +82,18 @@ func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 		gpuAnnotations := framework.SizeAnnotations(0, 3)
 		gpuAnnotations[template.DRADriverAnnotation] = draDriver
 		gpuAnnotations[template.GPUCountAnnotation] = strconv.Itoa(draDevicesPerNode)
-		startupTaint := nodefacts.StartupTaintPrefix + "dra-driver"
-		gpuMachine := framework.SimMachine("4")
-		gpuMachine.NodeTaints = []corev1.Taint{{Key: startupTaint, Effect: corev1.TaintEffectNoSchedule}}
 		gpu := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
 			Client: mgmt, Cluster: cluster, Name: "gpu", Replicas: ptr.To[int32](0),
-			Annotations: gpuAnnotations, Machine: gpuMachine,
+			Annotations: gpuAnnotations, Machine: framework.SimMachine("4"),
 			Labels: map[string]string{framework.ClusterLabel: cluster.Name, poolLabel: "gpu"},
 		})
 		framework.WaitForTemplateCapacity(ctx, mgmt, cpu)
 		framework.WaitForTemplateCapacity(ctx, mgmt, gpu)
 
-		By(fmt.Sprintf("Running a DRA driver that publishes %d devices for every Node of the gpu group, which registers with a startup taint until then", draDevicesPerNode))
+		By(fmt.Sprintf("Running a DRA driver that publishes %d devices for every Node of the gpu group %s after it is Ready, with no startup taint", draDevicesPerNode, draPublishAfter))
 		framework.StartDRADriver(ctx, framework.DRADriverInput{
 			Client: workload, NodeLabels: map[string]string{framework.ClusterLabel: cluster.Name, poolLabel: "gpu"},
-			Driver: draDriver, Devices: draDevicesPerNode, StartupTaint: startupTaint,
+			Driver: draDriver, Devices: draDevicesPerNode, PublishAfter: draPublishAfter,
 		})
 		class := framework.CreateDeviceClass(ctx, workload, namespace.Name, draDriver)
 		claimTemplate := framework.CreateDeviceClaimTemplate(ctx, workload, namespace.Name, "gpus", class.Name, draDevicesPerPod)
@@ -111,6 +115,9 @@ func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 		By("Turning autoscaling on, with the priority expander preferring the cpu group")
 		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster})
 		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
+		// Shorter than the driver's delay: an empty Node waiting for its
+		// devices would go if it were not held as starting.
+		spec.ScaleDown.UnneededTime = &metav1.Duration{Duration: draUnneededTime}
 		spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{
 			{Priority: 100, NodeGroupIDPatterns: []string{"/cpu$"}},

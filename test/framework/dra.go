@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -26,22 +27,23 @@ type DRADriverInput struct {
 	Driver string
 	// Devices is how many devices the driver publishes for each Node.
 	Devices int
-	// StartupTaint, removed from a Node once its ResourceSlice is
-	// published, keeps pods off the Node until kube-scheduler knows its
-	// devices.
-	StartupTaint string
+	// PublishAfter is how long after a Node is Ready the driver publishes
+	// its devices: a driver's kubelet plugin starts on the Node, once it
+	// runs.
+	PublishAfter time.Duration
 }
 
-// StartDRADriver does for every selected Node, as it registers, what a DRA
-// driver's kubelet plugin does: it publishes the Node's devices in a
-// ResourceSlice, then removes the startup taint. The devices are named
+// StartDRADriver does for every selected Node, once it is Ready, what a
+// DRA driver's kubelet plugin does: it publishes the Node's devices in a
+// ResourceSlice. Like most drivers it sets no startup taint: until it
+// publishes, the Node is Ready with no devices. The devices are named
 // gpu-0, gpu-1... and have the "type" attribute the upstream Cluster API
 // provider gives the devices of a group at zero (snapshot.TemplateDevices),
 // so that a group's template describes its Nodes. It stops after the spec,
 // and deletes the slices it published.
 func StartDRADriver(ctx context.Context, input DRADriverInput) {
 	startNodeAgent(ctx, nodeAgent{
-		name: "DRA driver " + input.Driver, client: input.Client, nodeLabels: input.NodeLabels, startupTaint: input.StartupTaint,
+		name: "DRA driver " + input.Driver, client: input.Client, nodeLabels: input.NodeLabels, delay: input.PublishAfter,
 		publish: func(node *corev1.Node) []client.Object {
 			slice := &resourceapi.ResourceSlice{
 				ObjectMeta: metav1.ObjectMeta{Name: node.Name + "-" + input.Driver, OwnerReferences: ownedByNode(node)},

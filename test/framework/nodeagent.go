@@ -17,8 +17,9 @@ import (
 // nodeAgent stands in for what runs on a real Node beside its kubelet (a
 // CSI node-driver-registrar, a DRA kubelet plugin): kwok's Nodes have
 // none. As each selected Node registers, the agent publishes the Node's
-// objects, then removes the Node's startup taint, which keeps pods off the
-// Node until kube-scheduler sees what the agent published.
+// objects, then removes the Node's startup taint, if it has one, which
+// keeps pods off the Node until kube-scheduler sees what the agent
+// published.
 type nodeAgent struct {
 	// name says who the agent is in the spec's log.
 	name string
@@ -26,8 +27,12 @@ type nodeAgent struct {
 	client client.Client
 	// nodeLabels select the Nodes the agent runs on.
 	nodeLabels map[string]string
-	// startupTaint is removed once the Node's objects are published.
+	// startupTaint, when set, is removed once the Node's objects are
+	// published.
 	startupTaint string
+	// delay is how long after the Node is Ready the agent publishes, as an
+	// agent that starts on the Node with it takes a while.
+	delay time.Duration
 	// publish returns the objects to create for a Node.
 	publish func(node *corev1.Node) []client.Object
 }
@@ -80,6 +85,9 @@ func (a nodeAgent) reconcile(ctx context.Context, published map[string][]client.
 			continue
 		}
 		if _, ok := published[node.Name]; !ok {
+			if !readyFor(node, a.delay) {
+				continue
+			}
 			objects := a.publish(node)
 			for _, obj := range objects {
 				if err := a.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -91,7 +99,7 @@ func (a nodeAgent) reconcile(ctx context.Context, published map[string][]client.
 			// objects before it sees the Node schedulable.
 			continue
 		}
-		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == a.startupTaint }) {
+		if a.startupTaint == "" || !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == a.startupTaint }) {
 			continue
 		}
 		before := node.DeepCopy()
@@ -107,4 +115,15 @@ func (a nodeAgent) reconcile(ctx context.Context, published map[string][]client.
 // or a node agent creates for its Node do.
 func ownedByNode(node *corev1.Node) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+}
+
+// readyFor tells whether the kubelet has reported node Ready for at least
+// d.
+func readyFor(node *corev1.Node, d time.Duration) bool {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition.Status == corev1.ConditionTrue && time.Since(condition.LastTransitionTime.Time) >= d
+		}
+	}
+	return false
 }
