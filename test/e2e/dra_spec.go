@@ -139,7 +139,10 @@ func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 			g.Expect(current).To(BeEquivalentTo(gpuNodes))
 		}, framework.ScaleUpTimeout, framework.AutoscalerPoll).Should(Succeed())
 		nodes := framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: gpu, Count: gpuNodes})
-		expectPodsPerNode(framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout), nodes, draDevicesPerNode/draDevicesPerPod)
+		running := framework.WaitForPodsRunning(ctx, workload, app, framework.ScaleUpTimeout)
+		// Empty for longer than the unneeded time while their devices came.
+		framework.ExpectReplicasTrajectory(invariants.Replicas(gpu), 0, gpuNodes)
+		expectPodsPerNode(running, nodes, draDevicesPerNode/draDevicesPerPod)
 		framework.ExpectPlannedPodsScheduledOnNewNodes(ctx, framework.ExpectPlannedPodsScheduledInput{
 			Client: workload, Workloads: []*appsv1.Deployment{app}, NodesBefore: nodesBefore,
 		})
@@ -151,7 +154,6 @@ func DRASpec(ctx context.Context, inputGetter func() DRASpecInput) {
 				g.Expect(explained.Reason).To(Equal(string(scaledown.ReasonNoPlaceToMovePods)), "Node %s: %s", node, explained.Message)
 			}
 		}, framework.ScaleDownTimeout, framework.AutoscalerPoll).Should(Succeed())
-		framework.ExpectReplicasTrajectory(invariants.Replicas(gpu), 0, gpuNodes)
 
 		By("Scaling the pods down to 2: their claims need the devices of one Node, and the other goes")
 		framework.PatchObject(ctx, workload, app, false, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](2) })
