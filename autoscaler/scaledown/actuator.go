@@ -207,7 +207,7 @@ func (a *Actuator) Continue(ctx context.Context, view View) []Released {
 	released := a.checkHandedOver(ctx, view, members)
 	totals := a.remainingTotals(view)
 	for _, d := range a.drainsInOrder() {
-		reason, err := a.recheck(ctx, d.node, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals, limitCapacity(view.Pods, d.node))
+		reason, err := a.recheck(ctx, d.group, a.drainsOfGroupUpTo(d), view.Minimums, &totals, limitCapacity(view.Pods, d.node))
 		switch {
 		case err != nil && a.opts.Clock.Since(d.startedAt) >= a.opts.MaxPodEvictionTime:
 			a.fail(ctx, d.node, fmt.Sprintf("could not check that node group %s may still lose the node within %s: %v", d.group.ID(), a.opts.MaxPodEvictionTime, err))
@@ -323,12 +323,12 @@ func limitCapacity(nodes NodePods, node *corev1.Node) snapshot.Resources {
 	return snapshot.NewNodeInfo(node).LimitCapacity()
 }
 
-// recheck says why removing the node must not go on, or "", or fails
+// recheck says why removing a node of group must not go on, or "", or fails
 // when the group could not be read. removing counts the removals of the
 // group that have not lowered its replicas yet, this one included. totals
 // are what the cluster keeps; a removal that goes on, which counts
 // capacity toward them, is taken off them.
-func (a *Actuator) recheck(ctx context.Context, node *corev1.Node, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources, capacity snapshot.Resources) (string, error) {
+func (a *Actuator) recheck(ctx context.Context, group nodegroups.NodeGroup, removing int, minimums ClusterMinimums, totals *snapshot.Resources, capacity snapshot.Resources) (string, error) {
 	if reason, err := checkGroup(ctx, group, removing); reason != "" || err != nil {
 		return reason, err
 	}

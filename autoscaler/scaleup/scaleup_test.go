@@ -122,12 +122,12 @@ func gpuLimit(max int64) func(*scaleup.Options) {
 }
 
 // withGPUs gives c a device class of the test driver, a claim template
-// for 2 of its devices, and count pending pods of 1 cpu with a claim of
-// that template each; nodes publish 2 devices each: a node a pod.
-func withGPUs(c cluster, count int) cluster {
+// for 2 of its devices, and 4 pending pods of 1 cpu with a claim of that
+// template each; nodes publish 2 devices each: a node a pod.
+func withGPUs(c cluster) cluster {
 	c.dra.DeviceClasses = append(c.dra.DeviceClasses, st.DeviceClass("gpu", st.GPUDriver))
 	c.dra.ResourceClaimTemplates = append(c.dra.ResourceClaimTemplates, st.ResourceClaimTemplate("two-gpus", "gpu", 2))
-	c.pods = append(c.pods, st.Replicas("train", count, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus"))...)
+	c.pods = append(c.pods, st.Replicas("train", 4, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus"))...)
 	return c
 }
 
@@ -289,7 +289,7 @@ func TestPlan(t *testing.T) {
 				gpus := group("gpus", 2, 10)
 				c := cluster{groups: []*st.NodeGroup{gpus}}
 				gpuMembers(&c, gpus, 2)
-				return withGPUs(c, 4)
+				return withGPUs(c)
 			},
 			wantIncreases:      map[string]int{"gpus": 2},
 			wantHelped:         2,
@@ -306,7 +306,7 @@ func TestPlan(t *testing.T) {
 				c := cluster{groups: []*st.NodeGroup{gpus}, nodes: []*corev1.Node{other}}
 				c.dra.ResourceSlices = []*resourceapi.ResourceSlice{st.ResourceSlice("other", st.GPUDriver, st.GPUs(2, "a100")...)}
 				c.pods = []*corev1.Pod{st.Pod("busy", "4", "1Gi", st.OwnedBy("busy"), st.OnNode("other"))}
-				return withGPUs(c, 4)
+				return withGPUs(c)
 			},
 			wantIncreases:      map[string]int{"gpus": 2},
 			wantHelped:         2,
@@ -321,7 +321,7 @@ func TestPlan(t *testing.T) {
 				gpus := group("gpus", 3, 10)
 				c := cluster{groups: []*st.NodeGroup{gpus}}
 				gpuMembers(&c, gpus, 2)
-				return withGPUs(c, 4)
+				return withGPUs(c)
 			},
 			wantIncreases:      map[string]int{"gpus": 1},
 			wantHelped:         1,
@@ -338,7 +338,7 @@ func TestPlan(t *testing.T) {
 				gpus := group("gpus", 2, 10)
 				c := cluster{groups: []*st.NodeGroup{gpus}}
 				gpuMembers(&c, gpus, 2)
-				return withGPUs(c, 4)
+				return withGPUs(c)
 			},
 			wantIncreases: map[string]int{"gpus": 4},
 			wantHelped:    4,

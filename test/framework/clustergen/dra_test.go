@@ -139,7 +139,7 @@ func TestGenerateDRASelectorsEvaluateOnTheirDriversDevices(t *testing.T) {
 						continue
 					}
 					compiled := compiler.CompileCELExpression(expression, cel.Options{})
-					g.Expect(compiled.Error).To(BeNil(), expression)
+					g.Expect(compiled.Error).NotTo(HaveOccurred(), expression)
 					_, _, err := compiled.DeviceMatches(ctx, cel.Device{Driver: slice.Spec.Driver, Attributes: device.Attributes, Capacity: device.Capacity})
 					g.Expect(err).NotTo(HaveOccurred(), "%s on device %s of %s", expression, device.Name, slice.Name)
 				}
