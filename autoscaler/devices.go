@@ -27,10 +27,11 @@ import (
 // are: a driver that stops publishing for a running node does not make it
 // unready.
 func awaitDevices(ctx context.Context, groups []nodegroups.NodeGroup, nodes []*corev1.Node, resourceSlices []*resourceapi.ResourceSlice, now time.Time) []*corev1.Node {
-	// Most loops have no young node: they pay for this scan only.
-	young := slices.IndexFunc(nodes, func(node *corev1.Node) bool {
+	youngAndReady := func(node *corev1.Node) bool {
 		return now.Sub(node.CreationTimestamp.Time) < nodefacts.MaxStartupTime && nodefacts.KubeletReady(node)
-	})
+	}
+	// Most loops have no young node: they pay for this scan only.
+	young := slices.IndexFunc(nodes, youngAndReady)
 	if young < 0 {
 		return nodes
 	}
@@ -61,7 +62,7 @@ func awaitDevices(ctx context.Context, groups []nodegroups.NodeGroup, nodes []*c
 	for i := young; i < len(nodes); i++ {
 		node := nodes[i]
 		group, ok := groupOf[node.Name]
-		if !ok || now.Sub(node.CreationTimestamp.Time) >= nodefacts.MaxStartupTime || !nodefacts.KubeletReady(node) {
+		if !ok || !youngAndReady(node) {
 			continue
 		}
 		if groupDrivers[group] == nil {
