@@ -33,6 +33,17 @@ func gpuNodes(group *fakeGroup, n int) ([]*corev1.Node, []client.Object) {
 	return nodes, slices
 }
 
+// templateWithDevices returns the template node of a group at zero that
+// describes devices ("driver=count", snapshot.TemplateDevicesAnnotation);
+// none when devices is empty.
+func templateWithDevices(devices string) *corev1.Node {
+	template := templateNode()
+	if devices != "" {
+		template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: devices}
+	}
+	return template
+}
+
 // busyGPUs returns a pod on node holding both its GPUs through a claim of
 // its own, and the claim.
 func busyGPUs(name string, node *corev1.Node) (*corev1.Pod, *resourceapi.ResourceClaim) {
@@ -253,11 +264,7 @@ func TestNodeOfAGroupAtZeroWaitsForTheDevicesOfItsTemplate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			template := templateNode()
-			if tt.devices != "" {
-				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: tt.devices}
-			}
-			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: templateWithDevices(tt.devices)}
 			nodes := gpu.addNodes(1)
 			nodes[0].CreationTimestamp = metav1.NewTime(st.Now.Add(-time.Minute))
 			objects := append(objects(nodes), st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2),
@@ -330,11 +337,7 @@ func TestGroupAtZeroWithTemplateDevicesScalesUpForPodsWithClaims(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			template := templateNode()
-			if tt.devices != "" {
-				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: tt.devices}
-			}
-			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
+			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: templateWithDevices(tt.devices)}
 			cpu := &fakeGroup{id: "MachineDeployment/default/cpu", max: 10, template: templateNode()}
 			objects := []client.Object{st.DeviceClass("gpu", st.GPUDriver, tt.selectors...), st.ResourceClaimTemplate("two-gpus", "gpu", 2)}
 			for _, pod := range st.Replicas("train", 2, "1", "1Gi", st.WithResourceClaimTemplate("gpus", "two-gpus")) {
@@ -377,7 +380,7 @@ func TestTheGPULimitOfADRADriverCountsItsDevices(t *testing.T) {
 			g := NewWithT(t)
 			template := templateNode()
 			if tt.atZero {
-				template.Annotations = map[string]string{snapshot.TemplateDevicesAnnotation: st.GPUDriver + "=2"}
+				template = templateWithDevices(st.GPUDriver + "=2")
 			}
 			gpu := &fakeGroup{id: "MachineDeployment/default/gpu", max: 10, template: template}
 			cluster := []client.Object{st.DeviceClass("gpu", st.GPUDriver), st.ResourceClaimTemplate("two-gpus", "gpu", 2)}
