@@ -223,6 +223,23 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantMessage: "pod default/b-0 fits on no other node",
 		},
 		{
+			// Three nodes at 40%: a's pods take b to 80%, and b cannot go
+			// then, nor c, whose pods would need a's room or b's.
+			name: "pods moved onto a node by one removal move again when that node goes too",
+			cluster: cluster{
+				nodes: []*corev1.Node{node("a"), node("b"), node("c")},
+				pods: []*corev1.Pod{
+					pod("a-0", "400m", "a"), pod("a-1", "400m", "a"), pod("a-2", "400m", "a"), pod("a-3", "400m", "a"),
+					pod("b-0", "400m", "b"), pod("b-1", "400m", "b"), pod("b-2", "400m", "b"), pod("b-3", "400m", "b"),
+					pod("c-0", "400m", "c"), pod("c-1", "400m", "c"), pod("c-2", "400m", "c"), pod("c-3", "400m", "c"),
+				},
+			},
+			opts:        func(o *scaledown.Options) { o.MaxParallelDrains = 3 },
+			wantDrain:   []string{"a"},
+			wantKept:    map[string]scaledown.Reason{"b": scaledown.ReasonNoPlaceToMovePods, "c": scaledown.ReasonNoPlaceToMovePods},
+			wantMessage: "Insufficient cpu",
+		},
+		{
 			name: "the pods of nodes being deleted take their room first",
 			cluster: cluster{
 				nodes: []*corev1.Node{node("busy"), node("going"), node("idle")},

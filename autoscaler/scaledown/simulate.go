@@ -19,11 +19,22 @@ type unneededNode struct {
 }
 
 // pass is the state of one simulation pass: what the removals accepted so
-// far leave of the group sizes, the cluster and the disruption budgets.
+// far leave of the group sizes, the cluster and the disruption budgets,
+// and where they moved pods.
 type pass struct {
 	sizes  map[string]int
 	totals snapshot.Resources
 	pdbs   *pdbTracker
+	// movedOnto are, by node name, the pods that the removals accepted so
+	// far moved onto the node: if it goes too, they must move again.
+	movedOnto map[string][]*corev1.Pod
+}
+
+// moved records where a simulation placed pods.
+func (s *pass) moved(placements []simulator.Placement) {
+	for _, placement := range placements {
+		s.movedOnto[placement.NodeName] = append(s.movedOnto[placement.NodeName], placement.Pod)
+	}
 }
 
 // simulate removes the candidates from a fork of snap one after the other,
@@ -38,7 +49,7 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
-	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets())}
+	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets()), movedOnto: map[string][]*corev1.Pod{}}
 	for _, nodeInfo := range snap.NodeInfos() {
 		if !progress.Deleting[nodeInfo.Name()] {
 			state.totals.Add(nodeInfo.LimitCapacity())
@@ -91,6 +102,7 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 		_ = sched.RemoveNode(name)
 	}
 	result := sched.SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: p.readyNode})
+	state.moved(result.Scheduled)
 	if len(result.Unschedulable) > 0 {
 		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
 	}
@@ -98,7 +110,10 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 
 // tryRemove checks whether c can go after the removals accepted so far
 // and, when it can, removes it from the snapshot with its pods moved
-// elsewhere.
+// elsewhere: its own pods, and those that earlier removals of the pass
+// moved onto it. Only its own pods are evicted from it, so only they are
+// checked against the blocking rules and the disruption budgets, and only
+// they make it non-empty.
 func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pass) (empty bool, kept *Decision) {
 	if kept := p.checkLimits(c, state); kept != nil {
 		return false, kept
@@ -123,10 +138,14 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	if pod, message := state.pdbs.check(movable); pod != nil {
 		return false, blockedByPod(klog.KObj(pod), BlockingNotEnoughPdb, message)
 	}
+	evicted := movable
+	name := c.nodeInfo.Name()
+	movable = append(movable, state.movedOnto[name]...)
 
 	sched.Fork()
 	// The candidate is in the snapshot: it was listed from it.
-	_ = sched.RemoveNode(c.nodeInfo.Name())
+	_ = sched.RemoveNode(name)
+	var placed []simulator.Placement
 	if len(movable) > 0 {
 		result := sched.SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: p.readyNode})
 		if len(result.Unschedulable) > 0 {
@@ -134,9 +153,12 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 			first := result.Unschedulable[0]
 			return false, &Decision{Reason: ReasonNoPlaceToMovePods, Message: fmt.Sprintf("pod %s/%s fits on no other node: %s", first.Pod.Namespace, first.Pod.Name, first.Message())}
 		}
+		placed = result.Scheduled
 	}
 	sched.Commit()
-	state.pdbs.consume(movable)
+	delete(state.movedOnto, name)
+	state.moved(placed)
+	state.pdbs.consume(evicted)
 	state.sizes[c.group.ID()]--
 	state.totals.Sub(c.nodeInfo.LimitCapacity())
 	return empty, nil
