@@ -49,6 +49,9 @@ type benchCluster struct {
 	resourceSlices []resourcev1.ResourceSlice
 	deviceClasses  []resourcev1.DeviceClass
 	resourceClaims []resourcev1.ResourceClaim
+	// resourceClaimTemplates are those the pending pods of a shape claim
+	// from (upstream_shapes_test.go).
+	resourceClaimTemplates []resourcev1.ResourceClaimTemplate
 }
 
 var (
@@ -77,9 +80,10 @@ func (c *benchCluster) List(_ context.Context, list client.ObjectList, _ ...clie
 		list.Items = c.deviceClasses
 	case *resourcev1.ResourceClaimList:
 		list.Items = c.resourceClaims
+	case *resourcev1.ResourceClaimTemplateList:
+		list.Items = c.resourceClaimTemplates
 	case *corev1.PodList, *appsv1.DaemonSetList, *policyv1.PodDisruptionBudgetList, *corev1.NamespaceList,
-		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList,
-		*resourcev1.ResourceClaimTemplateList:
+		*corev1.PersistentVolumeClaimList, *corev1.PersistentVolumeList, *storagev1.StorageClassList, *storagev1.CSINodeList:
 		// Pods come through ListPods; the others are empty.
 	default:
 		return fmt.Errorf("unexpected list %T", list)

@@ -27,14 +27,39 @@ type pass struct {
 	pdbs   *pdbTracker
 	// movedOnto are, by node name, the pods that the removals accepted so
 	// far moved onto the node: if it goes too, they must move again.
-	movedOnto map[string][]*corev1.Pod
+	movedOnto map[string][]simulator.Placement
+	// scans remember which nodes the pods moved so far filled, for the
+	// pods of later candidates to skip.
+	scans *simulator.Scans
+}
+
+// scheduleOptions place pods on the ready nodes that remain.
+func (p *Planner) scheduleOptions(state *pass) simulator.ScheduleOptions {
+	return simulator.ScheduleOptions{NodeFilter: p.readyNode, Scans: state.scans}
 }
 
 // moved records where a simulation placed pods.
 func (s *pass) moved(placements []simulator.Placement) {
 	for _, placement := range placements {
-		s.movedOnto[placement.NodeName] = append(s.movedOnto[placement.NodeName], placement.Pod)
+		s.movedOnto[placement.NodeName] = append(s.movedOnto[placement.NodeName], placement)
 	}
+}
+
+// movedGroups are the groups of the pods moved onto the named node,
+// restricted to those pods: they move on without being parsed again.
+func (s *pass) movedGroups(name string) []*simulator.PodGroup {
+	var groups []*simulator.PodGroup
+	members := map[*simulator.PodGroup][]*corev1.Pod{}
+	for _, placement := range s.movedOnto[name] {
+		if _, seen := members[placement.Group]; !seen {
+			groups = append(groups, placement.Group)
+		}
+		members[placement.Group] = append(members[placement.Group], placement.Pod)
+	}
+	for i, group := range groups {
+		groups[i] = group.Subset(members[group])
+	}
+	return groups
 }
 
 // simulate removes the candidates from a fork of snap one after the other,
@@ -49,7 +74,10 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
-	state := &pass{sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets()), movedOnto: map[string][]*corev1.Pod{}}
+	state := &pass{
+		sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets()),
+		movedOnto: map[string][]simulator.Placement{}, scans: sched.NewScans(),
+	}
 	for _, nodeInfo := range snap.NodeInfos() {
 		if !progress.Deleting[nodeInfo.Name()] {
 			state.totals.Add(nodeInfo.LimitCapacity())
@@ -101,7 +129,9 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 		// Nodes already gone from the cluster are not in the snapshot.
 		_ = sched.RemoveNode(name)
 	}
-	result := sched.SchedulePods(displaced, simulator.ScheduleOptions{NodeFilter: p.readyNode})
+	// The scheduler lives as long as the pass: it keeps what it derived
+	// for the groups, which move on with later candidates.
+	result := sched.ScheduleGroups(simulator.GroupPods(displaced), p.scheduleOptions(state))
 	state.moved(result.Scheduled)
 	if len(result.Unschedulable) > 0 {
 		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
@@ -138,16 +168,18 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	if pod, message := state.pdbs.check(movable); pod != nil {
 		return false, blockedByPod(klog.KObj(pod), BlockingNotEnoughPdb, message)
 	}
-	evicted := movable
 	name := c.nodeInfo.Name()
-	movable = append(movable, state.movedOnto[name]...)
+	groups := append(simulator.GroupPods(movable), state.movedGroups(name)...)
 
 	sched.Fork()
 	// The candidate is in the snapshot: it was listed from it.
 	_ = sched.RemoveNode(name)
 	var placed []simulator.Placement
-	if len(movable) > 0 {
-		result := sched.SchedulePods(movable, simulator.ScheduleOptions{NodeFilter: p.readyNode})
+	if len(groups) > 0 {
+		opts := p.scheduleOptions(state)
+		// One pod that fits nowhere keeps the candidate.
+		opts.StopAtUnschedulable = true
+		result := sched.ScheduleGroups(groups, opts)
 		if len(result.Unschedulable) > 0 {
 			sched.Revert()
 			first := result.Unschedulable[0]
@@ -158,7 +190,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	sched.Commit()
 	delete(state.movedOnto, name)
 	state.moved(placed)
-	state.pdbs.consume(evicted)
+	state.pdbs.consume(movable)
 	state.sizes[c.group.ID()]--
 	state.totals.Sub(c.nodeInfo.LimitCapacity())
 	return empty, nil

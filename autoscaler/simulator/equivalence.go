@@ -34,6 +34,9 @@ type PodGroup struct {
 	// are beyond the node's own resources: pod affinity or topology spread.
 	// Placing pods can make such a group fit a node it did not fit before.
 	interPod bool
+	// scanKeyValue is the group's key in Scans, once scanKeyKnown.
+	scanKeyValue string
+	scanKeyKnown bool
 }
 
 // NewPodGroup returns a group of one pod.

@@ -51,6 +51,8 @@ type Scheduler struct {
 	// dra allocates resource claims, and follows the allocations the
 	// simulation makes through forks.
 	dra *draIndex
+	// scans are those of NewScans, which follow the forks.
+	scans []*Scans
 }
 
 // NewScheduler returns a Scheduler working on snap.
@@ -74,6 +76,9 @@ func (s *Scheduler) Fork() {
 	s.cache.fork()
 	s.snap.Fork()
 	s.dra.fork()
+	for _, scans := range s.scans {
+		scans.fork()
+	}
 }
 
 // Revert drops the changes to the snapshot and the cache since Fork. It
@@ -85,6 +90,9 @@ func (s *Scheduler) Revert() {
 	s.snap.Revert()
 	s.cache.revert()
 	s.dra.revert()
+	for _, scans := range s.scans {
+		scans.revert()
+	}
 }
 
 // Commit keeps the changes to the snapshot and the cache since Fork in the
@@ -96,6 +104,9 @@ func (s *Scheduler) Commit() {
 	s.snap.Commit()
 	s.cache.commit()
 	s.dra.commit()
+	for _, scans := range s.scans {
+		scans.commit()
+	}
 }
 
 // Prepare computes now what the predicates need for groups, in one pass
@@ -158,6 +169,7 @@ func (s *Scheduler) place(group *PodGroup, pod *corev1.Pod, nodeInfo *snapshot.N
 
 // AddNode adds a node, with the pods on it, to the snapshot.
 func (s *Scheduler) AddNode(nodeInfo *snapshot.NodeInfo) error {
+	s.forgetScans()
 	return s.cache.addNode(nodeInfo)
 }
 
@@ -179,10 +191,19 @@ func (s *Scheduler) RemoveNode(name string) error {
 // then AddNode, the claims allocated on the node's devices stay: its pods
 // keep them.
 func (s *Scheduler) ReplaceNode(nodeInfo *snapshot.NodeInfo) error {
+	s.forgetScans()
 	if err := s.cache.removeNode(nodeInfo.Name()); err != nil {
 		return err
 	}
 	return s.cache.addNode(nodeInfo)
+}
+
+// forgetScans makes the scans forget where pods do not fit: a node added
+// or replaced, even at a place known not to fit, may fit now.
+func (s *Scheduler) forgetScans() {
+	for _, scans := range s.scans {
+		scans.forget()
+	}
 }
 
 // ScheduleOptions tune SchedulePods.
@@ -194,12 +215,24 @@ type ScheduleOptions struct {
 	// (Snapshot.NodeInfos), such as the nodes that were there before a
 	// simulation added its own, without looking at each of them.
 	FromNode int
+	// Scans, when set, remember across calls which nodes pods do not fit
+	// (see Scans): pods skip, without looking at them, the nodes that
+	// pods of the same kind did not fit in earlier calls.
+	Scans *Scans
+	// StopAtUnschedulable stops at the first pod that fits nowhere and
+	// whose fit does not depend on other pods, leaving the pods after it
+	// out of the result, for callers that give up when one pod does not
+	// fit, such as scale-down.
+	StopAtUnschedulable bool
 }
 
 // Placement is where a pod was placed.
 type Placement struct {
 	Pod      *corev1.Pod
 	NodeName string
+	// Group is the pod's group, whose parsed form a later call may reuse
+	// to place the pod elsewhere (PodGroup.Subset).
+	Group *PodGroup
 }
 
 // ScheduleResult is the outcome of SchedulePods.
@@ -225,10 +258,20 @@ func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) Sched
 func (s *Scheduler) ScheduleGroups(groups []*PodGroup, opts ScheduleOptions) ScheduleResult {
 	// One pass over the snapshot for all the groups, not one per group.
 	s.Prepare(groups...)
+	if opts.Scans != nil {
+		if opts.Scans.sched != s {
+			panic("simulator: Scans of another scheduler")
+		}
+		opts.Scans.syncWith(&s.cache)
+	}
 	var result ScheduleResult
 	for len(groups) > 0 {
-		pass := s.schedulePass(groups, opts)
+		pass, stopped := s.schedulePass(groups, opts)
 		result.Scheduled = append(result.Scheduled, pass.Scheduled...)
+		if stopped {
+			result.Unschedulable = append(result.Unschedulable, pass.Unschedulable...)
+			break
+		}
 		var retry []*PodGroup
 		if len(pass.Scheduled) > 0 {
 			retry = dependentFailures(groups, pass.Unschedulable)
@@ -275,17 +318,22 @@ func dependentFailures(groups []*PodGroup, unschedulable []Unschedulable) []*Pod
 }
 
 // schedulePass places each pod of groups, in order, on the first node that
-// fits it.
+// fits it, and tells whether it stopped at an unschedulable pod
+// (StopAtUnschedulable).
 //
 // Placing pods only fills nodes, so a pod group that does not fit a node
 // will not fit it later in the same pass, unless topology spread or pod
 // affinity was what failed: siblings skip the nodes known not to fit
-// instead of trying every node again.
-func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) ScheduleResult {
-	var result ScheduleResult
+// instead of trying every node again, and so do the pods of the same kind
+// in later calls, through opts.Scans.
+func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) (result ScheduleResult, stopped bool) {
 	buffer := make([]string, 0, 8)
 	for _, group := range groups {
 		scan := groupScan{cursor: opts.FromNode, reasons: map[string]int{}}
+		if opts.Scans != nil {
+			scan.cursor = opts.Scans.start(group, s.snap.NodeInfos(), opts.FromNode)
+		}
+		skipped := scan.cursor > opts.FromNode
 		for _, pod := range group.Pods {
 			st := s.state(group)
 			nodes := s.snap.NodeInfos()
@@ -328,14 +376,48 @@ func (s *Scheduler) schedulePass(groups []*PodGroup, opts ScheduleOptions) Sched
 						reasons[reason] += n
 					}
 				}
-				result.Unschedulable = append(result.Unschedulable, Unschedulable{Pod: pod, Nodes: scan.tried + transientTried, Reasons: reasons})
+				unschedulable := Unschedulable{Pod: pod, Nodes: scan.tried + transientTried, Reasons: reasons}
+				if skipped {
+					// The reasons of the nodes it skipped were not recorded.
+					unschedulable = s.unschedulable(group, pod, opts)
+				}
+				result.Unschedulable = append(result.Unschedulable, unschedulable)
+				if opts.StopAtUnschedulable && !group.interPod {
+					s.recordScan(group, scan, opts)
+					return result, true
+				}
 				continue
 			}
 			s.place(group, pod, nodes[placedOn])
-			result.Scheduled = append(result.Scheduled, Placement{Pod: pod, NodeName: nodes[placedOn].Name()})
+			result.Scheduled = append(result.Scheduled, Placement{Pod: pod, NodeName: nodes[placedOn].Name(), Group: group})
 		}
+		s.recordScan(group, scan, opts)
 	}
-	return result
+	return result, false
+}
+
+// recordScan tells opts.Scans where the group's scan stopped.
+func (s *Scheduler) recordScan(group *PodGroup, scan groupScan, opts ScheduleOptions) {
+	if opts.Scans != nil && scan.failed == nil {
+		opts.Scans.record(group, s.snap.NodeInfos(), scan.cursor)
+	}
+}
+
+// unschedulable checks the pod, a member of group that fits no node, on
+// every node opts lets it try, and says why it fits none of them.
+func (s *Scheduler) unschedulable(group *PodGroup, pod *corev1.Pod, opts ScheduleOptions) Unschedulable {
+	st := s.state(group)
+	u := Unschedulable{Pod: pod, Reasons: map[string]int{}}
+	buffer := make([]string, 0, 8)
+	for _, nodeInfo := range s.snap.NodeInfos()[opts.FromNode:] {
+		if opts.NodeFilter != nil && !opts.NodeFilter(nodeInfo) {
+			continue
+		}
+		u.Nodes++
+		unfit, _ := st.check(s.logger, group, nodeInfo, buffer[:0])
+		countReasons(u.Reasons, unfit)
+	}
+	return u
 }
 
 // groupScan remembers, across the pods of a group, the nodes known not to

@@ -50,6 +50,11 @@ func (n *NodeInfo) Node() *corev1.Node { return n.node }
 // Name is the node's name.
 func (n *NodeInfo) Name() string { return n.node.Name }
 
+// Order is the node's place in the snapshot's lists (Snapshot.NodeInfos),
+// which are sorted by it: it finds the place again in a list that nodes
+// were removed from since.
+func (n *NodeInfo) Order() uint64 { return n.order }
+
 // WithAttachLimits returns the node, not yet in a snapshot, with CSI
 // attach limits, such as a template's.
 func (n *NodeInfo) WithAttachLimits(limits AttachLimits) *NodeInfo {

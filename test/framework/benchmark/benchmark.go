@@ -30,6 +30,38 @@ func (c CPUTimer) Report() {
 	c.b.ReportMetric(float64((processCPUTime(c.b)-c.start).Milliseconds())/float64(c.b.N), "cpu-ms/op")
 }
 
+// CPUMeter adds up the CPU time of the process over the sections it is
+// running, such as one operation of a benchmark whose setup is not
+// measured; it reports what it counted per operation.
+type CPUMeter struct {
+	b       *testing.B
+	started time.Duration
+	counted time.Duration
+	stopped bool
+}
+
+// NewCPUMeter returns a stopped meter.
+func NewCPUMeter(b *testing.B) *CPUMeter { return &CPUMeter{b: b, stopped: true} }
+
+// Start starts a section.
+func (m *CPUMeter) Start() {
+	m.started, m.stopped = processCPUTime(m.b), false
+}
+
+// Stop ends the section.
+func (m *CPUMeter) Stop() {
+	if !m.stopped {
+		m.counted += processCPUTime(m.b) - m.started
+		m.stopped = true
+	}
+}
+
+// Report reports the CPU time counted per operation, as cpu-ms/op.
+func (m *CPUMeter) Report() {
+	m.Stop()
+	m.b.ReportMetric(float64(m.counted.Milliseconds())/float64(m.b.N), "cpu-ms/op")
+}
+
 func processCPUTime(b *testing.B) time.Duration {
 	var usage syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
