@@ -2,16 +2,20 @@ package autoscaler_test
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
-	"runtime"
+	"os"
+	goruntime "runtime"
 	"sync"
 	"testing"
 
+	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -225,7 +229,7 @@ func newWorkloadWrites(nodes []*corev1.Node) *workloadWrites {
 	for _, node := range nodes {
 		w.nodes[node.Name] = node
 	}
-	w.clientset.PrependReactor("get", "nodes", func(action k8stesting.Action) (bool, apiruntime.Object, error) {
+	w.clientset.PrependReactor("get", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		node, ok := w.nodes[action.(k8stesting.GetAction).GetName()]
@@ -234,7 +238,7 @@ func newWorkloadWrites(nodes []*corev1.Node) *workloadWrites {
 		}
 		return true, node.DeepCopy(), nil
 	})
-	w.clientset.PrependReactor("update", "nodes", func(action k8stesting.Action) (bool, apiruntime.Object, error) {
+	w.clientset.PrependReactor("update", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		node := action.(k8stesting.UpdateAction).GetObject().(*corev1.Node)
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -242,7 +246,7 @@ func newWorkloadWrites(nodes []*corev1.Node) *workloadWrites {
 		w.tainted[node.Name] = scaledown.OwnsDeletionTaint(node)
 		return true, node, nil
 	})
-	w.clientset.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, apiruntime.Object, error) {
+	w.clientset.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		return action.GetSubresource() == "eviction", nil, nil
 	})
 	return w
@@ -274,7 +278,7 @@ func BenchmarkUpstreamShapes(b *testing.B) {
 			for range b.N {
 				c := shape.build()
 				// The garbage of the setup is not the loop's to collect.
-				runtime.GC()
+				goruntime.GC()
 				b.StartTimer()
 				cpu.Start()
 				c.runOnce(ctx, b)
@@ -285,6 +289,71 @@ func BenchmarkUpstreamShapes(b *testing.B) {
 				}
 			}
 			cpu.Report()
+		})
+	}
+}
+
+// upstreamShapesBaseline is the checked-in outcome and allocations of one
+// loop on each shape, which TestUpstreamShapes holds the code to.
+const upstreamShapesBaseline = "testdata/upstream-shapes.json"
+
+var updateUpstreamShapes = flag.Bool("update-upstream-shapes", false, "write the allocations of the upstream shapes to "+upstreamShapesBaseline)
+
+// shapeRecord is what the baseline holds of a shape.
+type shapeRecord struct {
+	// Outcome is the nodes the loop added or marked for removal.
+	Outcome int `json:"outcome"`
+	// Allocs are the heap allocations of the loop.
+	Allocs uint64 `json:"allocs"`
+}
+
+// allocsTolerance is how far from the baseline the allocations of a loop
+// may be: they do not depend on the machine's load, but vary a little
+// with map iteration order.
+const allocsTolerance = 0.10
+
+// TestUpstreamShapes is the regression check of BenchmarkUpstreamShapes
+// that does not depend on the machine's load: one loop on each shape must
+// reach upstream's outcome, and allocate within 10% of the baseline. A
+// change that moves the allocations for good updates the baseline:
+//
+//	go test ./autoscaler/ -run TestUpstreamShapes -update-upstream-shapes
+func TestUpstreamShapes(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), klog.Background().V(1))
+	measured := map[string]shapeRecord{}
+	for _, shape := range upstreamShapes {
+		c := shape.build()
+		before := benchmark.HeapAfterGC()
+		c.runOnce(ctx, t)
+		var after goruntime.MemStats
+		goruntime.ReadMemStats(&after)
+		measured[shape.name] = shapeRecord{Outcome: c.outcome(), Allocs: after.Mallocs - before.Mallocs}
+	}
+	if *updateUpstreamShapes {
+		data, err := json.MarshalIndent(measured, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(upstreamShapesBaseline, append(data, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(upstreamShapesBaseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var baseline map[string]shapeRecord
+	if err := json.Unmarshal(data, &baseline); err != nil {
+		t.Fatalf("%s: %v", upstreamShapesBaseline, err)
+	}
+	for _, shape := range upstreamShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, want := measured[shape.name], baseline[shape.name]
+			g.Expect(got.Outcome).To(Equal(shape.outcome), "nodes changed by the loop, as upstream's")
+			g.Expect(want.Allocs).NotTo(BeZero(), "the baseline has the shape")
+			g.Expect(float64(got.Allocs)).To(BeNumerically("~", float64(want.Allocs), allocsTolerance*float64(want.Allocs)),
+				"allocations of the loop against the baseline (%d); update it when the change is meant", want.Allocs)
 		})
 	}
 }
