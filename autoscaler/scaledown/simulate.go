@@ -129,9 +129,9 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 		// Nodes already gone from the cluster are not in the snapshot.
 		_ = sched.RemoveNode(name)
 	}
-	// The scheduler lives as long as the pass: it keeps what it derived
-	// for the groups, which move on with later candidates.
-	result := sched.ScheduleGroups(simulator.GroupPods(displaced), p.scheduleOptions(state))
+	groups := simulator.GroupPods(displaced)
+	defer sched.Forget(groups)
+	result := sched.ScheduleGroups(groups, p.scheduleOptions(state))
 	state.moved(result.Scheduled)
 	if len(result.Unschedulable) > 0 {
 		klog.FromContext(ctx).V(4).Info("Pods of nodes being deleted fit nowhere", "count", len(result.Unschedulable))
@@ -171,6 +171,7 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	name := c.nodeInfo.Name()
 	groups := append(simulator.GroupPods(movable), state.movedGroups(name)...)
 
+	defer sched.Forget(groups)
 	sched.Fork()
 	// The candidate is in the snapshot: it was listed from it.
 	_ = sched.RemoveNode(name)

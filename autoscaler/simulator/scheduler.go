@@ -245,8 +245,17 @@ type ScheduleResult struct {
 // it fits, and keeps it there.
 func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) ScheduleResult {
 	groups := GroupPods(pods)
-	defer s.cache.forget(groups)
+	defer s.Forget(groups)
 	return s.ScheduleGroups(groups, opts)
+}
+
+// Forget drops what the scheduler derived for groups that only its caller
+// knows, once the caller is done with them for now, so that a scheduler
+// used for many simulations neither keeps, nor updates, nor copies at
+// every fork, the states of every group it ever saw. A group forgotten
+// may be scheduled again: what it needs is derived anew.
+func (s *Scheduler) Forget(groups []*PodGroup) {
+	s.cache.forget(groups)
 }
 
 // ScheduleGroups is SchedulePods for pods already grouped.

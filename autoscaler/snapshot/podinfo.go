@@ -123,7 +123,15 @@ func identityKey(b []byte, pod *Pod) []byte {
 // zero byte, which they never hold, and the whole by one more: a key for
 // maps of labels.
 func AppendLabels(b []byte, labels map[string]string) []byte {
-	for _, key := range slices.Sorted(maps.Keys(labels)) {
+	// Sorted on the stack for the few labels most pods have: signatures
+	// are made for every pod group of every simulation.
+	var few [8]string
+	keys := few[:0]
+	for key := range labels {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
 		b = append(append(append(append(b, key...), 0), labels[key]...), 0)
 	}
 	return append(b, 0)
