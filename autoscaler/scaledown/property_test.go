@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
@@ -63,13 +64,13 @@ func TestPlanLeavesRoomForEveryMovedPod(t *testing.T) {
 					}
 				}
 				g.Expect(sched.RemoveNode(name)).To(Succeed())
-				result := sched.SchedulePods(pods, simulator.ScheduleOptions{NodeFilter: func(n *snapshot.NodeInfo) bool { return ready(n.Node()) }})
+				result := sched.SchedulePods(pods, simulator.ScheduleOptions{NodeFilter: func(n *snapshot.NodeInfo) bool { return nodefacts.KubeletReady(n.Node()) }})
 				g.Expect(result.Unschedulable).To(BeEmpty(), "the pods of %s, removed after %d other nodes, fit on the remaining nodes", name, len(removed)-1)
 			}
 
 			var free snapshot.Resources
 			for _, nodeInfo := range snapshot.New(in).NodeInfos() {
-				if !removed[nodeInfo.Name()] && ready(nodeInfo.Node()) && !nodeInfo.Node().Spec.Unschedulable {
+				if !removed[nodeInfo.Name()] && nodefacts.KubeletReady(nodeInfo.Node()) && !nodeInfo.Node().Spec.Unschedulable {
 					free.Add(nodeInfo.Allocatable())
 					free.Sub(nodeInfo.Requested())
 				}
@@ -108,13 +109,4 @@ func generatedCluster(seed uint64) snapshot.Input {
 	}
 	in.Controllers = st.Controllers(in.Pods...)
 	return in
-}
-
-func ready(node *corev1.Node) bool {
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
