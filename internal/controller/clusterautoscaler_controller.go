@@ -281,9 +281,12 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if owner.Name != ca.Name && !isDryRun(ca) {
-		r.refuse(ctx, s, owner)
-		return ctrl.Result{}, nil
+	if owner.Name != ca.Name {
+		if !isDryRun(ca) {
+			r.refuse(ctx, s, owner)
+			return ctrl.Result{}, nil
+		}
+		s.otherOwner = owner
 	}
 	if annotations.IsPaused(cluster, ca) {
 		if r.stopEngine(ctx, key) {

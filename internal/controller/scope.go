@@ -18,6 +18,10 @@ type reconcileScope struct {
 	// refused is set when another ClusterAutoscaler owns the Cluster: its
 	// status, not this one's, tells how the Cluster is autoscaled.
 	refused bool
+	// otherOwner is the ClusterAutoscaler that owns the Cluster when it is
+	// not ca: an Active one beside ca in DryRun mode. Its credentials, not
+	// ca's, decide how the Cluster is reached.
+	otherOwner *autoscalingv1alpha1.ClusterAutoscaler
 	// configErr is why the spec cannot be applied; keptGeneration is the
 	// generation a running engine goes on with instead, 0 when none runs.
 	configErr      error

@@ -285,6 +285,12 @@ func sameCredentials(a, b *rest.Config) bool {
 // changed. It returns false, with the engine stopped and the scope saying
 // why, while the Secret spec.workloadKubeconfigSecretRef
 // names is missing or holds no usable kubeconfig.
+//
+// Only the Cluster's owner decides the connection, which its engine and
+// the DryRun engines beside it share: a DryRun ClusterAutoscaler whose
+// kubeconfig differs from the owner's never has the ClusterCache connect
+// again, which would restart every engine of the Cluster, and a problem
+// with its own Secret stops only its own engine.
 func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, s *reconcileScope) (bool, error) {
 	ca := s.ca
 	running := r.engines.get(client.ObjectKeyFromObject(ca))
@@ -324,6 +330,9 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 		// the connection is either these credentials' or being replaced.
 		running.kubeconfigChecked = checked
 	}
+	if s.otherOwner != nil {
+		return true, nil
+	}
 	cluster := clusterKey(ca)
 	connection, err := r.ClusterCache.GetRESTConfig(ctx, cluster)
 	if err != nil || sameCredentials(connection, kubeconfig) {
@@ -356,13 +365,14 @@ func (c kubeconfigCheck) coversNow(now kubeconfigCheck) bool {
 
 // refuseWorkloadKubeconfig stops the engine of ca, whose
 // spec.workloadKubeconfigSecretRef names no usable kubeconfig, and says why.
-// A connection made with other credentials, such as the Cluster's before ca
-// named a Secret, is dropped too: connecting again fails until the Secret
-// is fixed.
+// When ca owns the Cluster, a connection made with other credentials, such
+// as the Cluster's before ca named a Secret, is dropped too: connecting
+// again fails until the Secret is fixed. The owner's connection stays when
+// ca is a DryRun ClusterAutoscaler beside it.
 func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, s *reconcileScope, reason string, err error) {
 	ca := s.ca
 	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
-	if _, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca)); err == nil {
+	if _, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca)); err == nil && s.otherOwner == nil {
 		r.WorkloadKubeconfigs.reconnect(clusterKey(ca))
 	}
 	message := fmt.Sprintf("Nothing is autoscaled, and the Cluster's own kubeconfig is not used instead: %v", err)

@@ -487,6 +487,75 @@ func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) 
 	g.Expect(r.WorkloadKubeconfigs.takeReconnect(cluster)).To(BeTrue())
 }
 
+// A DryRun ClusterAutoscaler beside the Active one that owns the Cluster
+// reaches the Cluster through the owner's connection: its own kubeconfig,
+// another Secret, the Cluster's own, or none at all, never has the
+// ClusterCache connect again, which would restart the owner's engine and
+// forget its drains and timers at every check; a problem with its Secret
+// stops only its own engine, and says so on its own conditions.
+func TestADryRunBesideTheOwnerNeverReconnectsTheCluster(t *testing.T) {
+	scheme := runtime.NewScheme()
+	NewWithT(t).Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	NewWithT(t).Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	kubeconfigWithToken := func(g Gomega, token string) []byte {
+		config := clientcmdapi.NewConfig()
+		config.Clusters["workload"] = &clientcmdapi.Cluster{Server: "https://workload.example:6443"}
+		config.AuthInfos["autoscaler"] = &clientcmdapi.AuthInfo{Token: token}
+		config.Contexts["workload"] = &clientcmdapi.Context{Cluster: "workload", AuthInfo: "autoscaler"}
+		config.CurrentContext = "workload"
+		data, err := clientcmd.Write(*config)
+		g.Expect(err).NotTo(HaveOccurred())
+		return data
+	}
+	owner := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "active"},
+		Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload",
+			WorkloadKubeconfigSecretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "narrow"}},
+	}
+	for _, tt := range []struct {
+		name       string
+		secretRef  *autoscalingv1alpha1.WorkloadKubeconfigSecretReference
+		wantUsable bool
+		wantReason string
+	}{
+		{name: "another Secret", secretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "trial"}, wantUsable: true},
+		{name: "the Cluster's own kubeconfig", wantUsable: true},
+		{name: "a Secret that does not exist", secretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "misspelt"},
+			wantReason: autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			narrow := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "narrow"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "narrow")}}
+			trial := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trial"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "trial")}}
+			admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: secret.Name("workload", secret.Kubeconfig)}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "admin")}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(narrow, trial, admin).Build()
+			clock := clocktesting.NewFakeClock(time.Now())
+			r := &ClusterAutoscalerReconciler{Client: c, Clock: clock, Recorder: events.NewFakeRecorder(100), WorkloadKubeconfigs: NewWorkloadKubeconfigs(c),
+				ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "narrow"}}}
+			dryRun := &autoscalingv1alpha1.ClusterAutoscaler{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trial"},
+				Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload", Mode: autoscalingv1alpha1.DryRunMode, WorkloadKubeconfigSecretRef: tt.secretRef},
+			}
+			if tt.wantUsable {
+				r.engines.put(client.ObjectKeyFromObject(dryRun), &runningEngine{})
+			}
+
+			for end := clock.Now().Add(time.Minute); clock.Now().Before(end); clock.Step(time.Second) {
+				s := newReconcileScope(dryRun)
+				s.otherOwner = owner
+				usable, err := r.reconcileWorkloadKubeconfig(context.Background(), s)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(usable).To(Equal(tt.wantUsable))
+				if tt.wantReason != "" {
+					g.Expect(s.stopped).NotTo(BeNil())
+					g.Expect(s.stopped.reason).To(Equal(tt.wantReason), "the DryRun ClusterAutoscaler says what is wrong with its Secret")
+				}
+				g.Expect(r.WorkloadKubeconfigs.takeReconnect(clusterKey(dryRun))).To(BeFalse(), "at %s, the owner's connection is kept", clock.Now().Format(time.TimeOnly))
+			}
+		})
+	}
+}
+
 // connectedWith is a ClusterCache connected to every workload cluster with
 // one REST config.
 type connectedWith struct {
