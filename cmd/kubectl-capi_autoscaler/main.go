@@ -22,11 +22,12 @@ func main() {
 		var exit *plugin.ExitError
 		if errors.As(err, &exit) {
 			if exit.Message != "" {
-				fmt.Fprintln(os.Stderr, exit.Message)
+				fmt.Fprintln(os.Stderr, plugin.TerminalText(exit.Message))
 			}
 			os.Exit(exit.Code)
 		}
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		// Errors quote what the clusters hold, such as Secret contents.
+		fmt.Fprintf(os.Stderr, "error: %s\n", plugin.TerminalText(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
@@ -405,7 +406,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 			// connection and it carries on when the cluster is back.
 			return running, nil
 		}
-		kubeconfigSecret, _ := kubeconfigLocation(ca)
+		kubeconfigSecret, _ := kubeconfig.Location(ca)
 		s.stop(autoscalingv1alpha1.WorkloadClusterUnreachableReason, fmt.Sprintf(
 			"The workload cluster cannot be reached with the kubeconfig in Secret %s: %v", kubeconfigSecret.Name, err))
 		return nil, nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -30,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 )
 
 const (
@@ -57,13 +56,6 @@ const (
 	// the credentials of the kubeconfig changed and the workload cluster is
 	// connected to again.
 	WorkloadKubeconfigChangedReason = "WorkloadKubeconfigChanged"
-)
-
-var (
-	// errKubeconfigNotFound: the Secret of a kubeconfig, or its key, does not exist.
-	errKubeconfigNotFound = errors.New("kubeconfig not found")
-	// errInvalidKubeconfig: a Secret holds no kubeconfig the ClusterCache can use.
-	errInvalidKubeconfig = errors.New("invalid kubeconfig")
 )
 
 // WorkloadKubeconfigs gives the ClusterCache the kubeconfig of each
@@ -111,7 +103,7 @@ func (k *WorkloadKubeconfigs) Get(ctx context.Context, key client.ObjectKey, obj
 	if owner == nil || owner.Spec.WorkloadKubeconfigSecretRef == nil {
 		return k.client.Get(ctx, key, obj, opts...)
 	}
-	named, data, err := readKubeconfig(ctx, k.client, owner, opts...)
+	named, data, err := kubeconfig.Read(ctx, k.client, owner, opts...)
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig that ClusterAutoscaler %s names: %w", owner.Name, err)
 	}
@@ -225,47 +217,6 @@ func (k *WorkloadKubeconfigs) takeReconnect(cluster client.ObjectKey) bool {
 	return true
 }
 
-// kubeconfigLocation is the Secret and the key of the kubeconfig the
-// workload cluster of ca is reached with.
-func kubeconfigLocation(ca *autoscalingv1alpha1.ClusterAutoscaler) (client.ObjectKey, string) {
-	if ref := ca.Spec.WorkloadKubeconfigSecretRef; ref != nil {
-		return client.ObjectKey{Namespace: ca.Namespace, Name: ref.Name}, cmp.Or(ref.Key, secret.KubeconfigDataName)
-	}
-	return client.ObjectKey{Namespace: ca.Namespace, Name: secret.Name(ca.Spec.ClusterName, secret.Kubeconfig)}, secret.KubeconfigDataName
-}
-
-// readKubeconfig reads the kubeconfig the workload cluster of ca is reached
-// with, and the Secret that holds it. The error wraps errKubeconfigNotFound
-// when the Secret or its key does not exist.
-func readKubeconfig(ctx context.Context, c client.Reader, ca *autoscalingv1alpha1.ClusterAutoscaler, opts ...client.GetOption) (*corev1.Secret, []byte, error) {
-	key, dataKey := kubeconfigLocation(ca)
-	s := &corev1.Secret{}
-	if err := c.Get(ctx, key, s, opts...); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("%w: Secret %s does not exist", errKubeconfigNotFound, key)
-		}
-		return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)
-	}
-	data, ok := s.Data[dataKey]
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: Secret %s has no key %q", errKubeconfigNotFound, key, dataKey)
-	}
-	return s, data, nil
-}
-
-// restConfigFromKubeconfig is the REST config of a kubeconfig, refused as
-// Cluster API's ClusterCache refuses it.
-func restConfigFromKubeconfig(data []byte) (*rest.Config, error) {
-	config, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		return nil, err
-	}
-	if config.ExecProvider != nil || config.AuthProvider != nil {
-		return nil, errors.New("it runs a credential plugin (exec or auth-provider), which Cluster API's ClusterCache does not support: use a token or a client certificate")
-	}
-	return config, nil
-}
-
 // sameCredentials says whether two REST configs authenticate alike. The
 // server is left out: the ClusterCache replaces it when the manager runs in
 // the workload cluster.
@@ -294,7 +245,7 @@ func sameCredentials(a, b *rest.Config) bool {
 func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Context, s *reconcileScope) (bool, error) {
 	ca := s.ca
 	running := r.engines.get(client.ObjectKeyFromObject(ca))
-	location, dataKey := kubeconfigLocation(ca)
+	location, dataKey := kubeconfig.Location(ca)
 	checked := kubeconfigCheck{secret: location, dataKey: dataKey, at: r.Clock.Now()}
 	if running != nil && running.kubeconfigChecked.coversNow(checked) {
 		return true, nil
@@ -302,11 +253,11 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	// From the API server's watch cache, not etcd: every engine comes here
 	// every workloadKubeconfigCheckInterval.
 	fromWatchCache := &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
-	kubeconfigSecret, data, err := readKubeconfig(ctx, r.Client, ca, fromWatchCache)
-	var kubeconfig *rest.Config
+	kubeconfigSecret, data, err := kubeconfig.Read(ctx, r.Client, ca, fromWatchCache)
+	var credentials *rest.Config
 	if err == nil {
-		if kubeconfig, err = restConfigFromKubeconfig(data); err != nil {
-			err = fmt.Errorf("%w in Secret %s: %w", errInvalidKubeconfig, client.ObjectKeyFromObject(kubeconfigSecret), err)
+		if credentials, err = kubeconfig.RESTConfig(data); err != nil {
+			err = fmt.Errorf("%w in Secret %s: %w", kubeconfig.ErrInvalid, client.ObjectKeyFromObject(kubeconfigSecret), err)
 		}
 	}
 	switch {
@@ -315,10 +266,10 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 		// The Cluster's own kubeconfig: the ClusterCache reports its
 		// problems, as it always did.
 		return true, nil
-	case errors.Is(err, errKubeconfigNotFound):
+	case errors.Is(err, kubeconfig.ErrNotFound):
 		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, err)
 		return false, nil
-	case errors.Is(err, errInvalidKubeconfig):
+	case errors.Is(err, kubeconfig.ErrInvalid):
 		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, err)
 		return false, nil
 	default:
@@ -335,7 +286,7 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	}
 	cluster := clusterKey(ca)
 	connection, err := r.ClusterCache.GetRESTConfig(ctx, cluster)
-	if err != nil || sameCredentials(connection, kubeconfig) {
+	if err != nil || sameCredentials(connection, credentials) {
 		// Not connected, and the next connection reads the kubeconfig
 		// anew; or connected with these credentials.
 		return true, nil //nolint:nilerr // Not connected is no error here.

@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
@@ -76,8 +76,10 @@ did before then may be gone, and decisions of that time that it seems not to
 have made are marked and not counted as differences.
 
 The workload cluster is reached with --workload-kubeconfig, else with the
-Cluster API kubeconfig Secret <cluster>-kubeconfig of the ClusterAutoscaler's
-namespace (which needs get on Secrets).
+kubeconfig the manager uses: the Secret spec.workloadKubeconfigSecretRef names,
+else the Cluster API kubeconfig Secret <cluster>-kubeconfig, in the
+ClusterAutoscaler's namespace (which needs get on Secrets). A kubeconfig from a
+Secret that runs a credential plugin (exec, auth-provider) is refused.
 
 Exit status: 0 when compared, 1 on errors, and with --fail-on-difference 2
 when they differ.`,
@@ -116,7 +118,7 @@ when they differ.`,
 			if err != nil {
 				return err
 			}
-			if err := printCompare(o.streams.Out, co.output, report, o.palette(), o.now()); err != nil {
+			if err := printCompare(o.out(), co.output, report, o.palette(), o.now()); err != nil {
 				return err
 			}
 			if co.failOnDifference && report.Summary.Differences > 0 {
@@ -229,7 +231,11 @@ func runCompare(ctx context.Context, run compareRun) (*CompareReport, error) {
 }
 
 // workloadClient connects to the workload cluster of ca with the kubeconfig
-// file, else with its Cluster's Cluster API kubeconfig Secret.
+// file, else with the kubeconfig the manager reaches it with
+// (kubeconfig.Location): spec.workloadKubeconfigSecretRef, else the
+// Cluster's Cluster API kubeconfig Secret. A kubeconfig from a Secret that
+// runs a credential plugin is refused, as the manager refuses it: whoever
+// may write Secrets in the namespace would run a command here.
 func workloadClient(ctx context.Context, management client.Reader, ca *autoscalingv1alpha1.ClusterAutoscaler, file string) (client.Reader, error) {
 	var cfg *rest.Config
 	var err error
@@ -239,7 +245,7 @@ func workloadClient(ctx context.Context, management client.Reader, ca *autoscali
 			return nil, fmt.Errorf("--workload-kubeconfig %s: %w", file, err)
 		}
 	} else if cfg, err = kubeconfigFromSecret(ctx, management, ca); err != nil {
-		return nil, fmt.Errorf("%w; pass the workload cluster's kubeconfig with --workload-kubeconfig FILE (`clusterctl get kubeconfig %s -n %s > FILE` writes it)",
+		return nil, fmt.Errorf("cannot reach the workload cluster: %w; pass the workload cluster's kubeconfig with --workload-kubeconfig FILE (`clusterctl get kubeconfig %s -n %s > FILE` writes it)",
 			err, ca.Spec.ClusterName, ca.Namespace)
 	}
 	cfg.WarningHandler = rest.NoWarnings{}
@@ -252,24 +258,16 @@ func workloadClient(ctx context.Context, management client.Reader, ca *autoscali
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
-// kubeconfigFromSecret reads the kubeconfig of Cluster API's
-// <cluster>-kubeconfig Secret.
+// kubeconfigFromSecret reads the kubeconfig of the Secret the manager
+// reaches the workload cluster of ca with.
 func kubeconfigFromSecret(ctx context.Context, management client.Reader, ca *autoscalingv1alpha1.ClusterAutoscaler) (*rest.Config, error) {
-	key := client.ObjectKey{Namespace: ca.Namespace, Name: secret.Name(ca.Spec.ClusterName, secret.Kubeconfig)}
-	s := &corev1.Secret{}
-	if err := management.Get(ctx, key, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("cannot reach the workload cluster: the kubeconfig Secret %s of Cluster %s does not exist", key, ca.Spec.ClusterName)
-		}
-		return nil, fmt.Errorf("cannot reach the workload cluster: cannot read the kubeconfig Secret %s of Cluster %s: %w", key, ca.Spec.ClusterName, err)
-	}
-	data, ok := s.Data[secret.KubeconfigDataName]
-	if !ok {
-		return nil, fmt.Errorf("cannot reach the workload cluster: the kubeconfig Secret %s has no key %q", key, secret.KubeconfigDataName)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	s, data, err := kubeconfig.Read(ctx, management, ca)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the workload cluster: the kubeconfig Secret %s holds no usable kubeconfig: %w", key, err)
+		return nil, err
+	}
+	cfg, err := kubeconfig.RESTConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig Secret %s holds no usable kubeconfig: %w", client.ObjectKeyFromObject(s), err)
 	}
 	return cfg, nil
 }

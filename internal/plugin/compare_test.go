@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,6 +225,50 @@ func TestCompareCommand(t *testing.T) {
 	g.Expect(stderr).To(BeEmpty())
 }
 
+// TestCompareReachesTheWorkloadClusterAsTheManagerDoes: compare reads the
+// kubeconfig the manager uses, the Secret spec.workloadKubeconfigSecretRef
+// names before the Cluster's own, and never runs a credential plugin that
+// a Secret holds: whoever may write Secrets in the namespace would run a
+// command on the operator's machine.
+func TestCompareReachesTheWorkloadClusterAsTheManagerDoes(t *testing.T) {
+	g := NewWithT(t)
+	const namespace = "compare-kubeconfig"
+	day := 3 * 24 * time.Hour
+	now := testNow.Add(day)
+	compareFixture(t, namespace, day)
+	reaching, err := os.ReadFile(api.kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	marker := filepath.Join(t.TempDir(), "ran")
+	running := fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters: [{name: workload, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: plugin, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch %s"], interactiveMode: Never}}}]
+contexts: [{name: workload, context: {cluster: workload, user: plugin}}]
+current-context: workload
+`, marker)
+	named := func(ns, secretName, key string, kubeconfig []byte) {
+		createObject(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}, Data: map[string][]byte{key: kubeconfig}})
+		ca := newClusterAutoscaler(ns, "prod", autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: healthyConditions(), LastLoopTime: at(-5 * time.Second)})
+		ca.Name = "prod-dryrun"
+		ca.Spec.Mode = autoscalingv1alpha1.DryRunMode
+		ca.Spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: secretName, Key: key}
+		fixture{ca: ca}.create(t)
+	}
+
+	// The Cluster's own Secret in the namespace runs a command; the one
+	// the ClusterAutoscaler names reaches the cluster.
+	named(namespace+"-ref", "narrow", "config", reaching)
+	createObject(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace + "-ref", Name: "prod-kubeconfig"}, Data: map[string][]byte{"value": running}})
+	out, _, err := runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-ref")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("ClusterAutoscaler %s-ref/prod-dryrun", namespace))
+
+	named(namespace+"-exec", "narrow", "value", running)
+	_, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-exec")
+	requireExitError(t, err, "the kubeconfig Secret compare-kubeconfig-exec/narrow holds no usable kubeconfig: it runs a credential plugin (exec or auth-provider), which is never run from a Secret")
+	g.Expect(marker).NotTo(BeAnExistingFile(), "the Secret's command did not run")
+}
+
 // TestCompareCommandStates compares ClusterAutoscalers that are not DryRun,
 // have no decisions, or whose workload cluster cannot be reached.
 func TestCompareCommandStates(t *testing.T) {
@@ -259,7 +304,7 @@ func TestCompareCommandStates(t *testing.T) {
 	// Without the Cluster's kubeconfig Secret, the error says what to pass.
 	dryRunClusterAutoscaler(t, namespace+"-nosecret", "prod-dryrun", autoscalingv1alpha1.DryRunMode, decision)
 	_, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-nosecret")
-	requireExitError(t, err, "cannot reach the workload cluster: the kubeconfig Secret compare-states-nosecret/prod-kubeconfig of Cluster prod does not exist; "+
+	requireExitError(t, err, "cannot reach the workload cluster: kubeconfig not found: Secret compare-states-nosecret/prod-kubeconfig does not exist; "+
 		"pass the workload cluster's kubeconfig with --workload-kubeconfig FILE (`clusterctl get kubeconfig prod -n compare-states-nosecret > FILE` writes it)")
 	out, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-nosecret", "--workload-kubeconfig", api.kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -281,7 +326,7 @@ func TestCompareCommandStates(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		_, _, err = runPluginAs(t, "compare-viewer", "compare", "prod-dryrun", "-n", namespace)
 		g.Expect(err).To(MatchError(And(
-			ContainSubstring(`cannot reach the workload cluster: cannot read the kubeconfig Secret compare-states/prod-kubeconfig of Cluster prod: secrets "prod-kubeconfig" is forbidden`),
+			ContainSubstring(`cannot reach the workload cluster: reading Secret compare-states/prod-kubeconfig: secrets "prod-kubeconfig" is forbidden`),
 			ContainSubstring("pass the workload cluster's kubeconfig with --workload-kubeconfig FILE"))))
 	}).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 

@@ -41,7 +41,7 @@ only, when it is given).`,
 				if err != nil {
 					return err
 				}
-				return explainPod(o.streams.Out, args[0], published, o.palette(), o.now())
+				return explainPod(o.out(), args[0], published, o.palette(), o.now())
 			},
 		},
 		&cobra.Command{
@@ -54,7 +54,7 @@ only, when it is given).`,
 				if err != nil {
 					return err
 				}
-				return explainNode(o.streams.Out, args[0], published, o.palette(), o.now())
+				return explainNode(o.out(), args[0], published, o.palette(), o.now())
 			},
 		},
 	)

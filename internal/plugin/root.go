@@ -178,6 +178,15 @@ func (o *options) palette() palette {
 	return palette{enabled: o.outIsTerminal() && os.Getenv("NO_COLOR") == ""}
 }
 
+// out is stdout for what the commands print: as TerminalText, whatever
+// the clusters wrote into the strings printed.
+func (o *options) out() io.Writer { return terminalWriter{o.streams.Out} }
+
+// terminalStreams are the streams with stdout and stderr as out.
+func (o *options) terminalStreams() Streams {
+	return Streams{In: o.streams.In, Out: o.out(), ErrOut: terminalWriter{o.streams.ErrOut}}
+}
+
 // outIsTerminal says whether stdout is a terminal.
 func (o *options) outIsTerminal() bool {
 	f, ok := o.streams.Out.(*os.File)

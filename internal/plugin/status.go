@@ -60,7 +60,7 @@ last scale-ups, scale-downs and events. --watch shows it live, as top does.`,
 			if scope.Cluster != "" && len(view.Clusters) == 0 {
 				return fmt.Errorf("no ClusterAutoscaler %s", scope)
 			}
-			return printStatus(o.streams, output, view, o.palette(), o.now(), scope)
+			return printStatus(o.terminalStreams(), output, view, o.palette(), o.now(), scope)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputText, "Print the view as json or yaml")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -306,6 +307,44 @@ func TestStatusColor(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("--color=auto colours output that is no terminal:\n%q", out)
+	}
+}
+
+// TestStatusPrintsClusterTextHarmlessly: whoever writes a condition
+// message (any writer of the ClusterAutoscaler's status, or text the
+// manager copies from a workload cluster) cannot drive the operator's
+// terminal through the plugin: escape sequences other than colour, and
+// carriage returns, are shown escaped.
+func TestStatusPrintsClusterTextHarmlessly(t *testing.T) {
+	g := NewWithT(t)
+	conditions := healthyConditions()
+	conditions[1] = condition(autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.DryRunReason,
+		"cluster \x1b]0;owned\x07paused\x1b[2J\x1b[Hall good\r\u009b1A\x1b[31mred")
+	ca := newClusterAutoscaler("terminal", "prod", autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: conditions, LastLoopTime: at(-5 * time.Second)})
+	fixture{ca: ca}.create(t)
+
+	out, _, err := runPlugin(t, "status", "-n", "terminal", "--color", "never")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring(`cluster \u001b]0;owned\u0007paused\u001b[2J\u001b[Hall good\u000d\u009b1A` + "\x1b[31mred"))
+	g.Expect(out).NotTo(ContainSubstring("\x1b]"), "no operating system command reaches the terminal")
+	g.Expect(out).NotTo(ContainSubstring("\x1b[2J"), "nor a clear screen")
+	g.Expect(out).NotTo(ContainSubstring("\r"), "nor a carriage return")
+}
+
+func TestTerminalText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"plain text, ✓ and tabs\tand\nlines", "plain text, ✓ and tabs\tand\nlines"},
+		{"\x1b[1;31mbold red\x1b[0m", "\x1b[1;31mbold red\x1b[0m"},
+		{"\x1b[2Jcleared", `\u001b[2Jcleared`},
+		{"\x1b]52;c;cGF3bmVk\x07", `\u001b]52;c;cGF3bmVk\u0007`},
+		{"over\rwritten", `over\u000dwritten`},
+		{"c1 \u009b", `c1 \u009b`},
+		{"bad \xff utf-8", `bad \xff utf-8`},
+		{"\x1b[", `\u001b[`},
+	} {
+		if got := TerminalText(tt.in); got != tt.want {
+			t.Errorf("TerminalText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

@@ -70,7 +70,7 @@ func runTop(cmd *cobra.Command, o *options, args []string) error {
 		views <- liveUpdate{view: view, err: err, at: o.now()}
 	})
 	if !o.outIsTerminal() {
-		return printFrames(ctx, o.streams.Out, views, scope, o.palette())
+		return printFrames(ctx, o.out(), views, scope, o.palette())
 	}
 	out := o.streams.Out.(*os.File)
 	screen, err := openScreen(o.streams.In, out)
@@ -236,7 +236,7 @@ func (s *screen) draw(lines []string, height int) {
 		}
 		// Erased before it is written: with wrapping off, erasing after
 		// a line as wide as the screen would erase its last character.
-		b.WriteString("\x1b[2K" + line)
+		b.WriteString("\x1b[2K" + TerminalText(line))
 	}
 	b.WriteString("\x1b[J")
 	_, _ = s.out.Write(b.Bytes())
