@@ -219,10 +219,9 @@ var _ = Describe("Capacity buffers and provisioning requests the workload role c
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: account.Namespace, Name: account.Name}},
 		})).To(Succeed())
-		Expect(k8sClient.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "before-buffers-kubeconfig"},
-			Data:       map[string][]byte{secret.KubeconfigDataName: serviceAccountKubeconfig(client.ObjectKeyFromObject(account)).kubeconfig},
-		})).To(Succeed())
+		kubeconfig := kubeconfigSecretFor(fixture.Cluster.Name, fixture.Namespace, "before-buffers-kubeconfig")
+		kubeconfig.Data = map[string][]byte{secret.KubeconfigDataName: serviceAccountKubeconfig(client.ObjectKeyFromObject(account)).kubeconfig}
+		Expect(k8sClient.Create(ctx, kubeconfig)).To(Succeed())
 
 		key := createClusterAutoscalerWithKubeconfig(fixture, &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "before-buffers-kubeconfig"})
 

@@ -41,10 +41,8 @@ func TestWorkloadKubeconfigsGet(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workload-kubeconfig"},
 		Data:       map[string][]byte{secret.KubeconfigDataName: []byte("admin")},
 	}
-	named := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "autoscaler-kubeconfig"},
-		Data:       map[string][]byte{"kubeconfig": []byte("autoscaler"), secret.KubeconfigDataName: []byte("other")},
-	}
+	named := kubeconfigSecretFor("workload", "ns", "autoscaler-kubeconfig")
+	named.Data = map[string][]byte{"kubeconfig": []byte("autoscaler"), secret.KubeconfigDataName: []byte("other")}
 	clusterAutoscaler := func(name string, createdAt metav1.Time, ref *autoscalingv1alpha1.WorkloadKubeconfigSecretReference) *autoscalingv1alpha1.ClusterAutoscaler {
 		return &autoscalingv1alpha1.ClusterAutoscaler{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: createdAt},
@@ -226,10 +224,8 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 		}, waitTimeout).Should(Succeed())
 
 		By("refusing a Secret without the key")
-		kubeconfigSecret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "autoscaler-kubeconfig"},
-			Data:       map[string][]byte{secret.KubeconfigDataName: serviceAccountKubeconfig(workloadServiceAccount).kubeconfig},
-		}
+		kubeconfigSecret := kubeconfigSecretFor(fixture.Cluster.Name, fixture.Namespace, "autoscaler-kubeconfig")
+		kubeconfigSecret.Data = map[string][]byte{secret.KubeconfigDataName: serviceAccountKubeconfig(workloadServiceAccount).kubeconfig}
 		Expect(k8sClient.Create(ctx, kubeconfigSecret)).To(Succeed())
 		expectNoEngineFor(key, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, `has no key "kubeconfig"`)
 
@@ -274,7 +270,7 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 	It("picks up a rotated Secret of its own whose old credentials are revoked, and a change of the Secret it names", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		old := serviceAccountKubeconfig(workloadServiceAccount)
-		kubeconfigSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "autoscaler-kubeconfig"}}
+		kubeconfigSecret := kubeconfigSecretFor(fixture.Cluster.Name, fixture.Namespace, "autoscaler-kubeconfig")
 		setSecretData(kubeconfigSecret, secret.KubeconfigDataName, old.kubeconfig)
 		key := createClusterAutoscalerWithKubeconfig(fixture, &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: kubeconfigSecret.Name})
 		engine := expectEngineWithToken(key, old.token, waitTimeout)
@@ -288,7 +284,7 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 
 		By("naming another Secret")
 		next := serviceAccountKubeconfig(workloadServiceAccount)
-		nextSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "next-kubeconfig"}}
+		nextSecret := kubeconfigSecretFor(fixture.Cluster.Name, fixture.Namespace, "next-kubeconfig")
 		setSecretData(nextSecret, "config", next.kubeconfig)
 		ca := getClusterAutoscaler(Default, key)
 		original := ca.DeepCopy()
@@ -354,6 +350,16 @@ func kubeconfigFor(user *clientcmdapi.AuthInfo) []byte {
 }
 
 // setSecretData sets one key of a Secret, creating the Secret if needed.
+// kubeconfigSecretFor is an empty Secret that spec.workloadKubeconfigSecretRef
+// may name for the Cluster: of Cluster API's type, labelled with the
+// Cluster's name.
+func kubeconfigSecretFor(cluster, namespace, name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       clusterv1.ClusterSecretType,
+	}
+}
+
 func setSecretData(s *corev1.Secret, key string, value []byte) {
 	GinkgoHelper()
 	current := &corev1.Secret{}
@@ -440,8 +446,9 @@ func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) 
 		g.Expect(err).NotTo(HaveOccurred())
 		return data
 	}
-	first := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "first"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("one")}}
-	second := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "second"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("two")}}
+	first, second := kubeconfigSecretFor("workload", "ns", "first"), kubeconfigSecretFor("workload", "ns", "second")
+	first.Data = map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("one")}
+	second.Data = map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken("two")}
 	var secretReads int
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(first, second).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -487,6 +494,69 @@ func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) 
 	g.Expect(r.WorkloadKubeconfigs.takeReconnect(cluster)).To(BeTrue())
 }
 
+// spec.workloadKubeconfigSecretRef is used only for a Secret meant as the
+// Cluster's kubeconfig, of Cluster API's type and labelled with the
+// Cluster's name: whoever may create a ClusterAutoscaler cannot make the
+// manager act with the credentials of any other Secret of the namespace,
+// neither its engine nor the ClusterCache.
+func TestOnlySecretsForTheClusterAreUsedAsItsKubeconfig(t *testing.T) {
+	scheme := runtime.NewScheme()
+	NewWithT(t).Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	NewWithT(t).Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	config := clientcmdapi.NewConfig()
+	config.Clusters["workload"] = &clientcmdapi.Cluster{Server: "https://workload.example:6443"}
+	config.AuthInfos["autoscaler"] = &clientcmdapi.AuthInfo{Token: "token"}
+	config.Contexts["workload"] = &clientcmdapi.Context{Cluster: "workload", AuthInfo: "autoscaler"}
+	config.CurrentContext = "workload"
+	data, err := clientcmd.Write(*config)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+
+	for _, tt := range []struct {
+		name        string
+		secret      func(*corev1.Secret)
+		wantMessage string
+	}{
+		{name: "an Opaque Secret", secret: func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque },
+			wantMessage: `the Secret ns/credentials is of type "Opaque": a workload kubeconfig Secret is of type "cluster.x-k8s.io/secret"`},
+		{name: "a Secret of another Cluster", secret: func(s *corev1.Secret) { s.Labels[clusterv1.ClusterNameLabel] = "other" },
+			wantMessage: "the Secret ns/credentials is not labelled cluster.x-k8s.io/cluster-name=workload"},
+		{name: "an unlabelled Secret", secret: func(s *corev1.Secret) { s.Labels = nil },
+			wantMessage: "the Secret ns/credentials is not labelled cluster.x-k8s.io/cluster-name=workload"},
+		{name: "a Secret for the Cluster", secret: func(*corev1.Secret) {}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			credentials := kubeconfigSecretFor("workload", "ns", "credentials")
+			credentials.Data = map[string][]byte{secret.KubeconfigDataName: data}
+			tt.secret(credentials)
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "autoscaler"},
+				Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload",
+					WorkloadKubeconfigSecretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: credentials.Name}},
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(credentials, ca).
+				WithIndex(&autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName).Build()
+			r := &ClusterAutoscalerReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now()), Recorder: events.NewFakeRecorder(10),
+				WorkloadKubeconfigs: NewWorkloadKubeconfigs(c), ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "token"}}}
+
+			s := newReconcileScope(ca)
+			usable, err := r.reconcileWorkloadKubeconfig(context.Background(), s)
+			g.Expect(err).NotTo(HaveOccurred())
+			fromClusterCache := r.WorkloadKubeconfigs.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: secret.Name("workload", secret.Kubeconfig)}, &corev1.Secret{})
+			if tt.wantMessage == "" {
+				g.Expect(usable).To(BeTrue())
+				g.Expect(fromClusterCache).To(Succeed())
+				return
+			}
+			g.Expect(usable).To(BeFalse())
+			g.Expect(s.stopped).NotTo(BeNil())
+			g.Expect(s.stopped.reason).To(Equal(autoscalingv1alpha1.InvalidWorkloadKubeconfigReason))
+			g.Expect(s.stopped.message).To(ContainSubstring(tt.wantMessage))
+			g.Expect(fromClusterCache).To(MatchError(ContainSubstring(tt.wantMessage)), "the ClusterCache does not connect with it either")
+		})
+	}
+}
+
 // A DryRun ClusterAutoscaler beside the Active one that owns the Cluster
 // reaches the Cluster through the owner's connection: its own kubeconfig,
 // another Secret, the Cluster's own, or none at all, never has the
@@ -525,8 +595,9 @@ func TestADryRunBesideTheOwnerNeverReconnectsTheCluster(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			narrow := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "narrow"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "narrow")}}
-			trial := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trial"}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "trial")}}
+			narrow, trial := kubeconfigSecretFor("workload", "ns", "narrow"), kubeconfigSecretFor("workload", "ns", "trial")
+			narrow.Data = map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "narrow")}
+			trial.Data = map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "trial")}
 			admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: secret.Name("workload", secret.Kubeconfig)}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "admin")}}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(narrow, trial, admin).Build()
 			clock := clocktesting.NewFakeClock(time.Now())

@@ -211,6 +211,13 @@ func runCompare(ctx context.Context, run compareRun) (*CompareReport, error) {
 	}
 	in := CompareInput{Now: run.now, Window: run.opts.since, Tolerance: run.opts.tolerance, Decisions: decisions}
 	traces, err := readTheirTraces(ctx, workload, run.statusConfigMap, in.within)
+	if apierrors.IsForbidden(err) && run.opts.workloadKubeconfig == "" {
+		// The manager's own identity there, such as config/workload-rbac's,
+		// need not list events.
+		secret, _ := kubeconfig.Location(ca)
+		return nil, fmt.Errorf("%w; the kubeconfig of Secret %s, which the manager uses, may not read it: pass one that may with --workload-kubeconfig FILE (`clusterctl get kubeconfig %s -n %s > FILE` writes the Cluster's)",
+			err, secret, ca.Spec.ClusterName, ca.Namespace)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -247,7 +248,11 @@ contexts: [{name: workload, context: {cluster: workload, user: plugin}}]
 current-context: workload
 `, marker)
 	named := func(ns, secretName, key string, kubeconfig []byte) {
-		createObject(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}, Data: map[string][]byte{key: kubeconfig}})
+		createObject(t, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName, Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{key: kubeconfig},
+		})
 		ca := newClusterAutoscaler(ns, "prod", autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: healthyConditions(), LastLoopTime: at(-5 * time.Second)})
 		ca.Name = "prod-dryrun"
 		ca.Spec.Mode = autoscalingv1alpha1.DryRunMode
@@ -262,6 +267,16 @@ current-context: workload
 	out, _, err := runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-ref")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("ClusterAutoscaler %s-ref/prod-dryrun", namespace))
+
+	// The manager's identity there may not list events: compare says
+	// what to pass instead.
+	narrowUser, err := api.env.AddUser(envtest.User{Name: "compare-narrow-manager"}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	narrowKubeconfig, err := narrowUser.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	named(namespace+"-narrow", "narrow", "value", narrowKubeconfig)
+	_, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-narrow")
+	requireExitError(t, err, "the kubeconfig of Secret compare-kubeconfig-narrow/narrow, which the manager uses, may not read it: pass one that may with --workload-kubeconfig FILE")
 
 	named(namespace+"-exec", "narrow", "value", running)
 	_, _, err = runPluginAt(t, now, "compare", "prod-dryrun", "-n", namespace+"-exec")

@@ -57,8 +57,7 @@ func KubeconfigRotationSpec(ctx context.Context, inputGetter func() KubeconfigRo
 
 		By("Reaching the workload cluster with a token that lives as long as a Secret there")
 		first := createTokenHolder(ctx, workload, namespace.Name+"-first")
-		kubeconfigSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace.Name, Name: namespace.Name + "-rotated-kubeconfig"}}
-		kubeconfigSecret.Data = map[string][]byte{secret.KubeconfigDataName: boundWorkloadKubeconfig(ctx, input.Stack, first)}
+		kubeconfigSecret := framework.WorkloadKubeconfigSecret(namespace.Name, namespace.Name+"-rotated-kubeconfig", cluster.Name, boundWorkloadKubeconfig(ctx, input.Stack, first))
 		Expect(mgmt.Create(ctx, kubeconfigSecret)).To(Succeed())
 		spec := framework.FastClusterAutoscalerSpec(cluster.Name)
 		spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: kubeconfigSecret.Name}

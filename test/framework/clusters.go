@@ -61,10 +61,7 @@ func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInp
 		Type:       clusterv1.ClusterSecretType,
 		Data:       map[string][]byte{"value": []byte("#!/bin/true\n"), "format": []byte("cloud-config")},
 	})).To(Succeed())
-	Expect(c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: WorkloadKubeconfigSecretName(input.Name)},
-		Data:       map[string][]byte{secret.KubeconfigDataName: input.WorkloadKubeconfig},
-	})).To(Succeed())
+	Expect(c.Create(ctx, WorkloadKubeconfigSecret(input.Namespace, WorkloadKubeconfigSecretName(input.Name), input.Name, input.WorkloadKubeconfig))).To(Succeed())
 	Expect(c.Create(ctx, &infrav1.SimCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
 		Spec:       infrav1.SimClusterSpec{FailureDomains: input.FailureDomains},
@@ -93,6 +90,17 @@ func CreateSimulatedCluster(ctx context.Context, input CreateSimulatedClusterInp
 // Machines.
 func BootstrapSecretName(clusterName string) string {
 	return clusterName + "-bootstrap"
+}
+
+// WorkloadKubeconfigSecret is a Secret that spec.workloadKubeconfigSecretRef
+// may name for a Cluster: of Cluster API's type, labelled with the
+// Cluster's name, with kubeconfig under the key "value".
+func WorkloadKubeconfigSecret(namespace, name, cluster string, kubeconfig []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{secret.KubeconfigDataName: kubeconfig},
+	}
 }
 
 // WorkloadKubeconfigSecretName is the Secret of a simulated Cluster that
