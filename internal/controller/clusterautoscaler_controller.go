@@ -37,12 +37,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 )
 
 const (

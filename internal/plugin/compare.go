@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 )
 
 // differencesExitCode is the exit code of compare --fail-on-difference
