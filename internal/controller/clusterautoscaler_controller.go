@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
@@ -412,12 +413,17 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 		return nil, nil
 	}
 	if running != nil && running.restConfig != restConfig {
-		// The ClusterCache connected anew (e.g. with a rotated
-		// kubeconfig); start again so that events use the new connection,
-		// with the configuration the engine had.
-		r.stopEngine(ctx, key)
-		desired = running.applied
-		running = nil
+		// The ClusterCache connected anew, e.g. with a rotated kubeconfig:
+		// the engine goes on with the new credentials, and remembers its
+		// drains and timers. Only a connection to another server, as when
+		// the manager comes to run in the workload cluster, starts it
+		// again, with the configuration it had.
+		if err := r.useConnection(ctx, running, restConfig); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Starting the engine again on the new connection to the workload cluster", "reason", err.Error())
+			r.stopEngine(ctx, key)
+			desired = running.applied
+			running = nil
+		}
 	}
 	// Watches end with a connection; adding one again is a no-op.
 	if err := r.watchUnschedulablePods(ctx, clusterKey(ca)); err != nil {
@@ -441,6 +447,20 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 		return nil, err
 	}
 	return running, nil
+}
+
+// useConnection has a running engine go on with the credentials of a new
+// connection to the same server; an error says why it cannot.
+func (r *ClusterAutoscalerReconciler) useConnection(ctx context.Context, running *runningEngine, connection *rest.Config) error {
+	if connection.Host != running.restConfig.Host || connection.APIPath != running.restConfig.APIPath {
+		return fmt.Errorf("the server changed from %s to %s", running.restConfig.Host, connection.Host)
+	}
+	if err := running.credentials.use(connection); err != nil {
+		return fmt.Errorf("cannot use the new credentials: %w", err)
+	}
+	running.restConfig = connection
+	ctrl.LoggerFrom(ctx).Info("The engine goes on with the new credentials of the workload cluster connection")
+	return nil
 }
 
 // watchUnschedulablePods triggers the engines of a Cluster when one of its

@@ -51,9 +51,11 @@ type runningEngine struct {
 	workload *workloadReader
 	// cluster is the Cluster the engine autoscales.
 	cluster client.ObjectKey
-	// restConfig is the workload cluster connection the engine started
-	// with; its writes and events go there.
-	restConfig *rest.Config
+	// restConfig is the workload cluster connection whose credentials the
+	// engine's writes and events use (credentials), which a reconnect to
+	// the same server replaces without the engine starting again.
+	restConfig  *rest.Config
+	credentials *credentialsTransport
 	// startedAt is when the engine started.
 	startedAt time.Time
 	// applied is the configuration the engine runs with.
@@ -186,7 +188,11 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	// The manager's context, not the engine's: stopping the engine gives
 	// back its drains and says so in events, after the engine's context is
 	// cancelled. The broadcaster is shut down once the engine has returned.
-	clientset, broadcaster, err := r.newWorkloadClients(r.ctx, engineRESTConfig(restConfig, key))
+	credentials, err := newCredentialsTransport(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating the clients of workload cluster %s: %w", cluster, err)
+	}
+	clientset, broadcaster, err := r.newWorkloadClients(r.ctx, engineRESTConfig(clientConfig(restConfig, credentials), key))
 	if err != nil {
 		return fmt.Errorf("creating the clients of workload cluster %s: %w", cluster, err)
 	}
@@ -248,8 +254,9 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		engine:     engine,
 		workload:   workload,
 		cluster:    cluster,
-		restConfig: restConfig,
-		startedAt:  r.Clock.Now(),
+		restConfig:  restConfig,
+		credentials: credentials,
+		startedAt:   r.Clock.Now(),
 		applied:    desired,
 		verbosity:  verbosity,
 		cancel:     cancel,

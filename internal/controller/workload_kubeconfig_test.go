@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -264,7 +265,7 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 
 		rotated := serviceAccountKubeconfig(workloadServiceAccount)
 		setSecretData(clusterKubeconfig, secret.KubeconfigDataName, rotated.kubeconfig)
-		Expect(expectEngineWithToken(key, rotated.token, reconnectTimeout)).NotTo(BeIdenticalTo(engine))
+		Expect(expectEngineWithToken(key, rotated.token, reconnectTimeout)).To(BeIdenticalTo(engine), "the engine went on, with what it remembers")
 	})
 
 	It("picks up a rotated Secret of its own whose old credentials are revoked, and a change of the Secret it names", func() {
@@ -279,8 +280,8 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 		rotated := serviceAccountKubeconfig(workloadServiceAccount)
 		setSecretData(kubeconfigSecret, secret.KubeconfigDataName, rotated.kubeconfig)
 		Expect(k8sClient.Delete(ctx, old.binding)).To(Succeed())
-		rotatedEngine := expectEngineWithToken(key, rotated.token, reconnectTimeout)
-		Expect(rotatedEngine).NotTo(BeIdenticalTo(engine))
+		Expect(expectEngineWithToken(key, rotated.token, reconnectTimeout)).To(BeIdenticalTo(engine), "the engine went on, with what it remembers")
+		expectEngineWritesWith(engine, "the rotated credentials, the old ones being revoked")
 
 		By("naming another Secret")
 		next := serviceAccountKubeconfig(workloadServiceAccount)
@@ -290,9 +291,24 @@ var _ = Describe("Workload kubeconfig", Ordered, func() {
 		original := ca.DeepCopy()
 		ca.Spec.WorkloadKubeconfigSecretRef = &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: nextSecret.Name, Key: "config"}
 		Expect(k8sClient.Patch(ctx, ca, client.MergeFrom(original))).To(Succeed())
-		Expect(expectEngineWithToken(key, next.token, reconnectTimeout)).NotTo(BeIdenticalTo(rotatedEngine))
+		Expect(expectEngineWithToken(key, next.token, reconnectTimeout)).To(BeIdenticalTo(engine))
+		Expect(k8sClient.Delete(ctx, rotated.binding)).To(Succeed())
+		expectEngineWritesWith(engine, "the credentials of the Secret named now, the others being revoked")
 	})
 })
+
+// expectEngineWritesWith waits until a write of the engine, through the
+// transport its workload clients use, is accepted by the workload cluster:
+// the engine writes with the credentials of its connection now.
+func expectEngineWritesWith(engine *runningEngine, what string) {
+	GinkgoHelper()
+	clientset, err := kubernetes.NewForConfig(clientConfig(engine.restConfig, engine.credentials))
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() error {
+		_, err := clientset.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		return err
+	}, waitTimeout).Should(Succeed(), "the engine writes with %s", what)
+}
 
 // workloadServiceAccount is the ServiceAccount of config/workload-rbac: who
 // the autoscaler is in a workload cluster.
@@ -422,7 +438,11 @@ func expectEngineWithToken(key types.NamespacedName, token string, timeout time.
 		g.Expect(getClusterAutoscaler(g, key).Status.LastLoopTime).NotTo(BeNil())
 	}, waitTimeout).Should(Succeed())
 	expectAnotherLoop(key)
-	Expect(conditions.Get(getClusterAutoscaler(Default, key), autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+	// An engine that went on through a reconnect wrote the failed loops of
+	// the gap: the status shows the next loop's success once written.
+	Eventually(func(g Gomega) {
+		g.Expect(conditions.Get(getClusterAutoscaler(g, key), autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+	}, waitTimeout).Should(Succeed())
 	return engine
 }
 
