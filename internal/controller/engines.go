@@ -251,16 +251,16 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	}
 
 	running := &runningEngine{
-		engine:     engine,
-		workload:   workload,
-		cluster:    cluster,
+		engine:      engine,
+		workload:    workload,
+		cluster:     cluster,
 		restConfig:  restConfig,
 		credentials: credentials,
 		startedAt:   r.Clock.Now(),
-		applied:    desired,
-		verbosity:  verbosity,
-		cancel:     cancel,
-		done:       make(chan struct{}),
+		applied:     desired,
+		verbosity:   verbosity,
+		cancel:      cancel,
+		done:        make(chan struct{}),
 	}
 	go func() {
 		err := engine.Run(engineCtx)
