@@ -433,9 +433,14 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 		// The drains of an engine live in its memory: a scale-down that a
 		// crash or a restart interrupted between marking a Machine and
 		// lowering the replicas is released, not resumed. The taints of
-		// such drains go in the engine's first loop.
-		if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
-			return nil, err
+		// such drains go in the engine's first loop. A DryRun engine
+		// writes nothing, and leaves the marks alone: the Active engine
+		// beside it, or another autoscaler, may be between marking a
+		// Machine and lowering the replicas.
+		if !isDryRun(ca) {
+			if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
+				return nil, err
+			}
 		}
 		if err := r.startEngine(ctx, ca, restConfig, desired); err != nil {
 			return nil, err

@@ -390,6 +390,35 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		expectGone(key)
 	})
 
+	It("leaves every delete-machine annotation alone when it starts in DryRun mode: another autoscaler may be between marking and lowering replicas", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		md := fixture.MachineDeployment("md-0", 2, map[string]string{
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+			"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
+		})
+		fixture.Create(ctx, md)
+		ms := fixture.MachineSet("md-0-a", 2, nil, md)
+		fixture.Create(ctx, ms)
+		marked := fixture.Machine("machine-0", ms)
+		fixture.Create(ctx, marked, fixture.Machine("machine-1", ms))
+		markForDeletion(marked)
+
+		shadow := &autoscalingv1alpha1.ClusterAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "shadow"},
+			Spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+				ClusterName: fixture.Cluster.Name, Mode: autoscalingv1alpha1.DryRunMode,
+				ScanInterval: &metav1.Duration{Duration: time.Second},
+			},
+		}
+		Expect(k8sClient.Create(ctx, shadow)).To(Succeed())
+		key := client.ObjectKeyFromObject(shadow)
+		DeferCleanup(deleteClusterAutoscaler, key)
+		expectRunning(key)
+		expectAnotherLoop(key)
+		Expect(get(marked).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation), "the mark stays")
+		Expect(get(md).Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+	})
+
 	It("leaves what it placed to the target's copy when clusterctl move deletes it", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		ms := fixture.MachineSet("ms-0", 1, nil, nil)
