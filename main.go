@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
@@ -239,7 +241,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		return nil, fmt.Errorf("setting up the workload cluster cache: %w", err)
 	}
 
+	leases, err := clusterLeases(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
 	reconciler := &controller.ClusterAutoscalerReconciler{
+		Leases:                 leases,
 		Client:                 mgr.GetClient(),
 		APIReader:              mgr.GetAPIReader(),
 		ClusterCache:           clusterCache,
@@ -257,6 +264,29 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *options) (*co
 		return nil, fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
 	}
 	return reconciler, nil
+}
+
+// clusterLeases are the Leases that fence this manager's engines, one per
+// Cluster, held under an identity unique to this process and with the
+// timings of leader election.
+func clusterLeases(mgr ctrl.Manager, opts *options) (*controller.ClusterLeases, error) {
+	clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the client of the Clusters' Leases: %w", err)
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("naming this manager in the Clusters' Leases: %w", err)
+	}
+	return &controller.ClusterLeases{
+		Client:   clientset.CoordinationV1(),
+		Identity: hostname + "_" + string(uuid.NewUUID()),
+		Timings: controller.ClusterLeaseTimings{
+			LeaseDuration: opts.leaderElection.leaseDuration,
+			RenewDeadline: opts.leaderElection.renewDeadline,
+			RetryPeriod:   opts.leaderElection.retryPeriod,
+		},
+	}, nil
 }
 
 // setupChecks serves the probes: /healthz fails while engines run and the

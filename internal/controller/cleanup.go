@@ -54,6 +54,7 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, s *re
 		}
 	}
 
+	r.Leases.Release(client.ObjectKeyFromObject(ca))
 	controllerutil.RemoveFinalizer(ca, CleanupFinalizer)
 	ctrl.LoggerFrom(ctx).Info("Removed the ClusterAutoscaler's engine and marks")
 	return ctrl.Result{}, nil

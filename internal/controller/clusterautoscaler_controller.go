@@ -88,6 +88,7 @@ const (
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // ClusterAutoscalerReconciler runs one engine per ClusterAutoscaler.
 type ClusterAutoscalerReconciler struct {
@@ -131,6 +132,9 @@ type ClusterAutoscalerReconciler struct {
 	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter
 	// label has this value, as the controllers of Cluster API do.
 	WatchFilterValue string
+	// Leases fence the Active engines: one runs for a Cluster only while
+	// this manager holds the Cluster's Lease. Required.
+	Leases *ClusterLeases
 
 	// ctx is the manager's lifetime; engines run under it.
 	ctx context.Context
@@ -148,8 +152,8 @@ type ClusterAutoscalerReconciler struct {
 // SetupWithManager registers the reconciler with the manager. Engines run
 // under ctx and are stopped when the manager stops.
 func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
-	if r.Client == nil || r.ClusterCache == nil || r.WorkloadKubeconfigs == nil || r.Recorder == nil {
-		return errors.New("client, cluster cache, workload kubeconfigs and recorder are required")
+	if r.Client == nil || r.ClusterCache == nil || r.WorkloadKubeconfigs == nil || r.Recorder == nil || r.Leases == nil {
+		return errors.New("client, cluster cache, workload kubeconfigs, recorder and leases are required")
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -211,6 +215,8 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		r.stopAllEngines()
+		// Once no engine acts: another manager may take over at once.
+		r.Leases.ReleaseAll()
 		return nil
 	}))
 }
@@ -224,6 +230,7 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		if apierrors.IsNotFound(err) {
 			// Deleted without the finalizer (e.g. removed by hand).
 			r.stopEngine(ctx, req.NamespacedName)
+			r.Leases.Release(req.NamespacedName)
 			r.ConditionMetrics.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -267,12 +274,14 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 			return ctrl.Result{}, err
 		}
 		r.stopEngine(ctx, key)
+		r.Leases.Release(key)
 		s.stop(autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf(
 			"Cluster %s does not exist in this management cluster, so nothing is autoscaled; a ClusterAutoscaler left behind by clusterctl move belongs where its Cluster went", clusterKey(ca)))
 		return ctrl.Result{}, nil
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
 		r.stopEngine(ctx, key)
+		r.Leases.Release(key)
 		s.stop(autoscalingv1alpha1.ClusterNotFoundReason, fmt.Sprintf("Cluster %s is being deleted", clusterKey(ca)))
 		return ctrl.Result{}, nil
 	}
@@ -286,11 +295,13 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	if owner.Name != ca.Name {
 		if !isDryRun(ca) {
 			r.refuse(ctx, s, owner)
+			r.Leases.Release(key)
 			return ctrl.Result{}, nil
 		}
 		s.otherOwner = owner
 	}
 	if annotations.IsPaused(cluster, ca) {
+		r.Leases.Release(key)
 		if r.stopEngine(ctx, key) {
 			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, autoscaleAction, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
 		}
@@ -324,6 +335,15 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 
 	if wait := r.restartWait(s); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	switch {
+	case !isDryRun(ca):
+		if !r.holdClusterLease(ctx, s) {
+			return ctrl.Result{}, nil
+		}
+	case s.otherOwner == nil:
+		// A DryRun ClusterAutoscaler that owns its Cluster acts on nothing.
+		r.Leases.Release(key)
 	}
 	running, err := r.ensureEngine(ctx, s, desired)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,6 +87,7 @@ var _ = BeforeSuite(func() {
 
 	metrics = prometheus.NewRegistry()
 	reconciler = &ClusterAutoscalerReconciler{
+		Leases:              testLeases("envtest-manager"),
 		Client:              mgr.GetClient(),
 		ClusterCache:        clusterCache,
 		WorkloadKubeconfigs: kubeconfigs,
@@ -114,3 +116,16 @@ var _ = BeforeSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	})
 })
+
+// testLeases are the Cluster Leases of a manager of the suite, named
+// identity, on the test API server, with timings short enough for specs
+// that wait for one to expire.
+func testLeases(identity string) *ClusterLeases {
+	GinkgoHelper()
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	return &ClusterLeases{Client: clientset.CoordinationV1(), Identity: identity, Timings: testLeaseTimings}
+}
+
+// testLeaseTimings are those of the suite's Cluster Leases.
+var testLeaseTimings = ClusterLeaseTimings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}

@@ -1,0 +1,238 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+)
+
+// ClusterLeaseName is the coordination.k8s.io Lease, in a Cluster's
+// namespace, whose holder is the one manager whose engine acts on the
+// Cluster.
+func ClusterLeaseName(cluster string) string { return "capi-autoscaler-" + cluster }
+
+// ClusterLeaseTimings are the timings of the Clusters' Leases, as those of
+// leader election: a manager that stops renewing gives way after
+// LeaseDuration; its engine stops acting after RenewDeadline, before any
+// other may take over.
+type ClusterLeaseTimings struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultClusterLeaseTimings are client-go's leader election defaults.
+var DefaultClusterLeaseTimings = ClusterLeaseTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+// ClusterLeases fence the engines of one manager: an Active engine runs for
+// a Cluster only while the manager holds the Cluster's Lease, whatever the
+// watch filters, namespaces and installs of other managers beside it (an
+// unfiltered one beside a filtered one, the clusterctl add-on beside the
+// Helm release during a migration). The others wait, say who holds it, and
+// take over once the holder stops renewing it.
+type ClusterLeases struct {
+	// Client reads and writes Leases in the management cluster.
+	Client coordinationv1client.LeasesGetter
+	// Identity names this manager in the Leases it holds: unique, such as
+	// its pod's name and a random suffix.
+	Identity string
+	Timings  ClusterLeaseTimings
+
+	mu     sync.Mutex
+	leases map[client.ObjectKey]*clusterLease
+}
+
+// clusterLease is one Cluster's Lease as this manager contends for it, for
+// the ClusterAutoscaler that owns the Cluster.
+type clusterLease struct {
+	owner  types.NamespacedName
+	cancel context.CancelFunc
+	// done is closed once the Lease is given up; observed once the
+	// manager first took it or saw another hold it.
+	done     chan struct{}
+	observed chan struct{}
+	observe  sync.Once
+
+	mu     sync.Mutex
+	held   bool
+	holder string
+}
+
+// state says whether this manager holds the Lease, and who does.
+func (l *clusterLease) state() (held bool, holder string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held, l.holder
+}
+
+func (l *clusterLease) set(held bool, holder string) {
+	l.mu.Lock()
+	l.held = held
+	if holder != "" {
+		l.holder = holder
+	}
+	l.mu.Unlock()
+	l.observe.Do(func() { close(l.observed) })
+}
+
+// Hold has the manager contend for the Lease of the Cluster, for the
+// ClusterAutoscaler owner, from now until Release; changed is called
+// whenever the manager takes or loses it, or its holder changes. It says
+// whether the manager holds it, and who does ("" while unknown). The
+// first time, it waits up to RetryPeriod for the first try: a manager
+// that gets the Lease at once starts its engine in this reconcile.
+func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owner types.NamespacedName, changed func()) (held bool, holder string) {
+	c.mu.Lock()
+	if c.leases == nil {
+		c.leases = map[client.ObjectKey]*clusterLease{}
+	}
+	lease, ok := c.leases[cluster]
+	if ok {
+		lease.owner = owner
+	} else {
+		// Not the reconcile's context: the Lease outlives it, until Release.
+		leaseCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		lease = &clusterLease{owner: owner, cancel: cancel, done: make(chan struct{}), observed: make(chan struct{})}
+		c.leases[cluster] = lease
+		go c.contend(leaseCtx, cluster, lease, changed)
+	}
+	c.mu.Unlock()
+	if !ok {
+		select {
+		case <-lease.observed:
+		case <-time.After(c.Timings.RetryPeriod):
+		case <-ctx.Done():
+		}
+	}
+	return lease.state()
+}
+
+// Release gives up the Lease that the manager holds, or contends for, for
+// the ClusterAutoscaler owner, if any, and waits until it is given back,
+// so that another manager need not wait for it to expire.
+func (c *ClusterLeases) Release(owner types.NamespacedName) {
+	c.mu.Lock()
+	var released []*clusterLease
+	for cluster, lease := range c.leases {
+		if lease.owner == owner {
+			released = append(released, lease)
+			delete(c.leases, cluster)
+		}
+	}
+	c.mu.Unlock()
+	for _, lease := range released {
+		lease.cancel()
+		<-lease.done
+	}
+}
+
+// ReleaseAll gives up every Lease, as the manager stops, once its engines
+// have stopped.
+func (c *ClusterLeases) ReleaseAll() {
+	c.mu.Lock()
+	leases := c.leases
+	c.leases = nil
+	c.mu.Unlock()
+	for _, lease := range leases {
+		lease.cancel()
+		<-lease.done
+	}
+}
+
+// contend runs leader election on the Cluster's Lease until ctx ends,
+// again each time the manager stops leading.
+func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, lease *clusterLease, changed func()) {
+	defer close(lease.done)
+	logger := ctrl.LoggerFrom(ctx).WithValues("Lease", client.ObjectKey{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)})
+	for ctx.Err() == nil {
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
+				Client:     c.Client,
+				LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+			},
+			LeaseDuration:   c.Timings.LeaseDuration,
+			RenewDeadline:   c.Timings.RenewDeadline,
+			RetryPeriod:     c.Timings.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            cluster.String(),
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) {
+					logger.Info("Took the Lease of the Cluster: this manager autoscales it")
+					lease.set(true, c.Identity)
+					changed()
+				},
+				OnStoppedLeading: func() {
+					logger.Info("Gave up the Lease of the Cluster")
+					lease.set(false, "")
+					changed()
+				},
+				OnNewLeader: func(identity string) {
+					if identity != c.Identity {
+						logger.V(2).Info("Another manager holds the Lease of the Cluster", "holder", identity)
+					}
+					lease.set(identity == c.Identity && isHeld(lease), identity)
+					changed()
+				},
+			},
+		})
+		if err != nil {
+			logger.Error(err, "Cannot contend for the Lease of the Cluster")
+			return
+		}
+		elector.Run(ctx)
+	}
+}
+
+func isHeld(lease *clusterLease) bool {
+	held, _ := lease.state()
+	return held
+}
+
+// holdClusterLease has the manager hold the Lease of the Cluster of s.ca,
+// an Active ClusterAutoscaler that owns it, and says whether it does.
+// While another manager holds it, no engine of this one runs for the
+// Cluster, and the status says who holds it.
+func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *reconcileScope) bool {
+	ca := s.ca
+	key := client.ObjectKeyFromObject(ca)
+	held, holder := r.Leases.Hold(ctx, clusterKey(ca), key, func() { r.enqueue(key) })
+	if held {
+		return true
+	}
+	r.stopEngine(ctx, key)
+	lease := client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)}
+	message := fmt.Sprintf("Another manager autoscales Cluster %s: %s holds Lease %s; this one takes over within %s once it stops renewing it",
+		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.Timings.LeaseDuration)
+	// One event when it happens, not one per reconcile.
+	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason || ready.Message != message {
+		ctrl.LoggerFrom(ctx).Info("Not autoscaling: another manager holds the Lease of the Cluster", "holder", holder, "Lease", lease)
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, autoscaleAction, "%s", message)
+	}
+	s.stop(autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, message)
+	return false
+}
+
+// enqueue has the ClusterAutoscaler reconciled, from outside a reconcile.
+func (r *ClusterAutoscalerReconciler) enqueue(key types.NamespacedName) {
+	regarding := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	go func() {
+		select {
+		case r.statusEvents <- event.GenericEvent{Object: regarding}:
+		case <-r.ctx.Done():
+		}
+	}()
+}
