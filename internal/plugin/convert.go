@@ -163,6 +163,16 @@ func (c *conversion) applyFlags(parsed []upstreamFlag) {
 			c.warnf("%s is given again later: upstream takes the last", f.written)
 		case row.apply == nil:
 			c.given[row.flag] = true
+			value := f.value
+			if !f.hasValue && row.boolean {
+				value = "true"
+			}
+			if row.differs != nil {
+				if warning := row.differs(c, value); warning != "" {
+					c.warnf("%s: %s", f.written, warning)
+					continue
+				}
+			}
 			c.report.unmapped = append(c.report.unmapped, unmappedFlag{flag: f.written, reason: row.reason, chartDefault: c.in.chartDefaults[f.name]})
 		default:
 			c.applyMapped(row, f)

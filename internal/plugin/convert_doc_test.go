@@ -58,7 +58,11 @@ out with a warning.
 			continue
 		}
 		unmapped++
-		fmt.Fprintf(&b, "| `--%s` | %s |\n", row.flag, markdownText.Replace(row.reason))
+		reason := row.reason
+		if row.differs != nil {
+			reason += fmt.Sprintf("; `--%s=%s` asks for the opposite of what capi-autoscaler does, and is a warning, which `--strict` fails on", row.flag, row.differing)
+		}
+		fmt.Fprintf(&b, "| `--%s` | %s |\n", row.flag, markdownText.Replace(reason))
 	}
 	fmt.Fprintf(&b, "\n%d flags with a field, %d without.\n", mapped, unmapped)
 	return b.String()

@@ -47,6 +47,13 @@ type flagMapping struct {
 	note string
 	// reason says why a flag maps to no field, and what takes its place.
 	reason string
+	// differs, for a flag that maps to no field, says how capi-autoscaler
+	// would do the opposite of what the value asks, and what it converts
+	// to instead, the nearest it has, which it may set; "" when the value
+	// asks for nothing capi-autoscaler does not do.
+	differs func(c *conversion, value string) string
+	// differing is a value differs warns of, for the docs.
+	differing string
 	// identity flags name the Cluster: they are read before all others.
 	identity bool
 }

@@ -1,5 +1,13 @@
 package plugin
 
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // Why upstream flags map to no field of the ClusterAutoscaler, and what
 // takes their place.
 const (
@@ -37,7 +45,60 @@ const (
 	reasonGPUThreshold       = "there is no GPU threshold: GPU nodes are measured by cpu and memory, against spec.scaleDown.utilizationThreshold"
 	reasonUnreadyScaleDown   = "unready nodes are removed after spec.scaleDown.unreadyTime; there is no switch of its own"
 	reasonFeatureGates       = "capi-autoscaler has no feature gates: what it has is always on"
+	reasonDaemonSetEviction  = "capi-autoscaler never evicts DaemonSet pods: they go with their node"
 )
+
+// unmappedUnless is row, but for values that ask for what capi-autoscaler
+// would do the opposite of: those are warnings (--strict fails on them).
+func unmappedUnless(row flagMapping, differing string, differs func(c *conversion, value string) string) flagMapping {
+	row.differs, row.differing = differs, differing
+	return row
+}
+
+// neverRemovedUnreadyTime is the nearest capi-autoscaler has to never
+// removing unready nodes: a year.
+const neverRemovedUnreadyTime = 365 * 24 * time.Hour
+
+// neverRemoveUnready: upstream leaves unready nodes alone; capi-autoscaler
+// removes them after spec.scaleDown.unreadyTime, which is set to a year.
+func neverRemoveUnready(c *conversion, value string) string {
+	if enabled, err := strconv.ParseBool(value); err != nil || enabled {
+		return ""
+	}
+	const field = "spec.scaleDown.unreadyTime"
+	if by := c.setBy[field]; by != "" {
+		return fmt.Sprintf("upstream never removes unready nodes; capi-autoscaler removes them after %s, which --%s sets", field, by)
+	}
+	scaleDown(&c.spec).UnreadyTime = &metav1.Duration{Duration: neverRemovedUnreadyTime}
+	c.setBy[field] = "scale-down-unready-enabled"
+	return fmt.Sprintf("upstream never removes unready nodes; capi-autoscaler removes them after %s, which is set to %s, the nearest it has", field, neverRemovedUnreadyTime)
+}
+
+// waitForDelayDeletion: upstream waits, up to the timeout, for the
+// delay-deletion annotations of a node to go before deleting it.
+func waitForDelayDeletion(_ *conversion, value string) string {
+	if d, err := time.ParseDuration(value); err == nil && d <= 0 {
+		return ""
+	}
+	return "upstream waits, up to this long, for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations of a node to go before deleting it; capi-autoscaler deletes the node once drained, without waiting: whatever those annotations hold the node for (a backup, a log shipper) is not waited for"
+}
+
+// keepMinReplicas: upstream keeps the pods of a controller with fewer
+// replicas than this.
+func keepMinReplicas(_ *conversion, value string) string {
+	if n, err := strconv.Atoi(value); err == nil && n <= 0 {
+		return ""
+	}
+	return "upstream keeps the nodes of pods whose ReplicaSet or ReplicationController has fewer replicas than this; capi-autoscaler evicts them whatever their count: give such workloads a PodDisruptionBudget (minAvailable), which it respects"
+}
+
+// scaleUpToMinSize: upstream raises node groups below their minimum size.
+func scaleUpToMinSize(_ *conversion, value string) string {
+	if enforced, err := strconv.ParseBool(value); err != nil || !enforced {
+		return ""
+	}
+	return "upstream scales a node group below its minimum size up to it; capi-autoscaler scales up only for pending pods: set the replicas of such MachineDeployments to at least their minimum"
+}
 
 func unmapped(flag, reason string) flagMapping {
 	return flagMapping{flag: flag, reason: reason}
@@ -107,7 +168,7 @@ func unmappedFlags() []flagMapping {
 		unmapped("scheduler-config-file", reasonSchedulerConfig),
 
 		unmapped("scale-down-gpu-utilization-threshold", reasonGPUThreshold),
-		unmappedBool("scale-down-unready-enabled", reasonUnreadyScaleDown),
+		unmappedUnless(unmappedBool("scale-down-unready-enabled", reasonUnreadyScaleDown), "false", neverRemoveUnready),
 		unmappedBool("scale-down-delay-type-local", reasonScaleDownDelayType),
 		unmapped("scale-down-non-empty-candidates-count", reasonTuning),
 		unmapped("scale-down-candidates-pool-ratio", reasonTuning),
@@ -121,7 +182,7 @@ func unmappedFlags() []flagMapping {
 		unmapped("pod-injection-limit", reasonTuning),
 		unmapped("node-deletion-batcher-interval", reasonTuning),
 		unmapped("node-deletion-candidate-ttl", reasonTuning),
-		unmapped("node-deletion-delay-timeout", reasonDelayDeletion),
+		unmappedUnless(unmapped("node-deletion-delay-timeout", reasonDelayDeletion), "2m", waitForDelayDeletion),
 		unmapped("node-delete-delay-after-taint", reasonNoSetting),
 		unmappedBool("dynamic-node-delete-delay-after-taint-enabled", reasonNoSetting),
 		unmapped("max-bulk-soft-taint-count", reasonNoSetting),
@@ -130,8 +191,8 @@ func unmappedFlags() []flagMapping {
 		unmapped("blocking-system-pod-distruption-timeout", reasonSystemPodTimeout),
 		unmapped("drain-priority-config", reasonDrainPriority),
 		unmappedBool("daemonset-eviction-for-empty-nodes", reasonNoSetting),
-		unmappedBool("daemonset-eviction-for-occupied-nodes", reasonNoSetting),
-		unmapped("min-replica-count", reasonNoSetting),
+		unmappedBool("daemonset-eviction-for-occupied-nodes", reasonDaemonSetEviction),
+		unmappedUnless(unmapped("min-replica-count", reasonNoSetting), "2", keepMinReplicas),
 		unmappedBool("ignore-mirror-pods-utilization", reasonNoSetting),
 		unmappedBool("parallel-drain", reasonParallelDrain),
 		unmappedBool("force-delete-unregistered-nodes", reasonNoSetting),
@@ -139,7 +200,7 @@ func unmappedFlags() []flagMapping {
 
 		unmappedBool("scale-up-from-zero", reasonNoSetting),
 		unmappedBool("parallel-scale-up", reasonNoSetting),
-		unmappedBool("enforce-node-group-min-size", reasonNoSetting),
+		unmappedUnless(unmappedBool("enforce-node-group-min-size", reasonNoSetting), "true", scaleUpToMinSize),
 		unmappedBool("force-ds", reasonNoSetting),
 		unmapped("bypassed-scheduler-names", reasonNoSetting),
 		unmappedBool("enable-proactive-scaleup", reasonNoSetting),
