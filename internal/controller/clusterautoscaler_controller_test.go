@@ -132,6 +132,32 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		}, waitTimeout).Should(Succeed())
 	})
 
+	It("never takes over a ConfigMap of its explanation's name that it did not create, which would be deleted with it", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		theirs := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: autoscalingv1alpha1.ExplanationConfigMapName("autoscaler")},
+			Data:       map[string]string{"dashboards": "theirs"},
+		}
+		Expect(k8sClient.Create(ctx, theirs)).To(Succeed())
+		key := createClusterAutoscaler(fixture)
+		expectRunning(key)
+		expectAnotherLoop(key)
+		Eventually(func(g Gomega) {
+			events := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, events, client.InNamespace(fixture.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type": Equal(corev1.EventTypeWarning), "Reason": Equal(ExplanationConfigMapTakenReason),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(key.Name)}),
+			})))
+		}, waitTimeout).Should(Succeed())
+		Expect(get(theirs).Data).To(Equal(map[string]string{"dashboards": "theirs"}), "their data stays")
+		Expect(get(theirs).OwnerReferences).To(BeEmpty(), "not taken over")
+
+		deleteClusterAutoscaler(key)
+		Consistently(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(theirs), &corev1.ConfigMap{}) }, 2*time.Second).
+			Should(Succeed(), "not deleted with the ClusterAutoscaler")
+	})
+
 	It("applies a new configuration to the running engine", func() {
 		engine := reconciler.engines.get(reachableCA)
 		Expect(engine).NotTo(BeNil())

@@ -10,7 +10,10 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/klog/v2"
@@ -41,10 +44,13 @@ const (
 )
 
 // explanationPublished is the last explanation written for an engine:
-// when, and what it said but for its loop time.
+// when, and what it said but for its loop time; and whether the ConfigMap
+// is known to be the ClusterAutoscaler's, or known not to be.
 type explanationPublished struct {
 	at      time.Time
 	content []byte
+	owned   bool
+	foreign bool
 }
 
 // The API server authorizes an apply that creates the object as a create.
@@ -82,12 +88,68 @@ func (r *ClusterAutoscalerReconciler) publishExplanation(ctx context.Context, ca
 			WithAPIVersion(autoscalingv1alpha1.GroupVersion.String()).WithKind("ClusterAutoscaler").
 			WithName(ca.Name).WithUID(ca.UID).WithController(true)).
 		WithData(map[string]string{autoscalingv1alpha1.ExplanationDataKey: string(data)})
+	owned, err := r.ownExplanation(ctx, ca, running, configMap)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot write the explanation", "ConfigMap", klog.KRef(ca.Namespace, *configMap.Name))
+		return
+	}
+	if !owned {
+		return
+	}
 	if err := r.Client.Apply(ctx, configMap, client.FieldOwner(explanationFieldOwner), client.ForceOwnership); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Cannot write the explanation", "ConfigMap", klog.KRef(ca.Namespace, *configMap.Name))
 		return
 	}
-	running.explanation = explanationPublished{at: r.Clock.Now(), content: content}
+	running.explanation = explanationPublished{at: r.Clock.Now(), content: content, owned: true}
 }
+
+// ownExplanation makes sure, before the engine's first write, that the
+// explanation ConfigMap is the ClusterAutoscaler's: it creates it, or
+// finds it controlled by the ClusterAutoscaler already. A ConfigMap of
+// that name that someone else made is never taken over, which would have
+// it deleted with the ClusterAutoscaler: the explanation is not written,
+// and an event says why, once per engine. The manager may not read
+// ConfigMaps, so ownership is tested in a JSON patch that changes nothing.
+func (r *ClusterAutoscalerReconciler) ownExplanation(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, running *runningEngine, configMap *corev1ac.ConfigMapApplyConfiguration) (bool, error) {
+	if running.explanation.owned {
+		return true, nil
+	}
+	if running.explanation.foreign {
+		return false, nil
+	}
+	created := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ca.Namespace, Name: *configMap.Name}}
+	err := r.Client.Create(ctx, created, client.FieldOwner(explanationFieldOwner))
+	if err == nil {
+		// Owned from the apply that follows, which adds the owner.
+		running.explanation.owned = true
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, err
+	}
+	test, err := json.Marshal([]map[string]any{{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": ca.UID}})
+	if err != nil {
+		return false, err
+	}
+	err = r.Client.Patch(ctx, created, client.RawPatch(types.JSONPatchType, test))
+	switch {
+	case err == nil:
+		running.explanation.owned = true
+		return true, nil
+	case apierrors.IsInvalid(err):
+		running.explanation.foreign = true
+		ctrl.LoggerFrom(ctx).Info("Not writing the explanation: a ConfigMap of its name exists that is not this ClusterAutoscaler's", "ConfigMap", klog.KObj(created))
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, ExplanationConfigMapTakenReason, autoscaleAction,
+			"ConfigMap %s exists and is not this ClusterAutoscaler's: the explanation of its loops is not written there, nor is it taken over (it would be deleted with the ClusterAutoscaler); delete or rename it", *configMap.Name)
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// ExplanationConfigMapTakenReason is the reason of the event that says the
+// explanation ConfigMap's name is taken by another ConfigMap.
+const ExplanationConfigMapTakenReason = "ExplanationConfigMapTaken"
 
 // explanationOf is the explanation of a loop, without its time, within
 // maxExplanationBytes: groups of pods name only some of their pods and take
