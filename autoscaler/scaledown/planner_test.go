@@ -428,6 +428,15 @@ func TestPlanDecidesWhichNodesGo(t *testing.T) {
 			wantKept: map[string]scaledown.Reason{"busy": busyKept, "idle": busyKept},
 		},
 		{
+			// The Actuator would find the pod on the node at every loop
+			// and give the node back, with events.
+			name: "a node whose only pod is still terminating is drained, not deleted as empty",
+			cluster: cluster{nodes: []*corev1.Node{node("busy"), node("idle")},
+				pods: []*corev1.Pod{pod("busy-0", "3", "busy"), pod("stopping-0", "100m", "idle", st.Terminating(st.Now.Add(10*time.Minute)))}},
+			wantDrain: []string{"idle"},
+			wantKept:  map[string]scaledown.Reason{"busy": busyKept},
+		},
+		{
 			name: "a pod terminating past its grace period and the margin holds its node no more",
 			cluster: cluster{nodes: []*corev1.Node{node("busy"), node("idle")},
 				pods: []*corev1.Pod{pod("busy-0", "3", "busy"), pod("stuck-0", "3", "idle", st.Terminating(st.Now.Add(-31*time.Second)))}},

@@ -150,10 +150,17 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 	}
 	var movable []*corev1.Pod
 	empty = true
+	now := p.clock.Now()
 	for _, podInfo := range c.nodeInfo.Pods() {
 		pod := podInfo.Pod
 		switch roleOf(pod, p.opts.PriorityCutoff) {
 		case podStays:
+			// A pod still terminating is waited for, as the Actuator
+			// waits for it (podsToEvict): the node is drained, not
+			// deleted as empty, which it would refuse at every loop.
+			if pod.DeletionTimestamp != nil && !gone(pod, now) {
+				empty = false
+			}
 			continue
 		case podExpendable:
 			empty = false
