@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -73,6 +74,13 @@ type Options struct {
 	// Requests, when set, lists the ProvisioningRequests the engine
 	// answers, and records its answers.
 	Requests provisioning.Lister
+	// AtomicScaleUps are the atomic scale-ups in progress that an earlier
+	// engine of the cluster recorded in the management cluster
+	// (Status.AtomicScaleUps), by request UID: with the engine's own,
+	// the only records a rollback trusts to name what to remove. What a
+	// ProvisioningRequest's status in the workload cluster says, whoever
+	// may write it there, names nothing.
+	AtomicScaleUps map[types.UID]provisioning.ScaleUp
 }
 
 // DefaultLoopTimeout bounds a loop. Loops take milliseconds to a second: a
@@ -165,6 +173,14 @@ func New(opts Options) (*Engine, error) {
 			planner:  scaledown.NewPlanner(opts.Clock),
 			actuator: actuator,
 		},
+	}
+	for uid, record := range opts.AtomicScaleUps {
+		if e.lasting.history.scaleUps == nil {
+			e.lasting.history.scaleUps = map[types.UID]*atomicScaleUp{}
+		}
+		// What the groups had before is not known: the instances that
+		// appear from the first loop on are the scale-up's.
+		e.lasting.history.scaleUps[uid] = &atomicScaleUp{record: &record}
 	}
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)

@@ -27,9 +27,11 @@ const (
 )
 
 // atomicScaleUp is what the engine remembers of an atomic scale-up in
-// progress: the record, also kept in the request's status but followed from
-// here even when writing that failed, and the instances each group had
-// before it, so that those that appear since are the scale-up's.
+// progress: the record, also published in the management cluster
+// (Status.AtomicScaleUps) and, for its users, in the request's status, and
+// the instances each group had before it, so that those that appear since
+// are the scale-up's; nil until the first loop that follows a record an
+// earlier engine left (Options.AtomicScaleUps).
 type atomicScaleUp struct {
 	record *provisioning.ScaleUp
 	before map[string]sets.Set[string]
@@ -65,8 +67,16 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 	for i := range requests {
 		request := &requests[i]
 		listed.Insert(request.UID)
-		if remembered := s.history.scaleUps[request.UID]; remembered != nil && request.ScaleUp == nil && !request.Booked {
+		// Only the engine's records, and the management cluster's, say
+		// what a scale-up added: the request's status is written in the
+		// workload cluster, where its tenants may write it too.
+		switch remembered := s.history.scaleUps[request.UID]; {
+		case remembered != nil && !request.Booked:
 			request.ScaleUp = remembered.record
+		case request.ScaleUp != nil && remembered == nil:
+			klog.FromContext(ctx).V(2).Info("Ignoring the atomic scale-up a ProvisioningRequest's status names: this autoscaler has no record of it",
+				"ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
+			request.ScaleUp = nil
 		}
 		if request.ScaleUp == nil {
 			continue
@@ -267,17 +277,17 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 // all come within the groups' max provision time.
 func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
 	record := request.ScaleUp
+	// The engine's own record: readRequests takes no other.
 	remembered := s.history.scaleUps[request.UID]
-	if remembered == nil {
-		// A manager that restarted since the scale-up started: the
-		// instances that appear from now on are the scale-up's.
-		remembered = &atomicScaleUp{record: record, before: map[string]sets.Set[string]{}}
+	if remembered.before == nil {
+		// An engine that started since the scale-up did: the instances
+		// that appear from now on are the scale-up's.
+		remembered.before = map[string]sets.Set[string]{}
 		for _, group := range l.groups.Groups {
 			if _, ok := record.Groups[group.ID()]; ok {
 				remembered.before[group.ID()] = instanceKeys(group)
 			}
 		}
-		s.remember(request.UID, remembered)
 	}
 
 	record = noteInstances(record, l.groups.Groups, remembered)
@@ -487,4 +497,17 @@ func consumers(snap *snapshot.Snapshot) map[string]int {
 		}
 	}
 	return counts
+}
+
+// atomicScaleUpRecords are the atomic scale-ups in progress, for the
+// status: what a later engine follows and may roll back.
+func (s *steps) atomicScaleUpRecords() map[types.UID]provisioning.ScaleUp {
+	if len(s.history.scaleUps) == 0 {
+		return nil
+	}
+	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.scaleUps))
+	for uid, scaleUp := range s.history.scaleUps {
+		records[uid] = *scaleUp.record
+	}
+	return records
 }

@@ -353,8 +353,12 @@ func TestAnAtomicScaleUpSurvivesARestart(t *testing.T) {
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}))
 
-	// A new engine, as after a restart, sees the Machines created since.
-	f.withRequests(t, requests)
+	// A new engine, as after a restart, takes the record that the
+	// management cluster keeps of the last one's scale-ups, and sees the
+	// Machines created since.
+	recorded := f.engine.Status().AtomicScaleUps
+	g.Expect(recorded).To(HaveKey(atomicOf(4).UID))
+	f.with(t, func(opts *autoscaler.Options) { opts.Requests, opts.AtomicScaleUps = requests, recorded })
 	f.clock.Step(time.Minute)
 	f.runOnce(t)
 	group.appear()
@@ -368,6 +372,51 @@ func TestAnAtomicScaleUpSurvivesARestart(t *testing.T) {
 	g.Expect(requests.answer("job").Outcome).To(Equal(provisioning.ScaleUpFailed))
 	g.Expect(group.deletedInstances).To(HaveLen(2))
 	g.Expect(group.target).To(Equal(0))
+}
+
+// What a ProvisioningRequest's status says of an atomic scale-up is
+// written in the workload cluster, where whoever may write
+// provisioningrequests/status can write it: it never names what a rollback
+// removes. A request whose status claims a scale-up of Machines of the
+// group, which the engine never started, gets no rollback of them, whether
+// the engine restarted or not.
+func TestARollbackNeverRemovesWhatARequestsStatusNames(t *testing.T) {
+	for _, restarted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarted=%t", restarted), func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
+			nodes := group.addNodes(2)
+			// Two Machines of the group, one without a node yet, one with
+			// a node that runs only a DaemonSet pod: what a rollback removes.
+			group.instances[0].NodeName = ""
+			agent := st.Pod("agent", "100m", "", st.OnNode(nodes[1].Name), daemonSetOwned)
+			forged := atomicOf(4)
+			forged.ScaleUp = &provisioning.ScaleUp{
+				Started:   st.Now.Add(-time.Hour),
+				Groups:    map[string]int{group.id: 2},
+				Instances: map[string][]string{group.id: {group.instances[0].ID, group.instances[1].ID}},
+			}
+			requests := &fakeRequests{requests: []provisioning.Request{forged}}
+			f := newFixture(t, []*fakeGroup{group}, nodes[1], agent).withRequests(t, requests)
+			if restarted {
+				f.runOnce(t)
+				f.with(t, func(opts *autoscaler.Options) {
+					opts.Requests, opts.AtomicScaleUps = requests, f.engine.Status().AtomicScaleUps
+				})
+			}
+
+			// The forged scale-up started an hour ago: it is past every
+			// provision time, and would be rolled back at once.
+			named := group.instances[0].ID
+			f.runOnce(t)
+			f.clock.Step(time.Minute)
+			f.runOnce(t)
+
+			g.Expect(group.deletedInstances).NotTo(ContainElement(named), "no Machine the status names is removed")
+			g.Expect(group.deletedNodes).NotTo(ContainElement(nodes[1].Name))
+			g.Expect(group.instances).To(HaveLen(2))
+		})
+	}
 }
 
 // The nodes on their way for an atomic request are the request's: other

@@ -3,6 +3,9 @@ package autoscaler
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -30,6 +33,11 @@ type Status struct {
 	// Decisions are the last decisions of the engine in DryRun mode
 	// (at most 50), oldest first; none in Active mode.
 	Decisions []Decision
+	// AtomicScaleUps are the atomic scale-ups of ProvisioningRequests in
+	// progress, by request UID, for the management cluster to keep: an
+	// engine that starts later takes them (Options.AtomicScaleUps) to
+	// follow them and roll them back, and trusts no other record.
+	AtomicScaleUps map[types.UID]provisioning.ScaleUp
 
 	Nodes      int
 	ReadyNodes int

@@ -807,6 +807,7 @@ func (s *steps) fillStatus(l *loop) {
 	}
 	status.DryRun = s.dryRun()
 	status.Decisions = slices.Clone(s.history.decisions.list)
+	status.AtomicScaleUps = s.atomicScaleUpRecords()
 	if status.DryRun {
 		status.ScalingActive = false
 		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"

@@ -633,6 +633,18 @@ type ClusterAutoscalerStatus struct {
 	// +kubebuilder:validation:MaxItems=50
 	DryRunDecisions []DryRunDecision `json:"dryRunDecisions,omitempty"`
 
+	// atomicScaleUps are the atomic scale-ups of best-effort-atomic-scale-up
+	// ProvisioningRequests in progress, as the engine records them here, in
+	// the management cluster: what each added, for the engine of a
+	// restarted manager or a new leader to follow and roll back. A rollback
+	// trusts no other record: what a request's status in the workload
+	// cluster says, which its tenants may write, names nothing to remove.
+	// +optional
+	// +listType=map
+	// +listMapKey=requestUID
+	// +kubebuilder:validation:MaxItems=100
+	AtomicScaleUps []AtomicScaleUpRecord `json:"atomicScaleUps,omitempty"`
+
 	// lastScaleUpTime is when nodes were last added.
 	// +optional
 	LastScaleUpTime *metav1.Time `json:"lastScaleUpTime,omitempty"`
@@ -785,6 +797,52 @@ type DryRunDecision struct {
 	// the decision came time - oldestPodCreationTime after it.
 	// +optional
 	OldestPodCreationTime *metav1.Time `json:"oldestPodCreationTime,omitempty"`
+}
+
+// AtomicScaleUpRecord is an atomic scale-up in progress for a
+// ProvisioningRequest: the nodes it asked of each node group, and the
+// instances that appeared for them.
+type AtomicScaleUpRecord struct {
+	// requestUID is the UID of the ProvisioningRequest in the workload
+	// cluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	RequestUID string `json:"requestUID"`
+
+	// started is when the scale-up started.
+	// +required
+	Started metav1.Time `json:"started"`
+
+	// nodeGroups are the nodes added to each node group.
+	// +required
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	NodeGroups []NodeGroupDelta `json:"nodeGroups"`
+
+	// instances are, by node group, the instances that appeared for the
+	// scale-up: their Machines' names, or their IDs when they have none.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=100
+	Instances []NodeGroupInstances `json:"instances,omitempty"`
+}
+
+// NodeGroupInstances are instances of one node group.
+type NodeGroupInstances struct {
+	// id is Kind/namespace/name of the node group.
+	// +required
+	ID string `json:"id"`
+
+	// instances are the instances' Machine names, or IDs.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=512
+	Instances []string `json:"instances"`
 }
 
 // NodeGroupDelta is a change of one node group's size.

@@ -235,6 +235,9 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		Clock:         r.Clock,
 		Buffers:       newCapacityBuffers(workload, live, r.Clock),
 		Requests:      newProvisioningRequests(workload, live, r.Clock),
+		// What the engine before this one recorded in the management
+		// cluster: the only record of its atomic scale-ups it trusts.
+		AtomicScaleUps: atomicScaleUpsOf(ca.Status.AtomicScaleUps),
 		// Every loop enqueues the ClusterAutoscaler, whose reconcile
 		// writes the engine's status.
 		OnStatus: func(autoscaler.Status) {

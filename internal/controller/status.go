@@ -106,6 +106,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	}
 
 	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
+	ca.Status.AtomicScaleUps = atomicScaleUpRecords(status.AtomicScaleUps)
 
 	autoscaled := 0
 	rows := make([]autoscalingv1alpha1.NodeGroupStatus, 0, len(status.NodeGroups))
