@@ -51,11 +51,12 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 		}
 	}
 	logger := klog.FromContext(ctx)
-	lease, err := s.opts.Clientset.CoordinationV1().Leases(UpstreamNamespace).Get(ctx, upstreamLeaseName, metav1.GetOptions{})
+	upstream := s.settings.config.Upstream
+	lease, err := s.opts.Clientset.CoordinationV1().Leases(upstream.LeaseNamespace).Get(ctx, upstream.LeaseName, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if renewed := lease.Spec.RenewTime; renewed != nil && l.now.Sub(renewed.Time) < OtherAutoscalerRecency {
-			return fmt.Sprintf("Lease %s/%s was renewed at %s by %s", UpstreamNamespace, upstreamLeaseName,
+			return fmt.Sprintf("Lease %s/%s was renewed at %s by %s", upstream.LeaseNamespace, upstream.LeaseName,
 				renewed.UTC().Format(time.RFC3339), valueOrUnknown(lease.Spec.HolderIdentity))
 		}
 	case !apierrors.IsNotFound(err):
@@ -63,11 +64,11 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 		// still tell.
 		logger.V(4).Info("Cannot read the upstream cluster-autoscaler's Lease", "err", err.Error())
 	}
-	status, err := s.opts.Clientset.CoreV1().ConfigMaps(UpstreamNamespace).Get(ctx, UpstreamStatusConfigMap, metav1.GetOptions{})
+	status, err := s.opts.Clientset.CoreV1().ConfigMaps(upstream.Namespace).Get(ctx, upstream.StatusConfigMap, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if written, ok := UpstreamStatusLastUpdated(status); ok && l.now.Sub(written) < OtherAutoscalerRecency {
-			return fmt.Sprintf("ConfigMap %s/%s was written at %s", UpstreamNamespace, UpstreamStatusConfigMap, written.UTC().Format(time.RFC3339))
+			return fmt.Sprintf("ConfigMap %s/%s was written at %s", upstream.Namespace, upstream.StatusConfigMap, written.UTC().Format(time.RFC3339))
 		}
 	case !apierrors.IsNotFound(err):
 		logger.V(4).Info("Cannot read the upstream cluster-autoscaler's status ConfigMap", "err", err.Error())

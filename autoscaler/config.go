@@ -65,6 +65,21 @@ type Config struct {
 	Health    HealthConfig
 
 	Taints TaintConfig
+
+	// Upstream is where an upstream cluster-autoscaler keeps what shows
+	// it runs in the cluster (checkOtherAutoscalers).
+	Upstream UpstreamLocation
+}
+
+// UpstreamLocation is where the upstream cluster-autoscaler keeps its
+// leader election Lease and its status ConfigMap, as its --namespace,
+// --leader-elect-resource-namespace, --leader-elect-resource-name and
+// --status-config-map-name flags set them.
+type UpstreamLocation struct {
+	Namespace       string
+	LeaseNamespace  string
+	LeaseName       string
+	StatusConfigMap string
 }
 
 // ResourceLimits bound the whole cluster; zero maxima mean no limit.
@@ -194,6 +209,13 @@ func DefaultConfig() Config {
 		Health: HealthConfig{
 			OkTotalUnreadyCount:       3,
 			MaxTotalUnreadyPercentage: 45,
+		},
+		// Upstream's defaults.
+		Upstream: UpstreamLocation{
+			Namespace:       UpstreamNamespace,
+			LeaseNamespace:  UpstreamNamespace,
+			LeaseName:       upstreamLeaseName,
+			StatusConfigMap: UpstreamStatusConfigMap,
 		},
 	}
 }

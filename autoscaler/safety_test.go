@@ -158,6 +158,57 @@ func TestAFreshUpstreamStatusStopsAllScaling(t *testing.T) {
 	g.Expect(status.OtherAutoscaler).To(ContainSubstring("ConfigMap kube-system/cluster-autoscaler-status was written at"))
 }
 
+// An upstream autoscaler installed elsewhere than in kube-system under its
+// default names, as its chart may install it, is found where its flags
+// say it keeps its Lease and its status (Config.Upstream).
+func TestAnUpstreamAutoscalerIsFoundWhereItsFlagsPutIt(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		seen func(context.Context, *fixture) error
+		want string
+	}{
+		{
+			name: "its Lease",
+			seen: func(ctx context.Context, f *fixture) error {
+				_, err := f.clientset.CoordinationV1().Leases("autoscaling").Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "autoscaling", Name: "ca-leader"},
+					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ca-7d9"), RenewTime: ptr.To(metav1.NewMicroTime(f.clock.Now()))},
+				}, metav1.CreateOptions{})
+				return err
+			},
+			want: "Lease autoscaling/ca-leader was renewed at",
+		},
+		{
+			name: "its status ConfigMap",
+			seen: func(ctx context.Context, f *fixture) error {
+				_, err := f.clientset.CoreV1().ConfigMaps("monitoring").Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "ca-status", Annotations: map[string]string{
+						"cluster-autoscaler.kubernetes.io/last-updated": f.clock.Now().Format("2006-01-02 15:04:05.999999999 -0700 MST"),
+					}},
+				}, metav1.CreateOptions{})
+				return err
+			},
+			want: "ConfigMap monitoring/ca-status was written at",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+			nodes := group.addNodes(1)
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+			config := autoscaler.DefaultConfig()
+			config.Upstream = autoscaler.UpstreamLocation{Namespace: "monitoring", LeaseNamespace: "autoscaling", LeaseName: "ca-leader", StatusConfigMap: "ca-status"}
+			f.apply(t, config)
+			g.Expect(tt.seen(context.Background(), f)).To(Succeed())
+
+			status := f.runOnce(t)
+
+			g.Expect(group.increases).To(BeEmpty())
+			g.Expect(status.OtherAutoscaler).To(ContainSubstring(tt.want))
+		})
+	}
+}
+
 func TestANodeItsGroupDidNotRemoveIsGivenBackAndReported(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}

@@ -73,6 +73,17 @@ type ClusterAutoscalerSpec struct {
 	// +optional
 	WorkloadKubeconfigSecretRef *WorkloadKubeconfigSecretReference `json:"workloadKubeconfigSecretRef,omitempty"`
 
+	// upstreamAutoscaler says where an upstream cluster-autoscaler that may
+	// run in the workload cluster, as during a switch, keeps its leader
+	// election Lease and its status ConfigMap: while it renewed the one or
+	// wrote the other within two minutes, this autoscaler does not scale.
+	// Unset fields take upstream's defaults (kube-system,
+	// cluster-autoscaler, cluster-autoscaler-status); its deletion taints
+	// on nodes tell wherever it runs. kubectl capi-autoscaler convert
+	// writes what the upstream flags say.
+	// +optional
+	UpstreamAutoscaler *UpstreamAutoscalerLocation `json:"upstreamAutoscaler,omitempty"`
+
 	// podPriorityThreshold is the priority cutoff: pods with a lower priority
 	// never trigger a scale-up and never block a scale-down.
 	// +optional
@@ -237,6 +248,42 @@ type WorkloadKubeconfigSecretReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key,omitempty"`
+}
+
+// UpstreamAutoscalerLocation is where the upstream cluster-autoscaler keeps
+// what shows it runs, as its flags set it.
+type UpstreamAutoscalerLocation struct {
+	// namespace is upstream's --namespace, where its status ConfigMap is;
+	// kube-system when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Label().validate(self).hasValue()",message="must be the name of a namespace"
+	Namespace string `json:"namespace,omitempty"`
+
+	// leaseNamespace is upstream's --leader-elect-resource-namespace, where
+	// its Lease is; namespace when unset, as upstream defaults it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Label().validate(self).hasValue()",message="must be the name of a namespace"
+	LeaseNamespace string `json:"leaseNamespace,omitempty"`
+
+	// leaseName is upstream's --leader-elect-resource-name;
+	// cluster-autoscaler when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be the name of a Lease"
+	LeaseName string `json:"leaseName,omitempty"`
+
+	// statusConfigMapName is upstream's --status-config-map-name;
+	// cluster-autoscaler-status when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be the name of a ConfigMap"
+	StatusConfigMapName string `json:"statusConfigMapName,omitempty"`
 }
 
 // TaintKey is the key of a node taint, a qualified name such as

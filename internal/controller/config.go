@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"time"
@@ -34,6 +35,13 @@ func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.
 	config.MinLoopInterval = duration(spec.MinLoopInterval, config.MinLoopInterval)
 	config.BalanceSimilarNodeGroups = ptr.Deref(spec.BalanceSimilarNodeGroups, config.BalanceSimilarNodeGroups)
 	config.BalancingIgnoredLabels = spec.BalancingIgnoredLabels
+	if upstream := spec.UpstreamAutoscaler; upstream != nil {
+		config.Upstream.Namespace = cmp.Or(upstream.Namespace, config.Upstream.Namespace)
+		// As upstream defaults its --leader-elect-resource-namespace.
+		config.Upstream.LeaseNamespace = cmp.Or(upstream.LeaseNamespace, config.Upstream.Namespace)
+		config.Upstream.LeaseName = cmp.Or(upstream.LeaseName, config.Upstream.LeaseName)
+		config.Upstream.StatusConfigMap = cmp.Or(upstream.StatusConfigMapName, config.Upstream.StatusConfigMap)
+	}
 
 	if len(spec.Expanders) > 0 {
 		config.Expanders = make([]string, 0, len(spec.Expanders))

@@ -28,6 +28,15 @@ func TestConfigFromSpec(t *testing.T) {
 			want: func(*autoscaler.Config) {},
 		},
 		{
+			name: "where the upstream autoscaler keeps its Lease and status: the Lease in its namespace unless said otherwise",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{UpstreamAutoscaler: &autoscalingv1alpha1.UpstreamAutoscalerLocation{
+				Namespace: "autoscaling", LeaseName: "ca-leader",
+			}},
+			want: func(c *autoscaler.Config) {
+				c.Upstream = autoscaler.UpstreamLocation{Namespace: "autoscaling", LeaseNamespace: "autoscaling", LeaseName: "ca-leader", StatusConfigMap: "cluster-autoscaler-status"}
+			},
+		},
+		{
 			name: "memory limits in GiB become bytes, GPUs a map by type",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ResourceLimits: &autoscalingv1alpha1.ResourceLimits{
 				MaxNodesTotal: ptr.To[int32](50),

@@ -102,6 +102,14 @@ func mappedFlags() []flagMapping {
 		{flag: "node-group-auto-discovery", field: "spec.clusterName, metadata.namespace", identity: true, multi: true},
 		{flag: "nodes", field: "the node group's min and max size annotations", multi: true, apply: applyNodes},
 		{flag: "kubeconfig", field: "spec.workloadKubeconfigSecretRef", apply: applyKubeconfig},
+		upstreamLocationFlag("namespace", "namespace", validation.IsDNS1123Label, "kube-system",
+			func(l *autoscalingv1alpha1.UpstreamAutoscalerLocation) *string { return &l.Namespace }),
+		upstreamLocationFlag("leader-elect-resource-namespace", "leaseNamespace", validation.IsDNS1123Label, "the --namespace",
+			func(l *autoscalingv1alpha1.UpstreamAutoscalerLocation) *string { return &l.LeaseNamespace }),
+		upstreamLocationFlag("leader-elect-resource-name", "leaseName", validation.IsDNS1123Subdomain, "cluster-autoscaler",
+			func(l *autoscalingv1alpha1.UpstreamAutoscalerLocation) *string { return &l.LeaseName }),
+		upstreamLocationFlag("status-config-map-name", "statusConfigMapName", validation.IsDNS1123Subdomain, "cluster-autoscaler-status",
+			func(l *autoscalingv1alpha1.UpstreamAutoscalerLocation) *string { return &l.StatusConfigMapName }),
 
 		durationFlag("scan-interval", "spec.scanInterval", scanInterval, "10s",
 			func(c autoscaler.Config) time.Duration { return c.ScanInterval }, minScanInterval),
@@ -252,6 +260,33 @@ func durationFlag(flag, field string, at func(*caSpec) **metav1.Duration, upstre
 		},
 		ours:  func(c autoscaler.Config) string { return shortDuration(ours(c)) },
 		equal: sameDuration,
+	}
+}
+
+// upstreamLocationFlag maps a flag that says where upstream keeps its Lease
+// or its status ConfigMap to the field of spec.upstreamAutoscaler that
+// tells capi-autoscaler where to look for them during a switch.
+func upstreamLocationFlag(flag, field string, valid func(string) []string, upstream string, at func(*autoscalingv1alpha1.UpstreamAutoscalerLocation) *string) flagMapping {
+	return flagMapping{
+		flag: flag, field: "spec.upstreamAutoscaler." + field, upstream: upstreamDefault{value: upstream},
+		note: "where capi-autoscaler looks for the upstream autoscaler, and does not scale while it runs",
+		apply: func(c *conversion, value string) (string, error) {
+			if value == releaseNamespace {
+				return "", fmt.Errorf("the namespace of the upstream chart's release, which its values do not tell: set spec.%s to it", "upstreamAutoscaler."+field)
+			}
+			if problems := valid(value); len(problems) > 0 {
+				return "", fmt.Errorf("not a name: %s", strings.Join(problems, "; "))
+			}
+			if value == upstream {
+				// Where capi-autoscaler looks already.
+				return value, nil
+			}
+			if c.spec.UpstreamAutoscaler == nil {
+				c.spec.UpstreamAutoscaler = &autoscalingv1alpha1.UpstreamAutoscalerLocation{}
+			}
+			*at(c.spec.UpstreamAutoscaler) = value
+			return value, nil
+		},
 	}
 }
 

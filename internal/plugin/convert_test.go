@@ -95,10 +95,12 @@ var realConfigurations = []struct {
 		},
 		wantUnmapped: []string{
 			"--cloud-provider=clusterapi",
-			"--namespace=<release namespace>",
 			"--logtostderr=true",
 			"--stderrthreshold=info",
 		},
+		// Where it keeps its Lease and status: capi-autoscaler looks for
+		// them there during a switch.
+		wantWarnings: []string{"--namespace=<release namespace>: the namespace of the upstream chart's release, which its values do not tell: set spec.upstreamAutoscaler.namespace to it"},
 		wantDefaults: []differingDefault{
 			{flag: "cores-total", field: "spec.resourceLimits.cores", upstream: "0:320000", ours: "none"},
 			{flag: "memory-total", field: "spec.resourceLimits.memory", upstream: "0:6400000", ours: "none"},
@@ -289,6 +291,7 @@ var realConfigurations = []struct {
 		},
 		wantMapped: []string{
 			"--node-group-auto-discovery=clusterapi:clusterName=prod,namespace=clusters",
+			"--namespace=kube-system",
 			"--nodes=1:10:prod-md-0",
 			"--balance-similar-node-groups=true",
 			"--balancing-ignore-label=topology.ebs.csi.aws.com/zone",
@@ -301,7 +304,6 @@ var realConfigurations = []struct {
 		},
 		wantUnmapped: []string{
 			"--cloud-provider=clusterapi",
-			"--namespace=kube-system",
 			"--kubeconfig=/etc/kubernetes/value",
 			"--clusterapi-cloud-config-authoritative",
 			"--stderrthreshold=info",

@@ -14,7 +14,6 @@ const (
 	reasonWorkloadConnection = "the workload cluster is reached with the Cluster's kubeconfig Secret <cluster>-kubeconfig, or the Secret of spec.workloadKubeconfigSecretRef"
 	reasonManagementCluster  = "the management cluster: the manager runs there and reaches it with its own ServiceAccount"
 	reasonClientLimits       = "the manager's --workload-client-qps and --workload-client-burst (20, 30) limit its requests to each workload cluster"
-	reasonNamespace          = "upstream's own namespace, for its status ConfigMap and leader election Lease; capi-autoscaler reports in the ClusterAutoscaler's status, in the Cluster's namespace"
 	reasonClusterName        = "not used by the clusterapi provider: the Cluster is named by --node-group-auto-discovery=clusterapi:clusterName=..., or by convert's --cluster-name"
 	reasonLogging            = "logging of the upstream process: the manager's logging is set by its own -v and --logging-format flags, and spec.logVerbosity sets the level of this Cluster's loop"
 	reasonLeaderElection     = "leader election of the upstream process: the manager elects a leader with its own --leader-elect flags"
@@ -118,7 +117,6 @@ func unmappedFlags() []flagMapping {
 		unmapped("kube-client-burst", reasonClientLimits),
 		unmapped("kube-client-qps", reasonClientLimits),
 		unmapped("user-agent", reasonNoSetting),
-		unmapped("namespace", reasonNamespace),
 		unmapped("cluster-name", reasonClusterName),
 
 		unmapped("address", reasonMetrics),
@@ -129,10 +127,7 @@ func unmappedFlags() []flagMapping {
 		unmapped("leader-elect-renew-deadline", reasonLeaderElection),
 		unmapped("leader-elect-retry-period", reasonLeaderElection),
 		unmapped("leader-elect-resource-lock", reasonLeaderElection),
-		unmapped("leader-elect-resource-name", reasonLeaderElection),
-		unmapped("leader-elect-resource-namespace", reasonLeaderElection),
 		unmappedBool("write-status-configmap", reasonStatus),
-		unmapped("status-config-map-name", reasonStatus),
 		unmapped("max-inactivity", reasonHealth),
 		unmapped("max-failing-time", reasonHealth),
 		unmappedBool("record-duplicated-events", reasonEvents),
