@@ -155,6 +155,9 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	if r.Client == nil || r.ClusterCache == nil || r.WorkloadKubeconfigs == nil || r.Recorder == nil || r.Leases == nil {
 		return errors.New("client, cluster cache, workload kubeconfigs, recorder and leases are required")
 	}
+	if err := r.Leases.Validate(); err != nil {
+		return err
+	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

@@ -3,10 +3,12 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -113,7 +115,7 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 	if !ok {
 		select {
 		case <-lease.observed:
-		case <-time.After(c.Timings.RetryPeriod):
+		case <-time.After(c.timings().RetryPeriod):
 		case <-ctx.Done():
 		}
 	}
@@ -152,43 +154,72 @@ func (c *ClusterLeases) ReleaseAll() {
 	}
 }
 
+// Validate says why the Leases cannot be held: no client or identity, or
+// timings leader election refuses. Zero timings take
+// DefaultClusterLeaseTimings.
+func (c *ClusterLeases) Validate() error {
+	if c.Client == nil || c.Identity == "" {
+		return errors.New("the Clusters' Leases need a client and an identity")
+	}
+	if _, err := leaderelection.NewLeaderElector(c.config(logr.Discard(), client.ObjectKey{Namespace: "default", Name: "validate"}, nil, func() {})); err != nil {
+		return fmt.Errorf("the Clusters' Leases: %w", err)
+	}
+	return nil
+}
+
+// timings are the Timings, zero ones the defaults.
+func (c *ClusterLeases) timings() ClusterLeaseTimings {
+	return ClusterLeaseTimings{
+		LeaseDuration: cmp.Or(c.Timings.LeaseDuration, DefaultClusterLeaseTimings.LeaseDuration),
+		RenewDeadline: cmp.Or(c.Timings.RenewDeadline, DefaultClusterLeaseTimings.RenewDeadline),
+		RetryPeriod:   cmp.Or(c.Timings.RetryPeriod, DefaultClusterLeaseTimings.RetryPeriod),
+	}
+}
+
+// config is the leader election on the Cluster's Lease, for lease.
+func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lease *clusterLease, changed func()) leaderelection.LeaderElectionConfig {
+	timings := c.timings()
+	return leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
+			Client:     c.Client,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+		},
+		LeaseDuration:   timings.LeaseDuration,
+		RenewDeadline:   timings.RenewDeadline,
+		RetryPeriod:     timings.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cluster.String(),
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				logger.Info("Took the Lease of the Cluster: this manager autoscales it")
+				lease.set(true, c.Identity)
+				changed()
+			},
+			OnStoppedLeading: func() {
+				logger.Info("Gave up the Lease of the Cluster")
+				lease.set(false, "")
+				changed()
+			},
+			OnNewLeader: func(identity string) {
+				if identity != c.Identity {
+					logger.V(2).Info("Another manager holds the Lease of the Cluster", "holder", identity)
+				}
+				lease.set(identity == c.Identity && isHeld(lease), identity)
+				changed()
+			},
+		},
+	}
+}
+
 // contend runs leader election on the Cluster's Lease until ctx ends,
 // again each time the manager stops leading.
 func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, lease *clusterLease, changed func()) {
 	defer close(lease.done)
 	logger := ctrl.LoggerFrom(ctx).WithValues("Lease", client.ObjectKey{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)})
 	for ctx.Err() == nil {
-		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: &resourcelock.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
-				Client:     c.Client,
-				LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
-			},
-			LeaseDuration:   c.Timings.LeaseDuration,
-			RenewDeadline:   c.Timings.RenewDeadline,
-			RetryPeriod:     c.Timings.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            cluster.String(),
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(context.Context) {
-					logger.Info("Took the Lease of the Cluster: this manager autoscales it")
-					lease.set(true, c.Identity)
-					changed()
-				},
-				OnStoppedLeading: func() {
-					logger.Info("Gave up the Lease of the Cluster")
-					lease.set(false, "")
-					changed()
-				},
-				OnNewLeader: func(identity string) {
-					if identity != c.Identity {
-						logger.V(2).Info("Another manager holds the Lease of the Cluster", "holder", identity)
-					}
-					lease.set(identity == c.Identity && isHeld(lease), identity)
-					changed()
-				},
-			},
-		})
+		// Validate checked the configuration.
+		elector, err := leaderelection.NewLeaderElector(c.config(logger, cluster, lease, changed))
 		if err != nil {
 			logger.Error(err, "Cannot contend for the Lease of the Cluster")
 			return
@@ -216,7 +247,7 @@ func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *r
 	r.stopEngine(ctx, key)
 	lease := client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)}
 	message := fmt.Sprintf("Another manager autoscales Cluster %s: %s holds Lease %s; this one takes over within %s once it stops renewing it",
-		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.Timings.LeaseDuration)
+		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.timings().LeaseDuration)
 	// One event when it happens, not one per reconcile.
 	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason || ready.Message != message {
 		ctrl.LoggerFrom(ctx).Info("Not autoscaling: another manager holds the Lease of the Cluster", "holder", holder, "Lease", lease)

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,4 +90,32 @@ func leaseHolder(key client.ObjectKey) string {
 	lease := &coordinationv1.Lease{}
 	Expect(k8sClient.Get(ctx, key, lease)).To(Succeed())
 	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// Zero timings take leader election's defaults, as a manager set up
+// without the flags gets them; timings leader election refuses are
+// refused at setup, not by a Lease that is silently never taken.
+func TestClusterLeasesValidate(t *testing.T) {
+	client := kubefake.NewClientset().CoordinationV1()
+	for _, tt := range []struct {
+		name    string
+		leases  ClusterLeases
+		wantErr string
+	}{
+		{name: "zero timings", leases: ClusterLeases{Client: client, Identity: "manager"}},
+		{name: "a renew deadline past the lease duration", leases: ClusterLeases{Client: client, Identity: "manager",
+			Timings: ClusterLeaseTimings{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}}, wantErr: "leaseDuration must be greater than renewDeadline"},
+		{name: "no identity", leases: ClusterLeases{Client: client}, wantErr: "need a client and an identity"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tt.leases.Validate()
+			if tt.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(tt.leases.timings()).To(Equal(DefaultClusterLeaseTimings))
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+		})
+	}
 }
