@@ -62,6 +62,9 @@ type ClusterLeases struct {
 type clusterLease struct {
 	owner  types.NamespacedName
 	cancel context.CancelFunc
+	// releasing is set, under ClusterLeases.mu, once the Lease is being
+	// given up.
+	releasing bool
 	// done is closed once the Lease is given up; observed once the
 	// manager first took it or saw another hold it.
 	done     chan struct{}
@@ -102,6 +105,14 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 		c.leases = map[client.ObjectKey]*clusterLease{}
 	}
 	lease, ok := c.leases[cluster]
+	for ok && lease.releasing {
+		// Given back for another ClusterAutoscaler of this manager: wait
+		// until it is, so that two electors of one identity never contend.
+		c.mu.Unlock()
+		<-lease.done
+		c.mu.Lock()
+		lease, ok = c.leases[cluster]
+	}
 	if ok {
 		lease.owner = owner
 	} else {
@@ -127,17 +138,29 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 // so that another manager need not wait for it to expire.
 func (c *ClusterLeases) Release(owner types.NamespacedName) {
 	c.mu.Lock()
-	var released []*clusterLease
+	released := map[client.ObjectKey]*clusterLease{}
 	for cluster, lease := range c.leases {
-		if lease.owner == owner {
-			released = append(released, lease)
-			delete(c.leases, cluster)
+		if lease.owner == owner && !lease.releasing {
+			lease.releasing = true
+			released[cluster] = lease
 		}
 	}
 	c.mu.Unlock()
-	for _, lease := range released {
+	c.release(released)
+}
+
+// release gives up leases, and forgets them once given up.
+func (c *ClusterLeases) release(leases map[client.ObjectKey]*clusterLease) {
+	for _, lease := range leases {
 		lease.cancel()
 		<-lease.done
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for cluster, lease := range leases {
+		if c.leases[cluster] == lease {
+			delete(c.leases, cluster)
+		}
 	}
 }
 
@@ -145,13 +168,15 @@ func (c *ClusterLeases) Release(owner types.NamespacedName) {
 // have stopped.
 func (c *ClusterLeases) ReleaseAll() {
 	c.mu.Lock()
-	leases := c.leases
-	c.leases = nil
-	c.mu.Unlock()
-	for _, lease := range leases {
-		lease.cancel()
-		<-lease.done
+	released := map[client.ObjectKey]*clusterLease{}
+	for cluster, lease := range c.leases {
+		if !lease.releasing {
+			lease.releasing = true
+			released[cluster] = lease
+		}
 	}
+	c.mu.Unlock()
+	c.release(released)
 }
 
 // Validate says why the Leases cannot be held: no client or identity, or

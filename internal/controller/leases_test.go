@@ -99,13 +99,13 @@ func TestClusterLeasesValidate(t *testing.T) {
 	client := kubefake.NewClientset().CoordinationV1()
 	for _, tt := range []struct {
 		name    string
-		leases  ClusterLeases
+		leases  *ClusterLeases
 		wantErr string
 	}{
-		{name: "zero timings", leases: ClusterLeases{Client: client, Identity: "manager"}},
-		{name: "a renew deadline past the lease duration", leases: ClusterLeases{Client: client, Identity: "manager",
+		{name: "zero timings", leases: &ClusterLeases{Client: client, Identity: "manager"}},
+		{name: "a renew deadline past the lease duration", leases: &ClusterLeases{Client: client, Identity: "manager",
 			Timings: ClusterLeaseTimings{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}}, wantErr: "leaseDuration must be greater than renewDeadline"},
-		{name: "no identity", leases: ClusterLeases{Client: client}, wantErr: "need a client and an identity"},
+		{name: "no identity", leases: &ClusterLeases{Client: client}, wantErr: "need a client and an identity"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)

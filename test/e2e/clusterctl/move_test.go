@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
@@ -69,7 +70,10 @@ func runController(e *testenv.Environment) {
 		Client: clustercache.ClientOptions{UserAgent: "capi-autoscaler-test"},
 	}, controller.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	leaseClient, err := kubernetes.NewForConfig(mgr.GetConfig())
+	Expect(err).NotTo(HaveOccurred())
 	reconciler := &autoscalercontroller.ClusterAutoscalerReconciler{
+		Leases:              &autoscalercontroller.ClusterLeases{Client: leaseClient.CoordinationV1(), Identity: "move-source-manager"},
 		Client:              mgr.GetClient(),
 		ClusterCache:        clusterCache,
 		WorkloadKubeconfigs: kubeconfigs,
