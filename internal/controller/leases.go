@@ -111,6 +111,9 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 		c.mu.Unlock()
 		<-lease.done
 		c.mu.Lock()
+		if c.leases[cluster] == lease {
+			delete(c.leases, cluster)
+		}
 		lease, ok = c.leases[cluster]
 	}
 	if ok {
