@@ -229,11 +229,13 @@ func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lea
 				lease.set(false, "")
 				changed()
 			},
+			// Called apart from, and maybe before, OnStartedLeading: the
+			// holder being this manager's identity is what holding it is.
 			OnNewLeader: func(identity string) {
 				if identity != c.Identity {
 					logger.V(2).Info("Another manager holds the Lease of the Cluster", "holder", identity)
 				}
-				lease.set(identity == c.Identity && isHeld(lease), identity)
+				lease.set(identity == c.Identity, identity)
 				changed()
 			},
 		},
@@ -254,11 +256,6 @@ func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, l
 		}
 		elector.Run(ctx)
 	}
-}
-
-func isHeld(lease *clusterLease) bool {
-	held, _ := lease.state()
-	return held
 }
 
 // holdClusterLease has the manager hold the Lease of the Cluster of s.ca,
