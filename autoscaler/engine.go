@@ -178,8 +178,8 @@ func New(opts Options) (*Engine, error) {
 		if e.lasting.history.scaleUps == nil {
 			e.lasting.history.scaleUps = map[types.UID]*atomicScaleUp{}
 		}
-		// What the groups had before is not known: the instances that
-		// appear from the first loop on are the scale-up's.
+		// What the groups had before is not known: its increases are
+		// queued at the first loop (queueRestoredScaleUps).
 		e.lasting.history.scaleUps[uid] = &atomicScaleUp{record: &record}
 	}
 	e.configure(settings)

@@ -52,6 +52,9 @@ type fakeGroup struct {
 	// checkPanic, when set, is what CheckScaleDown panics with.
 	checkPanic any
 	cancelled  []string
+	// machineless groups remove instances of the infrastructure's choice,
+	// as a MachinePool without MachinePool Machines.
+	machineless bool
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -63,6 +66,7 @@ func (g *fakeGroup) TargetSize() int                  { return g.target }
 func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
 func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{} }
 func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
+func (g *fakeGroup) RemovesChosenInstances() bool     { return !g.machineless }
 
 func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
 	if g.templateErr != nil {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -23,18 +25,58 @@ import (
 
 // Events of the atomic scale-ups of ProvisioningRequests, on node groups.
 const (
+	// EventScaleUpRolledBack says that a rollback handed instances and
+	// nodes of a failed atomic scale-up for removal.
 	EventScaleUpRolledBack = "ScaleUpRolledBack"
+	// EventScaleUpRollbackIncomplete says that a rollback gave up, after
+	// rollbackTimeout, on instances it could not remove.
+	EventScaleUpRollbackIncomplete = "ScaleUpRollbackIncomplete"
 )
+
+// rollbackTimeout bounds the rollback of a failed atomic scale-up: what it
+// could not remove by then (its group refused the removal all along, being
+// paused, rolling out or at its min size, or the removals failed) is left
+// as any node or Machine is, to scale-down and to the removal of
+// long-unregistered Machines, and the request fails. Longer than a pause
+// for a move or a short rollout, and than NodeDeletionTimeout, after which
+// a node the group did not remove is given back; short enough that a
+// request whose capacity never comes is not kept waiting.
+const rollbackTimeout = 10 * time.Minute
 
 // atomicScaleUp is what the engine remembers of an atomic scale-up in
 // progress: the record, also published in the management cluster
-// (Status.AtomicScaleUps) and, for its users, in the request's status, and
-// the instances each group had before it, so that those that appear since
-// are the scale-up's; nil until the first loop that follows a record an
-// earlier engine left (Options.AtomicScaleUps).
+// (Status.AtomicScaleUps) and, for its users, in the request's status,
+// with the instances credited to its increases (claimInstances), and its
+// rollback once it failed.
 type atomicScaleUp struct {
 	record *provisioning.ScaleUp
-	before map[string]sets.Set[string]
+	// queued is set once its increases are queued: at its start, or at the
+	// first loop that follows a record an earlier engine left
+	// (Options.AtomicScaleUps).
+	queued   bool
+	rollback *rollback
+}
+
+// rollback is the taking back of a failed atomic scale-up, over as many
+// loops as it takes, within rollbackTimeout.
+type rollback struct {
+	failure string
+	started time.Time
+	// done are the keys of its instances handed for removal, or left to
+	// scale-down because they run pods: nothing is asked twice.
+	done sets.Set[string]
+	// givenUp are, by group ID, the sizes without an instance given up.
+	givenUp map[string]int
+	// kept counts its nodes left to scale-down because they run pods.
+	kept int
+}
+
+// unfinishedRollback is a rollback that gave up: the instances it left,
+// by group ID, shown on the ClusterAutoscaler until they are gone.
+type unfinishedRollback struct {
+	request string
+	left    map[string][]string
+	cause   string
 }
 
 // readRequests lists the ProvisioningRequests the engine serves, within
@@ -72,6 +114,8 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		// workload cluster, where its tenants may write it too.
 		switch remembered := s.history.scaleUps[request.UID]; {
 		case remembered != nil && !request.Booked:
+			remembered.record = &provisioning.ScaleUp{Started: remembered.record.Started, Groups: remembered.record.Groups,
+				Instances: s.claimsOf(request.UID)}
 			request.ScaleUp = remembered.record
 		case request.ScaleUp != nil && remembered == nil:
 			klog.FromContext(ctx).V(2).Info("Ignoring the atomic scale-up a ProvisioningRequest's status names: this autoscaler has no record of it",
@@ -88,7 +132,11 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		}
 	}
 	// A request deleted during its scale-up leaves its nodes to scale-down.
-	maps.DeleteFunc(s.history.scaleUps, func(uid types.UID, _ *atomicScaleUp) bool { return !listed.Has(uid) })
+	for uid := range s.history.scaleUps {
+		if !listed.Has(uid) {
+			s.forgetScaleUp(uid)
+		}
+	}
 	if scaling.Len() > 0 {
 		in.Pods = slices.DeleteFunc(slices.Clone(in.Pods), func(pod *corev1.Pod) bool {
 			return pod.Spec.NodeName == "" && scaling.Has(provisioning.ConsumerOf(pod.Namespace, pod.Annotations))
@@ -169,7 +217,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 		switch {
 		case unplaced == 0 && request.ScaleUp != nil:
 			answer.Outcome, answer.Message = provisioning.Provisioned, "The nodes of the scale-up are up and all the pods fit; the capacity is booked for them"
-			delete(s.history.scaleUps, request.UID)
+			s.forgetScaleUp(request.UID)
 		case unplaced == 0:
 			answer.Outcome, answer.Message = provisioning.Found, "The pods fit in the cluster as it is; the capacity is booked for them"
 		case request.ScaleUp != nil:
@@ -208,15 +256,21 @@ func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]si
 
 // startScaleUp plans new nodes for all the pods of a request, within the
 // groups' max sizes, the cluster's limits and backoffs, counting on no
-// node on its way (those are other pods'), and raises every group of the
-// plan, or none: a group that fails to grow takes back the others'
-// increases.
+// node on its way (those are other pods'), on groups that can take back
+// the very instances it adds (RemovesChosenInstances), and raises every
+// group of the plan, or none: a group that fails to grow takes back the
+// others' increases.
 func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
 	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
 	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming: map[string]int{},
-		Skip:     func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
-		Pods:     pods,
+		Skip: func(group nodegroups.NodeGroup) string {
+			if !group.RemovesChosenInstances() {
+				return reasonCannotTakeBack
+			}
+			return s.skipScaleUpReason(group, l.now)
+		},
+		Pods: pods,
 	})
 	if len(plan.NoScaleUp) > 0 || len(plan.Increases) == 0 {
 		answer.Outcome = provisioning.NotFound
@@ -228,10 +282,6 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 		return answer
 	}
 
-	before := map[string]sets.Set[string]{}
-	for _, increase := range plan.Increases {
-		before[increase.Group.ID()] = instanceKeys(increase.Group)
-	}
 	for i, increase := range plan.Increases {
 		id := increase.Group.ID()
 		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
@@ -255,6 +305,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 		id := increase.Group.ID()
 		target := s.state.Group(id).Target
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
 		l.increased[id] += increase.Delta
 		record.Groups[id] = increase.Delta
 		added = append(added, fmt.Sprintf("%d to %s", increase.Delta, id))
@@ -265,58 +316,94 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 	s.history.lastScaleUp = l.now
 	s.planner.RecordScaleUp(l.now)
 	s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
-	s.remember(request.UID, &atomicScaleUp{record: record, before: before})
+	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
 	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
 	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
 	answer.Message = fmt.Sprintf("Adding %s for the %d pods", strings.Join(added, ", "), len(pods))
 	return answer
 }
 
-// followScaleUp notes the instances that appeared for a scale-up in
-// progress, and rolls it back when one of them failed or its nodes did not
-// all come within the groups' max provision time.
+// followScaleUp waits for the nodes of a scale-up in progress, and rolls
+// it back when one of its instances failed or its nodes did not all come
+// within the groups' max provision time: over as many loops as it takes,
+// within rollbackTimeout.
 func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
-	record := request.ScaleUp
 	// The engine's own record: readRequests takes no other.
 	remembered := s.history.scaleUps[request.UID]
-	if remembered.before == nil {
-		// An engine that started since the scale-up did: the instances
-		// that appear from now on are the scale-up's.
-		remembered.before = map[string]sets.Set[string]{}
-		for _, group := range l.groups.Groups {
-			if _, ok := record.Groups[group.ID()]; ok {
-				remembered.before[group.ID()] = instanceKeys(group)
-			}
+	record := remembered.record
+	if remembered.rollback == nil {
+		failure := s.scaleUpFailure(l, record)
+		if failure == "" {
+			answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
+			answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", record.Started.UTC().Format("15:04:05"))
+			return answer
 		}
+		remembered.rollback = &rollback{failure: failure, started: l.now, done: sets.New[string](), givenUp: map[string]int{}}
 	}
-
-	record = noteInstances(record, l.groups.Groups, remembered)
-	remembered.record = record
-	failure := s.scaleUpFailure(l, record)
-	if failure == "" {
+	rb := remembered.rollback
+	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
+	left, err := s.rollBack(ctx, l, record, rb)
+	switch {
+	case len(left) == 0 && err == nil:
+		s.forgetScaleUp(request.UID)
+		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
+		answer.Outcome = provisioning.ScaleUpFailed
+		answer.Message = rb.failure + "; the nodes it added were removed"
+		if rb.kept > 0 {
+			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
+		}
+	case l.now.Sub(rb.started) >= rollbackTimeout:
+		s.forgetScaleUp(request.UID)
+		cause := "their group refused their removal, or they ran pods when the API server was read"
+		if err != nil {
+			cause = err.Error()
+		}
+		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
+		if s.history.unfinishedRollbacks == nil {
+			s.history.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
+		}
+		s.history.unfinishedRollbacks[request.UID] = unfinished
+		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
+		for _, id := range slices.Sorted(maps.Keys(left)) {
+			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,
+				fmt.Sprintf("Gave up, after %s, removing instance(s) %s that the atomic scale-up of ProvisioningRequest %s added: %s; they are left to scale-down",
+					rollbackTimeout, strings.Join(left[id], ", "), request.Key(), cause))
+		}
+		answer.Outcome = provisioning.ScaleUpFailed
+		answer.Message = fmt.Sprintf("%s; %s, left to scale-down", rb.failure, unfinished.message())
+	default:
+		// Tried again next loop: the failure stays, and what was
+		// handed over already is not asked again.
 		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-		answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", record.Started.UTC().Format("15:04:05"))
-		return answer
-	}
-	l.rolledBack = true
-	kept, err := s.rollBack(ctx, l, record)
-	if err != nil {
-		// Tried again next loop: the failure stays, and what was removed
-		// already is not asked again.
-		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-		answer.Message = fmt.Sprintf("%s; rolling back: %v", failure, err)
-		return answer
-	}
-	delete(s.history.scaleUps, request.UID)
-	klog.FromContext(ctx).Info("Rolled back an atomic scale-up", "ProvisioningRequest", klog.KRef(request.Namespace, request.Name),
-		"failure", failure, "keptNodesWithPods", kept)
-	answer.Outcome = provisioning.ScaleUpFailed
-	answer.Message = failure + "; the nodes it added were removed"
-	if kept > 0 {
-		answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", kept)
+		answer.Message = fmt.Sprintf("%s; rolling back, %d instance(s) left to remove", rb.failure, countLeft(left))
+		if err != nil {
+			answer.Message += ": " + err.Error()
+		}
 	}
 	return answer
 }
+
+// message says what a rollback left and why.
+func (u unfinishedRollback) message() string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(u.left)) {
+		parts = append(parts, fmt.Sprintf("%s of %s", strings.Join(u.left[id], ", "), id))
+	}
+	return fmt.Sprintf("the rollback could not remove %s within %s (%s)", strings.Join(parts, "; "), rollbackTimeout, u.cause)
+}
+
+func countLeft(left map[string][]string) int {
+	count := 0
+	for _, keys := range left {
+		count += len(keys)
+	}
+	return count
+}
+
+// reasonCannotTakeBack is why an atomic scale-up leaves out a group whose
+// instances cannot be removed one by one.
+const reasonCannotTakeBack = "its instances cannot be removed one by one (a MachinePool without MachinePool Machines, or at zero), " +
+	"so a failed atomic scale-up could not be taken back"
 
 // instanceKey names an instance across loops: its Machine's name, as its
 // ID becomes the provider ID when the Machine gets one.
@@ -331,32 +418,6 @@ func instanceKeys(group nodegroups.NodeGroup) sets.Set[string] {
 		keys.Insert(instanceKey(instance))
 	}
 	return keys
-}
-
-// noteInstances returns record with the instances that appeared in its
-// groups since before, up to the nodes it added to each.
-func noteInstances(record *provisioning.ScaleUp, groups []nodegroups.NodeGroup, remembered *atomicScaleUp) *provisioning.ScaleUp {
-	updated := &provisioning.ScaleUp{Started: record.Started, Groups: record.Groups, Instances: map[string][]string{}}
-	for id, ids := range record.Instances {
-		updated.Instances[id] = slices.Clone(ids)
-	}
-	for _, group := range groups {
-		id := group.ID()
-		delta, ok := record.Groups[id]
-		if !ok {
-			continue
-		}
-		ours := sets.New(updated.Instances[id]...)
-		for _, instance := range group.Instances() {
-			if len(updated.Instances[id]) >= delta {
-				break
-			}
-			if key := instanceKey(instance); !ours.Has(key) && !remembered.before[id].Has(key) {
-				updated.Instances[id] = append(updated.Instances[id], key)
-			}
-		}
-	}
-	return updated
 }
 
 // scaleUpFailure says why a scale-up in progress failed, or "": a group of
@@ -400,56 +461,88 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	return nil
 }
 
-// rollBack removes what a scale-up added, group by group, the way
-// scale-down removes nodes (the instances marked, then the target size
-// lowered): the sizes it asked for that have no instance yet, its
-// instances without a node, and its nodes that run no pod but DaemonSet
-// and mirror pods. Nodes that run other pods stay, left to scale-down,
-// and are counted in kept. Instances being deleted are not asked again.
-func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.ScaleUp) (kept int, err error) {
+// rollBack takes back what a failed scale-up added, group by group: the
+// sizes it asked for that have no instance yet are given up, its
+// instances without a node are deleted, and its nodes that run no pod but
+// DaemonSet and mirror pods are removed the way scale-down removes empty
+// nodes: the actuator taints them, reads their pods from the API server,
+// hands them to their group only if they are still empty, and follows
+// them until they are gone. Nodes that run other pods stay, left to
+// scale-down. Nothing is asked twice: an instance handed over, or being
+// deleted, is done. It returns, by group ID, the instances still to
+// remove.
+func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.ScaleUp, rb *rollback) (map[string][]string, error) {
 	var errs []error
+	left := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
 		group := groupByID(l.groups.Groups, id)
 		if group == nil {
 			continue
 		}
-		if notCreated := min(record.Groups[id]-len(record.Instances[id]), s.state.Group(id).NotCreated); notCreated > 0 {
+		missing := record.Groups[id] - len(record.Instances[id]) - rb.givenUp[id]
+		if notCreated := min(missing, s.state.Group(id).NotCreated); notCreated > 0 {
 			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			} else {
+				rb.givenUp[id] += notCreated
 			}
 		}
 		ours := sets.New(record.Instances[id]...)
+		deleting := s.actuator.Progress().Deleting
 		var unregistered []nodegroups.Instance
-		var nodes []*corev1.Node
+		var empty []scaledown.Removal
+		emptyKeys := map[string]string{}
 		for _, instance := range group.Instances() {
-			if !ours.Has(instanceKey(instance)) || instance.State == nodegroups.InstanceDeleting {
+			key := instanceKey(instance)
+			if !ours.Has(key) || rb.done.Has(key) {
 				continue
 			}
 			switch info := l.snapshot.NodeInfo(instance.NodeName); {
+			case instance.State == nodegroups.InstanceDeleting || instance.NodeName != "" && deleting[instance.NodeName]:
+				rb.done.Insert(key)
 			case instance.NodeName == "":
 				unregistered = append(unregistered, instance)
 			case info != nil && runsOnlyDaemons(l.snapshot.PodsOn(instance.NodeName)):
-				nodes = append(nodes, info.Node())
+				empty = append(empty, scaledown.Removal{Node: info.Node(), Group: group})
+				emptyKeys[instance.NodeName] = key
 			default:
-				kept++
+				rb.done.Insert(key)
+				rb.kept++
 			}
 		}
+		removedInstances, removedNodes := 0, 0
 		if len(unregistered) > 0 {
 			if err := group.DeleteInstances(ctx, unregistered); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			} else {
+				for _, instance := range unregistered {
+					rb.done.Insert(instanceKey(instance))
+				}
+				removedInstances = len(unregistered)
 			}
 		}
-		if len(nodes) > 0 {
-			if err := group.DeleteNodes(ctx, nodes); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+		if len(empty) > 0 {
+			s.actuator.Start(ctx, &scaledown.Plan{Empty: empty}, l.snapshot)
+			handedOver := s.actuator.Progress().Deleted
+			for _, removal := range empty {
+				if handedOver[removal.Node.Name] {
+					rb.done.Insert(emptyKeys[removal.Node.Name])
+					removedNodes++
+				}
 			}
 		}
-		if len(unregistered)+len(nodes) > 0 {
+		if removedInstances+removedNodes > 0 {
 			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRolledBack,
-				fmt.Sprintf("Removing the %d instance(s) without a node and %d node(s) an atomic scale-up added", len(unregistered), len(nodes)))
+				fmt.Sprintf("Removing the %d instance(s) without a node and %d node(s) an atomic scale-up added", removedInstances, removedNodes))
+		}
+		present := instanceKeys(group)
+		for _, key := range record.Instances[id] {
+			if present.Has(key) && !rb.done.Has(key) {
+				left[id] = append(left[id], key)
+			}
 		}
 	}
-	return kept, errors.Join(errs...)
+	return left, errors.Join(errs...)
 }
 
 // runsOnlyDaemons tells whether pods are all DaemonSet and mirror pods.
@@ -510,4 +603,32 @@ func (s *steps) atomicScaleUpRecords() map[types.UID]provisioning.ScaleUp {
 		records[uid] = *scaleUp.record
 	}
 	return records
+}
+
+// unfinishedRollbacks says what the rollbacks that gave up left, and
+// forgets those whose instances are all gone or being deleted.
+func (s *steps) unfinishedRollbacks(groups []nodegroups.NodeGroup) []string {
+	var messages []string
+	for uid, unfinished := range s.history.unfinishedRollbacks {
+		for id, keys := range unfinished.left {
+			remaining := map[string]bool{}
+			if group := groupByID(groups, id); group != nil {
+				for _, instance := range group.Instances() {
+					remaining[instanceKey(instance)] = instance.State != nodegroups.InstanceDeleting
+				}
+			}
+			if keys = slices.DeleteFunc(keys, func(key string) bool { return !remaining[key] }); len(keys) > 0 {
+				unfinished.left[id] = keys
+			} else {
+				delete(unfinished.left, id)
+			}
+		}
+		if len(unfinished.left) == 0 {
+			delete(s.history.unfinishedRollbacks, uid)
+			continue
+		}
+		messages = append(messages, fmt.Sprintf("ProvisioningRequest %s: %s", unfinished.request, unfinished.message()))
+	}
+	slices.Sort(messages)
+	return messages
 }

@@ -181,11 +181,12 @@ func atomicOf(count int32) provisioning.Request {
 }
 
 // appear gives a group's target size instances without a node, as Cluster
-// API creates Machines for new replicas.
-func (g *fakeGroup) appear() {
+// API creates Machines for new replicas, now.
+func (f *fixture) appear(g *fakeGroup) {
 	for len(g.instances) < g.target {
 		name := fmt.Sprintf("%s-new-%d", strings.ReplaceAll(g.id, "/", "-"), len(g.instances))
-		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true})
+		g.instances = append(g.instances, nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true,
+			Created: f.clock.Now().Truncate(time.Second)})
 	}
 }
 
@@ -230,8 +231,8 @@ func TestAnAtomicRequestGetsNodesForAllItsPodsAtOnce(t *testing.T) {
 		HaveField("ScaleUp.Groups", Equal(map[string]int{small.id: 2, large.id: 1}))))
 
 	// The Machines are created, then their nodes register.
-	small.appear()
-	large.appear()
+	f.appear(small)
+	f.appear(large)
 	f.clock.Step(time.Minute)
 	f.runOnce(t)
 	g.Expect(requests.answer("job").Outcome).To(Equal(provisioning.ScalingUp))
@@ -321,9 +322,9 @@ func TestAFailedAtomicScaleUpRemovesEverythingItAdded(t *testing.T) {
 			g.Expect(large.increases).To(Equal([]int{1}))
 
 			// a's Machines register, b's does not.
-			small.appear()
+			f.appear(small)
 			f.register(t, small)
-			large.appear()
+			f.appear(large)
 			f.clock.Step(time.Minute)
 			f.runOnce(t)
 			tc.fail(f, small, large)
@@ -361,7 +362,7 @@ func TestAnAtomicScaleUpSurvivesARestart(t *testing.T) {
 	f.with(t, func(opts *autoscaler.Options) { opts.Requests, opts.AtomicScaleUps = requests, recorded })
 	f.clock.Step(time.Minute)
 	f.runOnce(t)
-	group.appear()
+	f.appear(group)
 	f.clock.Step(time.Minute)
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}), "no second scale-up")
@@ -464,7 +465,7 @@ func TestAnAtomicScaleUpIsFollowedWhenItsStatusCannotBeWritten(t *testing.T) {
 
 	for range 3 {
 		f.runOnce(t)
-		group.appear()
+		f.appear(group)
 		f.clock.Step(time.Minute)
 	}
 

@@ -38,6 +38,10 @@ type Status struct {
 	// engine that starts later takes them (Options.AtomicScaleUps) to
 	// follow them and roll them back, and trusts no other record.
 	AtomicScaleUps map[types.UID]provisioning.ScaleUp
+	// UnfinishedRollbacks say, one per request, what the rollbacks of
+	// failed atomic scale-ups that gave up (after 10 minutes) left, while
+	// it is still there: those instances are left to scale-down.
+	UnfinishedRollbacks []string
 
 	Nodes      int
 	ReadyNodes int

@@ -94,6 +94,13 @@ type history struct {
 	requestsError string
 	// scaleUps are the atomic scale-ups in progress, by request UID.
 	scaleUps map[types.UID]*atomicScaleUp
+	// increases are, by group ID, the increases of the target size the
+	// engine wrote that the instances appearing are credited to, oldest
+	// first (claimInstances).
+	increases map[string][]*increase
+	// unfinishedRollbacks are the rollbacks that gave up, by request UID,
+	// while what they left is still there.
+	unfinishedRollbacks map[types.UID]unfinishedRollback
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
@@ -147,9 +154,7 @@ type loop struct {
 	// only in the forks of the steps that plan, never in the snapshot the
 	// actuator drains from.
 	booked []simulator.Placement
-	// rolledBack is set when an atomic scale-up was rolled back.
-	rolledBack bool
-	status     Status
+	status Status
 }
 
 // run runs the steps of one loop in order. A step that fails for one node
@@ -174,8 +179,11 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 		s.bookRequests(ctx, l)
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		s.answerRequests(ctx, l)
-		// Nodes a rollback is removing are not judged again in its loop.
-		if s.settings.config.ScaleDown.Enabled && !l.rolledBack {
+		// The groups of atomic scale-ups, rolled back or not, are kept out
+		// of scale-down (withScaleDownBlocks), and the nodes a rollback
+		// removes are the actuator's, which planning skips: the others
+		// scale down as usual.
+		if s.settings.config.ScaleDown.Enabled {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
@@ -201,6 +209,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	}
 	l.groups = groups
 	l.problems = slices.Clone(groups.Problems)
+	s.claimInstances(l)
 
 	input, err := s.readCluster(ctx)
 	if err != nil {
@@ -546,6 +555,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		scaled += increase.Delta
 		l.increased[id] += increase.Delta
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		s.queueIncrease(increase.Group, increase.Delta, "", l.now)
 		target := s.state.Group(id).Target
 		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
 		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
@@ -808,6 +818,7 @@ func (s *steps) fillStatus(l *loop) {
 	status.DryRun = s.dryRun()
 	status.Decisions = slices.Clone(s.history.decisions.list)
 	status.AtomicScaleUps = s.atomicScaleUpRecords()
+	status.UnfinishedRollbacks = s.unfinishedRollbacks(l.groups.Groups)
 	if status.DryRun {
 		status.ScalingActive = false
 		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"

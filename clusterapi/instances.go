@@ -126,6 +126,10 @@ func instanceFor(machine *clusterv1.Machine, node *corev1.Node) nodegroups.Insta
 		Name:      machine.Name,
 		State:     nodegroups.InstanceCreating,
 		Removable: true,
+		Created:   machine.CreationTimestamp.Time,
+	}
+	if owner := metav1.GetControllerOf(machine); owner != nil {
+		instance.Owner = owner.Kind + "/" + owner.Name
 	}
 	if node != nil {
 		instance.NodeName = node.Name

@@ -211,6 +211,13 @@ func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	return g.deleteWithoutMachines(ctx, machineless)
 }
 
+// RemovesChosenInstances is false for a MachinePool none of whose
+// instances has a Machine: its provider does not support MachinePool
+// Machines (deleteWithoutMachines), or, at zero, it cannot tell yet.
+func (g *nodeGroup) RemovesChosenInstances() bool {
+	return g.resource.Kind() != scalable.KindMachinePool || g.hasMachines()
+}
+
 func (g *nodeGroup) hasMachines() bool {
 	for _, m := range g.members {
 		if m.machine != nil {

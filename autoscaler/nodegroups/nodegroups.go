@@ -73,6 +73,14 @@ type NodeGroup interface {
 	// DecreaseTargetSize lowers the target size by delta (> 0) by giving up
 	// instances that do not exist yet; it never removes registered nodes.
 	DecreaseTargetSize(ctx context.Context, delta int) error
+	// RemovesChosenInstances tells whether DeleteNodes and DeleteInstances
+	// remove exactly the nodes and instances they are given: false when
+	// lowering the target size lets the infrastructure choose which
+	// instances go (a MachinePool whose provider does not support
+	// MachinePool Machines), or when the group cannot tell yet. The engine
+	// adds to such a group nothing it may have to take back one by one,
+	// such as the nodes of an atomic scale-up.
+	RemovesChosenInstances() bool
 }
 
 // Provider discovers the node groups of one cluster.
@@ -172,6 +180,17 @@ type Instance struct {
 	Removable bool
 	// Error is set when provisioning failed and will not recover by itself.
 	Error *InstanceError
+	// Created is when the API server created the object behind the
+	// instance (its Machine), to the second; zero when unknown. Owner
+	// names what created it, e.g. "MachineSet/md-0-x7k2p" (for a
+	// MachineDeployment, the MachineSet that controls its Machine) or
+	// "MachinePool/mp-0"; "" when unknown. The engine credits an instance
+	// to a raise of the target size only when it was created at or after
+	// the raise was written, by an owner the group's instances had then;
+	// an instance without Created is credited to none, so a rollback
+	// never removes it.
+	Created time.Time
+	Owner   string
 }
 
 // InstanceError says why an instance could not be provisioned.

@@ -293,6 +293,9 @@ func (g *NodeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupO
 // ScaleDownBlockedReason implements nodegroups.NodeGroup.
 func (g *NodeGroup) ScaleDownBlockedReason() string { return "" }
 
+// RemovesChosenInstances implements nodegroups.NodeGroup.
+func (g *NodeGroup) RemovesChosenInstances() bool { return true }
+
 // TemplateNode implements nodegroups.NodeGroup.
 func (g *NodeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
 	if g.Template == nil {
