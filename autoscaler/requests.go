@@ -480,11 +480,12 @@ func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.Scal
 			continue
 		}
 		missing := record.Groups[id] - len(record.Instances[id]) - rb.givenUp[id]
-		if notCreated := min(missing, s.state.Group(id).NotCreated); notCreated > 0 {
+		if notCreated := min(missing, s.state.Group(id).NotCreated-l.givenUp[id]); notCreated > 0 {
 			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", id, err))
 			} else {
 				rb.givenUp[id] += notCreated
+				l.givenUp[id] += notCreated
 			}
 		}
 		ours := sets.New(record.Instances[id]...)

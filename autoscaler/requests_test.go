@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ func (c *fakeRequests) Answer(_ context.Context, answers []provisioning.Answer) 
 			}
 		}
 	}
+	c.requests = slices.DeleteFunc(c.requests, func(request provisioning.Request) bool { return request.UID == "failed" })
 }
 
 // answer is the last answer to the request, or the zero Answer.

@@ -154,13 +154,16 @@ type loop struct {
 	// only in the forks of the steps that plan, never in the snapshot the
 	// actuator drains from.
 	booked []simulator.Placement
-	status Status
+	// givenUp are, by group ID, the sizes without an instance given up in
+	// this loop, which the cluster state read before still counts.
+	givenUp map[string]int
+	status  Status
 }
 
 // run runs the steps of one loop in order. A step that fails for one node
 // group records it and goes on with the others.
 func (s *steps) run(ctx context.Context, now time.Time) Status {
-	l := &loop{now: now, status: Status{Time: now}, increased: map[string]int{}}
+	l := &loop{now: now, status: Status{Time: now}, increased: map[string]int{}, givenUp: map[string]int{}}
 	var err error
 	s.timed(ctx, "refresh", func() { err = s.refresh(ctx, l) })
 	if err != nil {
@@ -449,6 +452,8 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 && !s.dryRun() {
 			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
 				s.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
+			} else {
+				l.givenUp[group.ID()] += notCreated
 			}
 		}
 	}
