@@ -538,9 +538,23 @@ const (
 	// autoscaler then goes on with the last spec it applied, whose
 	// generation is status.observedGeneration.
 	ConfigurationAppliedCondition = "ConfigurationApplied"
+	// AtomicScaleUpsRolledBackCondition is False while instances that the
+	// rollback of a failed atomic scale-up of a ProvisioningRequest could
+	// not remove within 10 minutes are still there: the message names the
+	// request, the instances and why (e.g. their group refused the removal
+	// all along); the request failed, and they are left to scale-down,
+	// which goes on meanwhile. It turns True once they are gone. It appears
+	// with the first rollback that gives up; an engine restarted since
+	// then no longer knows what that rollback left.
+	AtomicScaleUpsRolledBackCondition = "AtomicScaleUpsRolledBack"
 
 	// RunningReason: the loop ran successfully.
 	RunningReason = "Running"
+	// RollbackIncompleteReason: see AtomicScaleUpsRolledBackCondition.
+	RollbackIncompleteReason = "RollbackIncomplete"
+	// RolledBackReason: what the rollbacks of failed atomic scale-ups left
+	// is gone.
+	RolledBackReason = "RolledBack"
 	// AppliedReason: the autoscaler runs with the current spec.
 	AppliedReason = "Applied"
 	// ClusterNotFoundReason: the Cluster named by spec.clusterName does not exist.
@@ -620,7 +634,9 @@ const (
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.
 type ClusterAutoscalerStatus struct {
-	// conditions: Ready, ScalingActive, ClusterHealthy and ConfigurationApplied.
+	// conditions: Ready, ScalingActive, ClusterHealthy and ConfigurationApplied,
+	// and AtomicScaleUpsRolledBack once a rollback of an atomic scale-up
+	// gave up.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

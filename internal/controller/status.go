@@ -35,6 +35,7 @@ var ownedConditions = []string{
 	autoscalingv1alpha1.ScalingActiveCondition,
 	autoscalingv1alpha1.ClusterHealthyCondition,
 	autoscalingv1alpha1.ConfigurationAppliedCondition,
+	autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition,
 }
 
 // lastLoopTimeRefresh is how old status.lastLoopTime grows at most while
@@ -107,6 +108,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 
 	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
 	ca.Status.AtomicScaleUps = atomicScaleUpRecords(status.AtomicScaleUps)
+	setRolledBack(ca, status.UnfinishedRollbacks)
 
 	autoscaled := 0
 	rows := make([]autoscalingv1alpha1.NodeGroupStatus, 0, len(status.NodeGroups))
@@ -164,6 +166,19 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	}
 	ca.Status.LastScaleUpTime = statusTime(status.LastScaleUp)
 	ca.Status.LastScaleDownTime = statusTime(status.LastScaleDown)
+}
+
+// setRolledBack says what the rollbacks of atomic scale-ups that gave up
+// left, while it is there; the condition appears with the first of them,
+// so that a cluster whose rollbacks all finish never shows it.
+func setRolledBack(ca *autoscalingv1alpha1.ClusterAutoscaler, unfinished []string) {
+	switch {
+	case len(unfinished) > 0:
+		setCondition(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition, metav1.ConditionFalse, autoscalingv1alpha1.RollbackIncompleteReason,
+			strings.Join(unfinished, "\n"))
+	case conditions.Has(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition):
+		setCondition(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition, metav1.ConditionTrue, autoscalingv1alpha1.RolledBackReason, "")
+	}
 }
 
 // stampLoopTime sets status.lastLoopTime to loopTime, when the engine's

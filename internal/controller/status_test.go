@@ -19,9 +19,11 @@ import (
 func TestSetStatusFromLoop(t *testing.T) {
 	loopTime := time.Date(2026, 3, 1, 10, 0, 0, 500, time.UTC)
 	tests := []struct {
-		name   string
-		status autoscaler.Status
-		expect func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler)
+		name string
+		// conditions are the ClusterAutoscaler's before.
+		conditions []metav1.Condition
+		status     autoscaler.Status
+		expect     func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler)
 	}{
 		{
 			name: "a healthy loop",
@@ -58,6 +60,29 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(ca.Status.UnschedulablePods).To(BeEquivalentTo(4))
 				g.Expect(ca.Status.LastScaleUpTime.Time).To(Equal(loopTime.Add(-time.Hour).Truncate(time.Second)))
 				g.Expect(ca.Status.LastScaleDownTime).To(BeNil())
+				g.Expect(conditions.Has(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition)).To(BeFalse(), "no rollback ever gave up")
+			},
+		},
+		{
+			name: "a rollback that gave up",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true,
+				UnfinishedRollbacks: []string{"ProvisioningRequest default/job: the rollback could not remove md-0-x of MachineDeployment/ns/md-0 within 10m0s (rolling out)"}},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition)).To(
+					haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.RollbackIncompleteReason))
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition)).To(ContainSubstring("could not remove md-0-x"))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason),
+					"scaling goes on")
+			},
+		},
+		{
+			name: "what a rollback left is gone",
+			conditions: []metav1.Condition{{Type: autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition, Status: metav1.ConditionFalse,
+				Reason: autoscalingv1alpha1.RollbackIncompleteReason}},
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition)).To(
+					haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RolledBackReason))
 			},
 		},
 		{
@@ -129,7 +154,7 @@ func TestSetStatusFromLoop(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{Status: autoscalingv1alpha1.ClusterAutoscalerStatus{Conditions: tt.conditions}}
 			setStatusFromLoop(ca, tt.status)
 			tt.expect(g, ca)
 		})
