@@ -109,18 +109,26 @@ func TestInstanceFor(t *testing.T) {
 		{
 			name:    "pending, no provider ID",
 			machine: machine(func(*clusterv1.Machine) {}),
-			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want:    nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time},
+		},
+		{
+			name: "owned by its MachineSet",
+			machine: machine(func(m *clusterv1.Machine) {
+				m.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: "md-0-x7k2p", Controller: ptr.To(true)}}
+			}),
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time,
+				Owner: "MachineSet/md-0-x7k2p"},
 		},
 		{
 			name:    "provisioned, node not registered",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
-			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time},
 		},
 		{
 			name:    "running",
 			machine: machine(func(m *clusterv1.Machine) { m.Spec.ProviderID = "test:///node-0" }),
 			node:    node,
-			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true},
+			want:    nodegroups.Instance{ID: "test:///node-0", Name: "m-0", NodeName: "node-0", State: nodegroups.InstanceRunning, Removable: true, Created: created.Time},
 		},
 		{
 			name: "deleting",
@@ -128,7 +136,7 @@ func TestInstanceFor(t *testing.T) {
 				m.DeletionTimestamp = ptr.To(created)
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceDeleting, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceDeleting, Removable: true, Created: created.Time},
 		},
 		{
 			name: "failed, v1beta1 failure reason",
@@ -139,7 +147,7 @@ func TestInstanceFor(t *testing.T) {
 					FailureMessage: ptr.To("quota exceeded"),
 				}}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time,
 				Error: &nodegroups.InstanceError{Reason: "CreateError", Message: "quota exceeded"}},
 		},
 		{
@@ -148,7 +156,7 @@ func TestInstanceFor(t *testing.T) {
 				m.Spec.ProviderID = "test:///node-0"
 				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeStartupTimeoutReason)}
 			}),
-			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time,
 				Error: &nodegroups.InstanceError{Reason: "NodeStartupTimeout", Message: "HealthCheckSucceeded: boom"}},
 		},
 		{
@@ -159,14 +167,14 @@ func TestInstanceFor(t *testing.T) {
 				m.Spec.ProviderID = "test:///node-0"
 				m.Status.Conditions = []metav1.Condition{condition(clusterv1.MachineHealthCheckSucceededCondition, clusterv1.MachineHealthCheckNodeDeletedReason)}
 			}),
-			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "test:///node-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time},
 		},
 		{
 			name: "failed, phase",
 			machine: machine(func(m *clusterv1.Machine) {
 				m.Status.Phase = string(clusterv1.MachinePhaseFailed) //nolint:staticcheck // SA1019: tests the detection of v1beta1 Machine failures.
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true,
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time,
 				Error: &nodegroups.InstanceError{Reason: "MachineFailed", Message: "Machine phase is Failed"}},
 		},
 		{
@@ -177,7 +185,7 @@ func TestInstanceFor(t *testing.T) {
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.InternalErrorReason),
 				}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time},
 		},
 		{
 			// Providers retry errors they report this way: a passing cloud
@@ -189,7 +197,7 @@ func TestInstanceFor(t *testing.T) {
 					condition(clusterv1.MachineBootstrapConfigReadyCondition, "DataSecretGenerationError"),
 				}
 			}),
-			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true},
+			want: nodegroups.Instance{ID: "clusterapi://ns/m-0", Name: "m-0", State: nodegroups.InstanceCreating, Removable: true, Created: created.Time},
 		},
 	}
 	for _, tt := range tests {

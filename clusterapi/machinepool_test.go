@@ -154,6 +154,21 @@ var _ = Describe("MachinePool node groups", func() {
 		))
 	})
 
+	It("removes the instances it is given only when they have MachinePool Machines, which it tells the engine", func() {
+		withMachines := f.MachinePool("mp-machines", 1, sizeAnnotations(0, 5))
+		withoutMachines := f.MachinePool("mp-machineless", 1, sizeAnnotations(0, 5))
+		atZero := f.MachinePool("mp-zero", 0, sizeAnnotations(0, 5))
+		f.Create(ctx, withMachines, withoutMachines, atZero)
+		instance(withMachines, "a")
+		poolMachine(withMachines, "a")
+		instance(withoutMachines, "b")
+
+		Expect(groupOf(withMachines).RemovesChosenInstances()).To(BeTrue())
+		Expect(groupOf(withMachines).Instances()).To(ConsistOf(HaveField("Owner", "MachinePool/mp-machines")))
+		Expect(groupOf(withoutMachines).RemovesChosenInstances()).To(BeFalse(), "the provider chooses which instances go")
+		Expect(groupOf(atZero).RemovesChosenInstances()).To(BeFalse(), "it cannot tell before it has instances")
+	})
+
 	Describe("with MachinePool Machines", func() {
 		It("marks the Machine of the chosen node and lowers the replicas through /scale", func() {
 			mp := f.MachinePool("mp-0", 3, sizeAnnotations(1, 5))
