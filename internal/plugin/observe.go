@@ -28,6 +28,12 @@ var conditionTypes = []string{
 	autoscalingv1alpha1.ConfigurationAppliedCondition,
 }
 
+// reportingConditionTypes are conditions the views show after those, only
+// when set: they appear with what they report.
+var reportingConditionTypes = []string{
+	autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition,
+}
+
 // Scope selects the ClusterAutoscalers a command looks at.
 type Scope struct {
 	// Namespace is empty for all namespaces.
@@ -143,6 +149,11 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 			condition.Status, condition.Reason, condition.Message = c.Status, c.Reason, c.Message
 		}
 		view.Conditions = append(view.Conditions, condition)
+	}
+	for _, conditionType := range reportingConditionTypes {
+		if c := meta.FindStatusCondition(status.Conditions, conditionType); c != nil {
+			view.Conditions = append(view.Conditions, ConditionView{Type: conditionType, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
 	}
 	for _, row := range status.NodeGroups {
 		group := nodeGroupView(row.ID)

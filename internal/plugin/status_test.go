@@ -88,7 +88,10 @@ func failingCluster(namespace string) fixture {
 func backoffCluster(namespace string) fixture {
 	return fixture{
 		ca: newClusterAutoscaler(namespace, "gpu", autoscalingv1alpha1.ClusterAutoscalerStatus{
-			Conditions:     healthyConditions(),
+			// A rollback of an atomic scale-up that gave up.
+			Conditions: append(healthyConditions(), condition(autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition, metav1.ConditionFalse,
+				autoscalingv1alpha1.RollbackIncompleteReason, "ProvisioningRequest default/train: the rollback could not remove gpu-md-a100-x7k2p-abcde of "+
+					scalable.ID(scalable.KindMachineDeployment, namespace, "gpu-md-a100")+" within 10m0s (MachineDeployment is rolling out)")),
 			NodeGroupCount: 1,
 			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
 				{ID: scalable.ID(scalable.KindMachineDeployment, namespace, "gpu-md-a100"), MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](4), TargetSize: 1, Upcoming: 1,
