@@ -91,6 +91,17 @@ func (s *steps) enqueue(id string, inc *increase) {
 // after forgetting the increases that no atomic scale-up needs any more.
 func (s *steps) claimInstances(l *loop) {
 	s.queueRestoredScaleUps(l)
+	listed := make(map[string]bool, len(l.groups.Groups))
+	for _, group := range l.groups.Groups {
+		listed[group.ID()] = true
+	}
+	// The increases of a group no longer autoscaled credit nothing; those
+	// of an atomic scale-up end with it.
+	for id, queue := range s.history.increases {
+		if !listed[id] && !slices.ContainsFunc(queue, func(inc *increase) bool { return inc.request != "" }) {
+			delete(s.history.increases, id)
+		}
+	}
 	for _, group := range l.groups.Groups {
 		id := group.ID()
 		queue := s.forgetSettled(group, s.history.increases[id], l.now)
