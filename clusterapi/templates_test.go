@@ -2,6 +2,8 @@ package clusterapi
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -22,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/yaml"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -30,9 +32,16 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
-// shippedManagerRole is the manager's ClusterRole as `make manifests`
-// writes it.
+// shippedManagerRole holds the manager's ClusterRoles as `make manifests`
+// writes them.
 const shippedManagerRole = "../config/rbac/role.yaml"
+
+// The ClusterRoles of shippedManagerRole: the one bound everywhere, and the
+// one a narrower install binds only in the namespaces it autoscales.
+const (
+	shippedManagerRoleName   = "manager-role"
+	shippedNamespaceRoleName = "manager-namespace-role"
+)
 
 var _ = Describe("A node group whose infrastructure template the manager cannot list", func() {
 	const templateReadTimeout = 2 * time.Second
@@ -149,21 +158,36 @@ var _ = Describe("A node group whose infrastructure template the manager cannot 
 func managerClient(ctx context.Context, namespace string) (client.Client, func() int) {
 	GinkgoHelper()
 	user := "manager-" + namespace
-	role := shippedRole()
-	role.Name = user
+	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}
+	// The manager role everywhere, the namespace role in the Cluster's
+	// namespace alone, as a narrower install binds them.
+	roles := shippedRoles()
+	role, namespaceRole := roles[shippedManagerRoleName], roles[shippedNamespaceRoleName]
+	Expect(role).NotTo(BeNil())
+	Expect(namespaceRole).NotTo(BeNil())
+	role.Name, namespaceRole.Name = user, user+"-namespace"
 	role.Rules = append(role.Rules, rbacv1.PolicyRule{
 		APIGroups: []string{envtest.InfrastructureMachineTemplate.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"},
 	})
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	objects := []client.Object{role, namespaceRole,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   subjects,
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: namespaceRole.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: namespaceRole.Name},
+			Subjects:   subjects,
+		},
 	}
-	Expect(k8sClient.Create(ctx, role)).To(Succeed())
-	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	for _, obj := range objects {
+		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	}
 	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
-		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, role))).To(Succeed())
+		for _, obj := range objects {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, obj))).To(Succeed())
+		}
 	})
 	config, err := testEnv.AddUser(user)
 	Expect(err).NotTo(HaveOccurred())
@@ -193,14 +217,23 @@ func managerClient(ctx context.Context, namespace string) (client.Client, func()
 	return counting, func() int { return reads }
 }
 
-// shippedRole reads the manager's ClusterRole from config/rbac.
-func shippedRole() *rbacv1.ClusterRole {
+// shippedRoles reads the manager's ClusterRoles from config/rbac, by name.
+func shippedRoles() map[string]*rbacv1.ClusterRole {
 	GinkgoHelper()
-	content, err := os.ReadFile(shippedManagerRole)
+	content, err := os.Open(shippedManagerRole)
 	Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	Expect(yaml.Unmarshal(content, role)).To(Succeed())
-	return role
+	defer content.Close()
+	roles := map[string]*rbacv1.ClusterRole{}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(content, 4096)
+	for {
+		role := &rbacv1.ClusterRole{}
+		err := decoder.Decode(role)
+		if errors.Is(err, io.EOF) {
+			return roles
+		}
+		Expect(err).NotTo(HaveOccurred())
+		roles[role.Name] = role
+	}
 }
 
 // waitForRBAC waits until the API server lets the user of config list

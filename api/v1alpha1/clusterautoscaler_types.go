@@ -605,6 +605,11 @@ const (
 	// autoscaled until it does, and the Cluster's kubeconfig is not used
 	// instead. The condition message says what is wrong.
 	InvalidWorkloadKubeconfigReason = "InvalidWorkloadKubeconfig"
+	// WorkloadKubeconfigForbiddenReason: the manager may not read the
+	// kubeconfig Secret in the ClusterAutoscaler's namespace, where the
+	// install did not grant it its namespace role (manager-namespace-role);
+	// nothing is autoscaled there until it does.
+	WorkloadKubeconfigForbiddenReason = "WorkloadKubeconfigForbidden"
 	// OtherAutoscalerActiveReason: another cluster autoscaler, such as the
 	// upstream one, acts on the workload cluster (its deletion taint on a
 	// node, its Lease or status ConfigMap recently written); nothing is

@@ -176,12 +176,14 @@ load 1m
   capi_autoscaler_clusterautoscaler_condition{namespace="default", name="c", cluster="default/c", type="Ready", status="False", reason="WorkloadClusterUnreachable"} 1x5 stale
   capi_autoscaler_clusterautoscaler_condition{namespace="default", name="c", cluster="default/c", type="Ready", status="True", reason="Running"} _x6 1x14
   capi_autoscaler_clusterautoscaler_condition{namespace="default", name="d", cluster="default/d", type="Ready", status="False", reason="LoopFailed"} 1x20
+  capi_autoscaler_clusterautoscaler_condition{namespace="default", name="e", cluster="default/e", type="Ready", status="False", reason="WorkloadKubeconfigForbidden"} 1x20
 `,
 		checks: []alertCheck{
 			{at: 9 * time.Minute},
 			{at: 11 * time.Minute, firing: []string{
 				`{cluster="default/a", name="a", namespace="default", reason="WorkloadClusterUnreachable"}`,
 				`{cluster="default/b", name="b", namespace="default", reason="WorkloadKubeconfigNotFound"}`,
+				`{cluster="default/e", name="e", namespace="default", reason="WorkloadKubeconfigForbidden"}`,
 			}},
 		},
 	}},

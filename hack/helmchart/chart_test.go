@@ -362,8 +362,17 @@ func TestNamespaceScopedValues(t *testing.T) {
 	role := rendered.Find("Role", prefix+"manager-role")
 	g.Expect(role).NotTo(BeNil())
 	g.Expect(role.GetNamespace()).To(Equal("tenant-a"))
-	g.Expect(ruleResources(g, role)).To(And(ContainElements("clusterautoscalers", "machines", "secrets", "machinedeployments/scale"), Not(ContainElement("customresourcedefinitions"))))
+	g.Expect(ruleResources(g, role)).To(And(ContainElements("clusterautoscalers", "machines"), Not(ContainElement("customresourcedefinitions"))))
 	g.Expect(rulesOf(g, role)).To(ContainElement(HaveField("APIGroups", ConsistOf("infrastructure.example.com"))), "rbac.extraRules")
+	namespaceRole := rendered.Find("Role", prefix+"manager-namespace-role")
+	g.Expect(namespaceRole).NotTo(BeNil())
+	g.Expect(namespaceRole.GetNamespace()).To(Equal("tenant-a"))
+	g.Expect(ruleResources(g, namespaceRole)).To(ContainElements("secrets", "configmaps", "leases", "machinedeployments/scale"))
+	g.Expect(rendered.Find("ClusterRole", prefix+"manager-namespace-role")).To(BeNil(), "it has no cluster-scoped rules")
+	namespaceBinding := rendered.Find("RoleBinding", prefix+"manager-namespace-rolebinding")
+	g.Expect(namespaceBinding).NotTo(BeNil())
+	g.Expect(namespaceBinding.GetNamespace()).To(Equal("tenant-a"))
+	g.Expect(rendered.Find("ClusterRoleBinding", prefix+"manager-namespace-rolebinding")).To(BeNil())
 	clusterRole := rendered.Find("ClusterRole", prefix+"manager-role")
 	g.Expect(clusterRole).NotTo(BeNil())
 	g.Expect(ruleResources(g, clusterRole)).To(ConsistOf("customresourcedefinitions"))
@@ -394,7 +403,9 @@ func TestNamespaceScopedValues(t *testing.T) {
 // The rendered objects are valid for a real API server (their schemas, the
 // CRDs' included), and the permissions they grant the manager's
 // ServiceAccount are those its mode needs: everywhere by default, in the
-// watched namespace (and cluster-scoped reads) in namespace-scoped mode.
+// watched namespace (and cluster-scoped reads) in namespace-scoped mode,
+// and with rbac.namespaces the reads everywhere but Secrets, ConfigMaps,
+// Leases and writes to Cluster API objects in those namespaces alone.
 func TestRenderedObjectsApplyToAnAPIServer(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -426,6 +437,8 @@ func TestRenderedObjectsApplyToAnAPIServer(t *testing.T) {
 	scoped := render(t, namespaceScopedRelease, namespaceScoped)
 	install(namespaceScopedRelease, scoped, "tenant-a", "grafana")
 	g.Expect(scoped.Find("ServiceMonitor", "tenant-a-capi-autoscaler-controller-manager-metrics")).NotTo(BeNil())
+	narrowRelease := helmchart.Release{Name: "narrow", Namespace: "narrow-system"}
+	install(narrowRelease, render(t, narrowRelease, "{crds: {install: false}, rbac: {namespaces: [clusters-a]}}"), "clusters-a")
 
 	allowed := func(release helmchart.Release, attributes authorizationv1.ResourceAttributes) bool {
 		t.Helper()
@@ -460,6 +473,17 @@ func TestRenderedObjectsApplyToAnAPIServer(t *testing.T) {
 		{namespaceScopedRelease, list("autoscaling.cluster.x-k8s.io", "clusterautoscalers", ""), false},
 		{namespaceScopedRelease, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "default"}, false},
 		{namespaceScopedRelease, list("infrastructure.cluster.x-k8s.io", "dockermachinetemplates", "default"), false},
+		{namespaceScopedRelease, authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: "tenant-a"}, true},
+		{namespaceScopedRelease, authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: "default"}, false},
+		{defaultRelease, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "anywhere"}, true},
+		{narrowRelease, list("cluster.x-k8s.io", "machines", ""), true},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "patch", Group: "autoscaling.cluster.x-k8s.io", Resource: "clusterautoscalers", Subresource: "status", Namespace: "default"}, true},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "clusters-a"}, true},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: "clusters-a"}, true},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "default"}, false},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "patch", Resource: "configmaps", Namespace: "default"}, false},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "update", Group: "cluster.x-k8s.io", Resource: "machinedeployments", Subresource: "scale", Namespace: "default"}, false},
+		{narrowRelease, authorizationv1.ResourceAttributes{Verb: "patch", Group: "cluster.x-k8s.io", Resource: "machines", Namespace: "default"}, false},
 	} {
 		g.Expect(allowed(tc.release, tc.attributes)).To(Equal(tc.allowed), "%s: %+v", tc.release.Name, tc.attributes)
 	}

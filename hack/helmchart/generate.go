@@ -102,6 +102,16 @@ var chartFlags = []string{"--namespace", "--watch-filter", "--leader-election-id
 // which rbac.extraRules add.
 const managerRole = "manager-role"
 
+// namespaceRole is the role controller-gen writes from the markers with
+// roleName=manager-namespace-role: what the manager needs only in the
+// namespaces it autoscales. rbacNamespaces, when set, grants it in those
+// namespaces alone, with RoleBindings of the ClusterRole, in place of its
+// ClusterRoleBinding.
+const (
+	namespaceRole  = "manager-namespace-role"
+	rbacNamespaces = ".Values.rbac.namespaces"
+)
+
 // managerContainer is the manager's container of the Deployment.
 const managerContainer = "manager"
 
@@ -304,8 +314,13 @@ func (g *generator) findScopedRoles() error {
 			g.scoped[role.name] = split
 		}
 	}
-	if _, found := g.scoped[managerRole]; !found {
-		return fmt.Errorf("no ClusterRole %s with namespaced rules bound to the ServiceAccount %s", managerRole, g.serviceAccount)
+	for _, name := range []string{managerRole, namespaceRole} {
+		if _, found := g.scoped[name]; !found {
+			return fmt.Errorf("no ClusterRole %s with namespaced rules bound to the ServiceAccount %s", name, g.serviceAccount)
+		}
+	}
+	if cluster := g.scoped[namespaceRole].cluster; len(cluster) > 0 {
+		return fmt.Errorf("ClusterRole %s has rules on cluster-scoped resources, which %s cannot grant", namespaceRole, rbacNamespaces)
 	}
 	return nil
 }
@@ -714,10 +729,16 @@ func (g *generator) roleDocument(t *templateFile, o *object, role *kyaml.RNode, 
 // scopedBinding writes the ClusterRoleBinding of a scoped role: in
 // namespace-scoped mode a RoleBinding of the Role in the watched
 // namespace, and the ClusterRoleBinding of the cluster-scoped rules if
-// any; else the ClusterRoleBinding.
+// any; for namespaceRole with rbacNamespaces, a RoleBinding of the
+// ClusterRole in each of them; else the ClusterRoleBinding.
 func (g *generator) scopedBinding(t *templateFile, o *object) error {
 	name := strings.TrimPrefix(get(o.node.YNode(), "roleRef", "name").Value, g.namePrefix)
 	t.raw("{{- if " + watchNamespace + " }}\n")
+	if name == namespaceRole {
+		t.raw("{{- if " + rbacNamespaces + " }}\n" +
+			`{{- fail "rbac.namespaces is for a release that serves every namespace: with watchNamespace the manager's permissions are in that namespace alone" }}` + "\n" +
+			"{{- end }}\n")
+	}
 	binding := o.node.Copy()
 	set(binding.YNode(), "kind", str("RoleBinding"))
 	set(get(binding.YNode(), "roleRef"), "kind", str("Role"))
@@ -731,11 +752,35 @@ func (g *generator) scopedBinding(t *templateFile, o *object) error {
 			return err
 		}
 	}
+	if name == namespaceRole {
+		if err := g.namespaceBindings(t, o); err != nil {
+			return err
+		}
+	}
 	t.raw("{{ else }}\n")
 	if err := g.document(t, o, o.node.Copy(), optionalObject{}); err != nil {
 		return err
 	}
 	t.raw("{{ end }}\n")
+	return nil
+}
+
+// namespaceBindings writes the branch of a binding of namespaceRole that
+// grants it, a ClusterRole, with a RoleBinding in each namespace of
+// rbacNamespaces. `with $` gives the document the release's values back
+// inside the range.
+func (g *generator) namespaceBindings(t *templateFile, o *object) error {
+	t.raw("{{- else if " + rbacNamespaces + " }}\n" +
+		"{{- range $namespace := " + rbacNamespaces + " }}\n" +
+		"{{- with $ }}\n")
+	t.separator()
+	binding := o.node.Copy()
+	set(binding.YNode(), "kind", str("RoleBinding"))
+	insertAfter(get(binding.YNode(), "metadata"), "name", str("namespace"), str(t.expr("{{ $namespace }}")))
+	if err := g.document(t, o, binding, optionalObject{}); err != nil {
+		return err
+	}
+	t.raw("{{- end }}\n{{- end }}\n")
 	return nil
 }
 

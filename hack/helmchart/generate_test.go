@@ -76,13 +76,14 @@ func edit(t *testing.T, dir, path, old, replacement string) {
 }
 
 // A flag config/manager gains reaches the chart's Deployment, and a
-// permission controller-gen writes reaches the chart's role.
+// permission controller-gen writes reaches the chart's roles.
 func TestConfigChangesReachTheChart(t *testing.T) {
 	g := NewWithT(t)
 	dir := copyRepo(t)
 	edit(t, dir, "config/manager/manager.yaml", "        - --health-probe-bind-address=:8081\n",
 		"        - --health-probe-bind-address=:8081\n        - --sync-period=5m\n")
-	edit(t, dir, "config/rbac/role.yaml", "  - machinedeployments/scale\n", "  - machinedeployments/scale\n  - machinedeployments/status\n")
+	edit(t, dir, "config/rbac/role.yaml", "  - machinesets\n", "  - machinesets\n  - machinedeployments/status\n")
+	edit(t, dir, "config/rbac/role.yaml", "  - machinedeployments/scale\n", "  - machinedeployments/scale\n  - machinesets/status\n")
 	files, err := Generate(dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(Write(filepath.Join(dir, ChartDir), files)).To(Succeed())
@@ -99,6 +100,9 @@ func TestConfigChangesReachTheChart(t *testing.T) {
 		role := rendered.Find(kind, "capi-autoscaler-manager-role")
 		g.Expect(role).NotTo(BeNil())
 		g.Expect(ruleResources(g, role)).To(ContainElement("machinedeployments/status"))
+		namespaceRole := rendered.Find(kind, "capi-autoscaler-manager-namespace-role")
+		g.Expect(namespaceRole).NotTo(BeNil())
+		g.Expect(ruleResources(g, namespaceRole)).To(ContainElement("machinesets/status"))
 	}
 }
 
@@ -127,6 +131,12 @@ func TestGenerationRefusesWhatTheChartCannotStandFor(t *testing.T) {
 		old:    "      terminationGracePeriodSeconds: 40\n",
 		change: "      terminationGracePeriodSeconds: 40\n      nodeSelector:\n        kubernetes.io/os: linux\n",
 		err:    "nodeSelector",
+	}, {
+		name:   "a cluster-scoped resource in the namespace role",
+		path:   "config/rbac/role.yaml",
+		old:    "  - secrets\n",
+		change: "  - secrets\n  - nodes\n",
+		err:    "ClusterRole manager-namespace-role has rules on cluster-scoped resources",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -6,8 +6,10 @@
 // users choose: the namespace and name prefix, the clusterctl variables,
 // the image, replicas and resources, the manager's flags, the pod's
 // scheduling, the optional objects, and, in namespace-scoped mode, the
-// manager's ClusterRole and its binding, which become a Role and a
-// RoleBinding in the watched namespace. Chart.yaml gets its version from
+// manager's ClusterRoles and their bindings, which become Roles and
+// RoleBindings in the watched namespace (with rbac.namespaces, the binding
+// of its namespace role a RoleBinding in each of those namespaces).
+// Chart.yaml gets its version from
 // metadata.yaml. `make helm-chart` runs it; `make verify` fails when the
 // chart differs from what it writes.
 //

@@ -71,24 +71,36 @@ const (
 	DefaultWorkloadEventBurst = 25
 )
 
-// The patch helper writes the ClusterAutoscaler, its finalizer and its
-// status with patches; /scale is read, then updated with the
-// resourceVersion read (optimistic concurrency). Secrets are only got, by
-// name, never listed or watched: the kubeconfig Secret of each Cluster, or
-// the Secret its ClusterAutoscaler names (WorkloadKubeconfigs). The
-// end-to-end suite runs the manager with exactly this role and fails on any
-// request it refuses.
+// The manager's permissions are two ClusterRoles, so that an install can
+// grant the second only in the namespaces it autoscales (README,
+// "Permissions"). The end-to-end suite runs the manager with exactly these
+// roles and fails on any request they refuse.
+//
+// manager-role, bound cluster-wide: what the caches list and watch, and the
+// ClusterAutoscaler's finalizer and status (patches), so that one in a
+// namespace the manager may not act in says why on its own conditions, and
+// its events.
 // +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=autoscaling.cluster.x-k8s.io,resources=clusterautoscalers/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets;machinepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+//
+// manager-namespace-role, needed only in the namespaces of the
+// ClusterAutoscalers and their Clusters: acting on a Cluster. No list or
+// watch: nothing of it is cached. /scale is read, then updated with the
+// resourceVersion read (optimistic concurrency); Machines get the deletion
+// mark by patch. Secrets are only got, by name: the kubeconfig Secret of
+// each Cluster, or the Secret its ClusterAutoscaler names
+// (WorkloadKubeconfigs). The Cluster's Lease fences its engine
+// (ClusterLeases); the explanation ConfigMap is written in explanation.go.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update,roleName=manager-namespace-role
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch,roleName=manager-namespace-role
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,roleName=manager-namespace-role
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,roleName=manager-namespace-role
 
 // ClusterAutoscalerReconciler runs one engine per ClusterAutoscaler.
 type ClusterAutoscalerReconciler struct {

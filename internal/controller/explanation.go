@@ -54,7 +54,7 @@ type explanationPublished struct {
 }
 
 // The API server authorizes an apply that creates the object as a create.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch,roleName=manager-namespace-role
 
 // publishExplanation writes what the engine's last loop decided, and why,
 // into the ClusterAutoscaler's explanation ConfigMap, at most every

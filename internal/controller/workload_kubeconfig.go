@@ -262,15 +262,22 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	}
 	switch {
 	case err == nil:
+	case apierrors.IsForbidden(err):
+		// A narrower install grants the manager's namespace role only in
+		// the namespaces it is to autoscale: the Cluster's Lease, /scale
+		// and Machines are refused here too.
+		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigForbiddenReason, fmt.Sprintf(
+			"Nothing is autoscaled: the manager is not granted its namespace role (the ClusterRole *-manager-namespace-role; README, \"Permissions\") in namespace %s: %v", ca.Namespace, err))
+		return false, nil
 	case ca.Spec.WorkloadKubeconfigSecretRef == nil:
 		// The Cluster's own kubeconfig: the ClusterCache reports its
 		// problems, as it always did.
 		return true, nil
 	case errors.Is(err, kubeconfig.ErrNotFound):
-		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, err)
+		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigNotFoundReason, ownKubeconfigNotUsed+err.Error())
 		return false, nil
 	case errors.Is(err, kubeconfig.ErrInvalid):
-		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, err)
+		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.InvalidWorkloadKubeconfigReason, ownKubeconfigNotUsed+err.Error())
 		return false, nil
 	default:
 		return false, err
@@ -314,22 +321,25 @@ func (c kubeconfigCheck) coversNow(now kubeconfigCheck) bool {
 	return c.secret == now.secret && c.dataKey == now.dataKey && now.at.Sub(c.at) < workloadKubeconfigCheckInterval
 }
 
-// refuseWorkloadKubeconfig stops the engine of ca, whose
-// spec.workloadKubeconfigSecretRef names no usable kubeconfig, and says why.
+// ownKubeconfigNotUsed starts the message of a Secret that
+// spec.workloadKubeconfigSecretRef names and that cannot be used.
+const ownKubeconfigNotUsed = "Nothing is autoscaled, and the Cluster's own kubeconfig is not used instead: "
+
+// refuseWorkloadKubeconfig stops the engine of ca, whose kubeconfig
+// cannot be used, and says why in message.
 // When ca owns the Cluster, a connection made with other credentials, such
 // as the Cluster's before ca named a Secret, is dropped too: connecting
 // again fails until the Secret is fixed. The owner's connection stays when
 // ca is a DryRun ClusterAutoscaler beside it.
-func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, s *reconcileScope, reason string, err error) {
+func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Context, s *reconcileScope, reason, message string) {
 	ca := s.ca
 	r.stopEngine(ctx, client.ObjectKeyFromObject(ca))
 	if _, err := r.ClusterCache.GetRESTConfig(ctx, clusterKey(ca)); err == nil && s.otherOwner == nil {
 		r.WorkloadKubeconfigs.reconnect(clusterKey(ca))
 	}
-	message := fmt.Sprintf("Nothing is autoscaled, and the Cluster's own kubeconfig is not used instead: %v", err)
 	// One event when it happens, not one per reconcile.
 	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != reason || ready.Message != message {
-		ctrl.LoggerFrom(ctx).Info("Not autoscaling: the workload kubeconfig cannot be used", "reason", reason, "err", err.Error())
+		ctrl.LoggerFrom(ctx).Info("Not autoscaling: the workload kubeconfig cannot be used", "reason", reason, "message", message)
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, reason, autoscaleAction, "%s", message)
 	}
 	s.stop(reason, message)

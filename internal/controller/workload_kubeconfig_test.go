@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -656,4 +657,52 @@ type connectedWith struct {
 
 func (c connectedWith) GetRESTConfig(context.Context, client.ObjectKey) (*rest.Config, error) {
 	return c.config, nil
+}
+
+// A ClusterAutoscaler in a namespace where a narrower install did not bind
+// the manager's namespace role (README, "Permissions") says so on its own
+// conditions, whichever Secret holds its kubeconfig, and nothing of its
+// Cluster is touched: no engine, and no contending for the Cluster's
+// Lease, which the manager may not write there either and would report as
+// held by another manager.
+func TestANamespaceWithoutTheManagersNamespaceRoleSaysSo(t *testing.T) {
+	scheme := runtime.NewScheme()
+	NewWithT(t).Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	NewWithT(t).Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	for _, tt := range []struct {
+		name string
+		ref  *autoscalingv1alpha1.WorkloadKubeconfigSecretReference
+	}{
+		{name: "the Cluster's own kubeconfig"},
+		{name: "a Secret the ClusterAutoscaler names", ref: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "credentials"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ca := &autoscalingv1alpha1.ClusterAutoscaler{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "autoscaler"},
+				Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "workload", WorkloadKubeconfigSecretRef: tt.ref},
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ca).WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, isSecret := obj.(*corev1.Secret); isSecret {
+						return apierrors.NewForbidden(corev1.Resource("secrets"), key.Name,
+							errors.New(`User "system:serviceaccount:capi-autoscaler-system:capi-autoscaler-controller-manager" cannot get resource "secrets"`))
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			}).Build()
+			recorder := events.NewFakeRecorder(10)
+			r := &ClusterAutoscalerReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now()), Recorder: recorder,
+				WorkloadKubeconfigs: NewWorkloadKubeconfigs(c), ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "token"}}}
+
+			s := newReconcileScope(ca)
+			usable, err := r.reconcileWorkloadKubeconfig(context.Background(), s)
+			g.Expect(err).NotTo(HaveOccurred(), "the condition says it; retrying at once cannot fix RBAC")
+			g.Expect(usable).To(BeFalse(), "nothing goes on to the Cluster's Lease and engine")
+			g.Expect(s.stopped).NotTo(BeNil())
+			g.Expect(s.stopped.reason).To(Equal(autoscalingv1alpha1.WorkloadKubeconfigForbiddenReason))
+			g.Expect(s.stopped.message).To(And(ContainSubstring("namespace ns"), ContainSubstring("manager-namespace-role"), ContainSubstring("forbidden")))
+			g.Expect(recorder.Events).To(Receive(ContainSubstring(autoscalingv1alpha1.WorkloadKubeconfigForbiddenReason)))
+		})
+	}
 }

@@ -290,6 +290,8 @@ func providerObjects() []ctrlclient.Object {
 		&corev1.Namespace{ObjectMeta: objectMeta("", targetNamespace)},
 		&rbacv1.ClusterRole{ObjectMeta: objectMeta("", "capi-autoscaler-manager-role")},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: objectMeta("", "capi-autoscaler-manager-rolebinding")},
+		&rbacv1.ClusterRole{ObjectMeta: objectMeta("", "capi-autoscaler-manager-namespace-role")},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: objectMeta("", "capi-autoscaler-manager-namespace-rolebinding")},
 	)
 }
 
