@@ -357,10 +357,18 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		return ctrl.Result{}, nil
 	}
 	if running.applied.generation != desired.generation {
+		leavingActive := !running.applied.settings.Config().DryRun && desired.settings.Config().DryRun
 		running.engine.Apply(desired.settings)
 		running.verbosity.Store(desired.verbosity)
 		running.applied = desired
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
+		if leavingActive {
+			// The same engine goes on, dry: what it placed while it acted
+			// is given back, or followed until gone, by its loops.
+			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason, autoscaleAction,
+				"Cluster %s is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after %s",
+				clusterKey(ca), desired.settings.Config().ScaleDown.NodeDeletionTimeout)
+		}
 	}
 	s.engine = running
 	s.loop = running.engine.Status()
