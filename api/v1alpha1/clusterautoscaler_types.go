@@ -557,6 +557,12 @@ const (
 	// message says what the loop panicked with and when the new engine
 	// starts. Other clusters are not affected.
 	EnginePanickedReason = "EnginePanicked"
+	// LoopStalledReason: the autoscaling loop of the cluster has not
+	// finished by the time it was due (a scan interval, the trigger batch
+	// window and the loop timeout after the last one); it is stuck where no
+	// timeout reaches it. The condition clears when a loop finishes. Other
+	// clusters are not affected.
+	LoopStalledReason = "LoopStalled"
 	// InvalidConfigurationReason: the spec cannot be applied; the running
 	// engine, if any, keeps the last configuration it applied.
 	InvalidConfigurationReason = "InvalidConfiguration"

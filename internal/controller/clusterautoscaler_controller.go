@@ -372,6 +372,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	}
 	s.engine = running
 	s.loop = running.engine.Status()
+	recheck := r.watchLoopProgress(ctx, s)
 	if status := s.loop; !status.Time.IsZero() {
 		r.publishExplanation(ctx, ca, running, status)
 		r.publishDecisions(ca, status)
@@ -390,7 +391,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 			}
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // ensureClusterOwnerReference makes the Cluster an owner of the
