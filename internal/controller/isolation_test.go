@@ -121,7 +121,9 @@ var _ = Describe("A panic in an event handler of one cluster's informers", func(
 				}
 			},
 		})).To(Succeed())
-		pendingPod(faulty.Namespace, nil)
+		// That no node group can serve: the other specs' clusters see it too.
+		unservable := pendingPod(faulty.Namespace, map[string]string{"handler-isolation.example.com/none": faulty.Namespace})
+		DeferCleanup(k8sClient.Delete, ctx, unservable)
 		Eventually(func(g Gomega) {
 			events := &eventsv1.EventList{}
 			g.Expect(k8sClient.List(ctx, events, client.InNamespace(faulty.Namespace))).To(Succeed())
