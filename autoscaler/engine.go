@@ -285,7 +285,13 @@ func (e *Engine) expectLoopWithin(d time.Duration) {
 // finish; an overdue loop is stuck where no timeout reaches it, such as a
 // deadlock or an OnStatus that blocks.
 func (e *Engine) Stalled() bool {
-	return e.clock.Now().UnixNano() > e.loopDeadline.Load()
+	return e.clock.Now().After(e.LoopDeadline())
+}
+
+// LoopDeadline is when the next loop of Run must have finished at the
+// latest: past it, the engine is Stalled.
+func (e *Engine) LoopDeadline() time.Time {
+	return time.Unix(0, e.loopDeadline.Load())
 }
 
 // releaseTimeout bounds the release of the drains in progress when the

@@ -72,6 +72,9 @@ const (
 
 	// errorLoop is the type of the errors of loops that failed.
 	errorLoop = "loop"
+	// errorInformerPanic is the type of the panics of the event handlers
+	// of a cluster's informers, which run outside the loop.
+	errorInformerPanic = "informerPanic"
 
 	// The mode label of the scale-up and scale-down counters: what the
 	// engine did, or, in DryRun mode, would have done.
@@ -175,6 +178,12 @@ func (m *Metrics) recordError(cluster, kind string) {
 		return
 	}
 	m.errors.WithLabelValues(cluster, kind).Inc()
+}
+
+// RecordInformerPanic counts a panic of an event handler of the cluster's
+// informers, recovered outside the loop.
+func (m *Metrics) RecordInformerPanic(cluster string) {
+	m.recordError(cluster, errorInformerPanic)
 }
 
 func (m *Metrics) recordScaleUp(cluster, mode string, nodes int) {

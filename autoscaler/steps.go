@@ -698,13 +698,17 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 // left by a restart. It runs even while the cluster is unhealthy, so that
 // no node stays tainted for nothing. While scale-down is off, another
 // autoscaler acts on the cluster, or the engine runs dry, drains in
-// progress are given back.
+// progress are given back; a dry run still follows the nodes handed over.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
+	view := scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums}
 	if s.dryRun() {
-		// Only its own drains, of an Active run before: the marks of
-		// this manager that the engine did not place may be those of the
-		// Active engine of another ClusterAutoscaler of the Cluster.
+		// Only its own drains and hand-overs, of an Active run before:
+		// the marks of this manager that the engine did not place may be
+		// those of the Active engine of another ClusterAutoscaler of the
+		// Cluster. A node already handed over stays tainted while its
+		// group removes it, and is given back if it does not.
 		s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
+		s.reportGivenBack(l, s.actuator.FollowHandedOver(ctx, view))
 		return
 	}
 	switch {
@@ -713,7 +717,12 @@ func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	case !s.settings.config.ScaleDown.Enabled:
 		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
 	}
-	released := s.actuator.Continue(ctx, scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums})
+	s.reportGivenBack(l, s.actuator.Continue(ctx, view))
+}
+
+// reportGivenBack reports the nodes handed over that their group did not
+// remove and that were given back: on the group and its status row.
+func (s *steps) reportGivenBack(l *loop, released []scaledown.Released) {
 	for _, r := range released {
 		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
 		s.metrics().recordError(s.opts.ClusterName, "nodeNotDeleted")

@@ -571,6 +571,16 @@ const (
 	// message says what the loop panicked with and when the new engine
 	// starts. Other clusters are not affected.
 	EnginePanickedReason = "EnginePanicked"
+	// InformerPanickedReason, of a Warning event: an event handler of the
+	// workload cluster's informers panicked. The panic was recovered; the
+	// engine goes on. Other clusters are not affected.
+	InformerPanickedReason = "InformerPanicked"
+	// LoopStalledReason: the autoscaling loop of the cluster has not
+	// finished by the time it was due (a scan interval, the trigger batch
+	// window and the loop timeout after the last one); it is stuck where no
+	// timeout reaches it. The condition clears when a loop finishes. Other
+	// clusters are not affected.
+	LoopStalledReason = "LoopStalled"
 	// InvalidConfigurationReason: the spec cannot be applied; the running
 	// engine, if any, keeps the last configuration it applied.
 	InvalidConfigurationReason = "InvalidConfiguration"

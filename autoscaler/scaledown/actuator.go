@@ -235,6 +235,17 @@ func (a *Actuator) ReleaseAll(ctx context.Context, reason string) {
 	}
 }
 
+// FollowHandedOver does for the nodes handed to their group what Continue
+// does: it forgets those that are gone and gives back, and returns, those
+// still there after NodeDeletionTimeout whose instance is not being
+// deleted. It carries no drain on and releases no leftover. An engine
+// that no longer acts (DryRun) calls it, so that what it handed over
+// while it acted is still followed until it is gone: a taint and a
+// deletion mark must not stay because the mode changed.
+func (a *Actuator) FollowHandedOver(ctx context.Context, view View) []Released {
+	return a.checkHandedOver(ctx, view, membersByNode(view.Groups))
+}
+
 // member is a node's place in the loop's view.
 type member struct {
 	group    nodegroups.NodeGroup

@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -369,13 +368,22 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		return ctrl.Result{}, nil
 	}
 	if running.applied.generation != desired.generation {
+		leavingActive := !running.applied.settings.Config().DryRun && desired.settings.Config().DryRun
 		running.engine.Apply(desired.settings)
 		running.verbosity.Store(desired.verbosity)
 		running.applied = desired
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
+		if leavingActive {
+			// The same engine goes on, dry: what it placed while it acted
+			// is given back, or followed until gone, by its loops.
+			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason, autoscaleAction,
+				"Cluster %s is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after %s",
+				clusterKey(ca), desired.settings.Config().ScaleDown.NodeDeletionTimeout)
+		}
 	}
 	s.engine = running
 	s.loop = running.engine.Status()
+	recheck := r.watchLoopProgress(ctx, s)
 	if status := s.loop; !status.Time.IsZero() {
 		r.publishExplanation(ctx, ca, running, status)
 		r.publishDecisions(ca, status)
@@ -394,7 +402,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 			}
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // ensureClusterOwnerReference makes the Cluster an owner of the
@@ -510,21 +518,18 @@ func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context
 		pod, ok := obj.(*snapshot.Pod)
 		return ok && scaleup.IsUnschedulable(pod.Conditions)
 	}
-	return r.ClusterCache.Watch(ctx, cluster, podInformerWatcher{name: unschedulablePodsWatch, watch: func(informer cache.Informer) error {
-		_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) {
-				if unschedulable(obj) {
-					r.triggerEngines(cluster)
-				}
-			},
-			UpdateFunc: func(oldObj, newObj any) {
-				if unschedulable(newObj) && !unschedulable(oldObj) {
-					r.triggerEngines(cluster)
-				}
-			},
-		})
-		return err
-	}})
+	return r.watchPods(ctx, cluster, unschedulablePodsWatch, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if unschedulable(obj) {
+				r.triggerEngines(cluster)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if unschedulable(newObj) && !unschedulable(oldObj) {
+				r.triggerEngines(cluster)
+			}
+		},
+	})
 }
 
 // indexByClusterName indexes ClusterAutoscalers under clusterNameField.
@@ -541,6 +546,21 @@ func (r *ClusterAutoscalerReconciler) clusterToClusterAutoscalers(ctx context.Co
 // clusterAutoscalersOf lists the ClusterAutoscalers that name a Cluster and
 // that this manager serves, with --watch-filter.
 func (r *ClusterAutoscalerReconciler) clusterAutoscalersOf(ctx context.Context, cluster client.ObjectKey) []ctrl.Request {
+	cas, err := r.listClusterAutoscalers(ctx, cluster)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KRef(cluster.Namespace, cluster.Name))
+		return nil
+	}
+	requests := make([]ctrl.Request, 0, len(cas))
+	for i := range cas {
+		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&cas[i])})
+	}
+	return requests
+}
+
+// listClusterAutoscalers lists the ClusterAutoscalers that name a Cluster
+// and that this manager serves, with --watch-filter.
+func (r *ClusterAutoscalerReconciler) listClusterAutoscalers(ctx context.Context, cluster client.ObjectKey) ([]autoscalingv1alpha1.ClusterAutoscaler, error) {
 	list := &autoscalingv1alpha1.ClusterAutoscalerList{}
 	opts := []client.ListOption{client.InNamespace(cluster.Namespace), client.MatchingFields{clusterNameField: cluster.Name}}
 	// The event filter saw the object of the event, if any, not these.
@@ -548,12 +568,7 @@ func (r *ClusterAutoscalerReconciler) clusterAutoscalersOf(ctx context.Context, 
 		opts = append(opts, client.MatchingLabels{clusterv1.WatchLabel: r.WatchFilterValue})
 	}
 	if err := r.Client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the ClusterAutoscalers of a Cluster", "Cluster", klog.KRef(cluster.Namespace, cluster.Name))
-		return nil
+		return nil, err
 	}
-	requests := make([]ctrl.Request, 0, len(list.Items))
-	for i := range list.Items {
-		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return requests
+	return list.Items, nil
 }

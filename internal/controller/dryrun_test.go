@@ -65,6 +65,12 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 		}, waitTimeout).Should(Succeed())
 		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine))
 		Expect(reconciler.engines.get(active)).To(BeNil())
+
+		By("saying what becomes of what it placed when it runs dry again")
+		setMode(shadow, autoscalingv1alpha1.DryRunMode)
+		expectEvent(fixture.Namespace, shadow, autoscalingv1alpha1.DryRunReason, "Cluster "+fixture.Namespace+"/"+fixture.Cluster.Name+
+			" is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after 5m0s")
+		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine), "the same engine goes on, and follows what it handed over")
 	})
 })
 

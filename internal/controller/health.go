@@ -1,8 +1,16 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
 
 // CheckEnginesProgress is the manager's liveness check, a healthz.Checker.
@@ -33,3 +41,30 @@ func (r *ClusterAutoscalerReconciler) CheckEnginesProgress(*http.Request) error 
 	}
 	return nil
 }
+
+// watchLoopProgress reports, in the scope, an engine whose loop is overdue
+// (autoscaler.Engine.Stalled, the rule of CheckEnginesProgress too), with
+// one event when it becomes so: one engine stuck among others that loop is
+// its ClusterAutoscaler's condition, not the manager's liveness. It
+// returns when to look again: when the loop is due, as a loop that never
+// finishes sends no status to reconcile on; none while it is overdue,
+// since the loop that finishes at last does.
+func (r *ClusterAutoscalerReconciler) watchLoopProgress(ctx context.Context, s *reconcileScope) time.Duration {
+	engine := s.engine.engine
+	deadline := engine.LoopDeadline()
+	if !engine.Stalled() {
+		return deadline.Sub(r.Clock.Now()) + loopProgressMargin
+	}
+	ca := s.ca
+	s.stalled = fmt.Sprintf("The autoscaling loop of Cluster %s was due to finish by %s and has not: it is stuck where no timeout reaches it, and nothing is scaled until it finishes",
+		clusterKey(ca), deadline.UTC().Format(time.RFC3339))
+	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.LoopStalledReason {
+		ctrl.LoggerFrom(ctx).Info("The autoscaling loop is overdue", "dueBy", deadline)
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.LoopStalledReason, autoscaleAction, "%s", s.stalled)
+	}
+	return 0
+}
+
+// loopProgressMargin is how long after a loop was due its ClusterAutoscaler
+// is looked at again: past the deadline, not on it.
+const loopProgressMargin = time.Second

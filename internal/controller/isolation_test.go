@@ -12,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
@@ -98,6 +100,56 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 	})
 })
 
+var _ = Describe("A panic in an event handler of one cluster's informers", func() {
+	It("is recovered and reported on its ClusterAutoscaler, whose engine goes on, while another cluster goes on scaling", func() {
+		healthy := newWorkloadCluster(env.Config.Host)
+		group, nodeSelector := createGroupAtZero(healthy, "handler-isolation.example.com/cluster")
+		healthyCA := createClusterAutoscaler(healthy)
+		DeferCleanup(deleteClusterAutoscaler, healthyCA)
+		expectReady(healthyCA)
+		faulty := newWorkloadCluster(env.Config.Host)
+		faultyCA := createClusterAutoscaler(faulty)
+		DeferCleanup(deleteClusterAutoscaler, faultyCA)
+		expectReady(faultyCA)
+		faultyEngine := reconciler.engines.get(faultyCA)
+
+		By("adding to the pod informer of one cluster a handler that panics on the pods of its namespace")
+		Expect(reconciler.watchPods(ctx, client.ObjectKeyFromObject(faulty.Cluster), "isolation-panicking-handler", toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if pod, ok := obj.(*snapshot.Pod); ok && pod.Namespace == faulty.Namespace {
+					panic("a bug in an event handler")
+				}
+			},
+		})).To(Succeed())
+		// That no node group can serve: the other specs' clusters see it too.
+		unservable := pendingPod(faulty.Namespace, map[string]string{"handler-isolation.example.com/none": faulty.Namespace})
+		DeferCleanup(k8sClient.Delete, ctx, unservable)
+		Eventually(func(g Gomega) {
+			events := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, events, client.InNamespace(faulty.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type":      Equal(corev1.EventTypeWarning),
+				"Reason":    Equal(autoscalingv1alpha1.InformerPanickedReason),
+				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("ClusterAutoscaler"), "Name": Equal(faultyCA.Name)}),
+				"Note":      ContainSubstring("panicked: a bug in an event handler; the panic was recovered"),
+			})))
+		}, waitTimeout).Should(Succeed())
+		Expect(counter(faulty, "cluster_autoscaler_errors_total", "type", "informerPanic")).To(BeNumerically(">=", 1))
+
+		By("autoscaling the other cluster all along, and the faulty one with the same engine")
+		pod := pendingPod(healthy.Namespace, nodeSelector)
+		Eventually(func(g Gomega) {
+			g.Expect(get(group).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+		}, waitTimeout).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		expectAnotherLoop(faultyCA)
+		expectReady(faultyCA)
+		Expect(reconciler.engines.get(faultyCA)).To(BeIdenticalTo(faultyEngine))
+		Expect(panics(faulty)).To(BeZero(), "no loop panicked")
+		Expect(counter(healthy, "cluster_autoscaler_errors_total", "type", "informerPanic")).To(BeZero())
+	})
+})
+
 // pollInterval is short enough to see each restart delay of the tests on
 // the Ready condition: the shortest lasts a second.
 const pollInterval = 100 * time.Millisecond
@@ -161,18 +213,32 @@ func removeAnnotation(obj client.Object, key string) {
 // Cluster.
 func panics(fixture *testenv.Fixture) float64 {
 	GinkgoHelper()
+	return counter(fixture, "cluster_autoscaler_engine_panics_total")
+}
+
+// counter is the value of the counter name of the fixture's Cluster, with
+// the labels given as name, value pairs.
+func counter(fixture *testenv.Fixture, name string, labels ...string) float64 {
+	GinkgoHelper()
 	families, err := metrics.Gather()
 	Expect(err).NotTo(HaveOccurred())
-	cluster := client.ObjectKeyFromObject(fixture.Cluster).String()
+	want := map[string]string{"cluster": client.ObjectKeyFromObject(fixture.Cluster).String()}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
 	for _, family := range families {
-		if family.GetName() != "cluster_autoscaler_engine_panics_total" {
+		if family.GetName() != name {
 			continue
 		}
 		for _, metric := range family.GetMetric() {
+			matched := 0
 			for _, label := range metric.GetLabel() {
-				if label.GetName() == "cluster" && label.GetValue() == cluster {
-					return metric.GetCounter().GetValue()
+				if value, ok := want[label.GetName()]; ok && label.GetValue() == value {
+					matched++
 				}
+			}
+			if matched == len(want) {
+				return metric.GetCounter().GetValue()
 			}
 		}
 	}

@@ -30,6 +30,8 @@ type reconcileScope struct {
 	// reconcile, and loop what its last loop saw and did.
 	engine *runningEngine
 	loop   autoscaler.Status
+	// stalled says since when the engine's loop is overdue, when it is.
+	stalled string
 	// cleanupWait says what a deletion waits for, when it waits.
 	cleanupWait string
 }

@@ -69,6 +69,11 @@ func updateStatus(s *reconcileScope) {
 		setStatusFromLoop(ca, s.loop)
 		stampLoopTime(ca, s.read, s.loop.Time, s.engine.startedAt)
 	}
+	if s.stalled != "" {
+		// Over what the last loop, long ago, found.
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopStalledReason, s.stalled)
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopStalledReason, "Nothing is scaled until the loop finishes")
+	}
 }
 
 // setConfigurationApplied says whether the engine runs with the spec's

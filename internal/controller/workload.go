@@ -37,21 +37,22 @@ import (
 // and handlers can read: client.Reader cannot Get or List them. Pods that
 // have finished (completed Jobs) hold no resources and are not cached.
 func WorkloadCacheOptions() clustercache.CacheOptions {
-	transformer := trim.NewTransformer()
+	// A panic of a transform must not end the process (recoverTransform).
+	transform := recoverTransform(trim.NewTransformer().Transform)
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
 			Field:     unfinishedPods,
-			Transform: transformer.Transform,
+			Transform: transform,
 		},
-		&corev1.Node{}: {Transform: transformer.Transform},
+		&corev1.Node{}: {Transform: transform},
 	}
 	for _, kind := range scaledown.ReplicatingControllers {
 		controller := &metav1.PartialObjectMetadata{}
 		controller.SetGroupVersionKind(kind)
-		byObject[controller] = cache.ByObject{Transform: transformer.Transform}
+		byObject[controller] = cache.ByObject{Transform: transform}
 	}
 	return clustercache.CacheOptions{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: recoverTransform(cache.TransformStripManagedFields()),
 		ByObject:         byObject,
 	}
 }
@@ -153,9 +154,14 @@ func (r *workloadReader) ListPods(ctx context.Context) ([]*snapshot.Pod, error) 
 	objects := informer.GetStore().List()
 	pods := make([]*snapshot.Pod, 0, len(objects))
 	for _, obj := range objects {
-		if pod, ok := obj.(*snapshot.Pod); ok {
-			pods = append(pods, pod)
+		pod, ok := obj.(*snapshot.Pod)
+		if !ok {
+			// Left as read by a transform that panicked (recoverTransform):
+			// a loop without it would plan as if it did not run.
+			key, _ := toolscache.MetaNamespaceKeyFunc(obj)
+			return nil, fmt.Errorf("pod %s could not be converted for the cache (the conversion panicked: see the manager's log); nothing is scaled while it is there", key)
 		}
+		pods = append(pods, pod)
 	}
 	return pods, nil
 }

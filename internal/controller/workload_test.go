@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -93,16 +94,63 @@ func TestWorkloadReaderRefusesAStaleView(t *testing.T) {
 	}
 }
 
+func TestAPanickingTransformKeepsThePodAsReadForTheLoopToRefuse(t *testing.T) {
+	g := NewWithT(t)
+	transformer := trim.NewTransformer()
+	transform := recoverTransform(func(obj any) (any, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Name == "web-1" {
+			panic("a bug in the transform")
+		}
+		return transformer.Transform(obj)
+	})
+	good := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0"}}
+	bad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1"}}
+	reader := newWorkloadReader(fakeClusterCache{reader: fake.NewClientBuilder().Build()}, client.ObjectKey{Namespace: "ns", Name: "cluster"}, client.ObjectKey{Namespace: "ns", Name: "ca"})
+	reader.informer = syncedPodInformerWith(t, transform, good, bad)
+
+	_, err := reader.ListPods(t.Context())
+
+	g.Expect(err).To(MatchError(ContainSubstring("pod default/web-1 could not be converted for the cache (the conversion panicked")))
+}
+
+func TestTheTransformsOfWorkloadCachesRecoverFromPanics(t *testing.T) {
+	options := WorkloadCacheOptions()
+	transforms := map[string]toolscache.TransformFunc{"default": options.DefaultTransform}
+	for obj, byObject := range options.ByObject {
+		transforms[fmt.Sprintf("%T", obj)] = byObject.Transform
+	}
+	for name, transform := range transforms {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			// The transforms panic on the nil object of each kind.
+			for _, obj := range []any{(*corev1.Pod)(nil), (*corev1.Node)(nil), (*metav1.PartialObjectMetadata)(nil), (*corev1.ConfigMap)(nil)} {
+				var out any
+				var err error
+				g.Expect(func() { out, err = transform(obj) }).NotTo(Panic())
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(out).To(BeIdenticalTo(obj), "as read")
+			}
+		})
+	}
+}
+
 // syncedPodInformer is a synced pod informer of a cluster that holds pods,
 // with the transform of the workload clusters' caches.
 func syncedPodInformer(t *testing.T, pods ...*corev1.Pod) toolscache.SharedIndexInformer {
+	t.Helper()
+	return syncedPodInformerWith(t, trim.NewTransformer().Transform, pods...)
+}
+
+// syncedPodInformerWith is a synced pod informer of a cluster that holds
+// pods, with transform.
+func syncedPodInformerWith(t *testing.T, transform toolscache.TransformFunc, pods ...*corev1.Pod) toolscache.SharedIndexInformer {
 	t.Helper()
 	objects := make([]runtime.Object, len(pods))
 	for i, pod := range pods {
 		objects[i] = pod.DeepCopy()
 	}
 	informer := informers.NewSharedInformerFactory(kubefake.NewClientset(objects...), 0).Core().V1().Pods().Informer()
-	if err := informer.SetTransform(trim.NewTransformer().Transform); err != nil {
+	if err := informer.SetTransform(transform); err != nil {
 		t.Fatal(err)
 	}
 	go informer.RunWithContext(t.Context())
