@@ -163,7 +163,9 @@ type loop struct {
 // run runs the steps of one loop in order. A step that fails for one node
 // group records it and goes on with the others.
 func (s *steps) run(ctx context.Context, now time.Time) Status {
-	l := &loop{now: now, status: Status{Time: now}, increased: map[string]int{}, givenUp: map[string]int{}}
+	// A loop says whether it was dry even when it fails: the reconciler
+	// gives the Cluster's Lease back only once a dry loop has run.
+	l := &loop{now: now, status: Status{Time: now, DryRun: s.dryRun()}, increased: map[string]int{}, givenUp: map[string]int{}}
 	var err error
 	s.timed(ctx, "refresh", func() { err = s.refresh(ctx, l) })
 	if err != nil {
@@ -829,7 +831,6 @@ func (s *steps) fillStatus(l *loop) {
 			Problem:          problems[group.ID()],
 		})
 	}
-	status.DryRun = s.dryRun()
 	status.Decisions = slices.Clone(s.history.decisions.list)
 	status.AtomicScaleUps = s.atomicScaleUpRecords()
 	status.UnfinishedRollbacks = s.unfinishedRollbacks(l.groups.Groups)

@@ -350,20 +350,20 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	if wait := r.restartWait(s); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	switch {
-	case !isDryRun(ca):
-		if !r.holdClusterLease(ctx, s) {
-			return ctrl.Result{}, nil
-		}
-	case s.otherOwner == nil:
-		// A DryRun ClusterAutoscaler that owns its Cluster acts on nothing.
-		r.Leases.Release(key)
+	// A DryRun ClusterAutoscaler that owns its Cluster acts on nothing, and
+	// gives the Cluster's Lease back once its engine is dry (below).
+	givesLeaseBack := isDryRun(ca) && s.otherOwner == nil
+	if !isDryRun(ca) && !r.holdClusterLease(ctx, s) {
+		return ctrl.Result{}, nil
 	}
 	running, err := r.ensureEngine(ctx, s, desired)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if running == nil {
+		if givesLeaseBack {
+			r.Leases.Release(key)
+		}
 		// Not connected yet: the ClusterCache's source reconciles again on connect.
 		return ctrl.Result{}, nil
 	}
@@ -383,6 +383,13 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	}
 	s.engine = running
 	s.loop = running.engine.Status()
+	// An engine that leaves Active mode may be in a loop that started
+	// Active and still acts: the Lease is kept until a dry loop has run,
+	// so that no other manager's engine acts meanwhile. Every loop
+	// reconciles again (OnStatus).
+	if givesLeaseBack && (s.loop.DryRun || s.loop.Time.IsZero()) {
+		r.Leases.Release(key)
+	}
 	recheck := r.watchLoopProgress(ctx, s)
 	if status := s.loop; !status.Time.IsZero() {
 		r.publishExplanation(ctx, ca, running, status)

@@ -180,21 +180,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 	})
 
 	It("runs a loop as soon as a pod becomes unschedulable", func() {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: reachable.Namespace, Name: "pending"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name:      "app",
-				Image:     "registry.example.com/app:v1",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-			}}},
-		}
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-		pod.Status.Conditions = []corev1.PodCondition{{
-			Type:   corev1.PodScheduled,
-			Status: corev1.ConditionFalse,
-			Reason: corev1.PodReasonUnschedulable,
-		}}
-		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		pod := createUnschedulablePod(reachable.Namespace, "pending")
 
 		// The scan interval is an hour: only the trigger explains a loop.
 		Eventually(func(g Gomega) {

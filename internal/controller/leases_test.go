@@ -8,7 +8,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -118,4 +121,66 @@ func TestClusterLeasesValidate(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
 		})
 	}
+}
+
+var _ = Describe("The Lease of a Cluster whose ClusterAutoscaler leaves Active mode", func() {
+	It("is kept until the engine has run a dry loop, since a loop that started Active still acts", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		lease := client.ObjectKey{Namespace: fixture.Namespace, Name: ClusterLeaseName(fixture.Cluster.Name)}
+		key := createClusterAutoscaler(fixture)
+		DeferCleanup(deleteClusterAutoscaler, key)
+		expectRunning(key)
+		Expect(leaseHolder(lease)).To(Equal("envtest-manager"))
+
+		By("looping only on triggers from now on")
+		patchClusterAutoscaler(key, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
+			ca.Spec.ScanInterval = &metav1.Duration{Duration: time.Hour}
+		})
+		// The loop that was scheduled with the former interval.
+		expectAnotherLoop(key)
+
+		By("switching to DryRun: no dry loop has run yet, so the Lease stays")
+		patchClusterAutoscaler(key, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
+			ca.Spec.Mode = autoscalingv1alpha1.DryRunMode
+		})
+		Consistently(func() string { return leaseHolder(lease) }, 3*time.Second, 200*time.Millisecond).
+			Should(Equal("envtest-manager"), "the Lease is given back before a dry loop ran")
+
+		By("a pod turning unschedulable triggers a dry loop, after which the Lease is given back")
+		pod := createUnschedulablePod(fixture.Namespace, "pending-dry")
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
+		Eventually(func() string { return leaseHolder(lease) }, waitTimeout).Should(BeEmpty())
+		Expect(reconciler.engines.get(key).engine.Status().DryRun).To(BeTrue())
+	})
+})
+
+// patchClusterAutoscaler changes the spec of a ClusterAutoscaler and waits
+// until its reconcile has observed the change.
+func patchClusterAutoscaler(key types.NamespacedName, change func(*autoscalingv1alpha1.ClusterAutoscaler)) {
+	GinkgoHelper()
+	ca := getClusterAutoscaler(Default, key)
+	original := ca.DeepCopy()
+	change(ca)
+	Expect(k8sClient.Patch(ctx, ca, client.MergeFrom(original))).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(getClusterAutoscaler(g, key).Status.ObservedGeneration).To(Equal(ca.Generation))
+	}, waitTimeout).Should(Succeed())
+}
+
+// createUnschedulablePod creates a pod that kube-scheduler would have
+// marked Unschedulable, which triggers a loop of the engines of its cluster.
+func createUnschedulablePod(namespace, name string) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name:      "app",
+			Image:     "registry.example.com/app:v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+		}}},
+	}
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	return pod
 }
