@@ -67,10 +67,8 @@ func (inc *increase) mayClaim(instance nodegroups.Instance) bool {
 func (inc *increase) complete() bool { return len(inc.claimed) >= inc.delta }
 
 // queueIncrease remembers an increase the engine wrote.
-func (s *steps) queueIncrease(group nodegroups.NodeGroup, delta int, request types.UID, at time.Time) *increase {
-	inc := newIncrease(group, delta, request, at)
-	s.enqueue(group.ID(), inc)
-	return inc
+func (s *steps) queueIncrease(group nodegroups.NodeGroup, delta int, request types.UID, at time.Time) {
+	s.enqueue(group.ID(), newIncrease(group, delta, request, at))
 }
 
 // enqueue puts inc in the queue of group id, in the order of the writes.
