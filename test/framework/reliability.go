@@ -31,6 +31,8 @@ type StartHeldDrainInput struct {
 	Spare int
 	// Spec of the ClusterAutoscaler; FastClusterAutoscalerSpec when nil.
 	Spec *autoscalingv1alpha1.ClusterAutoscalerSpec
+	// Labels of the ClusterAutoscaler, e.g. cluster.x-k8s.io/watch-filter.
+	Labels map[string]string
 }
 
 // HeldDrain is a drain the autoscaler started and cannot finish: the pod
@@ -113,7 +115,7 @@ func StartHeldDrain(ctx context.Context, input StartHeldDrainInput) HeldDrain {
 	if input.Spec != nil {
 		spec = *input.Spec
 	}
-	d.ClusterAutoscaler = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: input.Cluster, Spec: spec})
+	d.ClusterAutoscaler = CreateClusterAutoscaler(ctx, CreateClusterAutoscalerInput{Client: mgmt, Cluster: input.Cluster, Spec: spec, Labels: input.Labels})
 
 	By("Waiting until the autoscaler drains " + d.Drained + ": tainted, its pod evicted and Terminating")
 	Eventually(func(g Gomega) {
