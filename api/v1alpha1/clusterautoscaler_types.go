@@ -596,12 +596,13 @@ const (
 	// creation time owns it, ties broken by name; the next takes over when
 	// the owner is deleted.
 	ClusterAlreadyAutoscaledReason = "ClusterAlreadyAutoscaled"
-	// ClusterLeaseHeldElsewhereReason: another manager (another install,
-	// or one with other watch filters or namespaces) holds the Cluster's
-	// Lease (coordination.k8s.io, capi-autoscaler-<cluster> in the
-	// Cluster's namespace), and only the holder's engine acts on the
-	// Cluster; the message names the holder. This one takes over once the
-	// holder stops renewing it.
+	// ClusterLeaseHeldElsewhereReason, of an event: another manager
+	// (another install, or one with other watch filters or namespaces)
+	// holds the Cluster's Lease (coordination.k8s.io,
+	// capi-autoscaler-<cluster> in the Cluster's namespace), and only the
+	// holder's engine acts on the Cluster, and writes the status; the
+	// message names the holder. This one takes over once the holder stops
+	// renewing it.
 	ClusterLeaseHeldElsewhereReason = "ClusterLeaseHeldElsewhere"
 	// WorkloadKubeconfigNotFoundReason: the Secret that
 	// spec.workloadKubeconfigSecretRef names, or its key, does not exist;

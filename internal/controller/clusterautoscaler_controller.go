@@ -259,7 +259,9 @@ func (r *ClusterAutoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	s := newReconcileScope(ca)
 	defer func() {
-		updateStatus(s)
+		if !s.statusElsewhere {
+			updateStatus(s)
+		}
 		if err := patchHelper.Patch(ctx, ca, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 			return

@@ -15,7 +15,6 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -74,6 +73,9 @@ type clusterLease struct {
 	mu     sync.Mutex
 	held   bool
 	holder string
+	// reported is the other holder the manager last reported, "" since it
+	// last held the Lease.
+	reported string
 }
 
 // state says whether this manager holds the Lease, and who does.
@@ -88,6 +90,9 @@ func (l *clusterLease) set(held bool, holder string) {
 	l.held = held
 	if holder != "" {
 		l.holder = holder
+	}
+	if held {
+		l.reported = ""
 	}
 	l.mu.Unlock()
 	l.observe.Do(func() { close(l.observed) })
@@ -134,6 +139,25 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 		}
 	}
 	return lease.state()
+}
+
+// reportHolder says whether holder, another manager holding the Lease of
+// the Cluster, is news: not the one last reported since this manager last
+// held it.
+func (c *ClusterLeases) reportHolder(cluster client.ObjectKey, holder string) bool {
+	c.mu.Lock()
+	lease := c.leases[cluster]
+	c.mu.Unlock()
+	if lease == nil {
+		return true
+	}
+	lease.mu.Lock()
+	defer lease.mu.Unlock()
+	if lease.reported == holder {
+		return false
+	}
+	lease.reported = holder
+	return true
 }
 
 // Release gives up the Lease that the manager holds, or contends for, for
@@ -261,7 +285,10 @@ func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, l
 // holdClusterLease has the manager hold the Lease of the Cluster of s.ca,
 // an Active ClusterAutoscaler that owns it, and says whether it does.
 // While another manager holds it, no engine of this one runs for the
-// Cluster, and the status says who holds it.
+// Cluster, and an event says who holds it. The status is the holder's: it
+// serves the same ClusterAutoscaler, and were this manager to write the
+// status too, each would rewrite it in turn, every write the other's cue
+// to reconcile.
 func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *reconcileScope) bool {
 	ca := s.ca
 	key := client.ObjectKeyFromObject(ca)
@@ -270,15 +297,16 @@ func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *r
 		return true
 	}
 	r.stopEngine(ctx, key)
-	lease := client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)}
-	message := fmt.Sprintf("Another manager autoscales Cluster %s: %s holds Lease %s; this one takes over within %s once it stops renewing it",
-		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.timings().LeaseDuration)
-	// One event when it happens, not one per reconcile.
-	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason || ready.Message != message {
-		ctrl.LoggerFrom(ctx).Info("Not autoscaling: another manager holds the Lease of the Cluster", "holder", holder, "Lease", lease)
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, autoscaleAction, "%s", message)
+	s.statusElsewhere = true
+	// One event for each holder, not one per reconcile.
+	if !r.Leases.reportHolder(clusterKey(ca), holder) {
+		return false
 	}
-	s.stop(autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, message)
+	lease := client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)}
+	ctrl.LoggerFrom(ctx).Info("Not autoscaling: another manager holds the Lease of the Cluster", "holder", holder, "Lease", lease)
+	r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, autoscaleAction,
+		"Another manager autoscales Cluster %s: %s holds Lease %s; this one takes over within %s once it stops renewing it",
+		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.timings().LeaseDuration)
 	return false
 }
 

@@ -34,6 +34,9 @@ type reconcileScope struct {
 	stalled string
 	// cleanupWait says what a deletion waits for, when it waits.
 	cleanupWait string
+	// statusElsewhere is set when another manager, the holder of the
+	// Cluster's Lease, writes the status: this reconcile leaves it alone.
+	statusElsewhere bool
 }
 
 // stopReason is why no engine runs for a ClusterAutoscaler: a reason of
