@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,8 +126,10 @@ func AtomicRollbackBesideScaleUpSpec(ctx context.Context, inputGetter func() Ato
 
 		By("Unpausing failing: its Machine fails, and the request's scale-up is rolled back; the spec binds the web pod meanwhile")
 		setPausedAnnotation(ctx, mgmt, failingSet, false)
-		boundTo, chosen := bindDuringRollback(ctx, bindDuringRollbackInput{Management: mgmt, Workload: workload, Group: shared, Pod: &pod, Request: request})
-		AddReportEntry("web pod bound", fmt.Sprintf("to %s (a node the rollback chose to remove: %t)", boundTo, chosen))
+		binding := bindDuringRollback(ctx, bindDuringRollbackInput{Management: mgmt, Workload: workload, Group: shared, Pod: &pod, Request: request})
+		boundTo := binding.node
+		AddReportEntry("web pod bound", fmt.Sprintf("to %s (a node the rollback chose to remove: %t); nodes the rollback chose that were no longer schedulable when seen: %v",
+			boundTo, binding.chosenByRollback, sets.List(binding.unschedulableChosen)))
 
 		var failed *metav1.Condition
 		Eventually(func(g Gomega) {
@@ -165,7 +168,7 @@ func AtomicRollbackBesideScaleUpSpec(ctx context.Context, inputGetter func() Ato
 		AddReportEntry("shared replicas", framework.FormatTrajectory(invariants.Replicas(shared)))
 		framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
 		invariants.ExpectNoViolations()
-		framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+		framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 	})
 }
 
@@ -227,13 +230,22 @@ type bindDuringRollbackInput struct {
 	Request *provisioningv1.ProvisioningRequest
 }
 
+// binding is where bindDuringRollback bound the pod.
+type binding struct {
+	node string
+	// chosenByRollback: the rollback had chosen to remove node.
+	chosenByRollback bool
+	// unschedulableChosen are the Nodes the rollback had chosen that were
+	// no longer schedulable (tainted, cordoned) when the spec saw them.
+	unschedulableChosen sets.Set[string]
+}
+
 // bindDuringRollback binds the pod as a scheduler may: to a Ready Node of
 // the group that is schedulable. It waits for the rollback to choose a
 // Machine of the group to remove (marked or being deleted), and binds the
 // pod to its Node at once if that is still schedulable; once the request
-// has failed and no such Node came, to the first schedulable Node. It
-// returns the Node, and whether the rollback had chosen it.
-func bindDuringRollback(ctx context.Context, input bindDuringRollbackInput) (node string, chosenByRollback bool) {
+// has failed and no such Node came, to the first schedulable Node.
+func bindDuringRollback(ctx context.Context, input bindDuringRollbackInput) binding {
 	GinkgoHelper()
 	bind := func(name string) {
 		Expect(input.Workload.SubResource("binding").Create(ctx, input.Pod, &corev1.Binding{
@@ -242,6 +254,7 @@ func bindDuringRollback(ctx context.Context, input bindDuringRollbackInput) (nod
 		})).To(Succeed())
 		By("Bound the web pod to " + name)
 	}
+	result := binding{unschedulableChosen: sets.New[string]()}
 	deadline := time.Now().Add(framework.ScaleUpTimeout)
 	for time.Now().Before(deadline) {
 		// Read before the Machines: a request that failed after they were
@@ -250,25 +263,35 @@ func bindDuringRollback(ctx context.Context, input bindDuringRollbackInput) (nod
 		var schedulable []string
 		for _, machine := range framework.MachinesOf(ctx, Default, input.Management, input.Group) {
 			name := machine.Status.NodeRef.Name
-			if name == "" || !schedulableNode(ctx, input.Workload, name) {
+			if name == "" {
 				continue
 			}
-			if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; marked || machine.DeletionTimestamp != nil {
+			_, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]
+			chosen := marked || machine.DeletionTimestamp != nil
+			switch {
+			case !schedulableNode(ctx, input.Workload, name):
+				if chosen {
+					result.unschedulableChosen.Insert(name)
+				}
+			case chosen:
 				bind(name)
-				return name, true
+				result.node, result.chosenByRollback = name, true
+				return result
+			default:
+				schedulable = append(schedulable, name)
 			}
-			schedulable = append(schedulable, name)
 		}
 		if failed {
 			Expect(schedulable).NotTo(BeEmpty(), "no schedulable node of %s is left for the web pod", input.Group.Name)
 			slices.Sort(schedulable)
 			bind(schedulable[0])
-			return schedulable[0], false
+			result.node = schedulable[0]
+			return result
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	Fail("the request's scale-up was not rolled back")
-	return "", false
+	return result
 }
 
 // requestFailed says whether the ProvisioningRequest has failed.
