@@ -294,6 +294,10 @@ func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *r
 	key := client.ObjectKeyFromObject(ca)
 	held, holder := r.Leases.Hold(ctx, clusterKey(ca), key, func() { r.enqueue(key) })
 	if held {
+		// The status says which manager acts, for those of the others,
+		// whose events say they wait.
+		s.actingManager = fmt.Sprintf("Autoscaled by manager %s, which holds Lease %s", r.Leases.Identity,
+			client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)})
 		return true
 	}
 	r.stopEngine(ctx, key)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -45,6 +46,11 @@ var _ = Describe("The Lease of a Cluster", func() {
 		<-other
 		expectRunning(key)
 		Expect(leaseHolder(lease)).To(Equal("envtest-manager"))
+		Eventually(func(g Gomega) {
+			ready := conditions.Get(getClusterAutoscaler(g, key), autoscalingv1alpha1.ReadyCondition)
+			g.Expect(ready).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
+			g.Expect(ready.Message).To(Equal("Autoscaled by manager envtest-manager, which holds Lease " + lease.String()))
+		}, waitTimeout).Should(Succeed(), "the status says which manager acts")
 
 		By("giving the Lease back at once when the ClusterAutoscaler goes")
 		deleteClusterAutoscaler(key)

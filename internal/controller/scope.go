@@ -37,6 +37,9 @@ type reconcileScope struct {
 	// statusElsewhere is set when another manager, the holder of the
 	// Cluster's Lease, writes the status: this reconcile leaves it alone.
 	statusElsewhere bool
+	// actingManager says which manager holds the Cluster's Lease, when
+	// this one does: the message of a Ready condition that is True.
+	actingManager string
 }
 
 // stopReason is why no engine runs for a ClusterAutoscaler: a reason of

@@ -69,6 +69,9 @@ func updateStatus(s *reconcileScope) {
 		setStatusFromLoop(ca, s.loop)
 		stampLoopTime(ca, s.read, s.loop.Time, s.engine.startedAt)
 	}
+	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue && s.actingManager != "" {
+		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, ready.Reason, s.actingManager)
+	}
 	if s.stalled != "" {
 		// Over what the last loop, long ago, found.
 		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionFalse, autoscalingv1alpha1.LoopStalledReason, s.stalled)
