@@ -14,6 +14,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 )
 
 // noNodeGroups is a cluster without node groups.
@@ -34,6 +35,7 @@ func engineWhoseLoop(t *testing.T, overdue bool) *runningEngine {
 	}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
+		Owner:       ownership.Owner{UID: "health-test"},
 		Settings:    settings,
 		NodeGroups:  noNodeGroups{},
 		Cluster:     fake.NewClientBuilder().Build(),
