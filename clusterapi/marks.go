@@ -89,7 +89,8 @@ func ReleaseDeletionMarks(ctx context.Context, opts MarkReleaseOptions) error {
 			log.Info("Keeping the delete-machine annotation of a Machine whose scale-down is under way", "Machine", klog.KObj(machine))
 			continue
 		}
-		// Taken over as the owner's: RemoveMark removes only those.
+		// Removed only while it names the ClusterAutoscaler judged above:
+		// one placed since by another is never removed.
 		placer, _ := ownership.Parse(machine.Annotations[scalable.MarkedAnnotation])
 		removed, err := scalable.RemoveMark(ctx, opts.Client, reader, machine, placer)
 		if err != nil {
