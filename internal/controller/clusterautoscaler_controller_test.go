@@ -352,7 +352,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		markForDeletion(goingFromPool)
 		markForDeletion(leftInPool)
 		By("and what the engine of another ClusterAutoscaler that exists placed")
-		another := getClusterAutoscaler(Default, unreachableCA).UID
+		another := anotherClusterAutoscaler(reachable)
 		anothers := reachable.Node("anothers", "test:///"+reachable.Namespace+"/anothers")
 		reachable.Create(ctx, anothers)
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, anothers))).To(Succeed()) })
@@ -422,7 +422,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		orphaned, anothers := fixture.Machine("orphaned", steady), fixture.Machine("anothers", steady)
 		fixture.Create(ctx, orphaned, anothers)
 		markedBy(orphaned, "0d1e7e00-0000-4000-8000-00000000dead")
-		markedBy(anothers, getClusterAutoscaler(Default, unreachableCA).UID)
+		markedBy(anothers, anotherClusterAutoscaler(fixture))
 
 		key := createClusterAutoscaler(fixture)
 		Eventually(func(g Gomega) {
@@ -550,6 +550,20 @@ func createNamedClusterAutoscaler(fixture *testenv.Fixture, name string) types.N
 	}
 	Expect(k8sClient.Create(ctx, ca)).To(Succeed())
 	return client.ObjectKeyFromObject(ca)
+}
+
+// anotherClusterAutoscaler creates, in the fixture's namespace, a
+// ClusterAutoscaler of a Cluster that does not exist, and returns its UID:
+// one that exists, whose engine never runs.
+func anotherClusterAutoscaler(fixture *testenv.Fixture) types.UID {
+	GinkgoHelper()
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "another"},
+		Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "elsewhere"},
+	}
+	Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+	DeferCleanup(deleteClusterAutoscaler, client.ObjectKeyFromObject(ca))
+	return ca.UID
 }
 
 func getClusterAutoscaler(g Gomega, key types.NamespacedName) *autoscalingv1alpha1.ClusterAutoscaler {
