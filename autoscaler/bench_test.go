@@ -254,6 +254,7 @@ func idleEngine(b *testing.B, cluster client.Reader, provider *fakeProvider, con
 	clk := clocktesting.NewFakeClock(st.Now)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
+		Owner:       testOwner,
 		Settings:    mustSettings(b, config, clk),
 		NodeGroups:  provider,
 		Cluster:     cluster,

@@ -33,10 +33,14 @@ const (
 const OtherAutoscalerRecency = 2 * time.Minute
 
 // checkOtherAutoscalers looks for another cluster autoscaler acting on the
-// cluster: its deletion taint on a node this one did not taint, a Lease
-// it renewed or a status it wrote recently. Two autoscalers undo each
-// other's work (one drains what the other scales up), so while another
-// acts this one does nothing but release its own removals.
+// cluster: its deletion taint on a node this one did not taint, the
+// deletion taint this autoscaler placed for another ClusterAutoscaler that
+// exists (the engine of another Cluster sharing the nodes, or of the owner
+// beside a DryRun one), a Lease it renewed or a status it wrote recently.
+// Two autoscalers undo each other's work (one drains what the other scales
+// up), so while another acts this one does nothing but release its own
+// removals. The taints of a ClusterAutoscaler that no longer exists are
+// the owner's to release (ownership.Owner.Claim), not another's evidence.
 func (s *steps) checkOtherAutoscalers(ctx context.Context, l *loop) {
 	l.otherAutoscaler = s.otherAutoscaler(ctx, l)
 	if l.otherAutoscaler != "" {
@@ -48,6 +52,13 @@ func (s *steps) otherAutoscaler(ctx context.Context, l *loop) string {
 	for _, node := range l.nodes {
 		if scaledown.HasForeignDeletionTaint(node) {
 			return fmt.Sprintf("node %s carries a %s taint that this autoscaler did not place", node.Name, nodefacts.ToBeDeletedTaint)
+		}
+		another, err := scaledown.DeletionTaintOfAnother(ctx, s.opts.Owner, node)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("node %s carries a %s taint that may be another engine's: %v", node.Name, nodefacts.ToBeDeletedTaint, err)
+		case another != "":
+			return fmt.Sprintf("node %s carries a %s taint that the engine of %s placed", node.Name, nodefacts.ToBeDeletedTaint, another)
 		}
 	}
 	logger := klog.FromContext(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -40,6 +41,12 @@ type Options struct {
 	Settings *Settings
 	// NodeGroups discovers the node groups of the cluster.
 	NodeGroups nodegroups.Provider
+	// Owner is the ClusterAutoscaler the engine acts for: its taints and
+	// cordons say so, it takes back only its own (and what a
+	// ClusterAutoscaler that no longer exists left), and the taints of
+	// another that exists mean that another engine acts. Its UID is
+	// required.
+	Owner ownership.Owner
 	// Cluster reads nodes, pods, DaemonSets, PodDisruptionBudgets,
 	// namespaces, the storage objects (PersistentVolumeClaims,
 	// PersistentVolumes, StorageClasses, CSINodes) and the metadata of the
@@ -149,6 +156,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Settings == nil || opts.NodeGroups == nil || opts.Cluster == nil || opts.Clientset == nil || opts.Recorder == nil {
 		return nil, errors.New("settings, node groups, a cluster reader, a clientset and an event recorder are required")
 	}
+	if opts.Owner.UID == "" {
+		return nil, errors.New("the UID of the ClusterAutoscaler the engine acts for is required")
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -159,7 +169,7 @@ func New(opts Options) (*Engine, error) {
 		opts.OptionalReadTimeout = DefaultOptionalReadTimeout
 	}
 	settings := opts.Settings
-	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, settings.actuator)
+	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, opts.Owner, settings.actuator)
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
 	}

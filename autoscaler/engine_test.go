@@ -25,6 +25,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -58,6 +59,9 @@ type fakeGroup struct {
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
+
+// testOwner is the ClusterAutoscaler the engines of the tests act for.
+var testOwner = ownership.Owner{UID: "5e0e4c4a-0000-4000-8000-000000000001"}
 
 func (g *fakeGroup) ID() string                       { return g.id }
 func (g *fakeGroup) MinSize() int                     { return g.min }
@@ -237,6 +241,7 @@ func (f *fixture) with(t *testing.T, change func(*autoscaler.Options)) *fixture 
 		ClusterName:   "default/workload",
 		Settings:      mustSettings(t, autoscaler.DefaultConfig(), f.clock),
 		NodeGroups:    f.provider,
+		Owner:         testOwner,
 		Cluster:       f.cluster,
 		Clientset:     f.clientset,
 		Recorder:      f.recorder,
@@ -291,7 +296,7 @@ func (f *fixture) engineReading(t *testing.T, cluster client.Reader) *autoscaler
 		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster:             cluster,
 		OptionalReadTimeout: 100 * time.Millisecond,
-		Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock,
+		Clientset:           f.clientset, Recorder: f.recorder, Clock: f.clock, Owner: testOwner,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +311,7 @@ func (f *fixture) start(t *testing.T, provider nodegroups.Provider, config autos
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload", Settings: mustSettings(t, config, f.clock), NodeGroups: provider,
 		Cluster: f.cluster, Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
-		OnStatus: onStatus,
+		OnStatus: onStatus, Owner: testOwner,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +433,7 @@ func TestPodsAreReadFromAPodLister(t *testing.T) {
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload", Settings: mustSettings(t, autoscaler.DefaultConfig(), f.clock), NodeGroups: f.provider,
 		Cluster:   podLister{Reader: f.cluster, pods: compact(st.Replicas("web", 3, "3", "1Gi"))},
-		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock,
+		Clientset: f.clientset, Recorder: f.recorder, Clock: f.clock, Owner: testOwner,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 

@@ -33,6 +33,7 @@ func TestLoopThatDoesNotFinishFailsAtItsTimeout(t *testing.T) {
 	g := NewWithT(t)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
+		Owner:       testOwner,
 		Settings:    mustSettings(t, autoscaler.DefaultConfig(), clock.RealClock{}),
 		NodeGroups:  unsyncedProvider{},
 		Cluster:     fake.NewClientBuilder().Build(),

@@ -9,11 +9,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -102,6 +104,56 @@ func TestAnotherAutoscalersTaintStopsAllScaling(t *testing.T) {
 	g.Expect(status.ScalingActive).To(BeFalse())
 	g.Expect(status.OtherAutoscaler).To(ContainSubstring("carries a ToBeDeletedByClusterAutoscaler taint that this autoscaler did not place"))
 	g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "its taint is never touched")
+}
+
+// clusterAutoscalers are the ClusterAutoscalers that exist, by UID.
+type clusterAutoscalers map[types.UID]types.NamespacedName
+
+func (c clusterAutoscalers) Find(_ context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	key, found := c[uid]
+	return key, found, nil
+}
+
+// The taint this autoscaler placed for another ClusterAutoscaler that
+// exists says that its engine acts: two engines undo each other's work.
+// One placed for a ClusterAutoscaler that no longer exists (deleted and
+// created again, moved with clusterctl) is a leftover the owner releases,
+// or scaling would stop for ever.
+func TestTheTaintOfAnotherClusterAutoscalerStopsScalingUnlessItIsGone(t *testing.T) {
+	const another types.UID = "5e0e4c4a-0000-4000-8000-000000000002"
+	for _, tt := range []struct {
+		name                string
+		existing            clusterAutoscalers
+		wantOtherAutoscaler string
+	}{
+		{name: "another ClusterAutoscaler that exists", existing: clusterAutoscalers{another: {Namespace: "default", Name: "another"}},
+			wantOtherAutoscaler: "taint that the engine of ClusterAutoscaler default/another (UID " + string(another) + ") placed"},
+		{name: "a ClusterAutoscaler that no longer exists", existing: clusterAutoscalers{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+			nodes := group.addNodes(2, st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule), func(node *corev1.Node) {
+				node.Annotations = map[string]string{scaledown.TaintedAnnotation: ownership.Stamp(another, "1767268800")}
+			})
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 3, "3", "1Gi")...)...)
+			f.with(t, func(opts *autoscaler.Options) {
+				opts.Owner = ownership.Owner{UID: testOwner.UID, ClusterAutoscalers: tt.existing}
+			})
+
+			status := f.runOnce(t)
+
+			if tt.wantOtherAutoscaler != "" {
+				g.Expect(status.OtherAutoscaler).To(ContainSubstring(tt.wantOtherAutoscaler))
+				g.Expect(group.increases).To(BeEmpty())
+				g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "its taint is never touched")
+				return
+			}
+			g.Expect(status.OtherAutoscaler).To(BeEmpty())
+			g.Expect(group.increases).NotTo(BeEmpty(), "the pods are helped")
+			g.Expect(f.tainted(t, nodes[0].Name)).To(BeFalse(), "the leftover is released")
+		})
+	}
 }
 
 func TestAFreshUpstreamLeaseStopsAllScalingAndAStaleOneDoesNot(t *testing.T) {

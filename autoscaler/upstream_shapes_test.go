@@ -114,6 +114,7 @@ func (c *shapeCluster) runOnce(ctx context.Context, tb testing.TB) {
 	clk := clocktesting.NewFakeClock(st.Now)
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
+		Owner:       testOwner,
 		Settings:    mustSettings(tb, c.config, clk),
 		NodeGroups:  &fakeProvider{groups: []*fakeGroup{c.group}},
 		Cluster:     c.cluster,

@@ -56,6 +56,7 @@ var _ = Describe("MachinePool node groups", func() {
 			Cluster:    types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
 			Clock:      clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 			Recorder:   recorder,
+			Owner:      ownUID,
 		}).NodeGroups(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		return list
@@ -297,6 +298,7 @@ var _ = Describe("MachinePool node groups", func() {
 			Management: withoutPools,
 			Workload:   k8sClient,
 			Cluster:    types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
+			Owner:      ownUID,
 		}).NodeGroups(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list.Groups).To(ConsistOf(HaveField("ID()", scalable.ID(scalable.KindMachineDeployment, f.Namespace, "md-0"))))

@@ -13,21 +13,46 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
+// MarkReleaseOptions say whose delete-machine marks ReleaseDeletionMarks
+// removes, and through what.
+type MarkReleaseOptions struct {
+	// Client removes the marks.
+	Client client.Client
+	// APIReader reads the Machines and their groups from the API server:
+	// a cache may not have seen yet the replicas that an engine lowered
+	// after marking. Client when nil.
+	APIReader client.Reader
+	// Cluster is the namespace and name of the Cluster.
+	Cluster types.NamespacedName
+	// Owner is the ClusterAutoscaler that owns the Cluster, whose engine
+	// holds the Cluster's Lease.
+	Owner ownership.Owner
+}
+
 // ReleaseDeletionMarks removes the delete-machine marks that the
-// autoscaler placed on the Cluster's Machines (scalable.IsMarkedByAutoscaler)
-// and that no scale-down still needs. A mark stays while the Machine's
-// MachineDeployment, MachineSet or MachinePool wants fewer Machines than it
-// has: a scale-down is under way and the mark picks the Machine that goes.
-// Marks that an operator or another tool placed are never touched. Call it
-// when no engine runs for the Cluster: before one starts, and when the
-// ClusterAutoscaler is deleted.
-func ReleaseDeletionMarks(ctx context.Context, c client.Client, cluster types.NamespacedName) error {
+// autoscaler placed on the Cluster's Machines for the owner, or for a
+// ClusterAutoscaler that no longer exists, or before marks named one
+// (ownership.Owner.Claim), and that no scale-down still needs. A mark stays
+// while the Machine's MachineDeployment, MachineSet or MachinePool wants
+// fewer Machines than it has: a scale-down is under way and the mark picks
+// the Machine that goes. Marks that an operator or another tool placed
+// are never touched, nor those of another ClusterAutoscaler that exists,
+// which are logged. Call it from the manager that holds the Cluster's
+// Lease, while no engine runs for the Cluster: before one starts, and when
+// the ClusterAutoscaler is deleted.
+func ReleaseDeletionMarks(ctx context.Context, opts MarkReleaseOptions) error {
+	log := ctrl.LoggerFrom(ctx)
+	reader := opts.APIReader
+	if reader == nil {
+		reader = opts.Client
+	}
 	machines := &clusterv1.MachineList{}
-	if err := c.List(ctx, machines, client.InNamespace(cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
-		return fmt.Errorf("listing the Machines of Cluster %s: %w", cluster, err)
+	if err := reader.List(ctx, machines, client.InNamespace(opts.Cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: opts.Cluster.Name}); err != nil {
+		return fmt.Errorf("listing the Machines of Cluster %s: %w", opts.Cluster, err)
 	}
 	live := map[machineGroup]int{}
 	groupOf := map[*clusterv1.Machine]machineGroup{}
@@ -46,23 +71,35 @@ func ReleaseDeletionMarks(ctx context.Context, c client.Client, cluster types.Na
 		if !scalable.IsMarkedByAutoscaler(machine) {
 			continue
 		}
-		inFlight, err := scaleDownInFlight(ctx, c, cluster.Namespace, group, live[group])
+		claim, err := opts.Owner.Claim(ctx, machine.Annotations[scalable.MarkedAnnotation])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !claim.Ours() {
+			log.Info("Keeping the delete-machine annotation that another ClusterAutoscaler placed", "Machine", klog.KObj(machine), "placedBy", claim.PlacedBy())
+			continue
+		}
+		inFlight, err := scaleDownInFlight(ctx, reader, opts.Cluster.Namespace, group, live[group])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if inFlight {
-			ctrl.LoggerFrom(ctx).Info("Keeping the delete-machine annotation of a Machine whose scale-down is under way", "Machine", klog.KObj(machine))
+			log.Info("Keeping the delete-machine annotation of a Machine whose scale-down is under way", "Machine", klog.KObj(machine))
 			continue
 		}
-		original := machine.DeepCopy()
-		delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
-		delete(machine.Annotations, scalable.MarkedAnnotation)
-		if err := c.Patch(ctx, machine, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		// Removed only while it names the ClusterAutoscaler judged above:
+		// one placed since by another is never removed.
+		placer, _ := ownership.Parse(machine.Annotations[scalable.MarkedAnnotation])
+		removed, err := scalable.RemoveMark(ctx, opts.Client, reader, machine, placer)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("removing the delete-machine annotation of Machine %s: %w", klog.KObj(machine), err))
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("Removed the delete-machine annotation", "Machine", klog.KObj(machine))
+		if removed {
+			log.Info("Removed the delete-machine annotation", "Machine", klog.KObj(machine), "placedBy", claim.PlacedBy())
+		}
 	}
 	return kerrors.NewAggregate(errs)
 }

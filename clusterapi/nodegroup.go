@@ -321,6 +321,12 @@ func (g *nodeGroup) deleteMachines(ctx context.Context, names []string) error {
 		marked = append(marked, machine)
 	}
 	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
+		// Read afresh at the write: a mark removed since, e.g. by the sweep
+		// of a new engine that took over the Cluster, would have Cluster
+		// API choose which Machine goes.
+		if err := g.resource.CheckMarks(ctx, batch); err != nil {
+			return 0, err
+		}
 		// Cluster API (or for a MachinePool, its infrastructure provider)
 		// removes existing-current instances on its own, marked ones first. Other marked Machines beyond that surplus could be
 		// removed instead of ours, and lowering the replicas while Machines

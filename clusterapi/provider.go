@@ -58,6 +58,10 @@ type Options struct {
 	Cluster types.NamespacedName
 	// Clock stamps deletion marks; the real clock when nil.
 	Clock clock.PassiveClock
+	// Owner is the UID of the ClusterAutoscaler whose engine the node
+	// groups serve: the deletion marks they place name it, and they remove
+	// only its marks. Required.
+	Owner types.UID
 	// Recorder, when set, records what a node group does that a user should
 	// know of, on the object behind it.
 	Recorder EventRecorder
@@ -79,6 +83,7 @@ type Provider struct {
 	cluster   types.NamespacedName
 	clock     clock.PassiveClock
 	recorder  EventRecorder
+	owner     types.UID
 }
 
 var _ nodegroups.Provider = &Provider{}
@@ -86,7 +91,7 @@ var _ nodegroups.Provider = &Provider{}
 // NewProvider returns the Provider of the node groups of one Cluster.
 func NewProvider(opts Options) *Provider {
 	p := &Provider{management: opts.Management, apiReader: opts.ManagementAPIReader, workload: opts.Workload, cluster: opts.Cluster,
-		clock: opts.Clock, recorder: opts.Recorder, writes: scalable.NewWrites()}
+		clock: opts.Clock, recorder: opts.Recorder, owner: opts.Owner, writes: scalable.NewWrites()}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -117,7 +122,7 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	index := newNodeIndex(nodes.Items)
 
 	for _, obj := range candidates {
-		resource, err := scalable.New(obj, scalable.Options{Client: p.management, APIReader: p.apiReader, Writes: p.writes, Cluster: cluster, Clock: p.clock})
+		resource, err := scalable.New(obj, scalable.Options{Client: p.management, APIReader: p.apiReader, Writes: p.writes, Cluster: cluster, Clock: p.clock, Owner: p.owner})
 		var annotationErr *scalable.AnnotationError
 		switch {
 		case errors.As(err, &annotationErr):

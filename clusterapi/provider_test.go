@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
@@ -50,6 +51,7 @@ var _ = Describe("Provider", func() {
 			Workload:   k8sClient,
 			Cluster:    types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
 			Clock:      clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+			Owner:      ownUID,
 		})
 		list, err := provider.NodeGroups(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -376,10 +378,21 @@ var _ = Describe("Provider", func() {
 	})
 
 	Describe("releasing deletion marks", func() {
-		ourMark := func(machine *clusterv1.Machine) {
+		// markedBy marks machine as the autoscaler did for the
+		// ClusterAutoscaler of uid; "" as a version before marks named one.
+		markedBy := func(machine *clusterv1.Machine, uid types.UID) {
 			GinkgoHelper()
-			machine.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z", scalable.MarkedAnnotation: "2026-11-23T04:00:00Z"}
+			value := "2026-11-23T04:00:00Z"
+			if uid != "" {
+				value = ownership.Stamp(uid, value)
+			}
+			machine.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-11-23T04:00:00Z", scalable.MarkedAnnotation: value}
 			Expect(k8sClient.Update(ctx, machine)).To(Succeed())
+		}
+		ourMark := func(machine *clusterv1.Machine) { GinkgoHelper(); markedBy(machine, ownUID) }
+		release := func() error {
+			return ReleaseDeletionMarks(ctx, MarkReleaseOptions{Client: k8sClient, Cluster: types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
+				Owner: ownership.Owner{UID: ownUID, ClusterAutoscalers: clusterAutoscalers{anotherUID: {Namespace: f.Namespace, Name: "another"}}}})
 		}
 
 		It("removes only its own marks, and keeps those of scale-downs under way", func() {
@@ -394,9 +407,31 @@ var _ = Describe("Provider", func() {
 			markForDeletion(operators)
 			ourMark(going)
 
-			Expect(ReleaseDeletionMarks(ctx, k8sClient, types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name})).To(Succeed())
+			Expect(release()).To(Succeed())
 
 			Expect(markedMachines()).To(ConsistOf("operators", "going"), "an operator's mark and a scale-down under way stay")
+		})
+
+		// What a previous version marked is the current owner's, so that an
+		// upgrade loses nothing; so is what a ClusterAutoscaler that no
+		// longer exists marked (deleted and created again, moved with
+		// clusterctl): nobody else will ever release it. The marks of
+		// another ClusterAutoscaler that exists are its engine's.
+		It("removes the marks of its ClusterAutoscaler, of versions before and of ClusterAutoscalers gone, never another's", func() {
+			ms := f.MachineSet("ms-0", 4, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			own, _ := member(ms, "own", true)
+			legacy, _ := member(ms, "legacy", true)
+			orphaned, _ := member(ms, "orphaned", true)
+			anothers, _ := member(ms, "anothers", true)
+			markedBy(own, ownUID)
+			markedBy(legacy, "")
+			markedBy(orphaned, "c0ffee00-0000-4000-8000-00000000dead")
+			markedBy(anothers, anotherUID)
+
+			Expect(release()).To(Succeed())
+
+			Expect(markedMachines()).To(ConsistOf("anothers"))
 		})
 
 		It("gives back a node handed over by removing its own mark only", func() {
@@ -411,6 +446,20 @@ var _ = Describe("Provider", func() {
 			Expect(group.CancelDeletion(ctx, []*corev1.Node{keptNode, operatorsNode})).To(Succeed())
 
 			Expect(markedMachines()).To(ConsistOf("operators"))
+		})
+
+		It("gives back a node handed over by removing its own mark, or one of a version before, never another's", func() {
+			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			legacy, legacyNode := member(ms, "legacy", true)
+			anothers, anothersNode := member(ms, "anothers", true)
+			markedBy(legacy, "")
+			markedBy(anothers, anotherUID)
+			group := groupIn(discover(), "MachineSet", "ms-0")
+
+			Expect(group.CancelDeletion(ctx, []*corev1.Node{legacyNode, anothersNode})).To(Succeed())
+
+			Expect(markedMachines()).To(ConsistOf("anothers"))
 		})
 	})
 
@@ -430,6 +479,52 @@ var _ = Describe("Provider", func() {
 			},
 			Entry("MachineDeployment", scalable.KindMachineDeployment),
 			Entry("MachineSet", scalable.KindMachineSet),
+		)
+
+		// Between the marks and the write of the replicas, the sweep of a
+		// new engine (after a hand-over of the Cluster's Lease) may remove
+		// a mark, or another ClusterAutoscaler's engine take the Machine:
+		// lowering the replicas then has Cluster API choose which Machine
+		// goes. The marks are read again at the write.
+		DescribeTable("refuses when a mark it placed is gone or another's at the write of the replicas",
+			func(change func(machine *clusterv1.Machine), marked []string) {
+				ms := f.MachineSet("ms-0", 3, sizeAnnotations(0, 5), nil)
+				f.Create(ctx, ms)
+				member(ms, "a", true)
+				_, b := member(ms, "b", true)
+				member(ms, "c", true)
+				changed := false
+				watching, err := client.NewWithWatch(testEnv.Config, client.Options{Scheme: testEnv.Scheme})
+				Expect(err).NotTo(HaveOccurred())
+				racing := interceptor.NewClient(watching, interceptor.Funcs{
+					Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+						if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+							return err
+						}
+						if machine, ok := obj.(*clusterv1.Machine); ok && !changed && scalable.IsMarkedByAutoscaler(machine) {
+							changed = true
+							fresh := &clusterv1.Machine{}
+							Expect(c.Get(ctx, client.ObjectKeyFromObject(machine), fresh)).To(Succeed())
+							change(fresh)
+							Expect(c.Update(ctx, fresh)).To(Succeed())
+						}
+						return nil
+					},
+				})
+				group := groupIn(discoverWith(racing), "MachineSet", "ms-0")
+
+				expectRefused(group.DeleteNodes(ctx, []*corev1.Node{b}), "Machine b")
+				Expect(changed).To(BeTrue())
+				Expect(replicasOf(ms)).To(BeEquivalentTo(3), "Cluster API would have chosen which Machine goes")
+				Expect(markedMachines()).To(ConsistOf(marked))
+			},
+			Entry("removed by a sweep", func(machine *clusterv1.Machine) {
+				delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
+				delete(machine.Annotations, scalable.MarkedAnnotation)
+			}, []string{}),
+			Entry("taken by another ClusterAutoscaler, whose mark stays", func(machine *clusterv1.Machine) {
+				machine.Annotations[scalable.MarkedAnnotation] = ownership.Stamp(anotherUID, "2026-12-06T18:00:00Z")
+			}, []string{"b"}),
 		)
 
 		It("never goes below min size", func() {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -18,6 +19,21 @@ var (
 	testEnv   *envtest.Environment
 	k8sClient client.Client
 )
+
+// The ClusterAutoscaler the node groups of the tests serve, and another
+// that exists.
+const (
+	ownUID     types.UID = "c0ffee00-0000-4000-8000-000000000001"
+	anotherUID types.UID = "c0ffee00-0000-4000-8000-000000000002"
+)
+
+// clusterAutoscalers are the ClusterAutoscalers that exist, by UID.
+type clusterAutoscalers map[types.UID]types.NamespacedName
+
+func (c clusterAutoscalers) Find(_ context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	key, found := c[uid]
+	return key, found, nil
+}
 
 func TestClusterAPI(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
@@ -98,7 +99,9 @@ var _ = Describe("A node group whose infrastructure template the manager cannot 
 				Cluster:             types.NamespacedName{Namespace: f.Namespace, Name: f.Cluster.Name},
 				Clock:               clk,
 				TemplateReadTimeout: templateReadTimeout,
+				Owner:               ownUID,
 			}),
+			Owner:         ownership.Owner{UID: ownUID},
 			Cluster:       k8sClient,
 			Clientset:     clientset,
 			Recorder:      record.NewFakeRecorder(100),

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 )
 
 // Kinds of scalable resources.
@@ -106,21 +107,36 @@ type Resource interface {
 	// records on the Machine that the autoscaler placed it.
 	MarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error
 	// UnmarkMachineForDeletion removes the delete-machine annotation when
-	// the autoscaler placed it; a mark placed by anyone else stays.
+	// the autoscaler placed it for Options.Owner (IsMarkedBy); a mark
+	// placed by anyone else stays.
 	UnmarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error
+	// CheckMarks reads the Machines afresh from the API server and refuses
+	// (*NotScalableError) when one no longer carries a delete-machine
+	// mark, or carries the autoscaler's mark of another ClusterAutoscaler:
+	// lowering the replicas then would let Cluster API choose which
+	// Machine goes. Called between the read and the write of the replicas.
+	CheckMarks(ctx context.Context, machines []*clusterv1.Machine) error
 }
 
 // MarkedAnnotation records on a Machine that the autoscaler set its
 // delete-machine annotation, so that only such marks are ever removed:
-// an operator's or another tool's mark is theirs.
+// an operator's or another tool's mark is theirs. Its value names the
+// ClusterAutoscaler that placed it and when (ownership.Stamp).
 const MarkedAnnotation = "autoscaling.cluster.x-k8s.io/delete-machine"
 
 // IsMarkedByAutoscaler tells whether the Machine's delete-machine mark is
-// the autoscaler's.
+// the autoscaler's, whichever ClusterAutoscaler placed it.
 func IsMarkedByAutoscaler(machine *clusterv1.Machine) bool {
 	_, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]
 	_, ours := machine.Annotations[MarkedAnnotation]
 	return marked && ours
+}
+
+// IsMarkedBy tells whether the Machine's delete-machine mark is the
+// autoscaler's, placed for the ClusterAutoscaler of owner or by a version
+// that recorded none (ownership.PlacedBy).
+func IsMarkedBy(machine *clusterv1.Machine, owner types.UID) bool {
+	return IsMarkedByAutoscaler(machine) && ownership.PlacedBy(machine.Annotations[MarkedAnnotation], owner)
 }
 
 // Options are what New needs besides the object.
@@ -131,6 +147,10 @@ type Options struct {
 	Cluster *clusterv1.Cluster
 	// Clock stamps deletion marks.
 	Clock clock.PassiveClock
+	// Owner is the UID of the ClusterAutoscaler whose engine marks
+	// Machines: its marks say so, and it removes only those. Required to
+	// mark.
+	Owner types.UID
 	// APIReader reads, from the API server rather than a cache, what a
 	// write decides on; Client when nil.
 	APIReader client.Reader
@@ -517,13 +537,16 @@ func (r *resource) MarkMachineForDeletion(ctx context.Context, machine *clusterv
 	if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; marked {
 		return nil
 	}
+	if r.opts.Owner == "" {
+		return fmt.Errorf("marking Machine %s of %s for deletion: no ClusterAutoscaler UID to record in the mark", klog.KObj(machine), r.ID())
+	}
 	original := machine.DeepCopy()
 	if machine.Annotations == nil {
 		machine.Annotations = map[string]string{}
 	}
 	now := r.clock.Now().UTC().Format(time.RFC3339)
 	machine.Annotations[clusterv1.DeleteMachineAnnotation] = now
-	machine.Annotations[MarkedAnnotation] = now
+	machine.Annotations[MarkedAnnotation] = ownership.Stamp(r.opts.Owner, now)
 	if err := r.client.Patch(ctx, machine, client.MergeFrom(original)); err != nil {
 		return fmt.Errorf("marking Machine %s of %s for deletion: %w", klog.KObj(machine), r.ID(), err)
 	}
@@ -532,16 +555,67 @@ func (r *resource) MarkMachineForDeletion(ctx context.Context, machine *clusterv
 }
 
 func (r *resource) UnmarkMachineForDeletion(ctx context.Context, machine *clusterv1.Machine) error {
-	if !IsMarkedByAutoscaler(machine) {
-		return nil
-	}
-	original := machine.DeepCopy()
-	delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
-	delete(machine.Annotations, MarkedAnnotation)
-	if err := r.client.Patch(ctx, machine, client.MergeFrom(original)); err != nil {
+	removed, err := RemoveMark(ctx, r.client, r.apiReader, machine, r.opts.Owner)
+	if err != nil {
 		return fmt.Errorf("removing the deletion mark of Machine %s of %s: %w", klog.KObj(machine), r.ID(), err)
 	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Removed deletion mark from Machine", "Machine", klog.KObj(machine), r.kind, klog.KObj(r.obj))
+	if removed {
+		ctrl.LoggerFrom(ctx).V(2).Info("Removed deletion mark from Machine", "Machine", klog.KObj(machine), r.kind, klog.KObj(r.obj))
+	}
+	return nil
+}
+
+// RemoveMark removes the delete-machine mark of a Machine when the
+// autoscaler placed it for owner (IsMarkedBy), and says whether it did. The
+// write holds only on the Machine as checked: when it changed since, it is
+// read again from reader, so that a mark another ClusterAutoscaler placed
+// in between is never removed. A Machine that is gone has no mark.
+func RemoveMark(ctx context.Context, c client.Client, reader client.Reader, machine *clusterv1.Machine, owner types.UID) (bool, error) {
+	removed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !IsMarkedBy(machine, owner) {
+			return nil
+		}
+		original := machine.DeepCopy()
+		delete(machine.Annotations, clusterv1.DeleteMachineAnnotation)
+		delete(machine.Annotations, MarkedAnnotation)
+		patchErr := c.Patch(ctx, machine, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+		if !apierrors.IsConflict(patchErr) {
+			removed = patchErr == nil
+			return patchErr
+		}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(original), machine); err != nil {
+			return err
+		}
+		return patchErr
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return removed, err
+}
+
+func (r *resource) CheckMarks(ctx context.Context, machines []*clusterv1.Machine) error {
+	for _, machine := range machines {
+		fresh := &clusterv1.Machine{}
+		err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(machine), fresh)
+		if apierrors.IsNotFound(err) {
+			return &NotScalableError{ID: r.ID(), Reason: fmt.Sprintf("Machine %s is gone; not lowering the replicas for it", machine.Name)}
+		}
+		if err != nil {
+			return fmt.Errorf("reading Machine %s of %s: %w", klog.KObj(machine), r.ID(), err)
+		}
+		_, marked := fresh.Annotations[clusterv1.DeleteMachineAnnotation]
+		placedBy, ours := fresh.Annotations[MarkedAnnotation]
+		switch {
+		case !marked:
+			return &NotScalableError{ID: r.ID(), Reason: fmt.Sprintf("Machine %s no longer carries the %s annotation, so lowering the replicas "+
+				"would let Cluster API choose which Machine goes", machine.Name, clusterv1.DeleteMachineAnnotation)}
+		case ours && !ownership.PlacedBy(placedBy, r.opts.Owner):
+			return &NotScalableError{ID: r.ID(), Reason: fmt.Sprintf("Machine %s is now marked for deletion by another ClusterAutoscaler (%s=%q), "+
+				"whose engine lowers the replicas for it", machine.Name, MarkedAnnotation, placedBy)}
+		}
+	}
 	return nil
 }
 

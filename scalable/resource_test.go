@@ -38,7 +38,7 @@ var _ = Describe("Resource", func() {
 
 	newResource := func(obj client.Object) Resource {
 		GinkgoHelper()
-		r, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock, Writes: NewWrites()})
+		r, err := New(obj, Options{Client: k8sClient, Cluster: f.Cluster, Clock: clock, Writes: NewWrites(), Owner: ownUID})
 		Expect(err).NotTo(HaveOccurred())
 		return r
 	}
@@ -357,12 +357,33 @@ var _ = Describe("Resource", func() {
 		stored := &clusterv1.Machine{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(machine), stored)).To(Succeed())
 		Expect(stored.Annotations).To(HaveKeyWithValue(clusterv1.DeleteMachineAnnotation, "2026-01-02T03:04:05Z"))
+		Expect(stored.Annotations).To(HaveKeyWithValue(MarkedAnnotation, string(ownUID)+"/2026-01-02T03:04:05Z"), "the mark names its ClusterAutoscaler")
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(untouched), stored)).To(Succeed())
 		Expect(stored.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 
 		Expect(r.UnmarkMachineForDeletion(ctx, machine)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(machine), stored)).To(Succeed())
 		Expect(stored.Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+	})
+
+	// The Machine as read may be stale: another ClusterAutoscaler's engine
+	// may have marked it since, after a sweep removed the mark read.
+	It("never removes a mark that another ClusterAutoscaler placed since the Machine was read", func() {
+		ms := f.MachineSet("ms-0", 1, sizeAnnotations(0, 5), nil)
+		f.Create(ctx, ms)
+		machine := f.Machine("ms-0-a", ms)
+		f.Create(ctx, machine)
+		Expect(newResource(ms).MarkMachineForDeletion(ctx, machine)).To(Succeed())
+		another := machine.DeepCopy()
+		another.Annotations[MarkedAnnotation] = "ab5c1a1e-0000-4000-8000-000000000002/2026-01-02T03:04:06Z"
+		Expect(k8sClient.Update(ctx, another)).To(Succeed())
+
+		Expect(newResource(ms).UnmarkMachineForDeletion(ctx, machine)).To(Succeed())
+
+		stored := &clusterv1.Machine{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(machine), stored)).To(Succeed())
+		Expect(stored.Annotations).To(HaveKeyWithValue(MarkedAnnotation, another.Annotations[MarkedAnnotation]))
+		Expect(stored.Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 	})
 
 	It("fails to mark a Machine that is gone", func() {

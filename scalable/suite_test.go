@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -17,6 +18,9 @@ var (
 	testEnv   *envtest.Environment
 	k8sClient client.Client
 )
+
+// ownUID is the ClusterAutoscaler the resources of the tests serve.
+const ownUID types.UID = "ab5c1a1e-0000-4000-8000-000000000001"
 
 func TestScalable(t *testing.T) {
 	RegisterFailHandler(Fail)

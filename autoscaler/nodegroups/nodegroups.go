@@ -60,7 +60,8 @@ type NodeGroup interface {
 	// the moment it lowers the target size, and returns a *RefusedError
 	// when that fails or when the group is changing in a way that could
 	// make the infrastructure remove other nodes (e.g. an instance being
-	// replaced).
+	// replaced, or the mark that picks an instance gone or another
+	// ClusterAutoscaler's).
 	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	// CancelDeletion gives back nodes that DeleteNodes handed to the
 	// infrastructure and that it did not remove (e.g. another writer set

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -89,7 +90,10 @@ func (o ActuatorOptions) Validate() error {
 type Actuator struct {
 	client   kubernetes.Interface
 	recorder record.EventRecorder
-	opts     ActuatorOptions
+	// owner is the ClusterAutoscaler whose taints and cordons the
+	// Actuator places and takes back.
+	owner ownership.Owner
+	opts  ActuatorOptions
 
 	drains map[string]*drain
 	// handedOver are the nodes deleted through their group: they keep the
@@ -153,12 +157,15 @@ type Released struct {
 }
 
 // NewActuator returns an Actuator that talks to the workload cluster
-// through client and reports through recorder.
-func NewActuator(client kubernetes.Interface, recorder record.EventRecorder, opts ActuatorOptions) (*Actuator, error) {
+// through client, reports through recorder, and acts for owner.
+func NewActuator(client kubernetes.Interface, recorder record.EventRecorder, owner ownership.Owner, opts ActuatorOptions) (*Actuator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Actuator{client: client, recorder: recorder, opts: opts, drains: map[string]*drain{}, handedOver: map[string]*handOver{}}, nil
+	if owner.UID == "" {
+		return nil, errors.New("the UID of the ClusterAutoscaler that owns the taints is required")
+	}
+	return &Actuator{client: client, recorder: recorder, owner: owner, opts: opts, drains: map[string]*drain{}, handedOver: map[string]*handOver{}}, nil
 }
 
 // SetOptions changes the options from the next call on; the drains in
@@ -382,20 +389,31 @@ func (a *Actuator) drainsOfGroupUpTo(d *drain) int {
 	return count
 }
 
-// releaseLeftovers releases the nodes that carry the autoscaler's taint or
+// releaseLeftovers releases the nodes that carry the owner's taint or
 // cordon but that no removal owns, except those whose instance is being
 // deleted, which keep the taint until they are gone. Taints and cordons
-// the autoscaler did not place are never touched.
+// the autoscaler did not place, or placed for another ClusterAutoscaler
+// that exists, are never touched: that one's engine may be draining the
+// node (checkOtherAutoscalers reports it).
 func (a *Actuator) releaseLeftovers(ctx context.Context, nodes []*corev1.Node, members map[string]member) {
 	logger := klog.FromContext(ctx)
 	for _, node := range nodes {
-		if !hasOwnMarks(node) || a.drains[node.Name] != nil || a.handedOver[node.Name] != nil {
+		if !hasMarks(node) || a.drains[node.Name] != nil || a.handedOver[node.Name] != nil {
 			continue
 		}
 		if m, ok := members[node.Name]; ok && m.deleting {
 			continue
 		}
-		if err := ReleaseNode(ctx, a.client, node.Name); err != nil {
+		ours, another, err := ownMarks(ctx, a.owner, node)
+		if err != nil {
+			logger.Error(err, "Cannot tell whose taint a node carries, will retry", "node", klog.KObj(node))
+			continue
+		}
+		if len(ours) == 0 {
+			logger.V(2).Info("Leaving the taint of another ClusterAutoscaler's engine", "node", klog.KObj(node), "placedBy", another)
+			continue
+		}
+		if _, err := ReleaseNode(ctx, a.client, a.owner, node.Name); err != nil {
 			logger.Error(err, "Failed to release a node left tainted, will retry", "node", klog.KObj(node))
 			continue
 		}
@@ -498,11 +516,11 @@ func (a *Actuator) notStarted(ctx context.Context, nodes []*corev1.Node, group n
 // autoscaler is removing is left alone; other failures count as failed
 // removals.
 func (a *Actuator) taint(ctx context.Context, node *corev1.Node, now time.Time) (string, bool) {
-	version, err := addDeletionTaint(ctx, a.client, node.Name, now, a.opts.CordonNodeBeforeTerminating)
+	version, err := addDeletionTaint(ctx, a.client, a.owner, node.Name, now, a.opts.CordonNodeBeforeTerminating)
 	var foreign *ForeignTaintError
 	switch {
 	case errors.As(err, &foreign):
-		klog.FromContext(ctx).Info("Not removing a node that another cluster autoscaler is removing", "node", klog.KObj(node))
+		klog.FromContext(ctx).Info("Not removing a node that another cluster autoscaler is removing", "node", klog.KObj(node), "reason", foreign.Error())
 		return "", false
 	case err != nil:
 		a.fail(ctx, node, fmt.Sprintf("failed to taint node: %v", err))
@@ -554,7 +572,7 @@ func (a *Actuator) cancel(ctx context.Context, node *corev1.Node, reason string)
 // What cannot be removed now is removed by Continue later.
 func (a *Actuator) release(ctx context.Context, node *corev1.Node) {
 	delete(a.drains, node.Name)
-	if err := ReleaseNode(ctx, a.client, node.Name); err != nil {
+	if _, err := ReleaseNode(ctx, a.client, a.owner, node.Name); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to remove the deletion taint, will retry", "node", klog.KObj(node))
 	}
 }

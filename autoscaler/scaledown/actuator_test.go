@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -23,10 +25,27 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
+
+// The ClusterAutoscaler the Actuator acts for, and another that exists.
+const (
+	ownUID     types.UID = "9d1a0b8e-0000-4000-8000-000000000001"
+	anotherUID types.UID = "9d1a0b8e-0000-4000-8000-000000000002"
+)
+
+var testOwner = ownership.Owner{UID: ownUID, ClusterAutoscalers: clusterAutoscalers{anotherUID: {Namespace: "default", Name: "another"}}}
+
+// clusterAutoscalers are the ClusterAutoscalers that exist, by UID.
+type clusterAutoscalers map[types.UID]types.NamespacedName
+
+func (c clusterAutoscalers) Find(_ context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	key, found := c[uid]
+	return key, found, nil
+}
 
 // actuatorFixture is an Actuator on a fake clientset whose Eviction API
 // marks pods terminating until the end of the grace period it is given, as
@@ -67,7 +86,7 @@ func newActuatorFixture(t *testing.T, objects ...runtime.Object) *actuatorFixtur
 		pod.DeletionTimestamp = ptr.To(metav1.NewTime(f.clock.Now().Add(gracePeriod)))
 		return true, nil, f.client.Tracker().Update(gvr, pod, pod.Namespace)
 	})
-	actuator, err := scaledown.NewActuator(f.client, f.recorder, scaledown.ActuatorOptions{
+	actuator, err := scaledown.NewActuator(f.client, f.recorder, testOwner, scaledown.ActuatorOptions{
 		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute, NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock,
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -522,6 +541,73 @@ func TestContinueReleasesOnlyWhatTheAutoscalerLeft(t *testing.T) {
 	expectTainted(g, f.node(g, "admin"), false)
 	g.Expect(f.node(g, "admin").Spec.Unschedulable).To(BeTrue(), "an administrator's cordon stays")
 	g.Expect(f.node(g, "other").Spec.Taints).To(HaveLen(1), "other taints are left alone")
+}
+
+// The taints and cordons of a ClusterAutoscaler are released as leftovers
+// only by its own engine: another ClusterAutoscaler that exists may be
+// draining the node. What a version before placed (no UID) is the current
+// owner's, so that an upgrade loses nothing, and so is what a
+// ClusterAutoscaler that no longer exists placed: nobody else will.
+func TestContinueReleasesOnlyTheLeftoversOfItsClusterAutoscaler(t *testing.T) {
+	g := NewWithT(t)
+	taint := st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule)
+	placedBy := func(uid types.UID) st.NodeOption {
+		return func(n *corev1.Node) {
+			value := "1767268800"
+			if uid != "" {
+				value = ownership.Stamp(uid, value)
+			}
+			n.Spec.Unschedulable = true
+			withAnnotation(scaledown.TaintedAnnotation, value)(n)
+			withAnnotation(scaledown.CordonedAnnotation, value)(n)
+		}
+	}
+	f := newActuatorFixture(t,
+		node("own", taint, placedBy(ownUID)),
+		node("legacy", taint, placedBy("")),
+		node("orphaned", taint, placedBy("9d1a0b8e-0000-4000-8000-00000000dead")),
+		node("anothers", taint, placedBy(anotherUID)))
+
+	f.advance(g)
+
+	for _, name := range []string{"own", "legacy", "orphaned"} {
+		expectTainted(g, f.node(g, name), false)
+		g.Expect(f.node(g, name).Spec.Unschedulable).To(BeFalse(), "node %s is uncordoned", name)
+		g.Expect(f.node(g, name).Annotations).To(BeEmpty(), "node %s", name)
+	}
+	expectTainted(g, f.node(g, "anothers"), true)
+	g.Expect(f.node(g, "anothers").Spec.Unschedulable).To(BeTrue(), "another ClusterAutoscaler's cordon stays")
+	g.Expect(f.node(g, "anothers").Annotations).To(HaveKeyWithValue(scaledown.TaintedAnnotation, ownership.Stamp(anotherUID, "1767268800")))
+}
+
+// The taint and cordon the Actuator places name its ClusterAutoscaler.
+func TestTaintAndCordonNameTheClusterAutoscaler(t *testing.T) {
+	g := NewWithT(t)
+	n := node("n")
+	f := newActuatorFixture(t, n, pod("web-0", "100m", "n"))
+	f.actuator.SetOptions(scaledown.ActuatorOptions{MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 10 * time.Minute,
+		NodeDeletionTimeout: 5 * time.Minute, Clock: f.clock, CordonNodeBeforeTerminating: true})
+
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: n, Group: newGroup("ng", n)}}})
+
+	stamp := ownership.Stamp(ownUID, strconv.FormatInt(f.clock.Now().Unix(), 10))
+	g.Expect(f.node(g, "n").Annotations).To(Equal(map[string]string{scaledown.TaintedAnnotation: stamp, scaledown.CordonedAnnotation: stamp}))
+}
+
+func TestNodeAnotherClusterAutoscalersEngineIsRemovingIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	theirs := node("theirs", st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule),
+		withAnnotation(scaledown.TaintedAnnotation, ownership.Stamp(anotherUID, "1767268800")))
+	f := newActuatorFixture(t, theirs)
+	group := newGroup("ng", theirs)
+
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
+	f.advance(g, group)
+
+	g.Expect(group.Deleted).To(BeEmpty())
+	expectTainted(g, f.node(g, "theirs"), true)
+	g.Expect(f.node(g, "theirs").Annotations).To(HaveKeyWithValue(scaledown.TaintedAnnotation, ownership.Stamp(anotherUID, "1767268800")))
+	g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
 }
 
 func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {

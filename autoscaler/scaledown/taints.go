@@ -12,21 +12,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 )
 
 // The annotations that record on a Node what the autoscaler did to it, so
 // that it undoes exactly that, and so that a restarted process or a new
 // leader knows too: a deletion taint or a cordon without them was placed by
 // someone else (an administrator, another cluster autoscaler) and is never
-// removed.
+// removed. Their values name the ClusterAutoscaler that placed them
+// (ownership.Stamp): the engine of one takes back only its own, those of a
+// ClusterAutoscaler that no longer exists, and those of versions that
+// recorded none (ownership.Owner.Claim).
 const (
 	// TaintedAnnotation says that the autoscaler put the deletion taint on
-	// the node; its value is the taint's.
+	// the node; its value stamps the taint's.
 	TaintedAnnotation = "autoscaling.cluster.x-k8s.io/tainted"
 	// CordonedAnnotation says that the autoscaler cordoned the node, which
-	// was schedulable before.
+	// was schedulable before; its value stamps when.
 	CordonedAnnotation = "autoscaling.cluster.x-k8s.io/cordoned"
 )
 
@@ -38,7 +43,7 @@ func HasDeletionTaint(node *corev1.Node) bool {
 }
 
 // OwnsDeletionTaint tells whether the node's deletion taint is this
-// autoscaler's.
+// autoscaler's, whichever ClusterAutoscaler placed it.
 func OwnsDeletionTaint(node *corev1.Node) bool {
 	_, ours := node.Annotations[TaintedAnnotation]
 	return ours && HasDeletionTaint(node)
@@ -52,9 +57,45 @@ func HasForeignDeletionTaint(node *corev1.Node) bool {
 	return HasDeletionTaint(node) && !ours
 }
 
-// hasOwnMarks tells whether the node carries anything of the autoscaler's
-// to undo.
-func hasOwnMarks(node *corev1.Node) bool {
+// DeletionTaintOfAnother names the ClusterAutoscaler other than owner
+// whose engine is removing the node, or "": it carries the deletion taint
+// that this autoscaler placed for another ClusterAutoscaler that exists.
+func DeletionTaintOfAnother(ctx context.Context, owner ownership.Owner, node *corev1.Node) (string, error) {
+	if !OwnsDeletionTaint(node) {
+		return "", nil
+	}
+	claim, err := owner.Claim(ctx, node.Annotations[TaintedAnnotation])
+	if err != nil || claim.Ours() {
+		return "", err
+	}
+	return claim.PlacedBy(), nil
+}
+
+// ownMarks sorts what the autoscaler recorded on the node: the
+// annotations that owner may take back (ownership.Claim.Ours), and who
+// placed those it may not, for messages.
+func ownMarks(ctx context.Context, owner ownership.Owner, node *corev1.Node) (ours []string, another string, err error) {
+	for _, annotation := range []string{TaintedAnnotation, CordonedAnnotation} {
+		value, ok := node.Annotations[annotation]
+		if !ok {
+			continue
+		}
+		claim, err := owner.Claim(ctx, value)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case claim.Ours():
+			ours = append(ours, annotation)
+		default:
+			another = claim.PlacedBy()
+		}
+	}
+	return ours, another, nil
+}
+
+// hasMarks tells whether the node carries anything of the autoscaler's
+// to undo, whichever ClusterAutoscaler placed it.
+func hasMarks(node *corev1.Node) bool {
 	_, tainted := node.Annotations[TaintedAnnotation]
 	_, cordoned := node.Annotations[CordonedAnnotation]
 	return tainted || cordoned
@@ -62,34 +103,50 @@ func hasOwnMarks(node *corev1.Node) bool {
 
 // ForeignTaintError refuses to take a node that another autoscaler is
 // removing.
-type ForeignTaintError struct{ Node string }
+type ForeignTaintError struct {
+	Node string
+	// PlacedBy names the ClusterAutoscaler whose engine placed the taint,
+	// when this autoscaler placed it for another; "" for another product.
+	PlacedBy string
+}
 
 func (e *ForeignTaintError) Error() string {
+	if e.PlacedBy != "" {
+		return fmt.Sprintf("node %s carries a %s taint that the engine of %s placed", e.Node, nodefacts.ToBeDeletedTaint, e.PlacedBy)
+	}
 	return fmt.Sprintf("node %s carries a %s taint that another cluster autoscaler placed", e.Node, nodefacts.ToBeDeletedTaint)
 }
 
 func isDeletionTaint(taint corev1.Taint) bool { return taint.Key == nodefacts.ToBeDeletedTaint }
 
 // addDeletionTaint puts the deletion taint on the named node and, when
-// asked, cordons it, recording both as the autoscaler's, and returns the
-// node's resourceVersion with the taint. A node another autoscaler tainted
-// is refused with a *ForeignTaintError; a node already cordoned by someone
-// else stays theirs to uncordon.
-func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name string, now time.Time, cordon bool) (string, error) {
+// asked, cordons it, recording both as owner's, and returns the node's
+// resourceVersion with the taint. A node that another autoscaler, or the
+// engine of another ClusterAutoscaler, tainted is refused with a
+// *ForeignTaintError; a node already cordoned by someone else stays theirs
+// to uncordon.
+func addDeletionTaint(ctx context.Context, client kubernetes.Interface, owner ownership.Owner, name string, now time.Time, cordon bool) (string, error) {
 	node, err := updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
 		if HasForeignDeletionTaint(node) {
 			return false, &ForeignTaintError{Node: name}
+		}
+		another, err := DeletionTaintOfAnother(ctx, owner, node)
+		if err != nil {
+			return false, err
+		}
+		if another != "" {
+			return false, &ForeignTaintError{Node: name, PlacedBy: another}
 		}
 		changed := false
 		if !HasDeletionTaint(node) {
 			value := strconv.FormatInt(now.Unix(), 10)
 			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: nodefacts.ToBeDeletedTaint, Value: value, Effect: corev1.TaintEffectNoSchedule})
-			metav1.SetMetaDataAnnotation(&node.ObjectMeta, TaintedAnnotation, value)
+			metav1.SetMetaDataAnnotation(&node.ObjectMeta, TaintedAnnotation, owner.Stamp(value))
 			changed = true
 		}
 		if cordon && !node.Spec.Unschedulable {
 			node.Spec.Unschedulable = true
-			metav1.SetMetaDataAnnotation(&node.ObjectMeta, CordonedAnnotation, strconv.FormatInt(now.Unix(), 10))
+			metav1.SetMetaDataAnnotation(&node.ObjectMeta, CordonedAnnotation, owner.Stamp(strconv.FormatInt(now.Unix(), 10)))
 			changed = true
 		}
 		return changed, nil
@@ -101,28 +158,39 @@ func addDeletionTaint(ctx context.Context, client kubernetes.Interface, name str
 }
 
 // ReleaseNode takes off the named node what the autoscaler put on it for
-// its removal: the deletion taint and the cordon it recorded, whatever
-// cordonNodeBeforeTerminating says now. A taint or cordon it did not place
-// stays; a node that is gone has nothing to release.
-func ReleaseNode(ctx context.Context, client kubernetes.Interface, name string) error {
+// its removal and that owner may take back (ownership.Claim.Ours): the
+// deletion taint and the cordon it recorded, whatever
+// cordonNodeBeforeTerminating says now. A taint or cordon it did not
+// place, or placed for another ClusterAutoscaler that exists, stays; a
+// node that is gone has nothing to release. It says whether it took
+// anything off.
+func ReleaseNode(ctx context.Context, client kubernetes.Interface, owner ownership.Owner, name string) (bool, error) {
+	released := false
 	_, err := updateNode(ctx, client, name, func(node *corev1.Node) (bool, error) {
-		if !hasOwnMarks(node) {
-			return false, nil
+		released = false
+		ours, another, err := ownMarks(ctx, owner, node)
+		if err != nil {
+			return false, err
 		}
-		if _, tainted := node.Annotations[TaintedAnnotation]; tainted {
-			node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, isDeletionTaint)
-			delete(node.Annotations, TaintedAnnotation)
+		if another != "" {
+			klog.FromContext(ctx).V(2).Info("Leaving the deletion taint or cordon that the engine of another ClusterAutoscaler placed", "node", klog.KObj(node), "placedBy", another)
 		}
-		if _, cordoned := node.Annotations[CordonedAnnotation]; cordoned {
-			node.Spec.Unschedulable = false
-			delete(node.Annotations, CordonedAnnotation)
+		for _, annotation := range ours {
+			switch annotation {
+			case TaintedAnnotation:
+				node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, isDeletionTaint)
+			case CordonedAnnotation:
+				node.Spec.Unschedulable = false
+			}
+			delete(node.Annotations, annotation)
 		}
-		return true, nil
+		released = len(ours) > 0
+		return released, nil
 	})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return released && err == nil, err
 }
 
 // updateNode reads the node, lets change modify it and writes it back

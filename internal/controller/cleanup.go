@@ -44,8 +44,13 @@ func (r *ClusterAutoscalerReconciler) reconcileDelete(ctx context.Context, s *re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Under the Cluster's Lease, as an engine acts: a manager that still
+	// runs an engine for the Cluster may be between a mark and its write.
+	if cleanup && !r.holdClusterLease(ctx, s) {
+		return ctrl.Result{}, nil
+	}
 	if cleanup {
-		if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
+		if err := clusterapi.ReleaseDeletionMarks(ctx, r.markRelease(ca)); err != nil {
 			return ctrl.Result{}, err
 		}
 		retryAfter, err := r.removeScaleDownTaints(ctx, s)
@@ -127,11 +132,15 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 		if !scaledown.OwnsDeletionTaint(node) && node.Annotations[scaledown.CordonedAnnotation] == "" {
 			continue
 		}
-		if err := scaledown.ReleaseNode(ctx, clientset, node.Name); err != nil {
+		released, err := scaledown.ReleaseNode(ctx, clientset, r.marksOwner(ca), node.Name)
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("removing the scale-down taint of Node %s: %w", node.Name, err))
-			continue
+		case released:
+			ctrl.LoggerFrom(ctx).Info("Removed the scale-down taint", "Node", klog.KObj(node))
+		default:
+			ctrl.LoggerFrom(ctx).Info("Left the scale-down taint that the engine of another ClusterAutoscaler placed", "Node", klog.KObj(node))
 		}
-		ctrl.LoggerFrom(ctx).Info("Removed the scale-down taint", "Node", klog.KObj(node))
 	}
 	return 0, kerrors.NewAggregate(errs)
 }

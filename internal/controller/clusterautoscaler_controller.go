@@ -490,7 +490,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 		// beside it, or another autoscaler, may be between marking a
 		// Machine and lowering the replicas.
 		if !isDryRun(ca) {
-			if err := clusterapi.ReleaseDeletionMarks(ctx, r.Client, clusterKey(ca)); err != nil {
+			if err := clusterapi.ReleaseDeletionMarks(ctx, r.markRelease(ca)); err != nil {
 				return nil, err
 			}
 		}

@@ -25,6 +25,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
@@ -336,6 +337,18 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		reachable.Create(ctx, goingFromPool, reachable.PoolMachine("staying-in-pool", shrinkingPool), leftInPool)
 		markForDeletion(goingFromPool)
 		markForDeletion(leftInPool)
+		By("and what the engine of another ClusterAutoscaler that exists placed")
+		another := anotherClusterAutoscaler(reachable)
+		anothers := reachable.Node("anothers", "test:///"+reachable.Namespace+"/anothers")
+		reachable.Create(ctx, anothers)
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, anothers))).To(Succeed()) })
+		taintNode(anothers, nodefacts.ToBeDeletedTaint)
+		annotate(anothers, scaledown.TaintedAnnotation, ownership.Stamp(another, "1767268800"))
+		anothersSet := reachable.MachineSet("anothers", 1, nil, nil)
+		reachable.Create(ctx, anothersSet)
+		anothersMachine := reachable.Machine("anothers", anothersSet)
+		reachable.Create(ctx, anothersMachine)
+		markedBy(anothersMachine, another)
 
 		deleteClusterAutoscaler(reachableCA)
 		Expect(reconciler.engines.get(reachableCA)).To(BeNil())
@@ -349,6 +362,8 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(goingFromPool).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation))
 		Expect(get(leftInPool).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
+		Expect(get(anothers).Spec.Taints).To(ContainElement(HaveField("Key", nodefacts.ToBeDeletedTaint)), "another ClusterAutoscaler's taint stays")
+		Expect(get(anothersMachine).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation), "and so does its mark")
 		Expect(get(deployment).Spec.Replicas).To(Equal(deployment.Spec.Replicas))
 		Expect(get(machineSet).Spec.Replicas).To(Equal(machineSet.Spec.Replicas))
 	})
@@ -387,6 +402,13 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 		going := fixture.Machine("going", shrinking)
 		fixture.Create(ctx, going, fixture.Machine("staying", shrinking))
 		markForDeletion(going)
+		By("and the marks of a ClusterAutoscaler deleted before this one was created, and of another that exists")
+		steady := fixture.MachineSet("steady", 2, nil, nil)
+		fixture.Create(ctx, steady)
+		orphaned, anothers := fixture.Machine("orphaned", steady), fixture.Machine("anothers", steady)
+		fixture.Create(ctx, orphaned, anothers)
+		markedBy(orphaned, "0d1e7e00-0000-4000-8000-00000000dead")
+		markedBy(anothers, anotherClusterAutoscaler(fixture))
 
 		key := createClusterAutoscaler(fixture)
 		Eventually(func(g Gomega) {
@@ -394,6 +416,8 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 		}, waitTimeout).Should(Succeed())
 		Expect(get(marked).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "the crashed scale-down is released")
+		Expect(get(orphaned).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation), "what nobody else will release is adopted")
+		Expect(get(anothers).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation), "another ClusterAutoscaler's mark is its own")
 		Expect(get(going).Annotations).To(HaveKey(clusterv1.DeleteMachineAnnotation), "Cluster API is removing this Machine")
 		Expect(get(md).Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 		Expect(get(shrinking).Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
@@ -514,6 +538,20 @@ func createNamedClusterAutoscaler(fixture *testenv.Fixture, name string) types.N
 	return client.ObjectKeyFromObject(ca)
 }
 
+// anotherClusterAutoscaler creates, in the fixture's namespace, a
+// ClusterAutoscaler of a Cluster that does not exist, and returns its UID:
+// one that exists, whose engine never runs.
+func anotherClusterAutoscaler(fixture *testenv.Fixture) types.UID {
+	GinkgoHelper()
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "another"},
+		Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "elsewhere"},
+	}
+	Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+	DeferCleanup(deleteClusterAutoscaler, client.ObjectKeyFromObject(ca))
+	return ca.UID
+}
+
 func getClusterAutoscaler(g Gomega, key types.NamespacedName) *autoscalingv1alpha1.ClusterAutoscaler {
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	g.ExpectWithOffset(1, k8sClient.Get(ctx, key, ca)).To(Succeed())
@@ -578,6 +616,13 @@ func markForDeletion(machine *clusterv1.Machine) {
 	GinkgoHelper()
 	now := time.Now().UTC().Format(time.RFC3339)
 	annotate(machine, clusterv1.DeleteMachineAnnotation, now, scalable.MarkedAnnotation, now)
+}
+
+// markedBy marks the Machine as the engine of the ClusterAutoscaler of uid does.
+func markedBy(machine *clusterv1.Machine, uid types.UID) {
+	GinkgoHelper()
+	now := time.Now().UTC().Format(time.RFC3339)
+	annotate(machine, clusterv1.DeleteMachineAnnotation, now, scalable.MarkedAnnotation, ownership.Stamp(uid, now))
 }
 
 // annotate sets key, value pairs of annotations on the object.

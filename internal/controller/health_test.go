@@ -18,6 +18,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 )
 
 // noNodeGroups is a cluster without node groups.
@@ -49,6 +50,7 @@ func engineOn(t *testing.T, clock *clocktesting.FakeClock) *runningEngine {
 	}
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
+		Owner:       ownership.Owner{UID: "health-test"},
 		Settings:    settings,
 		NodeGroups:  noNodeGroups{},
 		Cluster:     fake.NewClientBuilder().Build(),

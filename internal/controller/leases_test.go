@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,6 +56,29 @@ var _ = Describe("The Lease of a Cluster", func() {
 		By("giving the Lease back at once when the ClusterAutoscaler goes")
 		deleteClusterAutoscaler(key)
 		Eventually(func() string { return leaseHolder(lease) }, waitTimeout).Should(BeEmpty())
+	})
+
+	It("removes the marks of a ClusterAutoscaler being deleted only once this manager holds the Lease: the holder's engine may be between a mark and its write", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		ms := fixture.MachineSet("ms-0", 1, nil, nil)
+		fixture.Create(ctx, ms)
+		machine := fixture.Machine("machine-0", ms)
+		fixture.Create(ctx, machine)
+		lease := client.ObjectKey{Namespace: fixture.Namespace, Name: ClusterLeaseName(fixture.Cluster.Name)}
+		other, stopRenewing := holdLease(lease, "other-manager")
+		key := createClusterAutoscaler(fixture)
+		markedBy(machine, getClusterAutoscaler(Default, key).UID)
+
+		By("deleting the ClusterAutoscaler while the other manager holds the Lease")
+		Expect(k8sClient.Delete(ctx, &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})).To(Succeed())
+		Consistently(func() map[string]string { return get(machine).Annotations }, 3*testLeaseTimings.LeaseDuration/2, 200*time.Millisecond).
+			Should(HaveKey(clusterv1.DeleteMachineAnnotation), "the mark stays while another manager holds the Lease")
+
+		By("the other manager stopping: this one takes the Lease and cleans up")
+		stopRenewing()
+		<-other
+		expectGone(key)
+		Expect(get(machine).Annotations).NotTo(HaveKey(clusterv1.DeleteMachineAnnotation))
 	})
 })
 

@@ -290,7 +290,7 @@ type ExpectNothingLeftBehindInput struct {
 // itself: no live Machine of the Cluster keeps a delete-machine mark the
 // autoscaler placed (scalable.IsMarkedByAutoscaler), and no Node of it
 // keeps a deletion taint the autoscaler owns (scaledown.OwnsDeletionTaint)
-// or its cordon. An operator's mark, or another autoscaler's taint, is
+// or its cordon, whichever ClusterAutoscaler placed them. An operator's mark, or another autoscaler's taint, is
 // not the autoscaler's to remove: a spec that places one may still call it.
 // Call it once whatever disturbed the autoscaler has stopped.
 func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindInput) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -61,7 +62,7 @@ func TestDrainThroughTheEvictionAPI(t *testing.T) {
 	allowDisruptions(ctx, g, client, budget, 1)
 
 	clock := clocktesting.NewFakeClock(time.Now())
-	actuator, err := scaledown.NewActuator(kubernetes.NewForConfigOrDie(actuatorConfig), record.NewFakeRecorder(100), scaledown.ActuatorOptions{
+	actuator, err := scaledown.NewActuator(kubernetes.NewForConfigOrDie(actuatorConfig), record.NewFakeRecorder(100), ownership.Owner{UID: "5e0e4c4a-0000-4000-8000-000000000001"}, scaledown.ActuatorOptions{
 		MaxPodEvictionTime: 2 * time.Minute, MaxGracefulTermination: 20 * time.Second, NodeDeletionTimeout: 5 * time.Minute, Clock: clock,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
