@@ -67,10 +67,12 @@ func updateStatus(s *reconcileScope) {
 	ca.Status.ObservedGeneration = s.engine.applied.generation
 	if !s.loop.Time.IsZero() {
 		setStatusFromLoop(ca, s.loop)
+		// Before the loop time is stamped, which compares the status with
+		// what was read.
+		if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready.Status == metav1.ConditionTrue && s.actingManager != "" {
+			setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, ready.Reason, s.actingManager)
+		}
 		stampLoopTime(ca, s.read, s.loop.Time, s.engine.startedAt)
-	}
-	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue && s.actingManager != "" {
-		setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, ready.Reason, s.actingManager)
 	}
 	if s.stalled != "" {
 		// Over what the last loop, long ago, found.
