@@ -594,22 +594,6 @@ func TestTaintAndCordonNameTheClusterAutoscaler(t *testing.T) {
 	g.Expect(f.node(g, "n").Annotations).To(Equal(map[string]string{scaledown.TaintedAnnotation: stamp, scaledown.CordonedAnnotation: stamp}))
 }
 
-func TestNodeAnotherClusterAutoscalersEngineIsRemovingIsLeftAlone(t *testing.T) {
-	g := NewWithT(t)
-	theirs := node("theirs", st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule),
-		withAnnotation(scaledown.TaintedAnnotation, ownership.Stamp(anotherUID, "1767268800")))
-	f := newActuatorFixture(t, theirs)
-	group := newGroup("ng", theirs)
-
-	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
-	f.advance(g, group)
-
-	g.Expect(group.Deleted).To(BeEmpty())
-	expectTainted(g, f.node(g, "theirs"), true)
-	g.Expect(f.node(g, "theirs").Annotations).To(HaveKeyWithValue(scaledown.TaintedAnnotation, ownership.Stamp(anotherUID, "1767268800")))
-	g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
-}
-
 func TestCleanUpTaintsKeepsDeletedNodesTaintedUntilTheyAreGone(t *testing.T) {
 	g := NewWithT(t)
 	empty, drained := node("empty"), node("drained")
@@ -815,18 +799,35 @@ func TestAdministratorsCordonSurvivesARelease(t *testing.T) {
 }
 
 func TestNodeAnotherAutoscalerIsRemovingIsLeftAlone(t *testing.T) {
-	g := NewWithT(t)
-	theirs := node("theirs", st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule))
-	f := newActuatorFixture(t, theirs)
-	group := newGroup("ng", theirs)
+	tests := []struct {
+		name string
+		// annotations are those of the deletion taint's node, which say
+		// who placed the taint.
+		annotations map[string]string
+	}{
+		{name: "the upstream autoscaler's taint, without our annotation"},
+		{
+			name:        "the taint of another ClusterAutoscaler's engine",
+			annotations: map[string]string{scaledown.TaintedAnnotation: ownership.Stamp(anotherUID, "1767268800")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			theirs := node("theirs", st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule))
+			theirs.Annotations = tt.annotations
+			f := newActuatorFixture(t, theirs)
+			group := newGroup("ng", theirs)
 
-	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
-	f.advance(g, group)
+			f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: theirs, Group: group}}})
+			f.advance(g, group)
 
-	g.Expect(group.Deleted).To(BeEmpty())
-	expectTainted(g, f.node(g, "theirs"), true)
-	g.Expect(f.node(g, "theirs").Annotations).NotTo(HaveKey(scaledown.TaintedAnnotation))
-	g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
+			g.Expect(group.Deleted).To(BeEmpty())
+			expectTainted(g, f.node(g, "theirs"), true)
+			g.Expect(f.node(g, "theirs").Annotations).To(Equal(tt.annotations), "their taint's annotations are untouched")
+			g.Expect(f.actuator.Progress().LastFailure).To(BeZero())
+		})
+	}
 }
 
 // A node handed to Cluster API whose Machine is not deleted, e.g. because

@@ -181,7 +181,7 @@ var _ = Describe("ClusterAutoscaler controller", Ordered, func() {
 	})
 
 	It("runs a loop as soon as a pod becomes unschedulable", func() {
-		pod := createUnschedulablePod(reachable.Namespace, "pending")
+		pod := pendingPod(reachable.Namespace, nil)
 
 		// The scan interval is an hour: only the trigger explains a loop.
 		Eventually(func(g Gomega) {

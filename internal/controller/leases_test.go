@@ -8,9 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -193,7 +191,7 @@ var _ = Describe("The Lease of a Cluster whose ClusterAutoscaler leaves Active m
 			Should(Equal("envtest-manager"), "the Lease is given back before a dry loop ran")
 
 		By("a pod turning unschedulable triggers a dry loop, after which the Lease is given back")
-		pod := createUnschedulablePod(fixture.Namespace, "pending-dry")
+		pod := pendingPod(fixture.Namespace, nil)
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
 		Eventually(func() string { return leaseHolder(lease) }, waitTimeout).Should(BeEmpty())
 		Expect(reconciler.engines.get(key).engine.Status().DryRun).To(BeTrue())
@@ -211,22 +209,4 @@ func patchClusterAutoscaler(key types.NamespacedName, change func(*autoscalingv1
 	Eventually(func(g Gomega) {
 		g.Expect(getClusterAutoscaler(g, key).Status.ObservedGeneration).To(Equal(ca.Generation))
 	}, waitTimeout).Should(Succeed())
-}
-
-// createUnschedulablePod creates a pod that kube-scheduler would have
-// marked Unschedulable, which triggers a loop of the engines of its cluster.
-func createUnschedulablePod(namespace, name string) *corev1.Pod {
-	GinkgoHelper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name:      "app",
-			Image:     "registry.example.com/app:v1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-		}}},
-	}
-	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
-	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
-	return pod
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
@@ -303,8 +304,8 @@ func requestFailed(ctx context.Context, workload client.Client, request *provisi
 }
 
 // schedulableNode says whether kube-scheduler could bind a pod to the
-// Node: it exists, is Ready, not cordoned, and has no NoSchedule or
-// NoExecute taint.
+// Node: it exists, is not cordoned, has no NoSchedule or NoExecute
+// taint, and Kubernetes lets it take pods (nodefacts.KubeletReady).
 func schedulableNode(ctx context.Context, workload client.Client, name string) bool {
 	GinkgoHelper()
 	node := &corev1.Node{}
@@ -319,12 +320,7 @@ func schedulableNode(ctx context.Context, workload client.Client, name string) b
 			return false
 		}
 	}
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return nodefacts.KubeletReady(node)
 }
 
 // groupMachineOfNode is the Machine of the group whose Node is node, or nil.
