@@ -173,30 +173,17 @@ func TestLeavingActiveModeGivesBackTheDrainsInProgressAndActingAgainClearsTheDec
 // given back, taint and mark removed, when its group does not.
 func TestLeavingActiveModeStillFollowsTheNodesHandedOver(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
-	nodes := group.addNodes(2)
-	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
-	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
-	f.runPastUnneededTime(context.Background(), t)
-	g.Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}), "handed to its group")
+	f, group, handedOver := handOverAnUnneededNode(t)
 
 	f.apply(t, dryRunConfig())
 	f.clock.Step(10 * time.Second)
 	f.runOnce(t)
-	g.Expect(f.tainted(t, nodes[1].Name)).To(BeTrue(), "no pod lands on a node its group is removing")
+	g.Expect(f.tainted(t, handedOver)).To(BeTrue(), "no pod lands on a node its group is removing")
 
-	// Another writer sets the replicas back: the node stays, a member again.
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + nodes[1].Name, NodeName: nodes[1].Name, State: nodegroups.InstanceRunning})
-	group.target++
-	f.clock.Step(5*time.Minute + time.Second)
-	status := f.runOnce(t)
-
-	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse(), "given back")
-	g.Expect(group.cancelled).To(Equal([]string{nodes[1].Name}), "its deletion mark is removed")
-	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventNodeNotDeleted))
-	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("is still there, its instance not being deleted"))
+	status := setReplicasBackUntilGivenBack(t, f, group, handedOver)
+	expectGivenBack(t, f, group, handedOver, status)
 	g.Expect(group.decreases).To(BeEmpty(), "a dry run lowers no replicas")
-	g.Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}), "and removes nothing")
+	g.Expect(group.deletedNodes).To(Equal([]string{handedOver}), "and removes nothing")
 }
 
 // seriesNames are the names of the metrics that have series.

@@ -262,22 +262,44 @@ func TestAnUpstreamAutoscalerIsFoundWhereItsFlagsPutIt(t *testing.T) {
 }
 
 func TestANodeItsGroupDidNotRemoveIsGivenBackAndReported(t *testing.T) {
-	g := NewWithT(t)
+	f, group, handedOver := handOverAnUnneededNode(t)
+
+	status := setReplicasBackUntilGivenBack(t, f, group, handedOver)
+	expectGivenBack(t, f, group, handedOver, status)
+}
+
+// handOverAnUnneededNode runs a group of two nodes, one busy, past the
+// unneeded time, so that the other is handed to the group for deletion,
+// and returns that node.
+func handOverAnUnneededNode(t *testing.T) (*fixture, *fakeGroup, string) {
+	t.Helper()
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}
 	nodes := group.addNodes(2)
 	busy := st.Pod("web-0", "1", "1Gi", st.OwnedBy("web"), st.OnNode(nodes[0].Name))
 	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...)
 	f.runPastUnneededTime(context.Background(), t)
-	g.Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}))
+	NewWithT(t).Expect(group.deletedNodes).To(Equal([]string{nodes[1].Name}), "handed to its group")
+	return f, group, nodes[1].Name
+}
 
-	// Another writer sets the replicas back: the node stays, a member again.
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + nodes[1].Name, NodeName: nodes[1].Name, State: nodegroups.InstanceRunning})
+// setReplicasBackUntilGivenBack has another writer set the group's
+// replicas back, so that the node handed over stays, a member again, and
+// runs a loop past the time a hand-over is followed.
+func setReplicasBackUntilGivenBack(t *testing.T, f *fixture, group *fakeGroup, node string) autoscaler.Status {
+	t.Helper()
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + node, NodeName: node, State: nodegroups.InstanceRunning})
 	group.target++
 	f.clock.Step(5*time.Minute + time.Second)
-	status := f.runOnce(t)
+	return f.runOnce(t)
+}
 
-	g.Expect(f.tainted(t, nodes[1].Name)).To(BeFalse(), "given back")
-	g.Expect(group.cancelled).To(Equal([]string{nodes[1].Name}), "its deletion mark is removed")
+// expectGivenBack expects the node handed over to have been given back:
+// untainted, its deletion mark removed, and reported on its group.
+func expectGivenBack(t *testing.T, f *fixture, group *fakeGroup, node string, status autoscaler.Status) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(f.tainted(t, node)).To(BeFalse(), "given back")
+	g.Expect(group.cancelled).To(Equal([]string{node}), "its deletion mark is removed")
 	g.Expect(f.groupRecorder.reasons(group.id)).To(ContainElement(autoscaler.EventNodeNotDeleted))
 	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("is still there, its instance not being deleted"))
 }
