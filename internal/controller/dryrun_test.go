@@ -4,6 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
+	gomegatypes "github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +37,7 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 			})))
 			g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.DryRunReason))
 		}, waitTimeout).Should(Succeed())
-		expectEvent(fixture.Namespace, shadow, autoscalingv1alpha1.WouldScaleUpReason, "Would scale up ["+groupID+" +1] for 1 pending pod(s)")
+		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.WouldScaleUpReason, Equal("Would scale up ["+groupID+" +1] for 1 pending pod(s)"))
 		expectAnotherLoop(shadow)
 		Expect(get(group).Spec.Replicas).To(HaveValue(BeZero()), "the group keeps its size")
 		Expect(getClusterAutoscaler(Default, shadow).Status.DryRunDecisions).To(HaveLen(1), "the same decision is not published again")
@@ -68,8 +69,8 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 
 		By("saying what becomes of what it placed when it runs dry again")
 		setMode(shadow, autoscalingv1alpha1.DryRunMode)
-		expectEvent(fixture.Namespace, shadow, autoscalingv1alpha1.DryRunReason, "Cluster "+fixture.Namespace+"/"+fixture.Cluster.Name+
-			" is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after 5m0s")
+		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason, Equal("Cluster "+fixture.Namespace+"/"+fixture.Cluster.Name+
+			" is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after 5m0s"))
 		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine), "the same engine goes on, and follows what it handed over")
 	})
 })
@@ -83,17 +84,18 @@ func setMode(key types.NamespacedName, mode autoscalingv1alpha1.Mode) {
 	Expect(k8sClient.Patch(ctx, ca, client.MergeFrom(original))).To(Succeed())
 }
 
-// expectEvent waits for a Normal event on a ClusterAutoscaler.
-func expectEvent(namespace string, regarding types.NamespacedName, reason, note string) {
+// expectEvent waits for an event of type eventType and reason on a
+// ClusterAutoscaler, whose note matches note.
+func expectEvent(namespace string, regarding types.NamespacedName, eventType, reason string, note gomegatypes.GomegaMatcher) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		events := &eventsv1.EventList{}
 		g.Expect(k8sClient.List(ctx, events, client.InNamespace(namespace))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-			"Type":      Equal(corev1.EventTypeNormal),
+			"Type":      Equal(eventType),
 			"Reason":    Equal(reason),
-			"Regarding": MatchFields(IgnoreExtras, Fields{"Name": Equal(regarding.Name)}),
-			"Note":      Equal(note),
+			"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("ClusterAutoscaler"), "Name": Equal(regarding.Name)}),
+			"Note":      note,
 		})))
 	}, waitTimeout).Should(Succeed())
 }

@@ -6,9 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,16 +49,7 @@ var _ = Describe("A panic in the engine of one cluster", func() {
 			g.Expect(ready).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.EnginePanickedReason))
 			g.Expect(ready.Message).To(ContainSubstring("a bug in node group md-0"))
 		}, waitTimeout).Should(Succeed())
-		Eventually(func(g Gomega) {
-			events := &eventsv1.EventList{}
-			g.Expect(k8sClient.List(ctx, events, client.InNamespace(faulty.Namespace))).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-				"Type":      Equal(corev1.EventTypeWarning),
-				"Reason":    Equal(autoscalingv1alpha1.EnginePanickedReason),
-				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("ClusterAutoscaler"), "Name": Equal(faultyCA.Name)}),
-				"Note":      ContainSubstring("panicked: a bug in node group"),
-			})))
-		}, waitTimeout).Should(Succeed())
+		expectEvent(faulty.Namespace, faultyCA, corev1.EventTypeWarning, autoscalingv1alpha1.EnginePanickedReason, ContainSubstring("panicked: a bug in node group"))
 
 		By("restarting the engine after a delay that doubles with each panic in a row, up to the maximum")
 		delays := map[string]bool{}
@@ -124,16 +113,7 @@ var _ = Describe("A panic in an event handler of one cluster's informers", func(
 		// That no node group can serve: the other specs' clusters see it too.
 		unservable := pendingPod(faulty.Namespace, map[string]string{"handler-isolation.example.com/none": faulty.Namespace})
 		DeferCleanup(k8sClient.Delete, ctx, unservable)
-		Eventually(func(g Gomega) {
-			events := &eventsv1.EventList{}
-			g.Expect(k8sClient.List(ctx, events, client.InNamespace(faulty.Namespace))).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-				"Type":      Equal(corev1.EventTypeWarning),
-				"Reason":    Equal(autoscalingv1alpha1.InformerPanickedReason),
-				"Regarding": MatchFields(IgnoreExtras, Fields{"Kind": Equal("ClusterAutoscaler"), "Name": Equal(faultyCA.Name)}),
-				"Note":      ContainSubstring("panicked: a bug in an event handler; the panic was recovered"),
-			})))
-		}, waitTimeout).Should(Succeed())
+		expectEvent(faulty.Namespace, faultyCA, corev1.EventTypeWarning, autoscalingv1alpha1.InformerPanickedReason, ContainSubstring("panicked: a bug in an event handler; the panic was recovered"))
 		Expect(counter(faulty, "cluster_autoscaler_errors_total", "type", "informerPanic")).To(BeNumerically(">=", 1))
 
 		By("autoscaling the other cluster all along, and the faulty one with the same engine")
