@@ -59,6 +59,8 @@ type ClusterLeases struct {
 // clusterLease is one Cluster's Lease as this manager contends for it, for
 // the ClusterAutoscaler that owns the Cluster.
 type clusterLease struct {
+	// owner is the ClusterAutoscaler the Lease is held for, under
+	// ClusterLeases.mu.
 	owner  types.NamespacedName
 	cancel context.CancelFunc
 	// releasing is set, under ClusterLeases.mu, once the Lease is being
@@ -73,6 +75,9 @@ type clusterLease struct {
 	mu     sync.Mutex
 	held   bool
 	holder string
+	// changed tells the owner, the last one Hold was called for, that the
+	// manager took or lost the Lease, or that its holder changed.
+	changed func()
 	// reported is the other holder the manager last reported, "" since it
 	// last held the Lease.
 	reported string
@@ -85,6 +90,7 @@ func (l *clusterLease) state() (held bool, holder string) {
 	return l.held, l.holder
 }
 
+// set records who holds the Lease, and tells the owner.
 func (l *clusterLease) set(held bool, holder string) {
 	l.mu.Lock()
 	l.held = held
@@ -94,13 +100,25 @@ func (l *clusterLease) set(held bool, holder string) {
 	if held {
 		l.reported = ""
 	}
+	changed := l.changed
 	l.mu.Unlock()
 	l.observe.Do(func() { close(l.observed) })
+	changed()
+}
+
+// tellOwner has changed tell the ClusterAutoscaler the Lease is now held
+// for: a Lease that changes hands before the manager takes it, as when its
+// owner is deleted, is news to the next owner only.
+func (l *clusterLease) tellOwner(changed func()) {
+	l.mu.Lock()
+	l.changed = changed
+	l.mu.Unlock()
 }
 
 // Hold has the manager contend for the Lease of the Cluster, for the
-// ClusterAutoscaler owner, from now until Release; changed is called
-// whenever the manager takes or loses it, or its holder changes. It says
+// ClusterAutoscaler owner, from now until Release; changed, that of the
+// latest call, is called whenever the manager takes or loses it, or its
+// holder changes. It says
 // whether the manager holds it, and who does ("" while unknown). The
 // first time, it waits up to RetryPeriod for the first try: a manager
 // that gets the Lease at once starts its engine in this reconcile.
@@ -123,12 +141,13 @@ func (c *ClusterLeases) Hold(ctx context.Context, cluster client.ObjectKey, owne
 	}
 	if ok {
 		lease.owner = owner
+		lease.tellOwner(changed)
 	} else {
 		// Not the reconcile's context: the Lease outlives it, until Release.
 		leaseCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		lease = &clusterLease{owner: owner, cancel: cancel, done: make(chan struct{}), observed: make(chan struct{})}
+		lease = &clusterLease{owner: owner, cancel: cancel, done: make(chan struct{}), observed: make(chan struct{}), changed: changed}
 		c.leases[cluster] = lease
-		go c.contend(leaseCtx, cluster, lease, changed)
+		go c.contend(leaseCtx, cluster, lease)
 	}
 	c.mu.Unlock()
 	if !ok {
@@ -213,7 +232,7 @@ func (c *ClusterLeases) Validate() error {
 	if c.Client == nil || c.Identity == "" {
 		return errors.New("the Clusters' Leases need a client and an identity")
 	}
-	if _, err := leaderelection.NewLeaderElector(c.config(logr.Discard(), client.ObjectKey{Namespace: "default", Name: "validate"}, nil, func() {})); err != nil {
+	if _, err := leaderelection.NewLeaderElector(c.config(logr.Discard(), client.ObjectKey{Namespace: "default", Name: "validate"}, nil)); err != nil {
 		return fmt.Errorf("the Clusters' Leases: %w", err)
 	}
 	return nil
@@ -229,7 +248,7 @@ func (c *ClusterLeases) timings() ClusterLeaseTimings {
 }
 
 // config is the leader election on the Cluster's Lease, for lease.
-func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lease *clusterLease, changed func()) leaderelection.LeaderElectionConfig {
+func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lease *clusterLease) leaderelection.LeaderElectionConfig {
 	timings := c.timings()
 	return leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
@@ -246,12 +265,10 @@ func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lea
 			OnStartedLeading: func(context.Context) {
 				logger.Info("Took the Lease of the Cluster: this manager autoscales it")
 				lease.set(true, c.Identity)
-				changed()
 			},
 			OnStoppedLeading: func() {
 				logger.Info("Gave up the Lease of the Cluster")
 				lease.set(false, "")
-				changed()
 			},
 			// Called apart from, and maybe before, OnStartedLeading: the
 			// holder being this manager's identity is what holding it is.
@@ -260,7 +277,6 @@ func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lea
 					logger.V(2).Info("Another manager holds the Lease of the Cluster", "holder", identity)
 				}
 				lease.set(identity == c.Identity, identity)
-				changed()
 			},
 		},
 	}
@@ -268,12 +284,12 @@ func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lea
 
 // contend runs leader election on the Cluster's Lease until ctx ends,
 // again each time the manager stops leading.
-func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, lease *clusterLease, changed func()) {
+func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, lease *clusterLease) {
 	defer close(lease.done)
 	logger := ctrl.LoggerFrom(ctx).WithValues("Lease", client.ObjectKey{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)})
 	for ctx.Err() == nil {
 		// Validate checked the configuration.
-		elector, err := leaderelection.NewLeaderElector(c.config(logger, cluster, lease, changed))
+		elector, err := leaderelection.NewLeaderElector(c.config(logger, cluster, lease))
 		if err != nil {
 			logger.Error(err, "Cannot contend for the Lease of the Cluster")
 			return

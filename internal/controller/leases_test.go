@@ -210,3 +210,51 @@ func patchClusterAutoscaler(key types.NamespacedName, change func(*autoscalingv1
 		g.Expect(getClusterAutoscaler(g, key).Status.ObservedGeneration).To(Equal(ca.Generation))
 	}, waitTimeout).Should(Succeed())
 }
+
+// A Lease that changes hands between the ClusterAutoscalers of its Cluster
+// before this manager takes it, as when the owner is deleted while a
+// reconcile of it, from a cache that still shows it, contends again, tells
+// the one that owns it now: told only to the one gone, the next owner
+// waited for the manager's sync period.
+func TestAClusterLeaseTellsItsCurrentOwnerWhenTaken(t *testing.T) {
+	g := NewWithT(t)
+	cluster := client.ObjectKey{Namespace: "ns", Name: "workload"}
+	clientset := kubefake.NewClientset()
+	now := metav1.NewMicroTime(time.Now())
+	_, err := clientset.CoordinationV1().Leases(cluster.Namespace).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("other-manager"), LeaseDurationSeconds: ptr.To(int32(1)),
+			AcquireTime: &now, RenewTime: &now,
+		},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	leases := &ClusterLeases{Client: clientset.CoordinationV1(), Identity: "this-manager",
+		Timings: ClusterLeaseTimings{LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}}
+	defer leases.ReleaseAll()
+
+	told := make(chan string, 100)
+	tell := func(name string) func() { return func() { told <- name } }
+	first, second := types.NamespacedName{Namespace: "ns", Name: "first"}, types.NamespacedName{Namespace: "ns", Name: "second"}
+	held, _ := leases.Hold(context.Background(), cluster, first, tell(first.Name))
+	g.Expect(held).To(BeFalse(), "another manager holds the Lease")
+	held, _ = leases.Hold(context.Background(), cluster, second, tell(second.Name))
+	g.Expect(held).To(BeFalse(), "another manager holds the Lease")
+	for len(told) > 0 {
+		<-told
+	}
+
+	g.Eventually(func() bool {
+		held, _ := leases.Hold(context.Background(), cluster, second, tell(second.Name))
+		return held
+	}, 10*time.Second, 50*time.Millisecond).
+		Should(BeTrue(), "the Lease is taken once the other manager's expires")
+	var toldNames []string
+	g.Eventually(func() []string {
+		for len(told) > 0 {
+			toldNames = append(toldNames, <-told)
+		}
+		return toldNames
+	}).Should(ContainElement(second.Name), "the ClusterAutoscaler that owns the Lease is told")
+	g.Expect(toldNames).NotTo(ContainElement(first.Name), "the ClusterAutoscaler that no longer owns the Lease is told")
+}
