@@ -21,7 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 // The diagnostics endpoint serves /metrics, and /debug/pprof/ with

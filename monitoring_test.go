@@ -30,9 +30,9 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/config/monitoring"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 // Every metric, label and label value the alerting rules and the dashboard

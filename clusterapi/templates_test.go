@@ -29,8 +29,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 // shippedManagerRole holds the manager's ClusterRoles as `make manifests`

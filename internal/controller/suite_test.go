@@ -24,8 +24,8 @@ import (
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faults"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faults"
 )
 
 const (
