@@ -65,7 +65,7 @@ var _ = BeforeSuite(func() {
 	managerBinary := *manager
 	if managerBinary == "" {
 		By("Building the autoscaler manager")
-		managerBinary = framework.BuildManager(ctx, *repoRoot, GinkgoT().TempDir())
+		managerBinary = framework.BuildManager(ctx, *repoRoot, GinkgoT().TempDir(), framework.ProductManager)
 	}
 
 	By("Starting the local stack, " + *topology)

@@ -52,7 +52,7 @@ const (
 	engineRecoveryTimeout = 6 * time.Minute
 )
 
-// IsolationSpec runs a manager built with the e2efaults tag, whose node
+// IsolationSpec runs the manager of framework.PanickingManager, whose node
 // groups panic while their MachineDeployment carries
 // faults.PanicAnnotation, with two workload clusters that need a node
 // each, and makes the node group of one of them panic in every loop. The
@@ -77,7 +77,7 @@ func IsolationSpec(ctx context.Context, inputGetter func() IsolationSpecInput) {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
 
 		By("Building the manager with node groups that panic on request")
-		binary := framework.BuildManager(ctx, input.RepoRoot, GinkgoT().TempDir(), "e2efaults")
+		binary := framework.BuildManager(ctx, input.RepoRoot, GinkgoT().TempDir(), framework.PanickingManager)
 
 		By("Running it in place of the suite's manager")
 		Expect(input.Manager.Stop()).To(Succeed())

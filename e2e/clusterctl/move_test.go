@@ -49,7 +49,7 @@ func startTargetManagementCluster(clusterctl client.Client, version string) (*te
 }
 
 // runController runs the ClusterAutoscaler controller on the management
-// cluster of e until the spec ends, as main.go sets it up.
+// cluster of e until the spec ends, as internal/manager sets it up.
 func runController(e *testenv.Environment) {
 	GinkgoHelper()
 	ctrl.SetLogger(GinkgoLogr)

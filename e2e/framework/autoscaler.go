@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,11 +35,21 @@ var (
 	ReleaseTimeout = 30 * time.Second
 )
 
-// BuildManager builds the autoscaler manager of the repository at repoRoot
-// into dir, with the build tags given, and returns the binary's path.
-func BuildManager(ctx context.Context, repoRoot, dir string, tags ...string) string {
+// Main packages of managers, relative to the repository's root.
+const (
+	// ProductManager is capi-autoscaler's manager (main.go).
+	ProductManager = "."
+	// PanickingManager is the manager whose node groups panic on request
+	// (faults.PanicAnnotation).
+	PanickingManager = "./e2e/framework/faults/manager"
+)
+
+// BuildManager builds the manager whose main package is mainPackage
+// (ProductManager, PanickingManager) in the repository at repoRoot into
+// dir, and returns the binary's path.
+func BuildManager(ctx context.Context, repoRoot, dir, mainPackage string) string {
 	binary := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.Join(tags, ","), "-o", binary, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, mainPackage)
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build of the manager: %s", out)

@@ -1,7 +1,7 @@
 // Package faults puts faults in the manager for tests: node groups that
 // panic, as a bug in them would. The envtest suite of internal/controller
-// uses it, and so do manager builds with the e2efaults tag, which the
-// end-to-end suite's isolation spec runs.
+// uses it, and so does the manager in faults/manager, which the end-to-end
+// suite's isolation spec runs.
 package faults
 
 import (

@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestDiagnosticsEndpoint(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	metricsReader := &rbacv1.ClusterRole{}
-	manifest, err := os.ReadFile(filepath.Join("config", "rbac", "metrics_reader_role.yaml"))
+	manifest, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "metrics_reader_role.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(yaml.UnmarshalStrict(manifest, metricsReader)).To(Succeed())
 	profileReader := &rbacv1.ClusterRole{
@@ -65,7 +65,7 @@ func TestDiagnosticsEndpoint(t *testing.T) {
 	profiler := tokenFor("profiler", profileReader)
 
 	address := freeLocalAddress(g)
-	opts := &options{
+	opts := &commandLine{
 		diagnostics:             flags.ManagerOptions{DiagnosticsAddress: address, TLSMinVersion: "VersionTLS12"},
 		profiling:               true,
 		gracefulShutdownTimeout: 5 * time.Second,
@@ -147,7 +147,7 @@ func TestManagerOptionsProfiling(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			opts := &options{
+			opts := &commandLine{
 				diagnostics:     flags.ManagerOptions{DiagnosticsAddress: ":8443", InsecureDiagnostics: tt.insecure, TLSMinVersion: "VersionTLS12"},
 				profiling:       tt.profiling,
 				profilerAddress: tt.profiler,

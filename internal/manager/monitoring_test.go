@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"context"
@@ -37,7 +37,7 @@ import (
 
 // Every metric, label and label value the alerting rules and the dashboard
 // of config/monitoring select is one the manager serves: the manager runs
-// here as main.go runs it, against envtest, autoscaling the API server
+// here as Main runs it, against envtest, autoscaling the API server
 // itself as a workload cluster, until each selector of every query selects
 // at least one series of its /metrics. The cluster is made to show what
 // the queries look for: resource limits, a node group with a failed
@@ -84,7 +84,7 @@ func startManager(ctx context.Context, t *testing.T, g Gomega, env *testenv.Envi
 	t.Helper()
 	ctrl.SetLogger(klog.Background())
 	address := freeLocalAddress(g)
-	opts := &options{
+	opts := &commandLine{
 		diagnostics:             flags.ManagerOptions{DiagnosticsAddress: address, InsecureDiagnostics: true, TLSMinVersion: "VersionTLS12"},
 		healthProbeBindAddress:  "0",
 		gracefulShutdownTimeout: 5 * time.Second,
@@ -96,7 +96,7 @@ func startManager(ctx context.Context, t *testing.T, g Gomega, env *testenv.Envi
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
 	g.Expect(err).NotTo(HaveOccurred())
-	reconciler, err := setupControllers(ctx, mgr, opts)
+	reconciler, err := setupControllers(ctx, mgr, opts, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	managerCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error)

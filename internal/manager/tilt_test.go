@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"bytes"
@@ -25,6 +25,10 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
+
+// repoRoot is the repository, which Tilt builds the manager from, seen
+// from this package.
+const repoRoot = "../.."
 
 // tiltProvider is a tilt-provider.json as Cluster API v1.14 reads it: its
 // Tiltfile (load_provider_tilt_files, enable_provider) and its tilt-prepare
@@ -114,7 +118,7 @@ func TestDecodeTiltProvider(t *testing.T) {
 // Deployment's arguments plus the ones added for debugging.
 func TestTiltProvider(t *testing.T) {
 	g := NewWithT(t)
-	data, err := os.ReadFile("tilt-provider.json")
+	data, err := os.ReadFile(filepath.Join(repoRoot, "tilt-provider.json"))
 	g.Expect(err).NotTo(HaveOccurred())
 	p, err := decodeTiltProvider(data)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -125,7 +129,7 @@ func TestTiltProvider(t *testing.T) {
 	g.Expect(c.Image).NotTo(BeEmpty())
 	g.Expect(c.Label).NotTo(BeEmpty())
 	g.Expect(*c.ApplyProviderYaml).To(BeTrue())
-	repo := *c.Context
+	repo := filepath.Join(repoRoot, *c.Context)
 
 	t.Run("go_main exists", func(t *testing.T) {
 		g := NewWithT(t)
@@ -196,7 +200,7 @@ func TestTiltProvider(t *testing.T) {
 		// leader election off.
 		args := append(slices.Clone(manager.Args), "--profiler-address=:6060", "--leader-elect=false")
 		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-		(&options{logging: logsv1.NewLoggingConfiguration()}).addFlags(fs)
+		(&commandLine{logging: logsv1.NewLoggingConfiguration()}).addFlags(fs)
 		g.Expect(fs.Parse(args)).To(Succeed())
 	})
 }
