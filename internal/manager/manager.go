@@ -63,7 +63,7 @@ type Options struct {
 
 // Main parses the command line, sets up logging and runs the manager until
 // it is signalled to stop. It returns the exit code of the process.
-func Main(o Options) int {
+func Main(build Options) int {
 	opts := &commandLine{logging: logsv1.NewLoggingConfiguration()}
 	fs := pflag.CommandLine
 	opts.addFlags(fs)
@@ -78,14 +78,14 @@ func Main(o Options) int {
 	ctrl.SetLogger(klog.Background())
 	defer logs.FlushLogs()
 
-	if err := run(opts, o); err != nil {
+	if err := run(opts, build); err != nil {
 		klog.Background().Error(err, "Manager stopped with an error")
 		return 1
 	}
 	return 0
 }
 
-func run(opts *commandLine, o Options) error {
+func run(opts *commandLine, build Options) error {
 	log := klog.Background()
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -113,7 +113,7 @@ func run(opts *commandLine, o Options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	reconciler, err := setupControllers(ctx, mgr, opts, o.NodeGroups)
+	reconciler, err := setupControllers(ctx, mgr, opts, build.NodeGroups)
 	if err != nil {
 		return err
 	}
