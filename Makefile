@@ -43,13 +43,13 @@ help: ## Show this help.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./test/framework/infrastructure/api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./e2e/framework/infrastructure/api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./api/capacitybuffer/... paths=./api/provisioningrequest/... output:crd:artifacts:config=config/workload-crd/bases
-	$(CONTROLLER_GEN) crd paths=./test/framework/infrastructure/api/... output:crd:artifacts:config=test/framework/infrastructure/config/crd
+	$(CONTROLLER_GEN) crd paths=./e2e/framework/infrastructure/api/... output:crd:artifacts:config=e2e/framework/infrastructure/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: helm-chart
@@ -72,8 +72,8 @@ lint: $(GOLANGCI_LINT) ## Lint the code with golangci-lint.
 verify: generate manifests helm-chart ## Fail when generated files (the Helm chart included), formatting or go.mod drift.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "Files need gofmt:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
-	@git diff --exit-code -- api config test/framework/infrastructure charts || { echo "Generated files are out of date: run 'make generate manifests helm-chart' and commit."; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config test/framework/infrastructure charts)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config test/framework/infrastructure charts; exit 1; }
+	@git diff --exit-code -- api config e2e/framework/infrastructure charts || { echo "Generated files are out of date: run 'make generate manifests helm-chart' and commit."; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts; exit 1; }
 
 ##@ Build
 
@@ -103,18 +103,18 @@ tmux: ## Install tmux from the machine's Debian packages when it is missing (the
 .PHONY: test
 test: envtest-binaries e2e-binaries build tmux $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
 	go test $(GO_TEST_FLAGS) ./...
-	go test -tags e2e -timeout 30m ./test/e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
-	go test -tags e2e -timeout 10m ./test/e2e/ -args -ginkgo.label-filter=ci-separate -e2e.topology=SeparateWorkload -e2e.manager=$(BIN)/manager
+	go test -tags e2e -timeout 30m ./e2e/ -args -ginkgo.label-filter=ci -e2e.manager=$(BIN)/manager
+	go test -tags e2e -timeout 10m ./e2e/ -args -ginkgo.label-filter=ci-separate -e2e.topology=SeparateWorkload -e2e.manager=$(BIN)/manager
 	$(MAKE) test-kind KIND_LABELS=kind-smoke
 
 .PHONY: test-e2e
 test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack, both topologies.
-	go test -tags e2e -timeout 60m ./test/e2e/ -args -ginkgo.v -e2e.topology=SelfHosted
-	go test -tags e2e -timeout 60m ./test/e2e/ -args -ginkgo.v -e2e.topology=SeparateWorkload
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -e2e.topology=SelfHosted
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -e2e.topology=SeparateWorkload
 
 .PHONY: test-smoke
 test-smoke: e2e-binaries ## Run the local stack smoke test (about 70s).
-	go test -tags e2e -timeout 10m ./test/e2e/ -args -ginkgo.focus="Local stack"
+	go test -tags e2e -timeout 10m ./e2e/ -args -ginkgo.focus="Local stack"
 
 .PHONY: envtest-binaries
 envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
@@ -134,7 +134,7 @@ perf: e2e-binaries build ## Measure scale-up latency, loop cost and memory on th
 
 .PHONY: agreement
 agreement: e2e-binaries build ## Compare kube-scheduler's and the simulator's feasible nodes on 5,000 generated pods for each of 3 seeds (docs/simulation.md; AGREEMENT_ARGS for flags).
-	go test -v -tags e2e -timeout 60m ./test/e2e/ -args -ginkgo.focus="Scheduler agreement" -e2e.manager=$(BIN)/manager \
+	go test -v -tags e2e -timeout 60m ./e2e/ -args -ginkgo.focus="Scheduler agreement" -e2e.manager=$(BIN)/manager \
 		-e2e.agreement-pods=5000 -e2e.agreement-runs=3 -e2e.agreement-nodes-per-kind=12 $(AGREEMENT_ARGS)
 
 .PHONY: compare-karpenter
@@ -169,7 +169,7 @@ e2e-image-capi: ## Build the Cluster API, kubeadm, CAPD and capi-autoscaler mana
 
 .PHONY: test-kind
 test-kind: e2e-images ## Run the kind suite: a kind management cluster with Cluster API, CAPD and capi-autoscaler (docs/kind-e2e.md; KIND_ARGS=-kind.keep keeps it, KIND_LABELS=kind-smoke runs what make test runs).
-	go test -tags kind ./test/e2e/kind/ -timeout 60m -v -args -ginkgo.v -ginkgo.label-filter=$(or $(KIND_LABELS),kind) $(KIND_ARGS)
+	go test -tags kind ./e2e/kind/ -timeout 60m -v -args -ginkgo.v -ginkgo.label-filter=$(or $(KIND_LABELS),kind) $(KIND_ARGS)
 
 ##@ Deployment
 

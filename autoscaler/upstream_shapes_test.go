@@ -28,7 +28,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/trim"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/benchmark"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/benchmark"
 )
 
 // The shapes of the upstream cluster-autoscaler's own CI benchmark

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 // recordedEvent is an event a node group recorded on its object.

@@ -20,9 +20,9 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 const keepFinalizer = "test.capi-autoscaler.io/keep"

@@ -29,8 +29,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 // shippedManagerRole holds the manager's ClusterRoles as `make manifests`
@@ -153,7 +153,7 @@ var _ = Describe("A node group whose infrastructure template the manager cannot 
 })
 
 // managerClient returns a client of the management cluster that reads
-// through a cache, as the manager's does (main.go), as a user with the
+// through a cache, as the manager's does (internal/manager), as a user with the
 // shipped manager role and the reads of envtest.InfrastructureMachineTemplate's
 // group, which the README asks to add for a provider outside
 // infrastructure.cluster.x-k8s.io; and a counter of its reads of

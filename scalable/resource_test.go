@@ -16,7 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 func sizeAnnotations(minSize, maxSize int) map[string]string {

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 var (

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 var _ = Describe("FromZero", func() {

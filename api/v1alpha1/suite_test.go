@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/schematest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/schematest"
 )
 
 var (

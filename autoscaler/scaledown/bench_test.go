@@ -12,7 +12,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/benchmark"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/benchmark"
 )
 
 const (

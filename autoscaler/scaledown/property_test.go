@@ -18,7 +18,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/clustergen"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/clustergen"
 )
 
 // TestPlanLeavesRoomForEveryMovedPod checks, over generated clusters, the

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/capi-autoscaler/capi-autoscaler/config/monitoring"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/kustomize"
 )
 
 // promql parses as Prometheus does, with no experimental feature on.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/simcluster"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/simcluster"
 )
 
 const (

@@ -23,8 +23,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/simcluster"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/simcluster"
 )
 
 type options struct {

@@ -14,8 +14,8 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
 )
 
 // state is what the demo shows of the clusters at one moment.

@@ -29,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/helmchart"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/helmchart"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/kustomize"
 )
 
 // defaultRelease installs the names and namespace of the release manifests.

@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/helmchart"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/helmchart"
 )
 
 // repoRoot is the repository, from this package's directory.

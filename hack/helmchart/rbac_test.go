@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/helmchart"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/helmchart"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/kustomize"
 )
 
 // grant is a role an install binds to the manager's ServiceAccount.

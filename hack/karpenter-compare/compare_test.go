@@ -30,7 +30,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/benchmark"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/benchmark"
 )
 
 // instanceTypeCount is the size of Karpenter's benchmark catalogue.

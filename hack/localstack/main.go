@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
 
 func main() {

@@ -25,9 +25,9 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
-	infrav1 "github.com/capi-autoscaler/capi-autoscaler/test/framework/infrastructure/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/localstack"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/simcluster"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/simcluster"
 )
 
 const (

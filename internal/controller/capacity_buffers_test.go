@@ -28,7 +28,7 @@ import (
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/kustomize"
 )
 
 // The envtest API server serves as the workload cluster, with the

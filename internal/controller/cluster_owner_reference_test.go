@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 var _ = Describe("The Cluster as owner of its ClusterAutoscalers", func() {

@@ -137,7 +137,7 @@ type ClusterAutoscalerReconciler struct {
 	WorkloadEventBurst int
 	// NodeGroups builds the node groups of an engine; Cluster API's
 	// (clusterapi.NewProvider) when nil. Tests put faults in them
-	// (test/framework/faults).
+	// (e2e/framework/faults).
 	NodeGroups func(clusterapi.Options) nodegroups.Provider
 	// WatchFilterValue, when set, restricts the controller to
 	// ClusterAutoscalers and Clusters whose cluster.x-k8s.io/watch-filter

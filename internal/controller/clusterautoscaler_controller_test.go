@@ -28,8 +28,8 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
 )
 
 const (

@@ -17,10 +17,10 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faults"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faults"
 )
 
 var _ = Describe("A panic in the engine of one cluster", func() {

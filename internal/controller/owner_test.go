@@ -20,7 +20,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 var _ = Describe("Two ClusterAutoscalers for one Cluster", Ordered, func() {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 )
 
 var _ = Describe("ClusterAutoscaler status writes", Ordered, func() {

@@ -24,8 +24,8 @@ import (
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/faults"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faults"
 )
 
 const (
@@ -67,7 +67,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 
-	// The manager is set up as main.go sets it up.
+	// The manager is set up as internal/manager sets it up.
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

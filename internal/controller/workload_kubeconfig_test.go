@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
-	testenv "github.com/capi-autoscaler/capi-autoscaler/test/framework/envtest"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/kustomize"
+	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/kustomize"
 )
 
 func TestWorkloadKubeconfigsGet(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/schematest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/schematest"
 )
 
 var (

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	provisioningrequestv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
-	"github.com/capi-autoscaler/capi-autoscaler/test/framework/schematest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/schematest"
 )
 
 var (

@@ -1,0 +1,31 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+)
+
+// The crash scenarios: the manager killed at every step of scale-up and
+// scale-down. They kill and restart the suite's manager, hence Serial.
+// `make test` runs the short one (label ci); `make test-e2e` runs both.
+var _ = Describe("Crash at every step", Serial, func() {
+	input := func(cycles int) func() CrashSpecInput {
+		return func() CrashSpecInput {
+			return CrashSpecInput{
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Restarted: func(p *localstack.Process) { suiteManager = p },
+				Cycles:    cycles,
+			}
+		}
+	}
+
+	Context("one kill at each point", Label("ci"), func() {
+		CrashSpec(ctx, input(len(CrashPoints)))
+	})
+	Context("fifty kills, ten at each point, first and second drains alike", Label("full"), func() {
+		CrashSpec(ctx, input(50))
+	})
+})

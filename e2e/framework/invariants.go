@@ -1,0 +1,343 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/scalable"
+)
+
+// WatchInvariantsInput is the input of WatchInvariants.
+type WatchInvariantsInput struct {
+	Stack *localstack.Stack
+	// Cluster is the Cluster whose node groups and Machines are watched.
+	Cluster *clusterv1.Cluster
+	// AcceptRollouts accepts the deletion of an unmarked Machine whose
+	// MachineSet a newer MachineSet of the same MachineDeployment
+	// replaces: a rollout the spec started removes the old Machines.
+	AcceptRollouts bool
+	// AcceptRemediation accepts the deletion of an unmarked Machine that a
+	// MachineHealthCheck found unhealthy: its owner remediates it.
+	AcceptRemediation bool
+}
+
+// What removed an unmarked Machine, when the spec accepts it.
+const (
+	DeletedByRollout     = "rollout"
+	DeletedByRemediation = "remediation"
+)
+
+// Invariants watches, from the moment WatchInvariants returns, what a
+// cluster autoscaler must never do whatever fails around it, and records
+// every violation it sees:
+//   - a MachineDeployment's replicas outside its [min, max] size;
+//   - a Machine deleted that the autoscaler did not choose: it carries no
+//     delete-machine mark when Cluster API starts deleting it (unless the
+//     spec accepts rollouts and a newer MachineSet replaces the Machine's,
+//     or accepts remediation and a MachineHealthCheck found it unhealthy).
+//
+// It also records each MachineDeployment's replicas as they change, for
+// the specs that check a trajectory (e.g. that no group was scaled twice).
+type Invariants struct {
+	mu         sync.Mutex
+	violations []string
+	// acceptRollouts and machineSets tell the Machines a rollout removes.
+	acceptRollouts    bool
+	machineSets       func() []clusterv1.MachineSet
+	acceptRemediation bool
+	// accepted are the unmarked Machines deleted for a cause the spec
+	// accepts, by cause.
+	accepted map[string][]string
+	// events counts what the watches saw, to show they saw something.
+	events int
+	// replicas are the replicas each MachineDeployment had, by name.
+	replicas map[string][]ReplicasSeen
+}
+
+// ReplicasSeen is a MachineDeployment's replicas from the moment the watch
+// saw them.
+type ReplicasSeen struct {
+	Replicas int32
+	Seen     time.Time
+}
+
+// WatchInvariants starts watching the Cluster's MachineDeployments and
+// Machines, and stops when the spec ends: register it after the Cluster's
+// clean-up, whose deletion of every Machine is no violation.
+func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariants {
+	informers, err := cache.New(input.Stack.Management.Config, cache.Options{
+		Scheme:            localstack.Scheme,
+		DefaultNamespaces: map[string]cache.Config{input.Cluster.Namespace: {}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	inv := &Invariants{
+		replicas:       map[string][]ReplicasSeen{},
+		acceptRollouts: input.AcceptRollouts, acceptRemediation: input.AcceptRemediation,
+		accepted: map[string][]string{},
+	}
+	watch := func(obj client.Object, check func(obj any)) {
+		informer, err := informers.GetInformer(ctx, obj)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    check,
+			UpdateFunc: func(_, obj any) { check(obj) },
+		})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	watch(&clusterv1.MachineDeployment{}, func(obj any) {
+		md, ok := obj.(*clusterv1.MachineDeployment)
+		if !ok || md.Spec.ClusterName != input.Cluster.Name {
+			return
+		}
+		inv.recordReplicas(md)
+		inv.checkReplicas(md)
+	})
+	if input.AcceptRollouts {
+		watch(&clusterv1.MachineSet{}, func(any) {})
+		inv.machineSets = func() []clusterv1.MachineSet {
+			list := &clusterv1.MachineSetList{}
+			if err := informers.List(ctx, list, client.InNamespace(input.Cluster.Namespace)); err != nil {
+				return nil
+			}
+			return list.Items
+		}
+	}
+	watch(&clusterv1.Machine{}, func(obj any) {
+		machine, ok := obj.(*clusterv1.Machine)
+		if !ok || machine.Spec.ClusterName != input.Cluster.Name {
+			return
+		}
+		inv.checkDeletion(machine)
+	})
+
+	watchCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer GinkgoRecover()
+		Expect(informers.Start(watchCtx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		stop()
+		<-done
+	})
+	Expect(informers.WaitForCacheSync(ctx)).To(BeTrue(), "the invariant watches did not sync")
+	return inv
+}
+
+func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment) {
+	group, err := scalable.New(md, scalable.Options{Cluster: &clusterv1.Cluster{}})
+	if err != nil {
+		// Not a node group (or a bad annotation the spec chose): no
+		// bounds to hold.
+		inv.record("")
+		return
+	}
+	replicas := int(ptr.Deref(md.Spec.Replicas, 0))
+	if replicas < group.MinSize() || replicas > group.MaxSize() {
+		inv.record(fmt.Sprintf("MachineDeployment %s has %d replicas, outside [%d, %d] (resourceVersion %s)",
+			klog.KObj(md), replicas, group.MinSize(), group.MaxSize(), md.ResourceVersion))
+		return
+	}
+	inv.record("")
+}
+
+func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
+	if machine.DeletionTimestamp == nil {
+		inv.record("")
+		return
+	}
+	if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; marked {
+		inv.record("")
+		return
+	}
+	if cause := inv.acceptedCause(machine); cause != "" {
+		inv.accept(cause, machine)
+		inv.record("")
+		return
+	}
+	inv.record(fmt.Sprintf("Machine %s is being deleted without the autoscaler's delete-machine mark", klog.KObj(machine)))
+}
+
+// acceptedCause is the cause the spec accepts for the deletion of an
+// unmarked Machine, if any.
+func (inv *Invariants) acceptedCause(machine *clusterv1.Machine) string {
+	switch {
+	case inv.acceptRemediation && meta.IsStatusConditionFalse(machine.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition):
+		return DeletedByRemediation
+	case inv.acceptRollouts && inv.rolledOutMachine(machine):
+		return DeletedByRollout
+	}
+	return ""
+}
+
+// rolledOutMachine tells whether a newer MachineSet of the same
+// MachineDeployment replaces the Machine's.
+func (inv *Invariants) rolledOutMachine(machine *clusterv1.Machine) bool {
+	owner := metav1.GetControllerOf(machine)
+	deployment := machine.Labels[clusterv1.MachineDeploymentNameLabel]
+	if owner == nil || owner.Kind != "MachineSet" || deployment == "" {
+		return false
+	}
+	var ownerCreated *metav1.Time
+	var newest metav1.Time
+	for _, ms := range inv.machineSets() {
+		if ms.Labels[clusterv1.MachineDeploymentNameLabel] != deployment {
+			continue
+		}
+		if ms.UID == owner.UID {
+			ownerCreated = ms.CreationTimestamp.DeepCopy()
+		}
+		if newest.Before(&ms.CreationTimestamp) {
+			newest = ms.CreationTimestamp
+		}
+	}
+	return ownerCreated != nil && ownerCreated.Before(&newest)
+}
+
+func (inv *Invariants) accept(cause string, machine *clusterv1.Machine) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !slices.Contains(inv.accepted[cause], machine.Name) {
+		inv.accepted[cause] = append(inv.accepted[cause], machine.Name)
+	}
+}
+
+// Accepted are the unmarked Machines whose deletion was accepted for
+// cause (DeletedByRollout, DeletedByRemediation).
+func (inv *Invariants) Accepted(cause string) []string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.accepted[cause])
+}
+
+// recordReplicas adds the MachineDeployment's replicas to its trajectory
+// when they changed.
+func (inv *Invariants) recordReplicas(md *clusterv1.MachineDeployment) {
+	replicas := ptr.Deref(md.Spec.Replicas, 0)
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	trajectory := inv.replicas[md.Name]
+	if len(trajectory) == 0 || trajectory[len(trajectory)-1].Replicas != replicas {
+		inv.replicas[md.Name] = append(trajectory, ReplicasSeen{Replicas: replicas, Seen: time.Now()})
+	}
+}
+
+// Replicas is the trajectory of the MachineDeployment's replicas since the
+// watch started: its first value, then each change.
+func (inv *Invariants) Replicas(md *clusterv1.MachineDeployment) []ReplicasSeen {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.replicas[md.Name])
+}
+
+// record counts one watch event, and a violation when it is not empty.
+func (inv *Invariants) record(violation string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.events++
+	if violation != "" {
+		inv.violations = append(inv.violations, violation)
+	}
+}
+
+// Events is how many watch events were checked.
+func (inv *Invariants) Events() int {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.events
+}
+
+// Violations are the violations seen so far.
+func (inv *Invariants) Violations() []string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return append([]string(nil), inv.violations...)
+}
+
+// ExpectNoViolations fails when a violation was seen.
+func (inv *Invariants) ExpectNoViolations() {
+	GinkgoHelper()
+	Expect(inv.Events()).To(BeNumerically(">", 0), "the invariant watches saw nothing")
+	Expect(inv.Violations()).To(BeEmpty())
+}
+
+// ExpectNothingLeftBehindInput is the input of ExpectNothingLeftBehind.
+type ExpectNothingLeftBehindInput struct {
+	Stack   *localstack.Stack
+	Cluster *clusterv1.Cluster
+}
+
+// ExpectNothingLeftBehind waits until the autoscaler has cleaned up after
+// itself: no live Machine of the Cluster keeps a delete-machine mark the
+// autoscaler placed (scalable.IsMarkedByAutoscaler), and no Node of it
+// keeps a deletion taint the autoscaler owns (scaledown.OwnsDeletionTaint)
+// or its cordon, whichever ClusterAutoscaler placed them. An operator's mark, or another autoscaler's taint, is
+// not the autoscaler's to remove: a spec that places one may still call it.
+// Call it once whatever disturbed the autoscaler has stopped.
+func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindInput) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(input.Stack.Management.Client.List(ctx, machines, client.InNamespace(input.Cluster.Namespace),
+			client.MatchingLabels{clusterv1.ClusterNameLabel: input.Cluster.Name})).To(Succeed())
+		for _, m := range machines.Items {
+			if m.DeletionTimestamp == nil {
+				g.Expect(scalable.IsMarkedByAutoscaler(&m)).To(BeFalse(), "Machine %s keeps the autoscaler's delete-machine mark", m.Name)
+			}
+		}
+		for _, node := range ClusterNodes(ctx, g, input.Stack.Workload.Client, input.Cluster) {
+			g.Expect(scaledown.OwnsDeletionTaint(&node)).To(BeFalse(), "Node %s keeps the autoscaler's deletion taint", node.Name)
+			g.Expect(node.Annotations).NotTo(HaveKey(scaledown.CordonedAnnotation), "Node %s keeps the autoscaler's cordon", node.Name)
+		}
+	}, ScaleDownTimeout, AutoscalerPoll).Should(Succeed(), "the autoscaler left marks or taints behind")
+}
+
+// ExpectManagerHealthy fails when the manager has exited or has logged a
+// panic, even one it recovered from.
+func ExpectManagerHealthy(manager *localstack.Process) {
+	GinkgoHelper()
+	Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s exited: %v", manager.Name(), manager.Err())
+	log, err := os.ReadFile(manager.LogPath())
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(log), "\n") {
+		Expect(line).NotTo(Or(HavePrefix("panic:"), ContainSubstring("Observed a panic")), "the manager %s panicked", manager.Name())
+	}
+}
+
+// FirstSeen is when the trajectory first reached replicas; zero if never.
+func FirstSeen(trajectory []ReplicasSeen, replicas int32) time.Time {
+	for _, seen := range trajectory {
+		if seen.Replicas == replicas {
+			return seen.Seen
+		}
+	}
+	return time.Time{}
+}
+
+// FormatTrajectory shows the replicas of a trajectory in order, e.g. 1→3→1.
+func FormatTrajectory(trajectory []ReplicasSeen) string {
+	values := make([]string, 0, len(trajectory))
+	for _, seen := range trajectory {
+		values = append(values, fmt.Sprint(seen.Replicas))
+	}
+	return strings.Join(values, "→")
+}

@@ -1,0 +1,39 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faultproxy"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+)
+
+// The reliability scenarios: the autoscaler under failing API servers.
+// `make test` runs the short one (label ci); `make test-e2e` runs them all.
+var _ = Describe("Faults", func() {
+	manager := func() *localstack.Process { return suiteManager }
+
+	Context("30% of requests fail, one cycle", Label("ci"), func() {
+		FaultsSpec(ctx, func() FaultsSpecInput {
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}}
+		})
+	})
+	Context("10% of requests fail, three cycles", Label("full"), func() {
+		FaultsSpec(ctx, func() FaultsSpecInput {
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Cycles: 3}
+		})
+	})
+	Context("30% of requests fail, three cycles", Label("full"), func() {
+		FaultsSpec(ctx, func() FaultsSpecInput {
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}, Cycles: 3}
+		})
+	})
+	Context("every request fails for 60s during a scale-up, 10% otherwise", Label("full"), func() {
+		FaultsSpec(ctx, func() FaultsSpecInput {
+			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.1}, Outage: 60 * time.Second}
+		})
+	})
+})

@@ -1,0 +1,234 @@
+// Package manager is capi-autoscaler's manager: its flags, scheme,
+// controllers, health checks, memory limit and diagnostics endpoint. main.go
+// runs it; the end-to-end suite runs it with node groups that panic on
+// request (e2e/framework/faults/manager).
+package manager
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/flags"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(clusterv1.AddToScheme(scheme))
+	utilruntime.Must(autoscalingv1alpha1.AddToScheme(scheme))
+	// Read in workload clusters, through the ClusterCache, which uses the
+	// manager's scheme.
+	utilruntime.Must(capacitybufferv1beta1.AddToScheme(scheme))
+	utilruntime.Must(provisioningv1.AddToScheme(scheme))
+}
+
+// Options are what a build of the manager chooses, as opposed to what its
+// command line sets.
+type Options struct {
+	// NodeGroups builds the node groups of each engine; Cluster API's
+	// (clusterapi.NewProvider) when nil, as in the product's build.
+	NodeGroups func(clusterapi.Options) nodegroups.Provider
+}
+
+// Main parses the command line, sets up logging and runs the manager until
+// it is signalled to stop. It returns the exit code of the process.
+func Main(build Options) int {
+	opts := &commandLine{logging: logsv1.NewLoggingConfiguration()}
+	fs := pflag.CommandLine
+	opts.addFlags(fs)
+	// controller-runtime registers --kubeconfig on the Go flag set.
+	fs.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+
+	if err := logsv1.ValidateAndApply(opts.logging, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "Invalid logging flags: %v\n", err)
+		return 1
+	}
+	ctrl.SetLogger(klog.Background())
+	defer logs.FlushLogs()
+
+	if err := run(opts, build); err != nil {
+		klog.Background().Error(err, "Manager stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+func run(opts *commandLine, build Options) error {
+	log := klog.Background()
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	softLimit, err := goMemoryLimit(opts.goMemoryLimitPercent, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if softLimit > 0 {
+		debug.SetMemoryLimit(softLimit)
+		log.Info("Set the Go memory limit from the container's", "percent", opts.goMemoryLimitPercent, "bytes", softLimit)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	restConfig.UserAgent = "capi-autoscaler"
+
+	mgrOpts, err := managerOptions(opts)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	reconciler, err := setupControllers(ctx, mgr, opts, build.NodeGroups)
+	if err != nil {
+		return err
+	}
+	if err := setupChecks(mgr, reconciler); err != nil {
+		return err
+	}
+
+	log.Info("Starting manager", "leaderElection", opts.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// setupControllers wires the workload cluster connections and the
+// ClusterAutoscaler controller, whose engines get their node groups from
+// nodeGroups (Options.NodeGroups), into the manager.
+func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *commandLine, nodeGroups func(clusterapi.Options) nodegroups.Provider) (*controller.ClusterAutoscalerReconciler, error) {
+	// The manager's client reads Secrets live (see managerOptions).
+	clusterCache, kubeconfigs, err := controller.SetupClusterCache(ctx, mgr, clustercache.Options{
+		Cache: controller.WorkloadCacheOptions(),
+		// Connect only to the Clusters this manager serves.
+		WatchFilterValue: opts.watchFilterValue,
+		Client: clustercache.ClientOptions{
+			QPS:       opts.workloadClientQPS,
+			Burst:     opts.workloadClientBurst,
+			UserAgent: "capi-autoscaler",
+		},
+	}, crcontroller.Options{MaxConcurrentReconciles: opts.clusterCacheConcurrency})
+	if err != nil {
+		return nil, fmt.Errorf("setting up the workload cluster cache: %w", err)
+	}
+
+	leases, err := clusterLeases(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	reconciler := &controller.ClusterAutoscalerReconciler{
+		Leases:                 leases,
+		Client:                 mgr.GetClient(),
+		APIReader:              mgr.GetAPIReader(),
+		ClusterCache:           clusterCache,
+		WorkloadKubeconfigs:    kubeconfigs,
+		Recorder:               mgr.GetEventRecorder(autoscalingv1alpha1.EventSource),
+		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
+		ConditionMetrics:       controller.NewConditionMetrics(ctrlmetrics.Registry),
+		NodeGroups:             nodeGroups,
+		WorkloadCleanupTimeout: opts.workloadCleanupTimeout,
+		WorkloadEventQPS:       opts.workloadEventQPS,
+		WorkloadEventBurst:     opts.workloadEventBurst,
+		WatchFilterValue:       opts.watchFilterValue,
+	}
+	if err := reconciler.SetupWithManager(ctx, mgr, crcontroller.Options{MaxConcurrentReconciles: opts.concurrency}); err != nil {
+		return nil, fmt.Errorf("setting up the ClusterAutoscaler controller: %w", err)
+	}
+	return reconciler, nil
+}
+
+// clusterLeases are the Leases that fence this manager's engines, one per
+// Cluster, held under an identity unique to this process and with the
+// timings of leader election.
+func clusterLeases(mgr ctrl.Manager, opts *commandLine) (*controller.ClusterLeases, error) {
+	clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the client of the Clusters' Leases: %w", err)
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("naming this manager in the Clusters' Leases: %w", err)
+	}
+	return &controller.ClusterLeases{
+		Client:   clientset.CoordinationV1(),
+		Identity: hostname + "_" + string(uuid.NewUUID()),
+		Timings: controller.ClusterLeaseTimings{
+			LeaseDuration: opts.leaderElection.leaseDuration,
+			RenewDeadline: opts.leaderElection.renewDeadline,
+			RetryPeriod:   opts.leaderElection.retryPeriod,
+		},
+	}, nil
+}
+
+func managerOptions(opts *commandLine) (ctrl.Options, error) {
+	// Metrics are served over HTTPS to callers allowed to GET /metrics
+	// (with the log level, and pprof with --profiling, next to them), or
+	// over plain HTTP with --insecure-diagnostics.
+	_, metricsOpts, err := flags.GetManagerOptions(opts.diagnostics)
+	if err != nil {
+		return ctrl.Options{}, fmt.Errorf("invalid diagnostics flags: %w", err)
+	}
+	if opts.profilerAddress != "" && !opts.diagnostics.InsecureDiagnostics {
+		return ctrl.Options{}, errors.New("--profiler-address serves pprof without authentication and is for development, with --insecure-diagnostics; --profiling serves pprof on the diagnostics endpoint")
+	}
+	setProfiling(metricsOpts, opts.profiling)
+	mgrOpts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       *metricsOpts,
+		PprofBindAddress:              opts.profilerAddress,
+		HealthProbeBindAddress:        opts.healthProbeBindAddress,
+		LeaderElection:                opts.leaderElect,
+		LeaderElectionID:              opts.leaderElectionID,
+		LeaderElectionNamespace:       opts.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.leaderElection.leaseDuration,
+		RenewDeadline:                 &opts.leaderElection.renewDeadline,
+		RetryPeriod:                   &opts.leaderElection.retryPeriod,
+		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
+	}
+	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod
+	mgrOpts.Cache.ByObject = controller.ClusterCacheByObject()
+	if opts.watchNamespace != "" {
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
+	}
+	// Secrets are read only for workload cluster kubeconfigs; do not cache
+	// them all. Infrastructure machine templates of any provider are read as
+	// unstructured objects: cache them like the Cluster API objects.
+	mgrOpts.Client.Cache = &client.CacheOptions{
+		DisableFor:   []client.Object{&corev1.Secret{}},
+		Unstructured: true,
+	}
+	return mgrOpts, nil
+}
