@@ -42,6 +42,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/kubeconfig"
 )
 
@@ -434,15 +435,11 @@ func ensureClusterOwnerReference(ca *autoscalingv1alpha1.ClusterAutoscaler, clus
 // converted and checked once, here, into the settings an engine on clk
 // takes whole: a spec is applied entirely or not at all.
 func desiredConfig(ca *autoscalingv1alpha1.ClusterAutoscaler, clk clock.PassiveClock) (engineConfig, error) {
-	config, err := configFromSpec(ca.Spec)
+	settings, err := engineconfig.Settings(ca.Spec, clk)
 	if err != nil {
 		return engineConfig{}, err
 	}
-	settings, err := autoscaler.NewSettings(config, clk)
-	if err != nil {
-		return engineConfig{}, err
-	}
-	return engineConfig{settings: settings, verbosity: logVerbosity(ca.Spec), generation: ca.Generation}, nil
+	return engineConfig{settings: settings, verbosity: engineconfig.LogVerbosity(ca.Spec), generation: ca.Generation}, nil
 }
 
 // ensureEngine returns the engine of the ClusterAutoscaler, starting it

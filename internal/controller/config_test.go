@@ -1,157 +1,15 @@
 package controller
 
 import (
-	"testing"
-	"time"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 )
-
-func TestConfigFromSpec(t *testing.T) {
-	tests := []struct {
-		name    string
-		spec    autoscalingv1alpha1.ClusterAutoscalerSpec
-		want    func(*autoscaler.Config)
-		wantErr bool
-	}{
-		{
-			name: "an empty spec keeps the engine defaults",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "c"},
-			want: func(*autoscaler.Config) {},
-		},
-		{
-			name: "where the upstream autoscaler keeps its Lease and status: the Lease in its namespace unless said otherwise",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{UpstreamAutoscaler: &autoscalingv1alpha1.UpstreamAutoscalerLocation{
-				Namespace: "autoscaling", LeaseName: "ca-leader",
-			}},
-			want: func(c *autoscaler.Config) {
-				c.Upstream = autoscaler.UpstreamLocation{Namespace: "autoscaling", LeaseNamespace: "autoscaling", LeaseName: "ca-leader", StatusConfigMap: "cluster-autoscaler-status"}
-			},
-		},
-		{
-			name: "memory limits in GiB become bytes, GPUs a map by type",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ResourceLimits: &autoscalingv1alpha1.ResourceLimits{
-				MaxNodesTotal: ptr.To[int32](50),
-				Cores:         &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](8), Max: ptr.To[int32](256)},
-				Memory:        &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](16), Max: ptr.To[int32](1024)},
-				GPUs:          []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Min: 1, Max: 4}},
-			}},
-			want: func(c *autoscaler.Config) {
-				c.Limits = autoscaler.ResourceLimits{
-					MaxNodesTotal: 50,
-					MinCores:      8,
-					MaxCores:      256,
-					MinMemory:     16 << 30,
-					MaxMemory:     1024 << 30,
-					GPUs:          map[corev1.ResourceName]autoscaler.Range{"nvidia.com/gpu": {Min: 1, Max: 4}},
-				}
-			},
-		},
-		{
-			name: "scale-down durations, threshold and grace period",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
-				Enabled:                       ptr.To(false),
-				DelayAfterAdd:                 &metav1.Duration{Duration: time.Minute},
-				UnneededTime:                  &metav1.Duration{Duration: 2 * time.Minute},
-				UtilizationThreshold:          ptr.To("0.65"),
-				MaxGracefulTerminationSeconds: ptr.To[int32](30),
-			}},
-			want: func(c *autoscaler.Config) {
-				c.ScaleDown.Enabled = false
-				c.ScaleDown.DelayAfterAdd = time.Minute
-				c.ScaleDown.UnneededTime = 2 * time.Minute
-				c.ScaleDown.UtilizationThreshold = 0.65
-				c.ScaleDown.MaxGracefulTermination = 30 * time.Second
-			},
-		},
-		{
-			name: "scale-down drain parallelism, blocking pods and cordoning",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{
-				IgnoreDaemonSetsUtilization:       ptr.To(true),
-				SkipNodesWithLocalStorage:         ptr.To(false),
-				SkipNodesWithSystemPods:           ptr.To(false),
-				SkipNodesWithCustomControllerPods: ptr.To(false),
-				MaxDrainParallelism:               ptr.To[int32](5),
-				CordonNodeBeforeTerminating:       ptr.To(true),
-			}},
-			want: func(c *autoscaler.Config) {
-				c.ScaleDown.IgnoreDaemonSetsUtilization = true
-				c.ScaleDown.SkipNodesWithLocalStorage = false
-				c.ScaleDown.SkipNodesWithSystemPods = false
-				c.ScaleDown.SkipNodesWithCustomControllerPods = false
-				c.ScaleDown.MaxParallelDrains = 5
-				c.ScaleDown.CordonNodeBeforeTerminating = true
-			},
-		},
-		{
-			name: "expanders in order, priorities merged by priority",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
-				Expanders: []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander},
-				ExpanderPriorities: []autoscalingv1alpha1.ExpanderPriority{
-					{Priority: 10, NodeGroupIDPatterns: []string{"a"}},
-					{Priority: 20, NodeGroupIDPatterns: []string{"b"}},
-					{Priority: 10, NodeGroupIDPatterns: []string{"c"}},
-				},
-			},
-			want: func(c *autoscaler.Config) {
-				c.Expanders = []string{"priority", "least-waste"}
-				c.ExpanderPriorities = map[int32][]string{10: {"a", "c"}, 20: {"b"}}
-			},
-		},
-		{
-			name: "scan and loop intervals, health and backoff",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
-				ScanInterval:    &metav1.Duration{Duration: 30 * time.Second},
-				MinLoopInterval: &metav1.Duration{Duration: 5 * time.Second},
-				ClusterHealth:   &autoscalingv1alpha1.ClusterHealthConfig{OkTotalUnreadyCount: ptr.To[int32](1), MaxTotalUnreadyPercentage: ptr.To[int32](20)},
-				Backoff:         &autoscalingv1alpha1.BackoffConfig{Initial: &metav1.Duration{Duration: time.Minute}},
-			},
-			want: func(c *autoscaler.Config) {
-				c.ScanInterval = 30 * time.Second
-				c.MinLoopInterval = 5 * time.Second
-				c.Health = autoscaler.HealthConfig{OkTotalUnreadyCount: 1, MaxTotalUnreadyPercentage: 20}
-				c.Backoff.Initial = time.Minute
-			},
-		},
-		{
-			name: "startup and status taint keys",
-			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
-				StartupTaints: []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready"},
-				StatusTaints:  []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"},
-			},
-			want: func(c *autoscaler.Config) {
-				c.Taints = autoscaler.TaintConfig{StartupTaints: []string{"example.com/cni-not-ready"}, StatusTaints: []string{"example.com/gpu-health"}}
-			},
-		},
-		{
-			name:    "a threshold that is not a number",
-			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("half")}},
-			wantErr: true,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got, err := configFromSpec(tt.spec)
-			if tt.wantErr {
-				g.Expect(err).To(HaveOccurred())
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			want := autoscaler.DefaultConfig()
-			tt.want(&want)
-			g.Expect(got).To(Equal(want))
-		})
-	}
-}
 
 var _ = Describe("ClusterAutoscaler defaults", func() {
 	// The engine owns the defaults (autoscaler.DefaultConfig), the
@@ -165,9 +23,9 @@ var _ = Describe("ClusterAutoscaler defaults", func() {
 		}
 		Expect(k8sClient.Create(ctx, ca, client.DryRunAll)).To(Succeed())
 
-		config, err := configFromSpec(ca.Spec)
+		config, err := engineconfig.FromSpec(ca.Spec)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(config).To(Equal(autoscaler.DefaultConfig()))
-		Expect(logVerbosity(ca.Spec)).To(BeEquivalentTo(defaultLogVerbosity))
+		Expect(engineconfig.LogVerbosity(ca.Spec)).To(BeEquivalentTo(autoscalingv1alpha1.DefaultLogVerbosity))
 	})
 })

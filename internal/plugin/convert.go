@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	utilclock "k8s.io/utils/clock"
+
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 )
 
 // convertInput is the configuration of an upstream cluster-autoscaler, as
@@ -139,8 +142,19 @@ func convert(in convertInput, opts convertOptions) (*converted, error) {
 	c.applyFlags(parsed)
 	c.finishExpanders()
 	c.checkBackoff()
+	if err := managerRefuses(c.spec); err != nil {
+		return nil, fmt.Errorf("the manager would refuse the converted ClusterAutoscaler: %w", err)
+	}
 	c.compareDefaults()
 	return &converted{object: c.object(), report: c.report}, nil
+}
+
+// managerRefuses says why the manager would refuse a ClusterAutoscaler
+// with spec, in the manager's words: convert writes only what the manager
+// takes, checked by the manager's own rules.
+func managerRefuses(spec caSpec) error {
+	_, err := engineconfig.Settings(spec, utilclock.RealClock{})
+	return err
 }
 
 func (c *conversion) warnf(format string, args ...any) {
@@ -191,11 +205,17 @@ func (c *conversion) applyMapped(row *flagMapping, f upstreamFlag) {
 		}
 		value = "true"
 	}
+	before := c.spec.DeepCopy()
 	shown, err := row.apply(c, value)
 	var reason notMapped
 	if errors.As(err, &reason) {
 		c.report.unmapped = append(c.report.unmapped, unmappedFlag{flag: f.written, reason: string(reason), chartDefault: c.in.chartDefaults[f.name]})
 		return
+	}
+	if err == nil {
+		if err = managerRefuses(c.spec); err != nil {
+			c.spec = *before
+		}
 	}
 	if err != nil {
 		c.warnf("%s: %v: left out%s", f.written, err, keeps(row))

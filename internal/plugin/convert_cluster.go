@@ -52,8 +52,8 @@ func (c *conversion) identify(parsed []upstreamFlag) error {
 
 // checkNames refuses names the API server would refuse.
 func (c *conversion) checkNames() error {
-	if problems := validation.IsDNS1123Subdomain(c.cluster); len(problems) > 0 || len(c.cluster) > maxClusterNameLength {
-		return fmt.Errorf("the Cluster name %q is not the name of a Cluster: %s", c.cluster, strings.Join(append(problems, "at most 63 characters"), "; "))
+	if problems := validation.IsDNS1123Subdomain(c.cluster); len(problems) > 0 || len(c.cluster) > autoscalingv1alpha1.MaxClusterNameLength {
+		return fmt.Errorf("the Cluster name %q is not the name of a Cluster: %s", c.cluster, strings.Join(append(problems, fmt.Sprintf("at most %d characters", autoscalingv1alpha1.MaxClusterNameLength)), "; "))
 	}
 	if name := cmp.Or(c.opts.name, c.cluster); len(validation.IsDNS1123Subdomain(name)) > 0 {
 		return fmt.Errorf("--name %q is not a name of an object: %s", name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))
@@ -63,9 +63,6 @@ func (c *conversion) checkNames() error {
 	}
 	return nil
 }
-
-// maxClusterNameLength is the CRD's limit of spec.clusterName.
-const maxClusterNameLength = 63
 
 // checkCloudProvider refuses to convert another provider's configuration.
 func (c *conversion) checkCloudProvider(parsed []upstreamFlag) error {

@@ -74,22 +74,6 @@ func (d upstreamDefault) at(minor int) string {
 	return d.value
 }
 
-// Constraints of the ClusterAutoscaler CRD that converted values must meet.
-const (
-	maxLogVerbosity     = 10
-	maxDrainParallelism = 1000
-	maxListItems        = 64
-	maxLabelLength      = 317
-	maxGPULimits        = 32
-)
-
-// minScanInterval, minMaxNodeProvisionTime are the least values the CRD
-// takes for scanInterval and maxNodeProvisionTime.
-var (
-	minScanInterval         = time.Second
-	minMaxNodeProvisionTime = time.Minute
-)
-
 // flagTable has every upstream flag that convert knows: those that map to
 // a field first, then those that do not (convert_unmapped.go).
 var flagTable = append(mappedFlags(), unmappedFlags()...)
@@ -112,7 +96,7 @@ func mappedFlags() []flagMapping {
 			func(l *autoscalingv1alpha1.UpstreamAutoscalerLocation) *string { return &l.StatusConfigMapName }),
 
 		durationFlag("scan-interval", "spec.scanInterval", scanInterval, "10s",
-			func(c autoscaler.Config) time.Duration { return c.ScanInterval }, minScanInterval),
+			func(c autoscaler.Config) time.Duration { return c.ScanInterval }, autoscalingv1alpha1.MinScanInterval),
 		{flag: "expander", field: "spec.expanders", apply: applyExpanders,
 			upstream: upstreamDefault{value: "least-waste", since: 33, earlier: "random"},
 			ours:     func(c autoscaler.Config) string { return strings.Join(c.Expanders, ",") },
@@ -179,7 +163,7 @@ func mappedFlags() []flagMapping {
 			func(c autoscaler.Config) bool { return c.ScaleDown.SkipNodesWithCustomControllerPods }),
 		int32Flag("max-drain-parallelism", "spec.scaleDown.maxDrainParallelism",
 			func(s *caSpec) **int32 { return &scaleDown(s).MaxDrainParallelism }, "1",
-			func(c autoscaler.Config) int { return c.ScaleDown.MaxParallelDrains }, 1, maxDrainParallelism),
+			func(c autoscaler.Config) int { return c.ScaleDown.MaxParallelDrains }, 1, autoscalingv1alpha1.MaxDrainParallelism),
 		boolFlag("cordon-node-before-terminating", "spec.scaleDown.cordonNodeBeforeTerminating",
 			func(s *caSpec) **bool { return &scaleDown(s).CordonNodeBeforeTerminating }, "true",
 			func(c autoscaler.Config) bool { return c.ScaleDown.CordonNodeBeforeTerminating }).
@@ -187,7 +171,7 @@ func mappedFlags() []flagMapping {
 
 		durationFlag("max-node-provision-time", "spec.maxNodeProvisionTime",
 			func(s *caSpec) **metav1.Duration { return &s.MaxNodeProvisionTime }, "15m",
-			func(c autoscaler.Config) time.Duration { return c.MaxNodeProvisionTime }, minMaxNodeProvisionTime),
+			func(c autoscaler.Config) time.Duration { return c.MaxNodeProvisionTime }, 0),
 		int32Flag("max-nodes-per-scaleup", "spec.maxNodesPerScaleUp",
 			func(s *caSpec) **int32 { return &s.MaxNodesPerScaleUp }, "1000",
 			func(c autoscaler.Config) int { return c.MaxNodesPerScaleUp }, 1, math.MaxInt32),
@@ -221,14 +205,10 @@ func mappedFlags() []flagMapping {
 		taintFlag("status-taint", "spec.statusTaints", func(s *caSpec) *[]autoscalingv1alpha1.TaintKey { return &s.StatusTaints }),
 
 		int32Flag("v", "spec.logVerbosity", func(s *caSpec) **int32 { return &s.LogVerbosity }, "0",
-			func(autoscaler.Config) int { return defaultLogVerbosity }, 0, maxLogVerbosity).
+			func(autoscaler.Config) int { return autoscalingv1alpha1.DefaultLogVerbosity }, 0, autoscalingv1alpha1.MaxLogVerbosity).
 			withNote("the log level of this Cluster's loop; the manager's own is its -v"),
 	}
 }
-
-// defaultLogVerbosity is the CRD's default of spec.logVerbosity, which the
-// controller applies; it is not the engine's. A test holds the two equal.
-const defaultLogVerbosity = 1
 
 func (m flagMapping) withNote(note string) flagMapping {
 	m.note = note
@@ -338,8 +318,8 @@ func taintFlag(flag, field string, at func(*caSpec) *[]autoscalingv1alpha1.Taint
 			if slices.Contains(*keys, key) {
 				return value + " (given before)", nil
 			}
-			if len(*keys) == maxListItems {
-				return "", fmt.Errorf("%s takes at most %d keys", field, maxListItems)
+			if len(*keys) == autoscalingv1alpha1.MaxTaintKeys {
+				return "", fmt.Errorf("%s takes at most %d keys", field, autoscalingv1alpha1.MaxTaintKeys)
 			}
 			*keys = append(*keys, key)
 			return value, nil
@@ -480,12 +460,12 @@ func applyBalancingIgnoredLabel(c *conversion, value string) (string, error) {
 	switch {
 	case value == "":
 		return "", fmt.Errorf("an empty label")
-	case len(value) > maxLabelLength:
-		return "", fmt.Errorf("longer than the %d characters of a label key", maxLabelLength)
+	case len(value) > autoscalingv1alpha1.MaxLabelKeyLength:
+		return "", fmt.Errorf("longer than the %d characters of a label key", autoscalingv1alpha1.MaxLabelKeyLength)
 	case slices.Contains(c.spec.BalancingIgnoredLabels, value):
 		return value + " (given before)", nil
-	case len(c.spec.BalancingIgnoredLabels) == maxListItems:
-		return "", fmt.Errorf("spec.balancingIgnoredLabels takes at most %d labels", maxListItems)
+	case len(c.spec.BalancingIgnoredLabels) == autoscalingv1alpha1.MaxBalancingIgnoredLabels:
+		return "", fmt.Errorf("spec.balancingIgnoredLabels takes at most %d labels", autoscalingv1alpha1.MaxBalancingIgnoredLabels)
 	}
 	c.spec.BalancingIgnoredLabels = append(c.spec.BalancingIgnoredLabels, value)
 	return value, nil
@@ -558,21 +538,19 @@ func applyGPUTotal(c *conversion, value string) (string, error) {
 	}
 	gpus := &limits(&c.spec).GPUs
 	*gpus = slices.DeleteFunc(*gpus, func(g autoscalingv1alpha1.GPULimit) bool { return g.Type == gpuType })
-	if len(*gpus) == maxGPULimits {
-		return "", fmt.Errorf("spec.resourceLimits.gpus takes at most %d types", maxGPULimits)
+	if len(*gpus) == autoscalingv1alpha1.MaxGPULimits {
+		return "", fmt.Errorf("spec.resourceLimits.gpus takes at most %d types", autoscalingv1alpha1.MaxGPULimits)
 	}
 	*gpus = append(*gpus, autoscalingv1alpha1.GPULimit{Type: gpuType, Min: least, Max: most})
 	return fmt.Sprintf("%s min %d, max %d", gpuType, least, most), nil
 }
 
-// applyUtilizationThreshold writes the threshold as the CRD's decimal string.
+// applyUtilizationThreshold writes the threshold as the CRD's decimal
+// string; the manager's rules check its range.
 func applyUtilizationThreshold(c *conversion, value string) (string, error) {
 	f, err := strconv.ParseFloat(value, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) {
 		return "", fmt.Errorf("not a number")
-	}
-	if f <= 0 || f >= 1 {
-		return "", fmt.Errorf("spec.scaleDown.utilizationThreshold must be strictly between 0 and 1")
 	}
 	threshold := formatDecimal(f)
 	scaleDown(&c.spec).UtilizationThreshold = ptr.To(threshold)

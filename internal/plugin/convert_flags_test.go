@@ -14,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilclock "k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 )
 
 // crdSpecSchema is the schema of the ClusterAutoscaler's spec in the CRD.
@@ -88,6 +90,33 @@ func TestFlagTableMatchesTheCRD(t *testing.T) {
 			our, theirs := row.ours(ours), crdDefault(t, property)
 			g.Expect(our == theirs || row.equal(our, theirs)).To(BeTrue(),
 				"--%s: our default %q in the flag table is not the CRD's %q of %s", row.flag, our, theirs, row.field)
+		})
+	}
+}
+
+// convert checks what it writes with the manager's rules: a value the
+// manager would refuse is left out, with the manager's reason.
+func TestConvertChecksWithTheManagersRules(t *testing.T) {
+	const discovery = "--node-group-auto-discovery=clusterapi:clusterName=prod,namespace=clusters"
+	tests := []struct {
+		flag    string
+		refused caSpec
+	}{
+		{flag: "--scale-down-utilization-threshold=1.5", refused: caSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("1.5")}}},
+		{flag: "--scale-down-utilization-threshold=0", refused: caSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("0")}}},
+		{flag: "--max-node-provision-time=30s", refused: caSpec{MaxNodeProvisionTime: metaDuration(30 * time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			g := NewWithT(t)
+			_, refusal := engineconfig.Settings(tt.refused, utilclock.RealClock{})
+			g.Expect(refusal).To(HaveOccurred(), "the manager takes %s", tt.flag)
+
+			result, err := convert(convertInput{args: []string{"cluster-autoscaler", "--cloud-provider=clusterapi", discovery, tt.flag}},
+				convertOptions{mode: autoscalingv1alpha1.DryRunMode})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(result.object.Spec).To(Equal(caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode}))
+			g.Expect(result.report.warnings).To(ConsistOf(HavePrefix(tt.flag + ": " + refusal.Error() + ": left out")))
 		})
 	}
 }
@@ -177,7 +206,7 @@ func TestConvertBadInput(t *testing.T) {
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
 			wantWarnings: []string{
 				"--scan-interval=ten: not a duration such as 30s or 10m: left out, spec.scanInterval keeps our default 10s",
-				"--scale-down-utilization-threshold=1.5: spec.scaleDown.utilizationThreshold must be strictly between 0 and 1: left out, spec.scaleDown.utilizationThreshold keeps our default 0.5",
+				"--scale-down-utilization-threshold=1.5: scale-down utilization threshold must be strictly between 0 and 1, got 1.5: left out, spec.scaleDown.utilizationThreshold keeps our default 0.5",
 				"--cores-total=8: not min:max: left out, spec.resourceLimits.cores stays unset",
 				"--memory-total=64:32: min is above max: left out",
 				"--gpu-total=nvidia.com/gpu:4: not gpu-type:min:max: left out",
@@ -185,12 +214,19 @@ func TestConvertBadInput(t *testing.T) {
 				"--max-total-unready-percentage=45.5: spec.clusterHealth.maxTotalUnreadyPercentage is a whole number from 0 to 100",
 				"--startup-taint=bad key!: not a taint key",
 				`--nodes=1:x:md-0: max "x": not an integer: left out`,
-				"--max-node-provision-time=30s: spec.maxNodeProvisionTime must be at least 1m0s",
+				"--max-node-provision-time=30s: max node provision time must be at least 1m0s, got 30s",
 				"--max-drain-parallelism=0: spec.scaleDown.maxDrainParallelism must be between 1 and 1000",
 				"--scale-down-enabled=maybe: not true or false",
 				"--expander has no value: left out",
 				"--max-nodes-total=-1: spec.resourceLimits.maxNodesTotal must be between 0 and 2147483647",
 			},
+		},
+		{
+			name:         "a threshold that is no number, which the manager's range check lets through",
+			args:         []string{"--cloud-provider=clusterapi", discovery, "--scale-down-utilization-threshold=NaN"},
+			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
+			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{"--scale-down-utilization-threshold=NaN: not a number: left out"},
 		},
 		{
 			name: "a GPU type that is no extended resource is read as a DRA driver",

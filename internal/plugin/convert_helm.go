@@ -328,29 +328,22 @@ func parsePriorities(text []byte) ([]autoscalingv1alpha1.ExpanderPriority, error
 		}
 		priorities = append(priorities, autoscalingv1alpha1.ExpanderPriority{Priority: int32(priority), NodeGroupIDPatterns: patterns})
 	}
-	if len(priorities) > maxPriorities {
-		return nil, fmt.Errorf("%d priorities: spec.expanderPriorities takes at most %d", len(priorities), maxPriorities)
+	if len(priorities) > autoscalingv1alpha1.MaxExpanderPriorities {
+		return nil, fmt.Errorf("%d priorities: spec.expanderPriorities takes at most %d", len(priorities), autoscalingv1alpha1.MaxExpanderPriorities)
 	}
 	sort.Slice(priorities, func(i, j int) bool { return priorities[i].Priority > priorities[j].Priority })
 	return priorities, nil
 }
 
-// Limits of spec.expanderPriorities.
-const (
-	maxPriorities    = 100
-	maxPatterns      = 100
-	maxPatternLength = 512
-)
-
 // checkPatterns holds patterns to what spec.expanderPriorities takes:
 // regular expressions in Go's syntax, as upstream's.
 func checkPatterns(patterns []string) error {
-	if len(patterns) > maxPatterns {
-		return fmt.Errorf("%d patterns: at most %d", len(patterns), maxPatterns)
+	if len(patterns) > autoscalingv1alpha1.MaxNodeGroupIDPatterns {
+		return fmt.Errorf("%d patterns: at most %d", len(patterns), autoscalingv1alpha1.MaxNodeGroupIDPatterns)
 	}
 	for _, pattern := range patterns {
-		if pattern == "" || len(pattern) > maxPatternLength {
-			return fmt.Errorf("pattern %q: from 1 to %d characters", pattern, maxPatternLength)
+		if pattern == "" || len(pattern) > autoscalingv1alpha1.MaxNodeGroupIDPatternLength {
+			return fmt.Errorf("pattern %q: from 1 to %d characters", pattern, autoscalingv1alpha1.MaxNodeGroupIDPatternLength)
 		}
 		if _, err := regexp.Compile(pattern); err != nil {
 			return fmt.Errorf("pattern %q: %w", pattern, err)

@@ -1,4 +1,8 @@
-package controller
+// Package engineconfig is the one way a ClusterAutoscaler's spec becomes
+// the configuration of its engine: the manager configures engines with it,
+// and `kubectl capi-autoscaler convert` checks what it writes with it, so
+// that convert accepts only what the manager would.
+package engineconfig
 
 import (
 	"cmp"
@@ -8,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -17,13 +22,24 @@ import (
 // bytesPerGiB converts the GiB of spec.resourceLimits.memory to bytes.
 const bytesPerGiB = 1 << 30
 
-// configFromSpec is the engine configuration a ClusterAutoscaler asks for:
+// Settings are the engine settings a ClusterAutoscaler asks for, for an
+// engine on clk, or what the manager refuses in it: the spec converted
+// (FromSpec) and checked (autoscaler.NewSettings).
+func Settings(spec autoscalingv1alpha1.ClusterAutoscalerSpec, clk clock.PassiveClock) (*autoscaler.Settings, error) {
+	config, err := FromSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return autoscaler.NewSettings(config, clk)
+}
+
+// FromSpec is the engine configuration a ClusterAutoscaler asks for:
 // the engine defaults, overridden by every field that is set. The defaults
 // belong to the engine (autoscaler.DefaultConfig); the CRD schema repeats
 // them so that users see them on the object, and a test fails when the two
 // disagree. The schema also validates the spec, so an error here means the
 // object was written around it (e.g. with validation off).
-func configFromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config, error) {
+func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config, error) {
 	config := autoscaler.DefaultConfig()
 
 	config.DryRun = spec.Mode == autoscalingv1alpha1.DryRunMode
@@ -130,14 +146,11 @@ func taintKeys(keys []autoscalingv1alpha1.TaintKey) []string {
 	return out
 }
 
-// defaultLogVerbosity is the log level of a cluster's loop unless
-// spec.logVerbosity says otherwise. It is the controller's own setting, not
-// the engine's, so the controller owns its default.
-const defaultLogVerbosity = 1
-
-// logVerbosity is the log level a ClusterAutoscaler asks for.
-func logVerbosity(spec autoscalingv1alpha1.ClusterAutoscalerSpec) int32 {
-	return ptr.Deref(spec.LogVerbosity, defaultLogVerbosity)
+// LogVerbosity is the log level of the loop a ClusterAutoscaler asks for.
+// It is the controller's setting, not the engine's: its default is the
+// API's.
+func LogVerbosity(spec autoscalingv1alpha1.ClusterAutoscalerSpec) int32 {
+	return ptr.Deref(spec.LogVerbosity, autoscalingv1alpha1.DefaultLogVerbosity)
 }
 
 // duration is d, or fallback when d is unset.
