@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 )
 
 // KubectlPluginSpecInput is the input of KubectlPluginSpec.
@@ -87,7 +88,7 @@ func KubectlPluginSpec(ctx context.Context, inputGetter func() KubectlPluginSpec
 
 		kubectl := func(g Gomega, args ...string) string {
 			var out, errOut bytes.Buffer
-			cmd := plugin.NewCommand(plugin.Streams{Out: &out, ErrOut: &errOut})
+			cmd := plugin.NewCommand(cli.Streams{Out: &out, ErrOut: &errOut})
 			cmd.SetArgs(append(args, "--kubeconfig="+input.Stack.Management.KubeconfigPath, "--color=never"))
 			g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), "kubectl capi-autoscaler %v: %s", args, errOut.String())
 			return out.String()

@@ -12,22 +12,23 @@ import (
 	"os"
 
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 )
 
 func main() {
-	cmd := plugin.NewCommand(plugin.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	cmd := plugin.NewCommand(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.Execute(); err != nil {
 		// An ExitError is an outcome with an exit status of its own, such
 		// as compare's differences, rather than a failure.
-		var exit *plugin.ExitError
+		var exit *cli.ExitError
 		if errors.As(err, &exit) {
 			if exit.Message != "" {
-				fmt.Fprintln(os.Stderr, plugin.TerminalText(exit.Message))
+				fmt.Fprintln(os.Stderr, cli.TerminalText(exit.Message))
 			}
 			os.Exit(exit.Code)
 		}
 		// Errors quote what the clusters hold, such as Secret contents.
-		fmt.Fprintf(os.Stderr, "error: %s\n", plugin.TerminalText(err.Error()))
+		fmt.Fprintf(os.Stderr, "error: %s\n", cli.TerminalText(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/view"
 )
 
 // plainWidth is the width of the views printed when stdout is no terminal.
@@ -61,7 +61,7 @@ func (p *progress) show(phase string, started time.Time, s *state) {
 	if len(s.view.Clusters) == 0 {
 		frame = append(frame, "No ClusterAutoscaler yet.")
 	}
-	frame = append(frame, plugin.LiveFrame(s.view, width, p.tty && os.Getenv("NO_COLOR") == "", time.Now())...)
+	frame = append(frame, view.LiveFrame(s.view, width, p.tty && os.Getenv("NO_COLOR") == "", time.Now())...)
 	frame = append(frame, "", "Workload cluster: "+s.workloadText())
 	p.lastFrame = frame
 	if p.tty {

@@ -15,13 +15,14 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/view"
 )
 
 // state is what the demo shows of the clusters at one moment.
 type state struct {
 	// view is the ClusterAutoscaler as `kubectl capi-autoscaler top` shows it.
-	view                                      *plugin.StatusView
+	view                                      *view.StatusView
 	groups                                    []groupRow
 	nodes, readyNodes                         int
 	runningPods, pendingPods, terminatingPods int
@@ -83,7 +84,7 @@ func (d *demo) watch(ctx context.Context, title string, started time.Time, done 
 
 // observe reads the state of both clusters.
 func (d *demo) observe(ctx context.Context) (*state, error) {
-	view, err := plugin.Observe(ctx, d.mgmt, plugin.Scope{Namespace: namespace, Cluster: clusterName})
+	view, err := view.Observe(ctx, d.mgmt, cli.Scope{Namespace: namespace, Cluster: clusterName})
 	if err != nil {
 		return nil, err
 	}
