@@ -206,7 +206,7 @@ func TestCompareCommand(t *testing.T) {
 
 	out, _, err = plugintest.RunPlugin(t, "compare", "prod-dryrun", "-n", namespace, "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred())
-	var report CompareReport
+	var report Report
 	g.Expect(json.Unmarshal([]byte(out), &report)).To(Succeed())
 	g.Expect(report.Mode).To(Equal("DryRun"))
 	g.Expect(report.Summary).To(Equal(Summary{
@@ -404,7 +404,7 @@ func TestCompareLatencyOfExistingPods(t *testing.T) {
 
 	out, _, err := plugintest.RunPluginAt(t, created.Add(time.Minute), "compare", "prod-dryrun", "-n", namespace, "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred())
-	var report CompareReport
+	var report Report
 	g.Expect(json.Unmarshal([]byte(out), &report)).To(Succeed())
 	g.Expect(report.ScaleUps).To(HaveLen(1))
 	g.Expect(report.ScaleUps[0].Result).To(Equal(Agree))

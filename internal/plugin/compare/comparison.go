@@ -64,8 +64,8 @@ type PodCreation struct {
 	Created time.Time
 }
 
-// CompareInput is what Compare compares.
-type CompareInput struct {
+// Input is what Compare compares.
+type Input struct {
 	// Now is the end of the window, which starts Window before.
 	Now    time.Time
 	Window time.Duration
@@ -198,7 +198,7 @@ func (c Counts) differences() int {
 // window is shown with its counterpart, which may be up to the tolerance
 // outside the window; what happened later than that after its end (the
 // clocks of the clusters differ) is left out.
-func Compare(in CompareInput) Comparison {
+func Compare(in Input) Comparison {
 	start := in.Now.Add(-in.Window)
 	within := in.within
 	c := Comparison{
@@ -246,7 +246,7 @@ func Compare(in CompareInput) Comparison {
 
 // within says whether what happened at t is compared: whether it is in the
 // window, or within the tolerance of it.
-func (in *CompareInput) within(t time.Time) bool {
+func (in *Input) within(t time.Time) bool {
 	return !t.Before(in.Now.Add(-in.Window-in.Tolerance)) && !t.After(in.Now.Add(in.Tolerance))
 }
 
@@ -434,7 +434,7 @@ func (m *ScaleUpComparison) classify() {
 
 // compareRemovals compares the nodes each side removed or would remove:
 // each node once, at its first time within.
-func compareRemovals(in CompareInput, start time.Time, within func(time.Time) bool, since time.Time) []NodeComparison {
+func compareRemovals(in Input, start time.Time, within func(time.Time) bool, since time.Time) []NodeComparison {
 	first := func(times map[string]time.Time, node string, at time.Time) {
 		if !within(at) {
 			return

@@ -270,7 +270,7 @@ func TestCompare(t *testing.T) {
 			if window == 0 {
 				window = time.Hour
 			}
-			comparison := Compare(CompareInput{
+			comparison := Compare(Input{
 				Now: plugintest.TestNow, Window: window, Tolerance: 2 * time.Minute,
 				Decisions: c.decisions, TheirScaleUps: c.theirUps, TheirScaleDowns: c.theirDowns, Pods: c.pods,
 			})
@@ -299,7 +299,7 @@ func TestCompareScaleUpDetails(t *testing.T) {
 	// The event of web-2 repeats a second later, as a burst does.
 	events := concat(theirUp(-10*time.Minute, scaleUpMessage([4]any{plugintest.MD0, 1, 3, 5}), pods[:2]...),
 		theirUp(-10*time.Minute+time.Second, scaleUpMessage([4]any{plugintest.MD0, 1, 3, 5}), pods[2]))
-	comparison := Compare(CompareInput{
+	comparison := Compare(Input{
 		Now: plugintest.TestNow, Window: time.Hour, Tolerance: 2 * time.Minute, Pods: existing, TheirScaleUps: events,
 		Decisions: []autoscalingv1alpha1.DryRunDecision{ourUp(-10*time.Minute+20*time.Second, -13*time.Minute, pods[:2], delta(plugintest.MD0, 2))},
 	})
@@ -317,7 +317,7 @@ func TestCompareScaleUpDetails(t *testing.T) {
 	g.Expect(m.Ours.PodCount).To(BeEquivalentTo(2))
 
 	// Without its pods, the other autoscaler's latency is unknown.
-	comparison = Compare(CompareInput{Now: plugintest.TestNow, Window: time.Hour, Tolerance: 2 * time.Minute, TheirScaleUps: events})
+	comparison = Compare(Input{Now: plugintest.TestNow, Window: time.Hour, Tolerance: 2 * time.Minute, TheirScaleUps: events})
 	g.Expect(comparison.ScaleUps).To(HaveLen(1))
 	g.Expect(comparison.ScaleUps[0].Theirs.Latency).To(BeNil())
 	g.Expect(comparison.ScaleUps[0].Theirs.OldestPodCreationTime).To(BeNil())

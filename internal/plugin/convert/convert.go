@@ -1,3 +1,7 @@
+// Package convert is `kubectl capi-autoscaler convert`: the configuration
+// of an upstream cluster-autoscaler (a Deployment, a command line, Helm
+// values) as a ClusterAutoscaler, with a report of what became of each
+// flag. What it writes passes the manager's own checks (engineconfig).
 package convert
 
 import (

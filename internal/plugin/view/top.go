@@ -12,9 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 )
 
 // Keys that end the live view: q, and Ctrl-C and Ctrl-D, which raw mode

@@ -1,8 +1,13 @@
+// Package view is what `kubectl capi-autoscaler status`, `explain` and
+// `top` show: the state of the autoscaled Clusters (Observe), read from what
+// the manager publishes in the management cluster, as a tree, a live frame
+// or the explanation of a pod or a node.
 package view
 
 import (
-	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
 )
 
 // The view is what `status` and `top` show, and what `status -o json|yaml`
