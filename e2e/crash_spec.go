@@ -64,8 +64,12 @@ type CrashSpecInput struct {
 	// of Manager, which it leaves running, even when it fails.
 	Restarted func(*localstack.Process)
 
+	// Points are the points killed at, one per cycle, in turn;
+	// CrashPoints when empty.
+	Points []CrashPoint
+
 	// Cycles is how many times the workload scales up and down, with one
-	// kill each; len(CrashPoints) when 0, one kill at each point.
+	// kill each; len(Points) when 0, one kill at each point.
 	Cycles int
 }
 
@@ -137,17 +141,21 @@ func CrashSpec(ctx context.Context, inputGetter func() CrashSpecInput) {
 			input.Restarted(manager)
 		})
 
+		points := input.Points
+		if len(points) == 0 {
+			points = CrashPoints
+		}
 		cycles := input.Cycles
 		if cycles == 0 {
-			cycles = len(CrashPoints)
+			cycles = len(points)
 		}
 		figures := map[CrashPoint]*crashFigures{}
 		for _, point := range CrashPoints {
 			figures[point] = &crashFigures{}
 		}
 		for cycle := range cycles {
-			point := CrashPoints[cycle%len(CrashPoints)]
-			nth := 1 + cycle/len(CrashPoints)%point.reachedPerCycle()
+			point := points[cycle%len(points)]
+			nth := 1 + cycle/len(points)%point.reachedPerCycle()
 			prefix := fmt.Sprintf("Cycle %d/%d, kill after %s #%d", cycle+1, cycles, point, nth)
 
 			crash.takePeakReplicas()

@@ -12,10 +12,11 @@ import (
 
 // The high availability and unreachable workload cluster scenarios; both
 // take a component away from every spec: they run serially.
-// `make test` runs the short ones (label ci); `make test-e2e` runs them all.
+// Each takes over the minute a ci spec may take: `make test-e2e` runs them
+// all (label full); `make test` runs one, in the SeparateWorkload topology.
 var _ = Describe("High availability", Serial, func() {
 	// They stop the suite's manager for two replicas of their own.
-	Context("the leader is killed before it scales up", Label("ci"), func() {
+	Context("the leader is killed before it scales up", Label("full"), func() {
 		HASpec(ctx, func() HASpecInput {
 			return HASpecInput{
 				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,

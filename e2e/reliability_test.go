@@ -12,11 +12,12 @@ import (
 )
 
 // The reliability scenarios: the autoscaler under failing API servers.
-// `make test` runs the short one (label ci); `make test-e2e` runs them all.
+// Each takes over the minute a ci spec may take: `make test-e2e` runs them
+// (label full), `make test` none.
 var _ = Describe("Faults", func() {
 	manager := func() *localstack.Process { return suiteManager }
 
-	Context("30% of requests fail, one cycle", Label("ci"), func() {
+	Context("30% of requests fail, one cycle", Label("full"), func() {
 		FaultsSpec(ctx, func() FaultsSpecInput {
 			return FaultsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: manager, Faults: faultproxy.Faults{Rate: 0.3}}
 		})

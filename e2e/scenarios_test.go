@@ -8,7 +8,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
-var _ = Describe("Scale up", Label("ci"), func() {
+var _ = Describe("Scale up", Label("ci", "scale-up"), func() {
 	ScaleUpSpec(ctx, func() ScaleUpSpecInput {
 		return ScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
@@ -20,59 +20,59 @@ var _ = Describe("Scale down", Label("ci"), func() {
 	})
 })
 
-var _ = Describe("Scale from zero", Label("ci"), func() {
+var _ = Describe("Scale from zero", Label("ci", "scale-up"), func() {
 	ScaleFromZeroSpec(ctx, func() ScaleFromZeroSpecInput {
 		return ScaleFromZeroSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Failing template", Label("ci"), func() {
+var _ = Describe("Failing template", Label("ci", "scale-up"), func() {
 	FailingNodeGroupSpec(ctx, func() FailingNodeGroupSpecInput {
 		return FailingNodeGroupSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Kind: scalable.KindMachineDeployment}
 	})
 })
 
-var _ = Describe("Zone spread", Label("ci"), func() {
+var _ = Describe("Zone spread", Label("full"), func() {
 	ZoneSpreadSpec(ctx, func() ZoneSpreadSpecInput {
 		return ZoneSpreadSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Startup taints", Label("ci"), func() {
+var _ = Describe("Startup taints", Label("ci", "scale-up"), func() {
 	StartupTaintsSpec(ctx, func() StartupTaintsSpecInput {
 		return StartupTaintsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("MachinePool scale up and down", Label("ci"), func() {
+var _ = Describe("MachinePool scale up and down", Label("ci", "scale-up"), func() {
 	MachinePoolScaleSpec(ctx, func() MachinePoolSpecInput {
 		return MachinePoolSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Mixed burst", Label("ci"), func() {
+var _ = Describe("Mixed burst", Label("ci", "scale-up"), func() {
 	MixedBurstSpec(ctx, func() MixedBurstSpecInput {
 		return MixedBurstSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Scheduler agreement", Label("ci"), func() {
+var _ = Describe("Scheduler agreement", Label("ci", "scale-up"), func() {
 	SchedulerAgreementSpec(ctx, agreementInput)
 })
 
-var _ = Describe("Zonal StatefulSet", Label("ci"), func() {
+var _ = Describe("Zonal StatefulSet", Label("ci", "scale-up"), func() {
 	ZonalStatefulSetSpec(ctx, func() ZonalStatefulSetSpecInput {
 		return ZonalStatefulSetSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("CSI attach limit", Label("ci"), func() {
+var _ = Describe("CSI attach limit", Label("ci", "scale-up"), func() {
 	CSIAttachLimitSpec(ctx, func() CSIAttachLimitSpecInput {
 		return CSIAttachLimitSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Missing claim", Label("ci"), func() {
+var _ = Describe("Missing claim", Label("ci", "scale-up"), func() {
 	MissingClaimSpec(ctx, func() MissingClaimSpecInput {
 		return MissingClaimSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
@@ -84,13 +84,13 @@ var _ = Describe("Pending binding", Label("ci"), func() {
 	})
 })
 
-var _ = Describe("Capacity buffer", Label("ci"), func() {
+var _ = Describe("Capacity buffer", Label("ci", "scale-up"), func() {
 	CapacityBufferSpec(ctx, func() CapacityBufferSpecInput {
 		return CapacityBufferSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
 
-var _ = Describe("Check capacity", Label("ci"), func() {
+var _ = Describe("Check capacity", Label("ci", "scale-up"), func() {
 	CheckCapacitySpec(ctx, func() CheckCapacitySpecInput {
 		return CheckCapacitySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
@@ -108,7 +108,7 @@ var _ = Describe("DryRun mode", Label("ci"), func() {
 	})
 })
 
-var _ = Describe("Atomic scale-up", Label("ci"), func() {
+var _ = Describe("Atomic scale-up", Label("ci", "scale-up"), func() {
 	AtomicScaleUpSpec(ctx, func() AtomicScaleUpSpecInput {
 		return AtomicScaleUpSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
@@ -122,7 +122,7 @@ var _ = Describe("Split burst", Label("full"), func() {
 	})
 })
 
-var _ = Describe("Dynamic Resource Allocation", Label("ci"), func() {
+var _ = Describe("Dynamic Resource Allocation", Label("ci", "scale-up"), func() {
 	DRASpec(ctx, func() DRASpecInput {
 		return DRASpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
