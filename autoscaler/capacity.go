@@ -34,7 +34,7 @@ type BufferStatus struct {
 // the pending pods of in, within OptionalReadTimeout. A failure does not
 // stop the loop: it goes on without buffers, and the status says why.
 func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Buffers == nil || s.dryRun() {
+	if s.opts.Buffers == nil || s.act.mode() == modeDryRun {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)

@@ -419,4 +419,9 @@ func (e *Engine) configure(settings *Settings) {
 	e.lasting.state.SetOptions(settings.clusterstate)
 	e.lasting.actuator.SetOptions(settings.actuator)
 	e.steps = &steps{opts: e.opts, settings: settings, lasting: &e.lasting, clock: e.clock}
+	e.steps.act = newActuation(e.steps)
+	if e.steps.act.mode() == modeActive {
+		// Decisions are those of DryRun loops.
+		e.lasting.history.decisions = dryRunDecisions{}
+	}
 }

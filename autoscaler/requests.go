@@ -86,7 +86,7 @@ type unfinishedRollback struct {
 // does not stop the loop: it goes on without requests, and the status says
 // why.
 func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Requests == nil || s.dryRun() {
+	if s.opts.Requests == nil || s.act.mode() == modeDryRun {
 		return
 	}
 	readCtx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
@@ -203,7 +203,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.booked, l.absorbed))
-	mayStart := len(l.increased) == 0
+	mayStart := !l.scaledUp
 
 	var answers []provisioning.Answer
 	for i := range l.requests {
@@ -239,7 +239,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 		}
 		answers = append(answers, answer)
 	}
-	s.opts.Requests.Answer(ctx, answers)
+	s.act.answerRequests(ctx, l, answers)
 }
 
 // tryPlace places pods on the nodes of the snapshot, all or none, and
@@ -261,7 +261,6 @@ func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]si
 // group of the plan, or none: a group that fails to grow takes back the
 // others' increases.
 func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
-	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
 	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming: map[string]int{},
 		Skip: func(group nodegroups.NodeGroup) string {
@@ -281,46 +280,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 		}
 		return answer
 	}
-
-	for i, increase := range plan.Increases {
-		id := increase.Group.ID()
-		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
-			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
-			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
-			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
-			for _, done := range plan.Increases[:i] {
-				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
-					s.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
-				}
-			}
-			answer.Outcome, answer.Message = provisioning.NotFound, message+"; the other increases were taken back"
-			return answer
-		}
-	}
-
-	record := &provisioning.ScaleUp{Started: l.now, Groups: map[string]int{}}
-	var added []string
-	for _, increase := range plan.Increases {
-		id := increase.Group.ID()
-		target := s.state.Group(id).Target
-		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
-		l.increased[id] += increase.Delta
-		record.Groups[id] = increase.Delta
-		added = append(added, fmt.Sprintf("%d to %s", increase.Delta, id))
-		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
-			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
-				request.Key(), id, target+increase.Delta, target, increase.Group.MaxSize()))
-	}
-	s.history.lastScaleUp = l.now
-	s.planner.RecordScaleUp(l.now)
-	s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
-	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
-	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
-	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-	answer.Message = fmt.Sprintf("Adding %s for the %d pods", strings.Join(added, ", "), len(pods))
-	return answer
+	return s.act.startAtomicScaleUp(ctx, l, request, plan, len(pods), answer)
 }
 
 // followScaleUp waits for the nodes of a scale-up in progress, and rolls
@@ -330,57 +290,16 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
 	// The engine's own record: readRequests takes no other.
 	remembered := s.history.scaleUps[request.UID]
-	record := remembered.record
-	if remembered.rollback == nil {
-		failure := s.scaleUpFailure(l, record)
-		if failure == "" {
-			answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-			answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", record.Started.UTC().Format("15:04:05"))
-			return answer
-		}
-		remembered.rollback = &rollback{failure: failure, started: l.now, done: sets.New[string](), givenUp: map[string]int{}}
+	if remembered.rollback != nil {
+		return s.act.rollBack(ctx, l, request, remembered, remembered.rollback.failure, answer)
 	}
-	rb := remembered.rollback
-	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
-	left, err := s.rollBack(ctx, l, record, rb)
-	switch {
-	case len(left) == 0 && err == nil:
-		s.forgetScaleUp(request.UID)
-		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
-		answer.Outcome = provisioning.ScaleUpFailed
-		answer.Message = rb.failure + "; the nodes it added were removed"
-		if rb.kept > 0 {
-			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
-		}
-	case l.now.Sub(rb.started) >= rollbackTimeout:
-		s.forgetScaleUp(request.UID)
-		cause := "their group refused their removal, or they ran pods when the API server was read"
-		if err != nil {
-			cause = err.Error()
-		}
-		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
-		if s.history.unfinishedRollbacks == nil {
-			s.history.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
-		}
-		s.history.unfinishedRollbacks[request.UID] = unfinished
-		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
-		for _, id := range slices.Sorted(maps.Keys(left)) {
-			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,
-				fmt.Sprintf("Gave up, after %s, removing instance(s) %s that the atomic scale-up of ProvisioningRequest %s added: %s; they are left to scale-down",
-					rollbackTimeout, strings.Join(left[id], ", "), request.Key(), cause))
-		}
-		answer.Outcome = provisioning.ScaleUpFailed
-		answer.Message = fmt.Sprintf("%s; %s, left to scale-down", rb.failure, unfinished.message())
-	default:
-		// Tried again next loop: the failure stays, and what was
-		// handed over already is not asked again.
-		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-		answer.Message = fmt.Sprintf("%s; rolling back, %d instance(s) left to remove", rb.failure, countLeft(left))
-		if err != nil {
-			answer.Message += ": " + err.Error()
-		}
+	failure := s.scaleUpFailure(l, remembered.record)
+	if failure == "" {
+		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, remembered.record
+		answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", remembered.record.Started.UTC().Format("15:04:05"))
+		return answer
 	}
-	return answer
+	return s.act.rollBack(ctx, l, request, remembered, failure, answer)
 }
 
 // message says what a rollback left and why.
@@ -461,7 +380,7 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	return nil
 }
 
-// rollBack takes back what a failed scale-up added, group by group: the
+// removeScaleUp takes back what a failed scale-up added, group by group: the
 // sizes it asked for that have no instance yet are given up, its
 // instances without a node are deleted, and its nodes that run no pod but
 // DaemonSet and mirror pods are removed the way scale-down removes empty
@@ -471,7 +390,8 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 // scale-down. Nothing is asked twice: an instance handed over, or being
 // deleted, is done. It returns, by group ID, the instances still to
 // remove.
-func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.ScaleUp, rb *rollback) (map[string][]string, error) {
+func (a active) removeScaleUp(ctx context.Context, l *loop, record *provisioning.ScaleUp, rb *rollback) (map[string][]string, error) {
+	s := a.s
 	var errs []error
 	left := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
@@ -533,7 +453,7 @@ func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.Scal
 			}
 		}
 		if removedInstances+removedNodes > 0 {
-			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRolledBack,
+			a.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRolledBack,
 				fmt.Sprintf("Removing the %d instance(s) without a node and %d node(s) an atomic scale-up added", removedInstances, removedNodes))
 		}
 		present := instanceKeys(group)

@@ -66,6 +66,9 @@ type Status struct {
 	// is; BuffersError is why they could not be read, or "".
 	Buffers      []BufferStatus
 	BuffersError string
+	// Requests are the answers the loop gave the ProvisioningRequests, or
+	// would have given in DryRun mode.
+	Requests []provisioning.Answer
 	// RequestsError is why the check-capacity ProvisioningRequests could
 	// not be read, or "".
 	RequestsError string

@@ -52,6 +52,8 @@ type steps struct {
 	settings *Settings
 	*lasting
 	clock clock.PassiveClock
+	// act carries out what the steps decide, or records it in DryRun mode.
+	act actuation
 }
 
 // lasting are the parts of an engine that outlive a configuration: what it
@@ -135,6 +137,9 @@ type loop struct {
 	otherAutoscaler string
 	// increased are the nodes added to each group in this loop.
 	increased map[string]int
+	// scaledUp is set once the loop's scale-up of pending pods added
+	// nodes, or would have in DryRun mode.
+	scaledUp bool
 	// absorbed are the pending pods that fit on nodes that exist or are on
 	// their way, and where, as the scale-up step placed them.
 	absorbed []simulator.Placement
@@ -165,22 +170,20 @@ type loop struct {
 func (s *steps) run(ctx context.Context, now time.Time) Status {
 	// A loop says whether it was dry even when it fails: the reconciler
 	// gives the Cluster's Lease back only once a dry loop has run.
-	l := &loop{now: now, status: Status{Time: now, DryRun: s.dryRun()}, increased: map[string]int{}, givenUp: map[string]int{}}
+	dryRun := s.act.mode() == modeDryRun
+	l := &loop{now: now, status: Status{Time: now, DryRun: dryRun}, increased: map[string]int{}, givenUp: map[string]int{}}
 	var err error
 	s.timed(ctx, "refresh", func() { err = s.refresh(ctx, l) })
 	if err != nil {
 		l.status.Err = err
 		return l.status
 	}
-	if !s.dryRun() {
-		s.history.decisions = dryRunDecisions{}
-	}
 	s.handleFailures(ctx, l)
 	s.checkHealth(l)
 	s.checkOtherAutoscalers(ctx, l)
 	s.continueScaleDown(ctx, l)
 	// A dry run plans beside another autoscaler: that is what it is for.
-	if l.healthy && (l.otherAutoscaler == "" || s.dryRun()) {
+	if l.healthy && (l.otherAutoscaler == "" || dryRun) {
 		s.bookRequests(ctx, l)
 		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
 		s.answerRequests(ctx, l)
@@ -245,7 +248,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 			continue
 		}
 		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
-		s.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
+		s.act.groupEvent(problem.ID, corev1.EventTypeWarning, problem.Reason, problem.Message)
 		if problem.Reason == nodegroups.ReasonReplicasOverwritten {
 			s.metrics().recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
 		}
@@ -448,15 +451,11 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 		message := fmt.Sprintf("Nodes added to group %s failed to register within %s: %d node(s) missing",
 			group.ID(), s.provisionTime(group), timedOut.Missing)
 		logger.Info("Scale-up timed out", "nodeGroup", group.ID(), "missing", timedOut.Missing)
-		s.groupEvent(group.ID(), corev1.EventTypeWarning, EventScaleUpTimedOut, message)
+		s.act.groupEvent(group.ID(), corev1.EventTypeWarning, EventScaleUpTimedOut, message)
 		s.metrics().recordFailedScaleUp(s.opts.ClusterName, "timeout")
 		state := s.state.Group(group.ID())
-		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 && !s.dryRun() {
-			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
-				s.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
-			} else {
-				l.givenUp[group.ID()] += notCreated
-			}
+		if notCreated := min(state.NotCreated, timedOut.Missing); notCreated > 0 {
+			s.act.giveUpSizes(ctx, l, group, notCreated)
 		}
 	}
 
@@ -468,24 +467,19 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 			until := s.state.Backoff(group.ID(), first.Reason, message, l.now)
 			logger.Info("Node group failed to scale up, backing off", "nodeGroup", group.ID(), "reason", first.Reason,
 				"until", until, "failedInstances", len(state.NewlyFailed))
-			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+			s.act.groupEvent(group.ID(), corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
 			s.metrics().recordFailedScaleUp(s.opts.ClusterName, first.Reason)
 		}
 		// Failed instances stay until their deletion starts; asking again
 		// is harmless and retries a deletion that was refused.
-		if len(state.Failed) > 0 && !s.dryRun() {
-			if err := group.DeleteInstances(ctx, state.Failed); err != nil {
-				s.groupError(ctx, group.ID(), "deleting failed instances", err)
-			}
+		if len(state.Failed) > 0 {
+			s.act.deleteInstances(ctx, group, state.Failed, "deleting failed instances")
 		}
-		if len(state.LongUnregistered) > 0 && !s.dryRun() {
+		if len(state.LongUnregistered) > 0 {
 			message := fmt.Sprintf("Removing %d instance(s) of %s that have had no registered node for %s",
 				len(state.LongUnregistered), group.ID(), s.provisionTime(group))
-			logger.Info("Removing long-unregistered instances", "nodeGroup", group.ID(), "count", len(state.LongUnregistered))
-			s.groupEvent(group.ID(), corev1.EventTypeWarning, EventDeleteUnregistered, message)
-			if err := group.DeleteInstances(ctx, state.LongUnregistered); err != nil {
-				s.groupError(ctx, group.ID(), "deleting long-unregistered instances", err)
-			}
+			s.act.groupEvent(group.ID(), corev1.EventTypeWarning, EventDeleteUnregistered, message)
+			s.act.deleteInstances(ctx, group, state.LongUnregistered, "deleting long-unregistered instances")
 		}
 	}
 }
@@ -508,9 +502,9 @@ func (s *steps) checkHealth(l *loop) {
 	}
 }
 
-// scaleUpPending plans a scale-up for the unschedulable pods and executes it.
+// scaleUpPending plans a scale-up for the unschedulable pods and has it
+// carried out.
 func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
-	logger := klog.FromContext(ctx)
 	upcoming := map[string]int{}
 	for _, state := range s.state.Groups() {
 		upcoming[state.Group.ID()] = max(state.Upcoming-l.reserved[state.Group.ID()], 0)
@@ -540,58 +534,10 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	l.absorbed = plan.Absorbed
 	l.status.Buffers = bufferStatuses(l.buffers, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
-	if s.dryRun() {
-		s.wouldScaleUp(ctx, l, plan)
-		l.status.NotTriggerScaleUpReasons = sortedReasons(countReasons(plan.NoScaleUp))
-		l.status.Explanation.PendingPods = explainPendingPods(plan, plannedIncreases(plan))
-		return
-	}
-	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
-
-	scaled := 0
-	for _, increase := range plan.Increases {
-		id := increase.Group.ID()
-		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
-			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
-			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
-			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
-			s.groupError(ctx, id, "increasing size", err)
-			continue
-		}
-		scaled += increase.Delta
-		l.increased[id] += increase.Delta
-		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, "", l.now)
-		target := s.state.Group(id).Target
-		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
-		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
-			fmt.Sprintf("Scale-up: setting group %s size to %d instead of %d (max: %d)",
-				id, target+increase.Delta, target, increase.Group.MaxSize()))
-	}
-	if scaled > 0 {
-		s.history.lastScaleUp = l.now
-		s.planner.RecordScaleUp(l.now)
-		s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, scaled)
-		message := s.scaleUpMessage(plan.Increases)
-		for _, pod := range withoutBufferPods(plan.Helped) {
-			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
-		}
-	}
-
-	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
-	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
-		message := pod.Message()
-		last, told := s.history.notTriggered[pod.Pod.UID]
-		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
-			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
-			last = notTriggeredEvent{message: message, at: l.now}
-		}
-		notTriggered[pod.Pod.UID] = last
-	}
-	s.history.notTriggered = notTriggered
+	increases := s.act.scaleUp(ctx, l, plan)
+	l.scaledUp = len(increases) > 0
 	l.status.NotTriggerScaleUpReasons = sortedReasons(countReasons(plan.NoScaleUp))
-	l.status.Explanation.PendingPods = explainPendingPods(plan, l.increased)
+	l.status.Explanation.PendingPods = explainPendingPods(plan, increases)
 	s.metrics().recordLimitedScaleUps(s.opts.ClusterName, s.settings.config.Limits, plan.NoScaleUp)
 }
 
@@ -703,30 +649,14 @@ func sortedReasons(counts map[string]int) []ReasonCount {
 // progress are given back; a dry run still follows the nodes handed over.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	view := scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums}
-	if s.dryRun() {
-		// Only its own drains and hand-overs, of an Active run before:
-		// the marks of this manager that the engine did not place may be
-		// those of the Active engine of another ClusterAutoscaler of the
-		// Cluster. A node already handed over stays tainted while its
-		// group removes it, and is given back if it does not.
-		s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
-		s.reportGivenBack(l, s.actuator.FollowHandedOver(ctx, view))
-		return
-	}
-	switch {
-	case l.otherAutoscaler != "":
-		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
-	case !s.settings.config.ScaleDown.Enabled:
-		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
-	}
-	s.reportGivenBack(l, s.actuator.Continue(ctx, view))
+	s.reportGivenBack(l, s.act.continueScaleDown(ctx, l, view))
 }
 
 // reportGivenBack reports the nodes handed over that their group did not
-// remove and that were given back: on the group and its status row.
+// remove and that were given back on their group's status row; the
+// actuation that gave them back said so on the group (tellGivenBack).
 func (s *steps) reportGivenBack(l *loop, released []scaledown.Released) {
 	for _, r := range released {
-		s.groupEvent(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
 		s.metrics().recordError(s.opts.ClusterName, "nodeNotDeleted")
 		if s.history.givenBack == nil {
 			s.history.givenBack = map[string]givenBack{}
@@ -742,16 +672,7 @@ func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
 	l.status.UnneededNodes = len(plan.Unneeded)
 	l.status.Explanation.Nodes = explainNodes(plan, l.snapshot)
 	s.metrics().setUnneededNodes(s.opts.ClusterName, len(plan.Unneeded))
-	if s.dryRun() {
-		s.wouldScaleDown(ctx, l, plan)
-		return
-	}
-	if len(plan.Empty)+len(plan.Drain) > 0 {
-		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
-		// Outside the planning fork: the pods to evict are those read
-		// from the cluster, not the pending pods placed to plan.
-		s.actuator.Start(ctx, plan, l.snapshot)
-	}
+	s.act.scaleDown(ctx, l, plan)
 }
 
 // planScaleDown plans in a fork of the snapshot, with the pending pods on
@@ -849,13 +770,7 @@ func (s *steps) fillStatus(l *loop) {
 	}
 }
 
-func (s *steps) groupEvent(groupID, eventType, reason, message string) {
-	if s.opts.GroupRecorder != nil {
-		s.opts.GroupRecorder.Event(groupID, eventType, reason, message)
-	}
-}
-
-func (s *steps) groupError(ctx context.Context, groupID, action string, err error) {
-	klog.FromContext(ctx).Error(err, "Node group action failed", "nodeGroup", groupID, "action", action)
-	s.metrics().recordError(s.opts.ClusterName, "cloudProviderError")
+// metrics are where the loop records its metrics (actuation.metrics).
+func (s *steps) metrics() *Metrics {
+	return s.act.metrics()
 }
