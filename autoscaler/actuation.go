@@ -58,6 +58,9 @@ type actuation interface {
 	rollBack(ctx context.Context, l *loop, request *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer
 	// answerRequests gives the provisioning requests their answers.
 	answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer)
+	// writeBufferStatus writes what the capacity buffers read in the loop
+	// resolved to in their status.
+	writeBufferStatus(ctx context.Context)
 }
 
 // newActuation is the actuation of the steps for their configuration's
@@ -304,4 +307,8 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 func (a active) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
 	l.status.Requests = answers
 	a.s.opts.Requests.Answer(ctx, answers)
+}
+
+func (a active) writeBufferStatus(ctx context.Context) {
+	a.s.opts.Buffers.WriteStatus(ctx)
 }

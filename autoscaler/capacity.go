@@ -31,10 +31,12 @@ type BufferStatus struct {
 }
 
 // readBuffers adds the virtual pods of the cluster's capacity buffers to
-// the pending pods of in, within OptionalReadTimeout. A failure does not
-// stop the loop: it goes on without buffers, and the status says why.
+// the pending pods of in, within OptionalReadTimeout. It writes nothing:
+// what the buffers resolved to is written by the actuation at the end of
+// the loop (actuation.writeBufferStatus). A failure does not stop the
+// loop: it goes on without buffers, and the status says why.
 func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Buffers == nil || s.act.mode() == modeDryRun {
+	if s.opts.Buffers == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
@@ -49,6 +51,7 @@ func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
 		return
 	}
 	s.history.buffersError = ""
+	l.buffersRead = true
 	l.buffers = list
 	in.Pods = append(in.Pods, buffers.Pods(list, s.settings.config.PodPriorityThreshold)...)
 }

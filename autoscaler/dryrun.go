@@ -230,6 +230,10 @@ func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provision
 	}
 }
 
+// writeBufferStatus writes nothing: the buffers' room is in the status of
+// the ClusterAutoscaler (Status.Buffers).
+func (d dryRun) writeBufferStatus(context.Context) {}
+
 // Keys of the last decisions (dryRunDecisions.last): one for the scale-up
 // of pending pods, one for scale-down, and one for each request's atomic
 // scale-up.

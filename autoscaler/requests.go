@@ -80,17 +80,19 @@ type unfinishedRollback struct {
 }
 
 // readRequests lists the ProvisioningRequests the engine serves, within
-// OptionalReadTimeout. Pending pods that consume a request whose atomic
+// OptionalReadTimeout, and the ends of those it no longer serves, which
+// the loop answers with its own answers (answerRequests). It writes
+// nothing. Pending pods that consume a request whose atomic
 // scale-up is in progress are left out of the snapshot: they wait for the
 // nodes it adds, and must not start a scale-up of their own. A failure
 // does not stop the loop: it goes on without requests, and the status says
 // why.
 func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Requests == nil || s.act.mode() == modeDryRun {
+	if s.opts.Requests == nil {
 		return
 	}
 	readCtx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
-	requests, err := s.opts.Requests.ListRequests(readCtx)
+	requests, ended, err := s.opts.Requests.ListRequests(readCtx)
 	cancel()
 	if err != nil {
 		if err.Error() != s.history.requestsError {
@@ -102,6 +104,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 	}
 	s.history.requestsError = ""
 	l.requests = requests
+	l.ended = ended
 
 	listed := sets.New[types.UID]()
 	scaling := sets.New[string]()
@@ -195,17 +198,19 @@ func (s *steps) bookRequests(ctx context.Context, l *loop) {
 //   - a best-effort-atomic-scale-up request gets one scale-up for all its
 //     pods, or none: at most one starts per loop, and none in a loop that
 //     scaled up already, whose groups' sizes the plan would not see.
+//
+// The answers are given at the end of the loop (giveAnswers).
 func (s *steps) answerRequests(ctx context.Context, l *loop) {
 	if len(l.requests) == 0 {
 		return
 	}
+	l.answered = true
 	consumed := l.consumedRequests()
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.booked, l.absorbed))
 	mayStart := !l.scaledUp
 
-	var answers []provisioning.Answer
 	for i := range l.requests {
 		request := &l.requests[i]
 		if request.Booked {
@@ -237,9 +242,16 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 			}
 			l.booked = append(l.booked, placements...)
 		}
-		answers = append(answers, answer)
+		l.answers = append(l.answers, answer)
 	}
-	s.act.answerRequests(ctx, l, answers)
+}
+
+// giveAnswers has the actuation give the requests the loop answered, and
+// those the read found no longer served, their answers.
+func (s *steps) giveAnswers(ctx context.Context, l *loop) {
+	if l.answered || len(l.ended) > 0 {
+		s.act.answerRequests(ctx, l, slices.Concat(l.ended, l.answers))
+	}
 }
 
 // tryPlace places pods on the nodes of the snapshot, all or none, and

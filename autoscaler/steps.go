@@ -148,6 +148,15 @@ type loop struct {
 	buffers []buffers.Buffer
 	// requests are the provisioning requests the engine serves.
 	requests []provisioning.Request
+	// ended are the answers to the requests the read found no longer
+	// served (provisioning.Lister).
+	ended []provisioning.Answer
+	// answered is set once the loop answered the requests it serves, with
+	// answers (answerRequests).
+	answered bool
+	answers  []provisioning.Answer
+	// buffersRead is set when the capacity buffers were read.
+	buffersRead bool
 	// consumed counts the pods that consume each request (consumedRequests).
 	consumed map[string]int
 	// reserved are, by group ID, the nodes on their way that atomic
@@ -195,6 +204,12 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 			s.timed(ctx, "scaleDown", func() { s.scaleDownUnneeded(ctx, l) })
 		}
 	}
+	// What the reads of buffers and requests found, and the answers the
+	// plan gave, once the plan is made.
+	if l.buffersRead {
+		s.act.writeBufferStatus(ctx)
+	}
+	s.giveAnswers(ctx, l)
 	s.reportProblems(ctx, l.problems)
 	s.fillStatus(l)
 	return l.status
