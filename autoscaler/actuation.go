@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -140,11 +141,7 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	scaled := 0
 	for _, increase := range plan.Increases {
 		id := increase.Group.ID()
-		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
-			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
-			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
-			a.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			a.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
+		if err := a.increase(ctx, l, increase); err != nil {
 			a.groupError(ctx, id, "increasing size", err)
 			continue
 		}
@@ -182,6 +179,21 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	return maps.Clone(l.increased)
 }
 
+// increase raises a group's target size; when the group refuses, it
+// backs off and says so, and the error says what failed.
+func (a active) increase(ctx context.Context, l *loop, increase scaleup.Increase) error {
+	id := increase.Group.ID()
+	err := increase.Group.IncreaseSize(ctx, increase.Delta)
+	if err == nil {
+		return nil
+	}
+	message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
+	a.s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
+	a.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+	a.metrics().recordFailedScaleUp(a.s.opts.ClusterName, "api")
+	return errors.New(message)
+}
+
 func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
@@ -195,18 +207,13 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 	s := a.s
 	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
 	for i, increase := range plan.Increases {
-		id := increase.Group.ID()
-		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
-			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
-			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
-			a.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			a.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
+		if err := a.increase(ctx, l, increase); err != nil {
 			for _, done := range plan.Increases[:i] {
 				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
 					a.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
 				}
 			}
-			answer.Outcome, answer.Message = provisioning.NotFound, message+"; the other increases were taken back"
+			answer.Outcome, answer.Message = provisioning.NotFound, err.Error()+"; the other increases were taken back"
 			return answer
 		}
 	}

@@ -210,18 +210,9 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 			c.setStatus(ctx, live, request, nil,
 				condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason, answer.Message, now),
 				condition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason, answer.Message, now))
-		case provisioning.BookingExpired:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityReservationTimeExpiredReason, answer.Message, now))
-		case provisioning.Expired:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.ExpiredReason, answer.Message, now))
-		case provisioning.Unfollowable:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.ScaleUpFailedReason, answer.Message, now))
-		case provisioning.PodsUnavailable:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.FailedToCreatePodsReason, answer.Message, now))
+		case provisioning.BookingExpired, provisioning.Expired, provisioning.Unfollowable, provisioning.PodsUnavailable:
+			ending := endings[answer.Outcome]
+			c.setStatus(ctx, live, request, nil, condition(ending.conditionType, metav1.ConditionTrue, ending.reason, answer.Message, now))
 		case provisioning.NotFound:
 			if noRetry {
 				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
@@ -232,6 +223,15 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 				provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
 		}
 	}
+}
+
+// endings are the conditions that end the requests the engine no longer
+// serves, by the outcome ListRequests gives them, as upstream sets them.
+var endings = map[provisioning.Outcome]struct{ conditionType, reason string }{
+	provisioning.BookingExpired:  {provisioningv1.BookingExpiredCondition, provisioningv1.CapacityReservationTimeExpiredReason},
+	provisioning.Expired:         {provisioningv1.FailedCondition, provisioningv1.ExpiredReason},
+	provisioning.Unfollowable:    {provisioningv1.FailedCondition, provisioningv1.ScaleUpFailedReason},
+	provisioning.PodsUnavailable: {provisioningv1.FailedCondition, provisioningv1.FailedToCreatePodsReason},
 }
 
 func condition(conditionType string, status metav1.ConditionStatus, reason, message string, now time.Time) metav1.Condition {
