@@ -168,15 +168,15 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
 	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
 		message := pod.Message()
-		last, told := s.history.notTriggered[pod.Pod.UID]
+		last, told := s.history.told.notTriggered[pod.Pod.UID]
 		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
 			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
 			last = notTriggeredEvent{message: message, at: l.now}
 		}
 		notTriggered[pod.Pod.UID] = last
 	}
-	s.history.notTriggered = notTriggered
-	return maps.Clone(l.increased)
+	s.history.told.notTriggered = notTriggered
+	return l.increased
 }
 
 // increase raises a group's target size; when the group refuses, it
@@ -287,10 +287,10 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 			cause = err.Error()
 		}
 		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
-		if s.history.unfinishedRollbacks == nil {
-			s.history.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
+		if s.history.atomic.unfinishedRollbacks == nil {
+			s.history.atomic.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
 		}
-		s.history.unfinishedRollbacks[request.UID] = unfinished
+		s.history.atomic.unfinishedRollbacks[request.UID] = unfinished
 		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
 		for _, id := range slices.Sorted(maps.Keys(left)) {
 			a.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,

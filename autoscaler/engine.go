@@ -199,12 +199,12 @@ func New(opts Options) (*Engine, error) {
 		},
 	}
 	for uid, record := range opts.AtomicScaleUps {
-		if e.lasting.history.scaleUps == nil {
-			e.lasting.history.scaleUps = map[types.UID]*atomicScaleUp{}
+		if e.lasting.history.atomic.scaleUps == nil {
+			e.lasting.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
 		}
 		// What the groups had before is not known: its increases are
 		// queued at the first loop (queueRestoredScaleUps).
-		e.lasting.history.scaleUps[uid] = &atomicScaleUp{record: &record}
+		e.lasting.history.atomic.scaleUps[uid] = &atomicScaleUp{record: &record}
 	}
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)

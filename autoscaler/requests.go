@@ -49,14 +49,14 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 	requests, ended, err := s.opts.Requests.ListRequests(readCtx)
 	cancel()
 	if err != nil {
-		if err.Error() != s.history.requestsError {
+		if err.Error() != s.history.told.requestsError {
 			klog.FromContext(ctx).Error(err, "Cannot read the provisioning requests of the cluster; none is answered")
 		}
-		s.history.requestsError = err.Error()
+		s.history.told.requestsError = err.Error()
 		l.status.RequestsError = err.Error()
 		return
 	}
-	s.history.requestsError = ""
+	s.history.told.requestsError = ""
 	l.requests = requests
 	l.ended = ended
 
@@ -69,7 +69,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		// Only the engine's records, and the management cluster's, say
 		// what a scale-up added: the request's status is written in the
 		// workload cluster, where its tenants may write it too.
-		switch remembered := s.history.scaleUps[request.UID]; {
+		switch remembered := s.history.atomic.scaleUps[request.UID]; {
 		case remembered != nil && !request.Booked:
 			remembered.record = &provisioning.ScaleUp{Started: remembered.record.Started, Groups: remembered.record.Groups,
 				Instances: s.claimsOf(request.UID)}
@@ -89,7 +89,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		}
 	}
 	// A request deleted during its scale-up leaves its nodes to scale-down.
-	for uid := range s.history.scaleUps {
+	for uid := range s.history.atomic.scaleUps {
 		if !listed.Has(uid) {
 			s.forgetScaleUp(uid)
 		}
@@ -280,10 +280,10 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 
 // remember keeps an atomic scale-up in progress across loops.
 func (s *steps) remember(uid types.UID, scaleUp *atomicScaleUp) {
-	if s.history.scaleUps == nil {
-		s.history.scaleUps = map[types.UID]*atomicScaleUp{}
+	if s.history.atomic.scaleUps == nil {
+		s.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
 	}
-	s.history.scaleUps[uid] = scaleUp
+	s.history.atomic.scaleUps[uid] = scaleUp
 }
 
 // consumedRequests counts, by request key, the pods of the loop's snapshot
@@ -318,11 +318,11 @@ func consumers(snap *snapshot.Snapshot) map[string]int {
 // atomicScaleUpRecords are the atomic scale-ups in progress, for the
 // status: what a later engine follows and may roll back.
 func (s *steps) atomicScaleUpRecords() map[types.UID]provisioning.ScaleUp {
-	if len(s.history.scaleUps) == 0 {
+	if len(s.history.atomic.scaleUps) == 0 {
 		return nil
 	}
-	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.scaleUps))
-	for uid, scaleUp := range s.history.scaleUps {
+	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.atomic.scaleUps))
+	for uid, scaleUp := range s.history.atomic.scaleUps {
 		records[uid] = *scaleUp.record
 	}
 	return records

@@ -70,7 +70,7 @@ type unfinishedRollback struct {
 // within rollbackTimeout.
 func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
 	// The engine's own record: readRequests takes no other.
-	remembered := s.history.scaleUps[request.UID]
+	remembered := s.history.atomic.scaleUps[request.UID]
 	if remembered.rollback != nil {
 		return s.act.rollBack(ctx, l, request, remembered, remembered.rollback.failure, answer)
 	}
@@ -232,7 +232,7 @@ func countLeft(left map[string][]string) int {
 // forgets those whose instances are all gone or being deleted.
 func (s *steps) unfinishedRollbacks(groups []nodegroups.NodeGroup) []string {
 	var messages []string
-	for uid, unfinished := range s.history.unfinishedRollbacks {
+	for uid, unfinished := range s.history.atomic.unfinishedRollbacks {
 		for id, keys := range unfinished.left {
 			remaining := map[string]bool{}
 			if group := groupByID(groups, id); group != nil {
@@ -247,7 +247,7 @@ func (s *steps) unfinishedRollbacks(groups []nodegroups.NodeGroup) []string {
 			}
 		}
 		if len(unfinished.left) == 0 {
-			delete(s.history.unfinishedRollbacks, uid)
+			delete(s.history.atomic.unfinishedRollbacks, uid)
 			continue
 		}
 		messages = append(messages, fmt.Sprintf("ProvisioningRequest %s: %s", unfinished.request, unfinished.message()))

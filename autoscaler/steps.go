@@ -56,33 +56,53 @@ type lasting struct {
 	actuator *scaledown.Actuator
 }
 
-// history is what the engine remembers of its own actions across
-// configurations.
+// history is what the engine remembers across configurations, each
+// memory with its owner: the scale-up and scale-down steps their last
+// actions, the event publisher what it told (told), the request tracker
+// the atomic scale-ups (atomicScaleUps), the actuation the nodes given
+// back, the DryRun actuation its decisions.
 type history struct {
 	lastScaleUp time.Time
 	// scaleDownProgress is the actuator's progress at the end of the last
 	// loop, to count what each loop removed.
 	scaleDownProgress scaledown.Progress
-	// problems are the messages of the groups that could not be autoscaled
-	// in the last loop, by group ID and reason, so that each problem is
-	// reported in an event once, when it appears or changes.
-	problems map[string]string
 	// nominations are where the last scale-up plan placed pending pods, so
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
-	// nominationsRefused is set once the cluster forbade writing a pod's
-	// nominated node, so that a cluster whose role predates nominations is
-	// told once, not in every loop.
-	nominationsRefused bool
+	told        told
+	atomic      atomicScaleUps
+	// givenBack are, by group ID, the last node each group was handed for
+	// deletion and did not remove, shown on its status row for a while.
+	givenBack map[string]givenBack
+	// decisions are what the engine decided in DryRun mode; empty in
+	// Active mode.
+	decisions dryRunDecisions
+}
+
+// told is what the loops told, in events and in the log, so that each
+// thing is told when it appears or changes, not in every loop.
+type told struct {
+	// problems are the messages of the groups that could not be autoscaled
+	// in the last loop, by group ID and reason, each reported in an event.
+	problems map[string]string
 	// notTriggered are the last NotTriggerScaleUp events of the pods that
 	// triggered no scale-up in the last loop, by UID.
 	notTriggered map[types.UID]notTriggeredEvent
-	// buffersError is the last error of reading the capacity buffers,
-	// logged when it appears or changes.
+	// nominationsRefused is set once the cluster forbade writing a pod's
+	// nominated node: a cluster whose role predates nominations is told
+	// once.
+	nominationsRefused bool
+	// buffersError is the last error of reading the capacity buffers.
 	buffersError string
 	// requestsError is the last error of reading the provisioning
-	// requests, logged when it appears or changes.
+	// requests.
 	requestsError string
+}
+
+// atomicScaleUps are what the engine tracks of the atomic scale-ups of
+// ProvisioningRequests: those in progress, the increases new instances
+// are credited to, and the rollbacks that gave up.
+type atomicScaleUps struct {
 	// scaleUps are the atomic scale-ups in progress, by request UID.
 	scaleUps map[types.UID]*atomicScaleUp
 	// increases are, by group ID, the increases of the target size the
@@ -92,12 +112,6 @@ type history struct {
 	// unfinishedRollbacks are the rollbacks that gave up, by request UID,
 	// while what they left is still there.
 	unfinishedRollbacks map[types.UID]unfinishedRollback
-	// givenBack are, by group ID, the last node each group was handed for
-	// deletion and did not remove, shown on its status row for a while.
-	givenBack map[string]givenBack
-	// decisions are what the engine decided in DryRun mode; empty in
-	// Active mode.
-	decisions dryRunDecisions
 }
 
 // loop is what the steps of one loop share.
@@ -211,7 +225,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 		// A group may have problems of several reasons at once.
 		key := problem.ID + " " + problem.Reason
 		current[key] = problem.Message
-		if s.history.problems[key] == problem.Message {
+		if s.history.told.problems[key] == problem.Message {
 			continue
 		}
 		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
@@ -220,7 +234,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 			s.metrics().recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
 		}
 	}
-	s.history.problems = current
+	s.history.told.problems = current
 }
 
 // handleFailures acts on what went wrong since the last loop: scale-ups
