@@ -31,24 +31,27 @@ type BufferStatus struct {
 }
 
 // readBuffers adds the virtual pods of the cluster's capacity buffers to
-// the pending pods of in, within OptionalReadTimeout. A failure does not
-// stop the loop: it goes on without buffers, and the status says why.
+// the pending pods of in, within OptionalReadTimeout. It writes nothing:
+// what the buffers resolved to is written by the actuation at the end of
+// the loop (actuation.writeBufferStatus). A failure does not stop the
+// loop: it goes on without buffers, and the status says why.
 func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Buffers == nil || s.dryRun() {
+	if s.opts.Buffers == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
 	defer cancel()
 	list, err := s.opts.Buffers.ListBuffers(ctx)
 	if err != nil {
-		if err.Error() != s.history.buffersError {
+		if err.Error() != s.history.told.buffersError {
 			klog.FromContext(ctx).Error(err, "Cannot read the capacity buffers of the cluster; no room is kept for them")
 		}
-		s.history.buffersError = err.Error()
+		s.history.told.buffersError = err.Error()
 		l.status.BuffersError = err.Error()
 		return
 	}
-	s.history.buffersError = ""
+	s.history.told.buffersError = ""
+	l.buffersRead = true
 	l.buffers = list
 	in.Pods = append(in.Pods, buffers.Pods(list, s.settings.config.PodPriorityThreshold)...)
 }

@@ -23,6 +23,7 @@ type staticBuffers struct {
 }
 
 func (b *staticBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error) { return b.list, b.err }
+func (b *staticBuffers) WriteStatus(context.Context)                           {}
 
 // bufferOf is the buffer default/warm of replicas pods requesting 2 cpu
 // and 1Gi.

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 )
@@ -44,6 +46,9 @@ type Decision struct {
 	Pods []types.NamespacedName
 	// OldestPod is when the oldest of Pods was created.
 	OldestPod time.Time
+	// Request is the namespace/name of the ProvisioningRequest whose
+	// atomic scale-up a scale-up was, or "".
+	Request string
 }
 
 // GroupDelta is a change of one group's size.
@@ -55,7 +60,7 @@ type GroupDelta struct {
 // sameAs says whether d and other would do the same: a loop that plans
 // again what the last one planned makes no new decision.
 func (d Decision) sameAs(other *Decision) bool {
-	return other != nil && d.Kind == other.Kind && slices.Equal(d.Groups, other.Groups) &&
+	return other != nil && d.Kind == other.Kind && d.Request == other.Request && slices.Equal(d.Groups, other.Groups) &&
 		slices.Equal(d.Nodes, other.Nodes) && slices.Equal(d.Pods, other.Pods)
 }
 
@@ -67,6 +72,9 @@ func (d Decision) Message() string {
 	}
 	switch d.Kind {
 	case ScaleUpDecision:
+		if d.Request != "" {
+			return fmt.Sprintf("Would scale up [%s] for ProvisioningRequest %s", strings.Join(groups, ", "), d.Request)
+		}
 		return fmt.Sprintf("Would scale up [%s] for %d pending pod(s)", strings.Join(groups, ", "), len(d.Pods))
 	default:
 		return fmt.Sprintf("Would remove node(s) %s [%s]", strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
@@ -74,24 +82,25 @@ func (d Decision) Message() string {
 }
 
 // dryRunDecisions are what a dry-run engine decided: the last decision of
-// each kind, to tell a new one from one planned again, and the last
-// maxDecisions decisions, oldest first.
+// each key (the scale-up of pending pods, scale-down, the atomic scale-up
+// of each request), to tell a new one from one planned again, and the
+// last maxDecisions decisions, oldest first.
 type dryRunDecisions struct {
-	last map[DecisionKind]*Decision
+	last map[string]*Decision
 	list []Decision
 }
 
-// record remembers d, if it is new, and says whether it was. A loop of
-// the kind without a decision forgets the last one (forget), so that the
-// same decision later, for a new need, counts again.
-func (r *dryRunDecisions) record(d Decision) bool {
-	if d.sameAs(r.last[d.Kind]) {
+// record remembers d under key, if it is new, and says whether it was. A
+// loop without a decision of the key forgets the last one (forget), so
+// that the same decision later, for a new need, counts again.
+func (r *dryRunDecisions) record(key string, d Decision) bool {
+	if d.sameAs(r.last[key]) {
 		return false
 	}
 	if r.last == nil {
-		r.last = map[DecisionKind]*Decision{}
+		r.last = map[string]*Decision{}
 	}
-	r.last[d.Kind] = &d
+	r.last[key] = &d
 	r.list = append(r.list, d)
 	if extra := len(r.list) - maxDecisions; extra > 0 {
 		r.list = slices.Delete(r.list, 0, extra)
@@ -99,83 +108,155 @@ func (r *dryRunDecisions) record(d Decision) bool {
 	return true
 }
 
-func (r *dryRunDecisions) forget(kind DecisionKind) {
-	delete(r.last, kind)
+func (r *dryRunDecisions) forget(key string) {
+	delete(r.last, key)
 }
 
-// dryRun says whether the loop only plans: in DryRun mode the engine
-// writes nothing to the cluster, neither its nodes, pods and node groups,
-// nor events on them, and publishes what it would have done instead.
-func (s *steps) dryRun() bool {
-	return s.settings.config.DryRun
+// dryRun records the decisions of a loop in DryRun mode and writes
+// nothing: neither the cluster's nodes, pods, capacity buffers and
+// provisioning requests, nor its node groups, nor events on any of them.
+// What it decides is published instead (Status.Decisions, metrics with
+// mode="DryRun", the log). The one write it makes is to give back what
+// the engine's own Active loops left in progress: their drains, and the
+// nodes handed over that their group does not remove, which it tells on
+// the group. An engine that never ran Active has none.
+type dryRun struct{ s *steps }
+
+var _ actuation = dryRun{}
+
+func (d dryRun) mode() string { return modeDryRun }
+
+// metrics are nil: the cluster's series are those of the autoscaler that
+// acts on it. Decisions are counted apart (publishDecision).
+func (d dryRun) metrics() *Metrics { return nil }
+
+func (d dryRun) groupEvent(string, string, string, string) {}
+
+func (d dryRun) giveUpSizes(context.Context, *loop, nodegroups.NodeGroup, int) {}
+
+// deleteInstances leaves failed and long-unregistered instances to the
+// autoscaler that acts on the cluster.
+func (d dryRun) deleteInstances(context.Context, nodegroups.NodeGroup, []nodegroups.Instance, string) {
 }
 
-// metrics are where the loop records its metrics: nowhere in DryRun mode
-// but for the decisions (publishDecision). The cluster's series are those
-// of the autoscaler that acts on it, which may be another engine of this
-// manager, for another ClusterAutoscaler of the same Cluster.
-func (s *steps) metrics() *Metrics {
-	if s.dryRun() {
+// continueScaleDown gives back the engine's own drains and follows its
+// own hand-overs, of an Active run before: the marks of this manager that
+// the engine did not place may be those of the Active engine of another
+// ClusterAutoscaler of the Cluster. A node already handed over stays
+// tainted while its group removes it, and is given back if it does not.
+func (d dryRun) continueScaleDown(ctx context.Context, _ *loop, view scaledown.View) []scaledown.Released {
+	d.s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
+	released := d.s.actuator.FollowHandedOver(ctx, view)
+	tellGivenBack(d.s.opts.GroupRecorder, released)
+	return released
+}
+
+// scaleUp records the scale-up a dry-run loop planned, when new.
+func (d dryRun) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {
+	s := d.s
+	if len(plan.Increases) == 0 {
+		s.history.decisions.forget(pendingPodsDecision)
 		return nil
 	}
-	return s.opts.Metrics
-}
-
-// wouldScaleUp records the scale-up a dry-run loop planned, when new.
-func (s *steps) wouldScaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) {
-	if len(plan.Increases) == 0 {
-		s.history.decisions.forget(ScaleUpDecision)
-		return
-	}
-	d := Decision{Kind: ScaleUpDecision, Time: l.now}
-	nodes := 0
-	for _, increase := range plan.Increases {
-		d.Groups = append(d.Groups, GroupDelta{ID: increase.Group.ID(), Delta: increase.Delta})
-		nodes += increase.Delta
-	}
+	decision := Decision{Kind: ScaleUpDecision, Time: l.now}
 	for _, pod := range withoutBufferPods(plan.Helped) {
-		d.Pods = append(d.Pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
-		if created := pod.CreationTimestamp.Time; d.OldestPod.IsZero() || created.Before(d.OldestPod) {
-			d.OldestPod = created
+		decision.Pods = append(decision.Pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		if created := pod.CreationTimestamp.Time; decision.OldestPod.IsZero() || created.Before(decision.OldestPod) {
+			decision.OldestPod = created
 		}
 	}
-	s.publishDecision(ctx, d, nodes)
-	// As the scale-up would have: scale-down waits delayAfterAdd.
-	s.planner.RecordScaleUp(l.now)
+	increases := plannedIncreases(plan)
+	d.publishScaleUp(ctx, l, pendingPodsDecision, decision, plan)
+	return increases
 }
 
-// wouldScaleDown records the removals a dry-run loop planned, when new.
-func (s *steps) wouldScaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
+// publishScaleUp publishes a scale-up decision under key, with the groups
+// of plan, and has scale-down wait as the scale-up would: delayAfterAdd.
+func (d dryRun) publishScaleUp(ctx context.Context, l *loop, key string, decision Decision, plan *scaleup.Plan) {
+	for _, increase := range plan.Increases {
+		decision.Groups = append(decision.Groups, GroupDelta{ID: increase.Group.ID(), Delta: increase.Delta})
+	}
+	d.publishDecision(ctx, key, decision, plan.NewNodes())
+	d.s.planner.RecordScaleUp(l.now)
+}
+
+// scaleDown records the removals a dry-run loop planned, when new.
+func (d dryRun) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 	removals := slices.Concat(plan.Empty, plan.Drain)
 	if len(removals) == 0 {
-		s.history.decisions.forget(ScaleDownDecision)
+		d.s.history.decisions.forget(scaleDownDecision)
 		return
 	}
-	d := Decision{Kind: ScaleDownDecision, Time: l.now}
+	decision := Decision{Kind: ScaleDownDecision, Time: l.now}
 	deltas := map[string]int{}
 	for _, removal := range removals {
-		d.Nodes = append(d.Nodes, removal.Node.Name)
+		decision.Nodes = append(decision.Nodes, removal.Node.Name)
 		deltas[removal.Group.ID()]--
 	}
-	slices.Sort(d.Nodes)
+	slices.Sort(decision.Nodes)
 	for id, delta := range deltas {
-		d.Groups = append(d.Groups, GroupDelta{ID: id, Delta: delta})
+		decision.Groups = append(decision.Groups, GroupDelta{ID: id, Delta: delta})
 	}
-	s.publishDecision(ctx, d, len(removals))
+	d.publishDecision(ctx, scaleDownDecision, decision, len(removals))
 }
+
+// startAtomicScaleUp records the atomic scale-up a request would get, and
+// answers what an Active engine would.
+func (d dryRun) startAtomicScaleUp(ctx context.Context, l *loop, request *provisioning.Request, plan *scaleup.Plan, pods int, answer provisioning.Answer) provisioning.Answer {
+	decision := Decision{Kind: ScaleUpDecision, Time: l.now, Request: request.Key()}
+	d.publishScaleUp(ctx, l, requestDecision(request.UID), decision, plan)
+	return scalingUpAnswer(answer, atomicScaleUpRecord(plan, l), plan, pods)
+}
+
+// rollBack removes nothing: a failed atomic scale-up that an Active run of
+// the engine started is left as it is, recorded, for the autoscaler that
+// acts on the cluster.
+func (d dryRun) rollBack(_ context.Context, _ *loop, _ *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer {
+	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, scaleUp.record
+	answer.Message = failure + "; an Active autoscaler would roll the scale-up back"
+	return answer
+}
+
+// answerRequests publishes the answers on the status and in the log, and
+// forgets the scale-up decisions of the requests that no longer need one.
+func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
+	l.status.Requests = answers
+	for _, answer := range answers {
+		if answer.Outcome != provisioning.ScalingUp {
+			d.s.history.decisions.forget(requestDecision(answer.UID))
+		}
+		klog.FromContext(ctx).V(2).Info("Dry run: not answering a ProvisioningRequest", "ProvisioningRequest", klog.KRef(answer.Namespace, answer.Name),
+			"outcome", answer.Outcome, "message", answer.Message)
+	}
+}
+
+// writeBufferStatus writes nothing: the buffers' room is in the status of
+// the ClusterAutoscaler (Status.Buffers).
+func (d dryRun) writeBufferStatus(context.Context) {}
+
+// Keys of the last decisions (dryRunDecisions.last): one for the scale-up
+// of pending pods, one for scale-down, and one for each request's atomic
+// scale-up.
+const (
+	pendingPodsDecision = "pending pods"
+	scaleDownDecision   = "scale-down"
+)
+
+func requestDecision(uid types.UID) string { return "ProvisioningRequest " + string(uid) }
 
 // publishDecision adds a new decision to the loop's status, its metrics
 // and the log.
-func (s *steps) publishDecision(ctx context.Context, d Decision, nodes int) {
-	slices.SortFunc(d.Groups, func(a, b GroupDelta) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(d.Pods, func(a, b types.NamespacedName) int {
+func (d dryRun) publishDecision(ctx context.Context, key string, decision Decision, nodes int) {
+	s := d.s
+	slices.SortFunc(decision.Groups, func(a, b GroupDelta) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(decision.Pods, func(a, b types.NamespacedName) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	if !s.history.decisions.record(d) {
+	if !s.history.decisions.record(key, decision) {
 		return
 	}
-	klog.FromContext(ctx).Info("Dry run: not carrying out a decision", "decision", d.Kind, "message", d.Message())
-	if d.Kind == ScaleUpDecision {
+	klog.FromContext(ctx).Info("Dry run: not carrying out a decision", "decision", decision.Kind, "message", decision.Message())
+	if decision.Kind == ScaleUpDecision {
 		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, modeDryRun, nodes)
 	} else {
 		s.opts.Metrics.recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeDryRun, nodes)

@@ -1,8 +1,20 @@
-// Package autoscaler is the engine: every loop it reads one cluster into a
-// snapshot, handles failed and slow provisioning, scales node groups up for
-// unschedulable pods and down for underutilized nodes, and publishes what it
+// Package autoscaler is the engine. Every loop reads one cluster into a
+// snapshot (nodes and pods, the objects the scheduling predicates need,
+// Dynamic Resource Allocation's among them, the virtual pods of capacity
+// buffers, and the ProvisioningRequests the engine serves), then plans:
+// it handles failed and slow provisioning, scales node groups up for
+// unschedulable pods and buffers and down for underutilized nodes, and
+// answers provisioning requests (check-capacity, and atomic scale-ups with
+// their rollback). The steps decide; one actuation carries the decisions
+// out (Active) or records them (DryRun), and the loop publishes what it
 // saw and did. It knows nothing of Cluster API: it sees node groups
 // (nodegroups.Provider), nodes and pods.
+//
+// engine.go runs the loops; steps.go is one loop, in order; read.go
+// reads; plan_scaleup.go, plan_scaledown.go, capacity.go, requests.go,
+// rollback.go and increases.go plan and keep what the plans need to
+// remember; actuation.go (Active) and dryrun.go (DryRun) act; status.go,
+// explanation.go and metrics.go publish.
 package autoscaler
 
 import (
@@ -54,8 +66,9 @@ type Options struct {
 	// usually from a cache; the objects are treated as read-only. When it
 	// is also a PodLister, pods are read through ListPods.
 	Cluster client.Reader
-	// Clientset changes the cluster: it taints nodes and evicts pods on
-	// scale-down.
+	// Clientset changes the cluster in Active mode: it taints nodes and
+	// evicts pods on scale-down, and nominates pods to the nodes planned
+	// for them.
 	Clientset kubernetes.Interface
 	// Recorder records events on the cluster's pods and nodes.
 	Recorder record.EventRecorder
@@ -76,10 +89,11 @@ type Options struct {
 	OptionalReadTimeout time.Duration
 	// Buffers, when set, lists the capacity buffers the engine keeps room
 	// for, within OptionalReadTimeout; a loop whose read fails goes on
-	// without them.
+	// without them. In Active mode the engine has it write what they
+	// resolved to in their status.
 	Buffers buffers.Lister
 	// Requests, when set, lists the ProvisioningRequests the engine
-	// answers, and records its answers.
+	// answers, and in Active mode records its answers.
 	Requests provisioning.Lister
 	// AtomicScaleUps are the atomic scale-ups in progress that an earlier
 	// engine of the cluster recorded in the management cluster
@@ -185,12 +199,12 @@ func New(opts Options) (*Engine, error) {
 		},
 	}
 	for uid, record := range opts.AtomicScaleUps {
-		if e.lasting.history.scaleUps == nil {
-			e.lasting.history.scaleUps = map[types.UID]*atomicScaleUp{}
+		if e.lasting.history.atomic.scaleUps == nil {
+			e.lasting.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
 		}
 		// What the groups had before is not known: its increases are
 		// queued at the first loop (queueRestoredScaleUps).
-		e.lasting.history.scaleUps[uid] = &atomicScaleUp{record: &record}
+		e.lasting.history.atomic.scaleUps[uid] = &atomicScaleUp{record: &record}
 	}
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)
@@ -419,4 +433,9 @@ func (e *Engine) configure(settings *Settings) {
 	e.lasting.state.SetOptions(settings.clusterstate)
 	e.lasting.actuator.SetOptions(settings.actuator)
 	e.steps = &steps{opts: e.opts, settings: settings, lasting: &e.lasting, clock: e.clock}
+	e.steps.act = newActuation(e.steps)
+	if e.steps.act.mode() == modeActive {
+		// Decisions are those of DryRun loops.
+		e.lasting.history.decisions = dryRunDecisions{}
+	}
 }

@@ -73,15 +73,15 @@ func (s *steps) queueIncrease(group nodegroups.NodeGroup, delta int, request typ
 
 // enqueue puts inc in the queue of group id, in the order of the writes.
 func (s *steps) enqueue(id string, inc *increase) {
-	if s.history.increases == nil {
-		s.history.increases = map[string][]*increase{}
+	if s.history.atomic.increases == nil {
+		s.history.atomic.increases = map[string][]*increase{}
 	}
-	queue := s.history.increases[id]
+	queue := s.history.atomic.increases[id]
 	i := slices.IndexFunc(queue, func(queued *increase) bool { return queued.at.After(inc.at) })
 	if i < 0 {
 		i = len(queue)
 	}
-	s.history.increases[id] = slices.Insert(queue, i, inc)
+	s.history.atomic.increases[id] = slices.Insert(queue, i, inc)
 }
 
 // claimInstances credits the new instances of each group to its queued
@@ -95,19 +95,19 @@ func (s *steps) claimInstances(l *loop) {
 	}
 	// The increases of a group no longer autoscaled credit nothing; those
 	// of an atomic scale-up end with it.
-	for id, queue := range s.history.increases {
+	for id, queue := range s.history.atomic.increases {
 		if !listed[id] && !slices.ContainsFunc(queue, func(inc *increase) bool { return inc.request != "" }) {
-			delete(s.history.increases, id)
+			delete(s.history.atomic.increases, id)
 		}
 	}
 	for _, group := range l.groups.Groups {
 		id := group.ID()
-		queue := s.forgetSettled(group, s.history.increases[id], l.now)
+		queue := s.forgetSettled(group, s.history.atomic.increases[id], l.now)
 		if len(queue) == 0 {
-			delete(s.history.increases, id)
+			delete(s.history.atomic.increases, id)
 			continue
 		}
-		s.history.increases[id] = queue
+		s.history.atomic.increases[id] = queue
 		claimed := sets.New[string]()
 		for _, inc := range queue {
 			claimed.Insert(inc.claimed...)
@@ -139,7 +139,7 @@ func (s *steps) claimInstances(l *loop) {
 // credits to the scale-up kept as its own, and those that appear from
 // then on, created since the scale-up started, may be its.
 func (s *steps) queueRestoredScaleUps(l *loop) {
-	for uid, scaleUp := range s.history.scaleUps {
+	for uid, scaleUp := range s.history.atomic.scaleUps {
 		if scaleUp.queued {
 			continue
 		}
@@ -189,14 +189,14 @@ func forget(queue []*increase, i int) []*increase {
 
 // forgetScaleUp forgets an atomic scale-up that ended, and its increases.
 func (s *steps) forgetScaleUp(uid types.UID) {
-	delete(s.history.scaleUps, uid)
-	for id, queue := range s.history.increases {
+	delete(s.history.atomic.scaleUps, uid)
+	for id, queue := range s.history.atomic.increases {
 		for i := len(queue) - 1; i >= 0; i-- {
 			if queue[i].request == uid {
 				queue = forget(queue, i)
 			}
 		}
-		s.history.increases[id] = queue
+		s.history.atomic.increases[id] = queue
 	}
 }
 
@@ -204,7 +204,7 @@ func (s *steps) forgetScaleUp(uid types.UID) {
 // the atomic scale-up of request uid.
 func (s *steps) claimsOf(uid types.UID) map[string][]string {
 	claims := map[string][]string{}
-	for id, queue := range s.history.increases {
+	for id, queue := range s.history.atomic.increases {
 		for _, inc := range queue {
 			if inc.request == uid && len(inc.claimed) > 0 {
 				claims[id] = slices.Clone(inc.claimed)

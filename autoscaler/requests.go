@@ -3,12 +3,9 @@ package autoscaler
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,31 +14,10 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
-	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
-
-// Events of the atomic scale-ups of ProvisioningRequests, on node groups.
-const (
-	// EventScaleUpRolledBack says that a rollback handed instances and
-	// nodes of a failed atomic scale-up for removal.
-	EventScaleUpRolledBack = "ScaleUpRolledBack"
-	// EventScaleUpRollbackIncomplete says that a rollback gave up, after
-	// rollbackTimeout, on instances it could not remove.
-	EventScaleUpRollbackIncomplete = "ScaleUpRollbackIncomplete"
-)
-
-// rollbackTimeout bounds the rollback of a failed atomic scale-up: what it
-// could not remove by then (its group refused the removal all along, being
-// paused, rolling out or at its min size, or the removals failed) is left
-// as any node or Machine is, to scale-down and to the removal of
-// long-unregistered Machines, and the request fails. Longer than a pause
-// for a move or a short rollout, and than NodeDeletionTimeout, after which
-// a node the group did not remove is given back; short enough that a
-// request whose capacity never comes is not kept waiting.
-const rollbackTimeout = 10 * time.Minute
 
 // atomicScaleUp is what the engine remembers of an atomic scale-up in
 // progress: the record, also published in the management cluster
@@ -57,51 +33,32 @@ type atomicScaleUp struct {
 	rollback *rollback
 }
 
-// rollback is the taking back of a failed atomic scale-up, over as many
-// loops as it takes, within rollbackTimeout.
-type rollback struct {
-	failure string
-	started time.Time
-	// done are the keys of its instances handed for removal, or left to
-	// scale-down because they run pods: nothing is asked twice.
-	done sets.Set[string]
-	// givenUp are, by group ID, the sizes without an instance given up.
-	givenUp map[string]int
-	// kept counts its nodes left to scale-down because they run pods.
-	kept int
-}
-
-// unfinishedRollback is a rollback that gave up: the instances it left,
-// by group ID, shown on the ClusterAutoscaler until they are gone.
-type unfinishedRollback struct {
-	request string
-	left    map[string][]string
-	cause   string
-}
-
 // readRequests lists the ProvisioningRequests the engine serves, within
-// OptionalReadTimeout. Pending pods that consume a request whose atomic
+// OptionalReadTimeout, and the ends of those it no longer serves, which
+// the loop answers with its own answers (answerRequests). It writes
+// nothing. Pending pods that consume a request whose atomic
 // scale-up is in progress are left out of the snapshot: they wait for the
 // nodes it adds, and must not start a scale-up of their own. A failure
 // does not stop the loop: it goes on without requests, and the status says
 // why.
 func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
-	if s.opts.Requests == nil || s.dryRun() {
+	if s.opts.Requests == nil {
 		return
 	}
 	readCtx, cancel := context.WithTimeout(ctx, s.opts.OptionalReadTimeout)
-	requests, err := s.opts.Requests.ListRequests(readCtx)
+	requests, ended, err := s.opts.Requests.ListRequests(readCtx)
 	cancel()
 	if err != nil {
-		if err.Error() != s.history.requestsError {
+		if err.Error() != s.history.told.requestsError {
 			klog.FromContext(ctx).Error(err, "Cannot read the provisioning requests of the cluster; none is answered")
 		}
-		s.history.requestsError = err.Error()
+		s.history.told.requestsError = err.Error()
 		l.status.RequestsError = err.Error()
 		return
 	}
-	s.history.requestsError = ""
+	s.history.told.requestsError = ""
 	l.requests = requests
+	l.ended = ended
 
 	listed := sets.New[types.UID]()
 	scaling := sets.New[string]()
@@ -112,7 +69,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		// Only the engine's records, and the management cluster's, say
 		// what a scale-up added: the request's status is written in the
 		// workload cluster, where its tenants may write it too.
-		switch remembered := s.history.scaleUps[request.UID]; {
+		switch remembered := s.history.atomic.scaleUps[request.UID]; {
 		case remembered != nil && !request.Booked:
 			remembered.record = &provisioning.ScaleUp{Started: remembered.record.Started, Groups: remembered.record.Groups,
 				Instances: s.claimsOf(request.UID)}
@@ -132,7 +89,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		}
 	}
 	// A request deleted during its scale-up leaves its nodes to scale-down.
-	for uid := range s.history.scaleUps {
+	for uid := range s.history.atomic.scaleUps {
 		if !listed.Has(uid) {
 			s.forgetScaleUp(uid)
 		}
@@ -195,17 +152,19 @@ func (s *steps) bookRequests(ctx context.Context, l *loop) {
 //   - a best-effort-atomic-scale-up request gets one scale-up for all its
 //     pods, or none: at most one starts per loop, and none in a loop that
 //     scaled up already, whose groups' sizes the plan would not see.
+//
+// The answers are given at the end of the loop (giveAnswers).
 func (s *steps) answerRequests(ctx context.Context, l *loop) {
 	if len(l.requests) == 0 {
 		return
 	}
+	l.answered = true
 	consumed := l.consumedRequests()
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.booked, l.absorbed))
-	mayStart := len(l.increased) == 0
+	mayStart := !l.scaledUp
 
-	var answers []provisioning.Answer
 	for i := range l.requests {
 		request := &l.requests[i]
 		if request.Booked {
@@ -237,9 +196,16 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 			}
 			l.booked = append(l.booked, placements...)
 		}
-		answers = append(answers, answer)
+		l.answers = append(l.answers, answer)
 	}
-	s.opts.Requests.Answer(ctx, answers)
+}
+
+// giveAnswers has the actuation give the requests the loop answered, and
+// those the read found no longer served, their answers.
+func (s *steps) giveAnswers(ctx context.Context, l *loop) {
+	if l.answered || len(l.ended) > 0 {
+		s.act.answerRequests(ctx, l, slices.Concat(l.ended, l.answers))
+	}
 }
 
 // tryPlace places pods on the nodes of the snapshot, all or none, and
@@ -261,7 +227,6 @@ func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]si
 // group of the plan, or none: a group that fails to grow takes back the
 // others' increases.
 func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
-	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
 	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming: map[string]int{},
 		Skip: func(group nodegroups.NodeGroup) string {
@@ -281,123 +246,7 @@ func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning
 		}
 		return answer
 	}
-
-	for i, increase := range plan.Increases {
-		id := increase.Group.ID()
-		if err := increase.Group.IncreaseSize(ctx, increase.Delta); err != nil {
-			message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
-			s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
-			s.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
-			s.metrics().recordFailedScaleUp(s.opts.ClusterName, "api")
-			for _, done := range plan.Increases[:i] {
-				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
-					s.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
-				}
-			}
-			answer.Outcome, answer.Message = provisioning.NotFound, message+"; the other increases were taken back"
-			return answer
-		}
-	}
-
-	record := &provisioning.ScaleUp{Started: l.now, Groups: map[string]int{}}
-	var added []string
-	for _, increase := range plan.Increases {
-		id := increase.Group.ID()
-		target := s.state.Group(id).Target
-		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
-		l.increased[id] += increase.Delta
-		record.Groups[id] = increase.Delta
-		added = append(added, fmt.Sprintf("%d to %s", increase.Delta, id))
-		s.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
-			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
-				request.Key(), id, target+increase.Delta, target, increase.Group.MaxSize()))
-	}
-	s.history.lastScaleUp = l.now
-	s.planner.RecordScaleUp(l.now)
-	s.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
-	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
-	logger.Info("Started an atomic scale-up", "pods", len(pods), "nodes", plan.NewNodes(), "increases", strings.Join(added, ", "))
-	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-	answer.Message = fmt.Sprintf("Adding %s for the %d pods", strings.Join(added, ", "), len(pods))
-	return answer
-}
-
-// followScaleUp waits for the nodes of a scale-up in progress, and rolls
-// it back when one of its instances failed or its nodes did not all come
-// within the groups' max provision time: over as many loops as it takes,
-// within rollbackTimeout.
-func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
-	// The engine's own record: readRequests takes no other.
-	remembered := s.history.scaleUps[request.UID]
-	record := remembered.record
-	if remembered.rollback == nil {
-		failure := s.scaleUpFailure(l, record)
-		if failure == "" {
-			answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-			answer.Message = fmt.Sprintf("Waiting for the nodes of the scale-up started at %s", record.Started.UTC().Format("15:04:05"))
-			return answer
-		}
-		remembered.rollback = &rollback{failure: failure, started: l.now, done: sets.New[string](), givenUp: map[string]int{}}
-	}
-	rb := remembered.rollback
-	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
-	left, err := s.rollBack(ctx, l, record, rb)
-	switch {
-	case len(left) == 0 && err == nil:
-		s.forgetScaleUp(request.UID)
-		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
-		answer.Outcome = provisioning.ScaleUpFailed
-		answer.Message = rb.failure + "; the nodes it added were removed"
-		if rb.kept > 0 {
-			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
-		}
-	case l.now.Sub(rb.started) >= rollbackTimeout:
-		s.forgetScaleUp(request.UID)
-		cause := "their group refused their removal, or they ran pods when the API server was read"
-		if err != nil {
-			cause = err.Error()
-		}
-		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
-		if s.history.unfinishedRollbacks == nil {
-			s.history.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
-		}
-		s.history.unfinishedRollbacks[request.UID] = unfinished
-		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
-		for _, id := range slices.Sorted(maps.Keys(left)) {
-			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,
-				fmt.Sprintf("Gave up, after %s, removing instance(s) %s that the atomic scale-up of ProvisioningRequest %s added: %s; they are left to scale-down",
-					rollbackTimeout, strings.Join(left[id], ", "), request.Key(), cause))
-		}
-		answer.Outcome = provisioning.ScaleUpFailed
-		answer.Message = fmt.Sprintf("%s; %s, left to scale-down", rb.failure, unfinished.message())
-	default:
-		// Tried again next loop: the failure stays, and what was
-		// handed over already is not asked again.
-		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
-		answer.Message = fmt.Sprintf("%s; rolling back, %d instance(s) left to remove", rb.failure, countLeft(left))
-		if err != nil {
-			answer.Message += ": " + err.Error()
-		}
-	}
-	return answer
-}
-
-// message says what a rollback left and why.
-func (u unfinishedRollback) message() string {
-	var parts []string
-	for _, id := range slices.Sorted(maps.Keys(u.left)) {
-		parts = append(parts, fmt.Sprintf("%s of %s", strings.Join(u.left[id], ", "), id))
-	}
-	return fmt.Sprintf("the rollback could not remove %s within %s (%s)", strings.Join(parts, "; "), rollbackTimeout, u.cause)
-}
-
-func countLeft(left map[string][]string) int {
-	count := 0
-	for _, keys := range left {
-		count += len(keys)
-	}
-	return count
+	return s.act.startAtomicScaleUp(ctx, l, request, plan, len(pods), answer)
 }
 
 // reasonCannotTakeBack is why an atomic scale-up leaves out a group whose
@@ -420,38 +269,6 @@ func instanceKeys(group nodegroups.NodeGroup) sets.Set[string] {
 	return keys
 }
 
-// scaleUpFailure says why a scale-up in progress failed, or "": a group of
-// it backs off (one of its instances failed, or it could not grow), one of
-// its instances failed or was removed, or its nodes did not all register
-// within the group's max provision time.
-func (s *steps) scaleUpFailure(l *loop, record *provisioning.ScaleUp) string {
-	registered := registeredInstances(l.groups.Groups, record)
-	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
-		group := groupByID(l.groups.Groups, id)
-		if group == nil {
-			return fmt.Sprintf("Node group %s is no longer autoscaled", id)
-		}
-		if backoff := s.state.BackoffOf(id, l.now); !backoff.Until.IsZero() {
-			return fmt.Sprintf("Node group %s failed to scale up (%s): %s", id, backoff.Reason, backoff.Message)
-		}
-		present := instanceKeys(group)
-		for _, instance := range group.Instances() {
-			if slices.Contains(record.Instances[id], instanceKey(instance)) && instance.Error != nil {
-				return fmt.Sprintf("Instance %s of %s failed: %s", instanceKey(instance), id, instance.Error.Message)
-			}
-		}
-		for _, ours := range record.Instances[id] {
-			if !present.Has(ours) {
-				return fmt.Sprintf("Instance %s of %s was removed", ours, id)
-			}
-		}
-		if provisionTime := s.provisionTime(group); registered[id] < record.Groups[id] && l.now.Sub(record.Started) >= provisionTime {
-			return fmt.Sprintf("%d of the %d nodes added to %s registered within %s", registered[id], record.Groups[id], id, provisionTime)
-		}
-	}
-	return ""
-}
-
 func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	for _, group := range groups {
 		if group.ID() == id {
@@ -461,107 +278,12 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	return nil
 }
 
-// rollBack takes back what a failed scale-up added, group by group: the
-// sizes it asked for that have no instance yet are given up, its
-// instances without a node are deleted, and its nodes that run no pod but
-// DaemonSet and mirror pods are removed the way scale-down removes empty
-// nodes: the actuator taints them, reads their pods from the API server,
-// hands them to their group only if they are still empty, and follows
-// them until they are gone. Nodes that run other pods stay, left to
-// scale-down. Nothing is asked twice: an instance handed over, or being
-// deleted, is done. It returns, by group ID, the instances still to
-// remove.
-func (s *steps) rollBack(ctx context.Context, l *loop, record *provisioning.ScaleUp, rb *rollback) (map[string][]string, error) {
-	var errs []error
-	left := map[string][]string{}
-	for _, id := range slices.Sorted(maps.Keys(record.Groups)) {
-		group := groupByID(l.groups.Groups, id)
-		if group == nil {
-			continue
-		}
-		missing := record.Groups[id] - len(record.Instances[id]) - rb.givenUp[id]
-		if notCreated := min(missing, s.state.Group(id).NotCreated-l.givenUp[id]); notCreated > 0 {
-			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", id, err))
-			} else {
-				rb.givenUp[id] += notCreated
-				l.givenUp[id] += notCreated
-			}
-		}
-		ours := sets.New(record.Instances[id]...)
-		deleting := s.actuator.Progress().Deleting
-		var unregistered []nodegroups.Instance
-		var empty []scaledown.Removal
-		emptyKeys := map[string]string{}
-		for _, instance := range group.Instances() {
-			key := instanceKey(instance)
-			if !ours.Has(key) || rb.done.Has(key) {
-				continue
-			}
-			switch info := l.snapshot.NodeInfo(instance.NodeName); {
-			case instance.State == nodegroups.InstanceDeleting || instance.NodeName != "" && deleting[instance.NodeName]:
-				rb.done.Insert(key)
-			case instance.NodeName == "":
-				unregistered = append(unregistered, instance)
-			case info != nil && runsOnlyDaemons(l.snapshot.PodsOn(instance.NodeName)):
-				empty = append(empty, scaledown.Removal{Node: info.Node(), Group: group})
-				emptyKeys[instance.NodeName] = key
-			default:
-				rb.done.Insert(key)
-				rb.kept++
-			}
-		}
-		removedInstances, removedNodes := 0, 0
-		if len(unregistered) > 0 {
-			if err := group.DeleteInstances(ctx, unregistered); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", id, err))
-			} else {
-				for _, instance := range unregistered {
-					rb.done.Insert(instanceKey(instance))
-				}
-				removedInstances = len(unregistered)
-			}
-		}
-		if len(empty) > 0 {
-			s.actuator.Start(ctx, &scaledown.Plan{Empty: empty}, l.snapshot)
-			handedOver := s.actuator.Progress().Deleted
-			for _, removal := range empty {
-				if handedOver[removal.Node.Name] {
-					rb.done.Insert(emptyKeys[removal.Node.Name])
-					removedNodes++
-				}
-			}
-		}
-		if removedInstances+removedNodes > 0 {
-			s.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRolledBack,
-				fmt.Sprintf("Removing the %d instance(s) without a node and %d node(s) an atomic scale-up added", removedInstances, removedNodes))
-		}
-		present := instanceKeys(group)
-		for _, key := range record.Instances[id] {
-			if present.Has(key) && !rb.done.Has(key) {
-				left[id] = append(left[id], key)
-			}
-		}
-	}
-	return left, errors.Join(errs...)
-}
-
-// runsOnlyDaemons tells whether pods are all DaemonSet and mirror pods.
-func runsOnlyDaemons(pods []*snapshot.Pod) bool {
-	for _, pod := range pods {
-		if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; !pod.IsDaemonSetPod() && !mirror {
-			return false
-		}
-	}
-	return true
-}
-
 // remember keeps an atomic scale-up in progress across loops.
 func (s *steps) remember(uid types.UID, scaleUp *atomicScaleUp) {
-	if s.history.scaleUps == nil {
-		s.history.scaleUps = map[types.UID]*atomicScaleUp{}
+	if s.history.atomic.scaleUps == nil {
+		s.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
 	}
-	s.history.scaleUps[uid] = scaleUp
+	s.history.atomic.scaleUps[uid] = scaleUp
 }
 
 // consumedRequests counts, by request key, the pods of the loop's snapshot
@@ -596,40 +318,12 @@ func consumers(snap *snapshot.Snapshot) map[string]int {
 // atomicScaleUpRecords are the atomic scale-ups in progress, for the
 // status: what a later engine follows and may roll back.
 func (s *steps) atomicScaleUpRecords() map[types.UID]provisioning.ScaleUp {
-	if len(s.history.scaleUps) == 0 {
+	if len(s.history.atomic.scaleUps) == 0 {
 		return nil
 	}
-	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.scaleUps))
-	for uid, scaleUp := range s.history.scaleUps {
+	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.atomic.scaleUps))
+	for uid, scaleUp := range s.history.atomic.scaleUps {
 		records[uid] = *scaleUp.record
 	}
 	return records
-}
-
-// unfinishedRollbacks says what the rollbacks that gave up left, and
-// forgets those whose instances are all gone or being deleted.
-func (s *steps) unfinishedRollbacks(groups []nodegroups.NodeGroup) []string {
-	var messages []string
-	for uid, unfinished := range s.history.unfinishedRollbacks {
-		for id, keys := range unfinished.left {
-			remaining := map[string]bool{}
-			if group := groupByID(groups, id); group != nil {
-				for _, instance := range group.Instances() {
-					remaining[instanceKey(instance)] = instance.State != nodegroups.InstanceDeleting
-				}
-			}
-			if keys = slices.DeleteFunc(keys, func(key string) bool { return !remaining[key] }); len(keys) > 0 {
-				unfinished.left[id] = keys
-			} else {
-				delete(unfinished.left, id)
-			}
-		}
-		if len(unfinished.left) == 0 {
-			delete(s.history.unfinishedRollbacks, uid)
-			continue
-		}
-		messages = append(messages, fmt.Sprintf("ProvisioningRequest %s: %s", unfinished.request, unfinished.message()))
-	}
-	slices.Sort(messages)
-	return messages
 }

@@ -32,8 +32,8 @@ type fakeRequests struct {
 	unwritten bool
 }
 
-func (c *fakeRequests) ListRequests(context.Context) ([]provisioning.Request, error) {
-	return c.requests, nil
+func (c *fakeRequests) ListRequests(context.Context) ([]provisioning.Request, []provisioning.Answer, error) {
+	return c.requests, nil, nil
 }
 
 func (c *fakeRequests) Answer(_ context.Context, answers []provisioning.Answer) {

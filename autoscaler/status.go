@@ -1,11 +1,15 @@
 package autoscaler
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -66,6 +70,9 @@ type Status struct {
 	// is; BuffersError is why they could not be read, or "".
 	Buffers      []BufferStatus
 	BuffersError string
+	// Requests are the answers the loop gave the ProvisioningRequests, or
+	// would have given in DryRun mode.
+	Requests []provisioning.Answer
 	// RequestsError is why the check-capacity ProvisioningRequests could
 	// not be read, or "".
 	RequestsError string
@@ -113,4 +120,77 @@ type NodeGroupStatus struct {
 type ReasonCount struct {
 	Reason string
 	Pods   int
+}
+
+// fillStatus completes the loop's status from the cluster state.
+func (s *steps) fillStatus(l *loop) {
+	status := &l.status
+	total := s.state.Total()
+	status.Nodes = len(l.nodes)
+	status.ReadyNodes = total.Ready
+	for _, node := range l.snapshot.NodeInfos() {
+		status.Capacity.Add(node.LimitCapacity())
+	}
+	status.LastScaleUp = s.history.lastScaleUp
+	progress := s.actuator.Progress()
+	status.LastScaleDown = progress.LastDeletion
+	s.metrics().recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeActive, progress.DeletedNodes-s.history.scaleDownProgress.DeletedNodes)
+	s.metrics().recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
+	s.history.scaleDownProgress = progress
+	for _, pod := range l.snapshot.PendingPods() {
+		if scaleup.IsUnschedulable(pod.Status.Conditions) && !buffers.IsBufferPod(pod) {
+			status.UnschedulablePods++
+		}
+	}
+	problems := make(map[string]string, len(l.problems))
+	for id, g := range s.history.givenBack {
+		if l.now.Sub(g.at) < givenBackShownFor {
+			problems[id] = g.message
+		}
+	}
+	for _, problem := range l.problems {
+		if problem.Kept {
+			problems[problem.ID] = strings.Join(slices.DeleteFunc([]string{problem.Message, problems[problem.ID]}, func(m string) bool { return m == "" }), "; ")
+		} else {
+			status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{ID: problem.ID, Problem: problem.Message})
+		}
+	}
+	for _, state := range s.state.Groups() {
+		group := state.Group
+		backoff := s.state.BackoffOf(group.ID(), l.now)
+		status.NodeGroups = append(status.NodeGroups, NodeGroupStatus{
+			ID:               group.ID(),
+			Autoscaled:       true,
+			MinSize:          group.MinSize(),
+			MaxSize:          group.MaxSize(),
+			TargetSize:       state.Target + l.increased[group.ID()],
+			Registered:       state.Registered,
+			Ready:            state.Ready,
+			Unready:          state.Unready,
+			NotStarted:       state.NotStarted,
+			Deleting:         state.Deleting,
+			Upcoming:         state.Upcoming + l.increased[group.ID()],
+			LongUnregistered: len(state.LongUnregistered),
+			BackoffUntil:     backoff.Until,
+			BackoffReason:    backoff.Message,
+			BackoffCode:      backoff.Reason,
+			Problem:          problems[group.ID()],
+		})
+	}
+	status.Decisions = slices.Clone(s.history.decisions.list)
+	status.AtomicScaleUps = s.atomicScaleUpRecords()
+	status.UnfinishedRollbacks = s.unfinishedRollbacks(l.groups.Groups)
+	if status.DryRun {
+		status.ScalingActive = false
+		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"
+		status.OtherAutoscaler = l.otherAutoscaler
+	} else if l.otherAutoscaler != "" {
+		status.ScalingActive = false
+		status.OtherAutoscaler = l.otherAutoscaler
+		status.ScalingMessage = "Another cluster autoscaler acts on the cluster, so this one does not scale it until it is gone: " + l.otherAutoscaler
+	}
+	if status.ScalingActive && len(l.groups.Groups) == 0 {
+		status.ScalingActive = false
+		status.ScalingMessage = "No MachineDeployment, MachineSet or MachinePool of the cluster has the autoscaler max size annotation"
+	}
 }

@@ -21,9 +21,15 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Lister lists the capacity buffers of a cluster, resolved.
+// Lister lists the capacity buffers of a cluster, resolved, and writes
+// what they resolved to in their status.
 type Lister interface {
+	// ListBuffers lists the buffers that hold room for at least one pod,
+	// resolved. It writes nothing.
 	ListBuffers(ctx context.Context) ([]Buffer, error)
+	// WriteStatus writes in the status of the buffers the last
+	// ListBuffers resolved what they resolved to.
+	WriteStatus(ctx context.Context)
 }
 
 // BufferAnnotation, on a virtual pod, names the buffer it holds room for

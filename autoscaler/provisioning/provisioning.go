@@ -148,6 +148,20 @@ const (
 	// ScaleUpFailed: a node of the atomic scale-up failed or did not come in
 	// time, and the nodes it added were removed.
 	ScaleUpFailed Outcome = "ScaleUpFailed"
+
+	// The outcomes of the requests that a Lister no longer serves, which
+	// it lists as answers beside the requests it serves.
+
+	// BookingExpired: the capacity found or provisioned stayed booked as
+	// long as a booking lasts.
+	BookingExpired Outcome = "BookingExpired"
+	// Expired: no capacity was found within the request's validity.
+	Expired Outcome = "Expired"
+	// Unfollowable: the request's status no longer says which nodes the
+	// atomic scale-up in progress added.
+	Unfollowable Outcome = "Unfollowable"
+	// PodsUnavailable: the pod templates the request names do not exist.
+	PodsUnavailable Outcome = "PodsUnavailable"
 )
 
 // Answer is what became of a request in a loop, and why.
@@ -164,6 +178,11 @@ type Answer struct {
 // Lister lists the requests of a cluster that the engine serves, waiting
 // for an answer, scaling up or booked, and records the answers.
 type Lister interface {
-	ListRequests(ctx context.Context) ([]Request, error)
+	// ListRequests lists the requests the engine serves and, as answers,
+	// the ends of those it read that it no longer serves. It writes
+	// nothing.
+	ListRequests(ctx context.Context) ([]Request, []Answer, error)
+	// Answer records the answers, those of ListRequests included, in the
+	// requests' status.
 	Answer(ctx context.Context, answers []Answer)
 }

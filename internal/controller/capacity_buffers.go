@@ -37,7 +37,10 @@ const (
 // for its engine (buffers.Lister): a buffer with the active-capacity
 // strategy becomes room for status.replicas pods of its PodTemplate or of
 // its workload's pod template, and its status says so, as the upstream
-// autoscaler's buffer controller writes it.
+// autoscaler's buffer controller writes it. Listing only reads; the
+// statuses, and the PodTemplates of buffers with a scalableRef, are
+// written when the engine's actuation asks (WriteStatus), never in DryRun
+// mode.
 type capacityBuffers struct {
 	// optionalKind lists the CapacityBuffers; its live client also reads
 	// PodTemplates and workloads, and writes PodTemplates and the buffers'
@@ -46,6 +49,15 @@ type capacityBuffers struct {
 
 	// resolved are the last resolutions, by buffer UID.
 	resolved map[types.UID]resolvedBuffer
+	// unwritten are the buffers resolved anew by the last list, whose
+	// status (and PodTemplate) WriteStatus writes.
+	unwritten []unwrittenBuffer
+}
+
+// unwrittenBuffer is a buffer as listed, and what it resolved to.
+type unwrittenBuffer struct {
+	buffer   *capacitybufferv1beta1.CapacityBuffer
+	resolved resolvedBuffer
 }
 
 // newCapacityBuffers lists the CapacityBuffers of a workload cluster from
@@ -61,13 +73,16 @@ type resolvedBuffer struct {
 	buffer     buffers.Buffer
 	// template is the PodTemplate the buffer's pods are shaped like.
 	template *corev1.PodTemplate
+	// templateWritten is false when template, of a buffer with a
+	// scalableRef, is still to be created or updated (WriteStatus).
+	templateWritten bool
 	// err is why the buffer could not be resolved.
 	err error
 }
 
 // ListBuffers lists the buffers with the active-capacity strategy that
-// hold room for at least one pod, resolved. Resolving one writes its
-// status, when it changed.
+// hold room for at least one pod, resolved. It writes nothing: what the
+// buffers resolved to is written by WriteStatus.
 func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, error) {
 	list := &capacitybufferv1beta1.CapacityBufferList{}
 	if listed, err := c.list(ctx, list); !listed {
@@ -79,6 +94,7 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 		return nil, err
 	}
 	resolved := make(map[types.UID]resolvedBuffer, len(list.Items))
+	c.unwritten = nil
 	var out []buffers.Buffer
 	for i := range list.Items {
 		buffer := &list.Items[i]
@@ -97,9 +113,7 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 				last.at = now
 			} else {
 				last = next
-				if err := c.writeStatus(ctx, live, buffer, &last); err != nil {
-					klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
-				}
+				c.unwritten = append(c.unwritten, unwrittenBuffer{buffer: buffer, resolved: next})
 			}
 		}
 		resolved[buffer.UID] = last
@@ -109,6 +123,37 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 	}
 	c.resolved = resolved
 	return out, nil
+}
+
+// WriteStatus writes what the buffers resolved anew by the last
+// ListBuffers resolved to, where it changed, with the PodTemplates of
+// those with a scalableRef. A buffer whose PodTemplate could not be
+// written is resolved again by the next list.
+func (c *capacityBuffers) WriteStatus(ctx context.Context) {
+	unwritten := c.unwritten
+	c.unwritten = nil
+	if len(unwritten) == 0 {
+		return
+	}
+	live, err := c.live(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot write the status of the capacity buffers")
+		return
+	}
+	for _, u := range unwritten {
+		if u.resolved.template != nil && !u.resolved.templateWritten {
+			template, err := writePodTemplate(ctx, live, u.resolved.template)
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Failed to write the PodTemplate of a capacity buffer", "CapacityBuffer", klog.KObj(u.buffer))
+				delete(c.resolved, u.buffer.UID)
+				continue
+			}
+			u.resolved.template, u.resolved.templateWritten = template, true
+		}
+		if err := c.writeStatus(ctx, live, u.buffer, &u.resolved); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(u.buffer))
+		}
+	}
 }
 
 // apiError is a read or write of the workload cluster that failed for
@@ -128,10 +173,12 @@ func readError(err error) error {
 	return &apiError{err: err}
 }
 
-// resolve reads what a buffer's pods are shaped like and counts them.
+// resolve reads what a buffer's pods are shaped like and counts them; it
+// writes nothing.
 func resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer) resolvedBuffer {
 	size := buffers.Size{Replicas: buffer.Spec.Replicas, Percentage: buffer.Spec.Percentage, Limits: buffer.Spec.Limits}
 	var template *corev1.PodTemplate
+	written := false
 	switch {
 	case buffer.Spec.PodTemplateRef != nil:
 		template = &corev1.PodTemplate{}
@@ -139,13 +186,14 @@ func resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1be
 		if err := live.Get(ctx, key, template); err != nil {
 			return resolvedBuffer{err: fmt.Errorf("reading PodTemplate %s: %w", key.Name, readError(err))}
 		}
+		written = true
 	case buffer.Spec.ScalableRef != nil:
 		spec, replicas, err := workloadTemplate(ctx, live, buffer.Namespace, buffer.Spec.ScalableRef)
 		if err != nil {
 			return resolvedBuffer{err: err}
 		}
 		size.WorkloadReplicas = &replicas
-		if template, err = ensurePodTemplate(ctx, live, buffer, spec); err != nil {
+		if template, written, err = bufferPodTemplate(ctx, live, buffer, spec); err != nil {
 			return resolvedBuffer{err: err}
 		}
 	default:
@@ -153,9 +201,9 @@ func resolve(ctx context.Context, live client.Client, buffer *capacitybufferv1be
 	}
 	replicas, err := size.ReplicasOf(&template.Template)
 	if err != nil {
-		return resolvedBuffer{template: template, err: err}
+		return resolvedBuffer{template: template, templateWritten: written, err: err}
 	}
-	return resolvedBuffer{template: template, buffer: buffers.Buffer{
+	return resolvedBuffer{template: template, templateWritten: written, buffer: buffers.Buffer{
 		Namespace: buffer.Namespace, Name: buffer.Name, UID: buffer.UID, CreationTimestamp: buffer.CreationTimestamp,
 		Template: template.Template, Replicas: replicas,
 	}}
@@ -206,39 +254,51 @@ func bufferPodTemplateName(buffer *capacitybufferv1beta1.CapacityBuffer) string 
 	return fmt.Sprintf("capacitybuffer-%s-pod-template", buffer.Name)
 }
 
-// ensurePodTemplate writes the PodTemplate of a buffer with a scalableRef:
+// bufferPodTemplate is the PodTemplate of a buffer with a scalableRef:
 // the workload's pod template, owned by the buffer, so that its status
-// names a template as for a podTemplateRef.
-func ensurePodTemplate(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, spec *corev1.PodTemplateSpec) (*corev1.PodTemplate, error) {
+// names a template as for a podTemplateRef. It tells whether the
+// PodTemplate is written as it should be; when not, it returns it as
+// writePodTemplate is to write it.
+func bufferPodTemplate(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, spec *corev1.PodTemplateSpec) (*corev1.PodTemplate, bool, error) {
 	key := client.ObjectKey{Namespace: buffer.Namespace, Name: bufferPodTemplateName(buffer)}
+	want := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec}
 	template := &corev1.PodTemplate{}
 	err := live.Get(ctx, key, template)
 	switch {
 	case apierrors.IsNotFound(err):
-		template = &corev1.PodTemplate{
+		return &corev1.PodTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: capacitybufferv1beta1.GroupVersion.String(), Kind: "CapacityBuffer",
 				Name: buffer.Name, UID: buffer.UID, Controller: ptr.To(true),
 			}}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec},
-		}
-		if err := live.Create(ctx, template); err != nil {
-			return nil, fmt.Errorf("creating PodTemplate %s: %w", key.Name, &apiError{err: err})
-		}
-		return template, nil
+			Template: want,
+		}, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading PodTemplate %s: %w", key.Name, &apiError{err: err})
+		return nil, false, fmt.Errorf("reading PodTemplate %s: %w", key.Name, &apiError{err: err})
 	}
 	if !metav1.IsControlledBy(template, buffer) {
-		return nil, fmt.Errorf("PodTemplate %s exists and is not the buffer's", key.Name)
+		return nil, false, fmt.Errorf("PodTemplate %s exists and is not the buffer's", key.Name)
 	}
-	want := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: spec.Labels, Annotations: spec.Annotations}, Spec: spec.Spec}
 	if equality.Semantic.DeepEqual(template.Template, want) {
+		return template, true, nil
+	}
+	template = template.DeepCopy()
+	template.Template = want
+	return template, false, nil
+}
+
+// writePodTemplate creates a buffer's PodTemplate, or updates the one
+// read (bufferPodTemplate), and returns it as written.
+func writePodTemplate(ctx context.Context, live client.Client, template *corev1.PodTemplate) (*corev1.PodTemplate, error) {
+	template = template.DeepCopy()
+	if template.ResourceVersion == "" {
+		if err := live.Create(ctx, template); err != nil {
+			return nil, fmt.Errorf("creating PodTemplate %s: %w", template.Name, err)
+		}
 		return template, nil
 	}
-	template.Template = want
 	if err := live.Update(ctx, template); err != nil {
-		return nil, fmt.Errorf("updating PodTemplate %s: %w", key.Name, &apiError{err: err})
+		return nil, fmt.Errorf("updating PodTemplate %s: %w", template.Name, err)
 	}
 	return template, nil
 }

@@ -65,6 +65,8 @@ var _ = Describe("Capacity buffers", func() {
 		GinkgoHelper()
 		list, err := lister.ListBuffers(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		// As the engine's Active actuation does once the loop is planned.
+		lister.WriteStatus(ctx)
 		return list
 	}
 

@@ -37,7 +37,9 @@ const (
 // answer, scaling up or booked, with their pods resolved, and writes the
 // engine's answers, the bookings' end and the failures to their status, as
 // the upstream autoscaler does. An atomic scale-up in progress is kept in
-// the status too (provisioningv1.ScaleUpDetail).
+// the status too (provisioningv1.ScaleUpDetail). Listing only reads; the
+// status is written when the engine's actuation answers (Answer), never in
+// DryRun mode.
 type provisioningRequests struct {
 	// optionalKind lists the ProvisioningRequests; its live client also
 	// reads PodTemplates and writes the requests' status.
@@ -85,17 +87,18 @@ func validity(request *provisioningv1.ProvisioningRequest) time.Duration {
 }
 
 // ListRequests lists the requests waiting for an answer, scaling up or
-// booked. It ends the bookings that are over and fails the requests that
-// expired or whose pods cannot be built.
-func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning.Request, error) {
+// booked, and, as answers, the ends of the bookings that are over and the
+// failures of the requests that expired or whose pods cannot be built,
+// which Answer writes. It writes nothing.
+func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning.Request, []provisioning.Answer, error) {
 	list := &provisioningv1.ProvisioningRequestList{}
 	if listed, err := c.list(ctx, list); !listed {
-		return nil, err
+		return nil, nil, err
 	}
 	now := c.clock.Now()
 	live, err := c.live(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Oldest first: they are answered in this order.
 	slices.SortStableFunc(list.Items, func(a, b provisioningv1.ProvisioningRequest) int {
@@ -103,7 +106,14 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 	})
 	podSets := map[types.UID][]provisioning.PodSet{}
 	c.listed = map[types.UID]*provisioningv1.ProvisioningRequest{}
-	var requests []provisioning.Request
+	var (
+		requests []provisioning.Request
+		ended    []provisioning.Answer
+	)
+	end := func(request *provisioningv1.ProvisioningRequest, outcome provisioning.Outcome, message string) {
+		c.listed[request.UID] = request
+		ended = append(ended, provisioning.Answer{Namespace: request.Namespace, Name: request.Name, UID: request.UID, Outcome: outcome, Message: message})
+	}
 	for i := range list.Items {
 		request := &list.Items[i]
 		if !served(request) {
@@ -114,24 +124,20 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 		scaleUp, err := scaleUpOf(request)
 		switch {
 		case err != nil:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.ScaleUpFailedReason, err.Error(), now))
+			end(request, provisioning.Unfollowable, err.Error())
 			continue
 		case booked && now.Sub(provisioned.LastTransitionTime.Time) >= bookingTime:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityReservationTimeExpiredReason, fmt.Sprintf("The capacity was booked for %s", bookingTime), now))
+			end(request, provisioning.BookingExpired, fmt.Sprintf("The capacity was booked for %s", bookingTime))
 			continue
 		case !booked && scaleUp == nil && now.Sub(request.CreationTimestamp.Time) >= validity(request):
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-				provisioningv1.ExpiredReason, fmt.Sprintf("No capacity was found within %s of the request's creation", validity(request)), now))
+			end(request, provisioning.Expired, fmt.Sprintf("No capacity was found within %s of the request's creation", validity(request)))
 			continue
 		}
 		sets, known := c.podSets[request.UID]
 		if !known {
 			var err error
 			if sets, err = resolvePodSets(ctx, live, request); apierrors.IsNotFound(err) {
-				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-					provisioningv1.FailedToCreatePodsReason, err.Error(), now))
+				end(request, provisioning.PodsUnavailable, err.Error())
 				continue
 			} else if err != nil {
 				// The API server failed: tried again next loop.
@@ -147,7 +153,7 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 		})
 	}
 	c.podSets = podSets
-	return requests, nil
+	return requests, ended, nil
 }
 
 // scaleUpOf reads the atomic scale-up in progress from a request's status.
@@ -204,6 +210,9 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 			c.setStatus(ctx, live, request, nil,
 				condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason, answer.Message, now),
 				condition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason, answer.Message, now))
+		case provisioning.BookingExpired, provisioning.Expired, provisioning.Unfollowable, provisioning.PodsUnavailable:
+			ending := endings[answer.Outcome]
+			c.setStatus(ctx, live, request, nil, condition(ending.conditionType, metav1.ConditionTrue, ending.reason, answer.Message, now))
 		case provisioning.NotFound:
 			if noRetry {
 				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
@@ -214,6 +223,15 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 				provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
 		}
 	}
+}
+
+// endings are the conditions that end the requests the engine no longer
+// serves, by the outcome ListRequests gives them, as upstream sets them.
+var endings = map[provisioning.Outcome]struct{ conditionType, reason string }{
+	provisioning.BookingExpired:  {provisioningv1.BookingExpiredCondition, provisioningv1.CapacityReservationTimeExpiredReason},
+	provisioning.Expired:         {provisioningv1.FailedCondition, provisioningv1.ExpiredReason},
+	provisioning.Unfollowable:    {provisioningv1.FailedCondition, provisioningv1.ScaleUpFailedReason},
+	provisioning.PodsUnavailable: {provisioningv1.FailedCondition, provisioningv1.FailedToCreatePodsReason},
 }
 
 func condition(conditionType string, status metav1.ConditionStatus, reason, message string, now time.Time) metav1.Condition {

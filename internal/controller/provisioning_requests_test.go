@@ -56,8 +56,10 @@ var _ = Describe("Check-capacity provisioning requests", func() {
 	}
 	listRequests := func() []provisioning.Request {
 		GinkgoHelper()
-		requests, err := checker.ListRequests(ctx)
+		requests, ended, err := checker.ListRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		// As the engine's Active actuation does once the loop is planned.
+		checker.Answer(ctx, ended)
 		return requests
 	}
 	haveCondition := func(conditionType string, status metav1.ConditionStatus, reason string) OmegaMatcher {

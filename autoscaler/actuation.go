@@ -1,0 +1,321 @@
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+)
+
+// actuation carries out what the steps of a loop decided. The steps read
+// and plan; every write to the cluster, to its node groups, to the
+// objects behind them, and to capacity buffers and provisioning requests
+// goes through the actuation. The engine picks one when it builds the
+// steps of a configuration: active applies the decisions, dryRun records
+// them (Status.Decisions, metrics with mode="DryRun", the log) and writes
+// nothing, so that a DryRun loop changes nothing by construction.
+type actuation interface {
+	// mode is the metrics label of what the actuation does: modeActive or
+	// modeDryRun.
+	mode() string
+	// metrics are where the loop records its metrics: nowhere in DryRun
+	// mode but for the decisions. The cluster's series are those of the
+	// autoscaler that acts on it, which may be another engine of this
+	// manager, for another ClusterAutoscaler of the same Cluster.
+	metrics() *Metrics
+	// groupEvent records an event on the object behind a node group.
+	groupEvent(groupID, eventType, reason, message string)
+	// giveUpSizes lowers the target size of a group by sizes that have no
+	// instance, after a timed-out scale-up.
+	giveUpSizes(ctx context.Context, l *loop, group nodegroups.NodeGroup, sizes int)
+	// deleteInstances deletes instances of a group, for the reason action
+	// names.
+	deleteInstances(ctx context.Context, group nodegroups.NodeGroup, instances []nodegroups.Instance, action string)
+	// continueScaleDown drives the removals in progress and returns the
+	// nodes handed over that their group did not remove, given back.
+	continueScaleDown(ctx context.Context, l *loop, view scaledown.View) []scaledown.Released
+	// scaleUp carries out a scale-up plan for pending pods, and returns
+	// the nodes it adds to each group, by group ID.
+	scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int
+	// scaleDown starts removing the nodes of a scale-down plan.
+	scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan)
+	// startAtomicScaleUp carries out the plan of the atomic scale-up of a
+	// request, all of it or none, and returns the request's answer.
+	startAtomicScaleUp(ctx context.Context, l *loop, request *provisioning.Request, plan *scaleup.Plan, pods int, answer provisioning.Answer) provisioning.Answer
+	// rollBack takes back the atomic scale-up of a request that failed,
+	// and returns the request's answer.
+	rollBack(ctx context.Context, l *loop, request *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer
+	// answerRequests gives the provisioning requests their answers.
+	answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer)
+	// writeBufferStatus writes what the capacity buffers read in the loop
+	// resolved to in their status.
+	writeBufferStatus(ctx context.Context)
+}
+
+// newActuation is the actuation of the steps for their configuration's
+// mode.
+func newActuation(s *steps) actuation {
+	if s.settings.config.DryRun {
+		return dryRun{s}
+	}
+	return active{s}
+}
+
+// active applies the decisions of a loop.
+type active struct{ s *steps }
+
+var _ actuation = active{}
+
+func (a active) mode() string { return modeActive }
+
+func (a active) metrics() *Metrics { return a.s.opts.Metrics }
+
+func (a active) groupEvent(groupID, eventType, reason, message string) {
+	if a.s.opts.GroupRecorder != nil {
+		a.s.opts.GroupRecorder.Event(groupID, eventType, reason, message)
+	}
+}
+
+// groupError logs and counts a node group's write that failed.
+func (a active) groupError(ctx context.Context, groupID, action string, err error) {
+	klog.FromContext(ctx).Error(err, "Node group action failed", "nodeGroup", groupID, "action", action)
+	a.metrics().recordError(a.s.opts.ClusterName, "cloudProviderError")
+}
+
+func (a active) giveUpSizes(ctx context.Context, l *loop, group nodegroups.NodeGroup, sizes int) {
+	if err := group.DecreaseTargetSize(ctx, sizes); err != nil {
+		a.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
+		return
+	}
+	l.givenUp[group.ID()] += sizes
+}
+
+func (a active) deleteInstances(ctx context.Context, group nodegroups.NodeGroup, instances []nodegroups.Instance, action string) {
+	klog.FromContext(ctx).V(2).Info("Deleting instances", "nodeGroup", group.ID(), "count", len(instances), "action", action)
+	if err := group.DeleteInstances(ctx, instances); err != nil {
+		a.groupError(ctx, group.ID(), action, err)
+	}
+}
+
+func (a active) continueScaleDown(ctx context.Context, l *loop, view scaledown.View) []scaledown.Released {
+	s := a.s
+	switch {
+	case l.otherAutoscaler != "":
+		s.actuator.ReleaseAll(ctx, "another cluster autoscaler acts on the cluster: "+l.otherAutoscaler)
+	case !s.settings.config.ScaleDown.Enabled:
+		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
+	}
+	released := s.actuator.Continue(ctx, view)
+	tellGivenBack(s.opts.GroupRecorder, released)
+	return released
+}
+
+// tellGivenBack records on their groups the nodes handed over that the
+// groups did not remove and that were given back.
+func tellGivenBack(recorder NodeGroupEventRecorder, released []scaledown.Released) {
+	if recorder == nil {
+		return
+	}
+	for _, r := range released {
+		recorder.Event(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+	}
+}
+
+func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {
+	s := a.s
+	logger := klog.FromContext(ctx)
+	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
+
+	scaled := 0
+	for _, increase := range plan.Increases {
+		id := increase.Group.ID()
+		if err := a.increase(ctx, l, increase); err != nil {
+			a.groupError(ctx, id, "increasing size", err)
+			continue
+		}
+		scaled += increase.Delta
+		l.increased[id] += increase.Delta
+		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		s.queueIncrease(increase.Group, increase.Delta, "", l.now)
+		target := s.state.Group(id).Target
+		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
+		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
+			fmt.Sprintf("Scale-up: setting group %s size to %d instead of %d (max: %d)",
+				id, target+increase.Delta, target, increase.Group.MaxSize()))
+	}
+	if scaled > 0 {
+		s.history.lastScaleUp = l.now
+		s.planner.RecordScaleUp(l.now)
+		a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, scaled)
+		message := s.scaleUpMessage(plan.Increases)
+		for _, pod := range withoutBufferPods(plan.Helped) {
+			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
+		}
+	}
+
+	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
+	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
+		message := pod.Message()
+		last, told := s.history.told.notTriggered[pod.Pod.UID]
+		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
+			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
+			last = notTriggeredEvent{message: message, at: l.now}
+		}
+		notTriggered[pod.Pod.UID] = last
+	}
+	s.history.told.notTriggered = notTriggered
+	return l.increased
+}
+
+// increase raises a group's target size; when the group refuses, it
+// backs off and says so, and the error says what failed.
+func (a active) increase(ctx context.Context, l *loop, increase scaleup.Increase) error {
+	id := increase.Group.ID()
+	err := increase.Group.IncreaseSize(ctx, increase.Delta)
+	if err == nil {
+		return nil
+	}
+	message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
+	a.s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
+	a.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
+	a.metrics().recordFailedScaleUp(a.s.opts.ClusterName, "api")
+	return errors.New(message)
+}
+
+func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
+	if len(plan.Empty)+len(plan.Drain) > 0 {
+		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
+		// Outside the planning fork: the pods to evict are those read
+		// from the cluster, not the pending pods placed to plan.
+		a.s.actuator.Start(ctx, plan, l.snapshot)
+	}
+}
+
+func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provisioning.Request, plan *scaleup.Plan, pods int, answer provisioning.Answer) provisioning.Answer {
+	s := a.s
+	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
+	for i, increase := range plan.Increases {
+		if err := a.increase(ctx, l, increase); err != nil {
+			for _, done := range plan.Increases[:i] {
+				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
+					a.groupError(ctx, done.Group.ID(), "taking back the increase of an atomic scale-up", err)
+				}
+			}
+			answer.Outcome, answer.Message = provisioning.NotFound, err.Error()+"; the other increases were taken back"
+			return answer
+		}
+	}
+
+	record := atomicScaleUpRecord(plan, l)
+	for _, increase := range plan.Increases {
+		id := increase.Group.ID()
+		target := s.state.Group(id).Target
+		s.state.RegisterScaleUp(id, increase.Delta, l.now)
+		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
+		l.increased[id] += increase.Delta
+		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
+			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
+				request.Key(), id, target+increase.Delta, target, increase.Group.MaxSize()))
+	}
+	s.history.lastScaleUp = l.now
+	s.planner.RecordScaleUp(l.now)
+	a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
+	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
+	logger.Info("Started an atomic scale-up", "pods", pods, "nodes", plan.NewNodes(), "increases", addedNodes(plan))
+	return scalingUpAnswer(answer, record, plan, pods)
+}
+
+// atomicScaleUpRecord is the record of the atomic scale-up of plan,
+// started in loop l.
+func atomicScaleUpRecord(plan *scaleup.Plan, l *loop) *provisioning.ScaleUp {
+	record := &provisioning.ScaleUp{Started: l.now, Groups: map[string]int{}}
+	for _, increase := range plan.Increases {
+		record.Groups[increase.Group.ID()] = increase.Delta
+	}
+	return record
+}
+
+// addedNodes says what a scale-up plan adds, e.g. "2 to md-0, 1 to md-1".
+func addedNodes(plan *scaleup.Plan) string {
+	added := make([]string, 0, len(plan.Increases))
+	for _, increase := range plan.Increases {
+		added = append(added, fmt.Sprintf("%d to %s", increase.Delta, increase.Group.ID()))
+	}
+	return strings.Join(added, ", ")
+}
+
+// scalingUpAnswer is the answer of a request whose atomic scale-up starts.
+func scalingUpAnswer(answer provisioning.Answer, record *provisioning.ScaleUp, plan *scaleup.Plan, pods int) provisioning.Answer {
+	answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, record
+	answer.Message = fmt.Sprintf("Adding %s for the %d pods", addedNodes(plan), pods)
+	return answer
+}
+
+func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer {
+	s := a.s
+	if scaleUp.rollback == nil {
+		scaleUp.rollback = &rollback{failure: failure, started: l.now, done: sets.New[string](), givenUp: map[string]int{}}
+	}
+	rb := scaleUp.rollback
+	logger := klog.FromContext(ctx).WithValues("ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
+	left, err := a.removeScaleUp(ctx, l, scaleUp.record, rb)
+	switch {
+	case len(left) == 0 && err == nil:
+		s.forgetScaleUp(request.UID)
+		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
+		answer.Outcome = provisioning.ScaleUpFailed
+		answer.Message = rb.failure + "; the nodes it added were removed"
+		if rb.kept > 0 {
+			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
+		}
+	case l.now.Sub(rb.started) >= rollbackTimeout:
+		s.forgetScaleUp(request.UID)
+		cause := "their group refused their removal, or they ran pods when the API server was read"
+		if err != nil {
+			cause = err.Error()
+		}
+		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
+		if s.history.atomic.unfinishedRollbacks == nil {
+			s.history.atomic.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
+		}
+		s.history.atomic.unfinishedRollbacks[request.UID] = unfinished
+		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
+		for _, id := range slices.Sorted(maps.Keys(left)) {
+			a.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,
+				fmt.Sprintf("Gave up, after %s, removing instance(s) %s that the atomic scale-up of ProvisioningRequest %s added: %s; they are left to scale-down",
+					rollbackTimeout, strings.Join(left[id], ", "), request.Key(), cause))
+		}
+		answer.Outcome = provisioning.ScaleUpFailed
+		answer.Message = fmt.Sprintf("%s; %s, left to scale-down", rb.failure, unfinished.message())
+	default:
+		// Tried again next loop: the failure stays, and what was
+		// handed over already is not asked again.
+		answer.Outcome, answer.ScaleUp = provisioning.ScalingUp, scaleUp.record
+		answer.Message = fmt.Sprintf("%s; rolling back, %d instance(s) left to remove", rb.failure, countLeft(left))
+		if err != nil {
+			answer.Message += ": " + err.Error()
+		}
+	}
+	return answer
+}
+
+func (a active) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
+	l.status.Requests = answers
+	a.s.opts.Requests.Answer(ctx, answers)
+}
+
+func (a active) writeBufferStatus(ctx context.Context) {
+	a.s.opts.Buffers.WriteStatus(ctx)
+}
