@@ -148,7 +148,7 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		scaled += increase.Delta
 		l.increased[id] += increase.Delta
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, "", l.now)
+		s.atomic.queueIncrease(increase.Group, increase.Delta, "", l.now)
 		target := s.state.Group(id).Target
 		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
 		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
@@ -223,7 +223,7 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 		id := increase.Group.ID()
 		target := s.state.Group(id).Target
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
+		s.atomic.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
 		l.increased[id] += increase.Delta
 		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
 			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
@@ -232,7 +232,7 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 	s.history.lastScaleUp = l.now
 	s.planner.RecordScaleUp(l.now)
 	a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
-	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
+	s.atomic.remember(request.UID, &atomicScaleUp{record: record, queued: true})
 	logger.Info("Started an atomic scale-up", "pods", pods, "nodes", plan.NewNodes(), "increases", addedNodes(plan))
 	return scalingUpAnswer(answer, record, plan, pods)
 }
@@ -273,7 +273,7 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 	left, err := a.removeScaleUp(ctx, l, scaleUp.record, rb)
 	switch {
 	case len(left) == 0 && err == nil:
-		s.forgetScaleUp(request.UID)
+		s.atomic.forget(request.UID)
 		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
 		answer.Outcome = provisioning.ScaleUpFailed
 		answer.Message = rb.failure + "; the nodes it added were removed"
@@ -281,16 +281,12 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
 		}
 	case l.now.Sub(rb.started) >= rollbackTimeout:
-		s.forgetScaleUp(request.UID)
 		cause := "their group refused their removal, or they ran pods when the API server was read"
 		if err != nil {
 			cause = err.Error()
 		}
 		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
-		if s.history.atomic.unfinishedRollbacks == nil {
-			s.history.atomic.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
-		}
-		s.history.atomic.unfinishedRollbacks[request.UID] = unfinished
+		s.atomic.giveUp(request.UID, unfinished)
 		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
 		for _, id := range slices.Sorted(maps.Keys(left)) {
 			a.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,

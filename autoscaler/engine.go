@@ -198,14 +198,7 @@ func New(opts Options) (*Engine, error) {
 			actuator: actuator,
 		},
 	}
-	for uid, record := range opts.AtomicScaleUps {
-		if e.lasting.history.atomic.scaleUps == nil {
-			e.lasting.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
-		}
-		// What the groups had before is not known: its increases are
-		// queued at the first loop (queueRestoredScaleUps).
-		e.lasting.history.atomic.scaleUps[uid] = &atomicScaleUp{record: &record}
-	}
+	e.lasting.atomic.restore(opts.AtomicScaleUps)
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)
 	opts.Metrics.start(opts.ClusterName)

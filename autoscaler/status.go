@@ -178,8 +178,8 @@ func (s *steps) fillStatus(l *loop) {
 		})
 	}
 	status.Decisions = slices.Clone(s.history.decisions.list)
-	status.AtomicScaleUps = s.atomicScaleUpRecords()
-	status.UnfinishedRollbacks = s.unfinishedRollbacks(l.groups.Groups)
+	status.AtomicScaleUps = s.atomic.records()
+	status.UnfinishedRollbacks = s.atomic.unfinishedRollbackMessages(l.groups.Groups)
 	if status.DryRun {
 		status.ScalingActive = false
 		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"

@@ -50,8 +50,12 @@ type steps struct {
 // the scale-down timers and drains in progress. They take each new
 // configuration's settings.
 type lasting struct {
-	state    *clusterstate.Registry
-	history  history
+	state   *clusterstate.Registry
+	history history
+	// atomic is the request tracker's: the atomic scale-ups of
+	// ProvisioningRequests and the increases their instances are
+	// credited to.
+	atomic   atomicScaleUps
 	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
 }
@@ -70,7 +74,6 @@ type history struct {
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
 	told        told
-	atomic      atomicScaleUps
 	// givenBack are, by group ID, the last node each group was handed for
 	// deletion and did not remove, shown on its status row for a while.
 	givenBack map[string]givenBack
@@ -97,21 +100,6 @@ type told struct {
 	// requestsError is the last error of reading the provisioning
 	// requests.
 	requestsError string
-}
-
-// atomicScaleUps are what the engine tracks of the atomic scale-ups of
-// ProvisioningRequests: those in progress, the increases new instances
-// are credited to, and the rollbacks that gave up.
-type atomicScaleUps struct {
-	// scaleUps are the atomic scale-ups in progress, by request UID.
-	scaleUps map[types.UID]*atomicScaleUp
-	// increases are, by group ID, the increases of the target size the
-	// engine wrote that the instances appearing are credited to, oldest
-	// first (claimInstances).
-	increases map[string][]*increase
-	// unfinishedRollbacks are the rollbacks that gave up, by request UID,
-	// while what they left is still there.
-	unfinishedRollbacks map[types.UID]unfinishedRollback
 }
 
 // loop is what the steps of one loop share.
