@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,19 +119,53 @@ func (a active) continueScaleDown(ctx context.Context, l *loop, view scaledown.V
 		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
 	}
 	released := s.actuator.Continue(ctx, view)
-	tellGivenBack(s.opts.GroupRecorder, released)
+	s.givenBack.tell(s.opts.GroupRecorder, released, l.now)
 	return released
 }
 
-// tellGivenBack records on their groups the nodes handed over that the
-// groups did not remove and that were given back.
-func tellGivenBack(recorder NodeGroupEventRecorder, released []scaledown.Released) {
-	if recorder == nil {
-		return
-	}
+// givenBackNodes are, by group ID, the last node each group was handed
+// for deletion and did not remove, which the actuation gave back: told on
+// the group, and shown on its status row for givenBackShownFor, whichever
+// actuation runs then.
+type givenBackNodes struct {
+	byGroup map[string]givenBack
+}
+
+// givenBack is a node deletion that a group did not carry out.
+type givenBack struct {
+	message string
+	at      time.Time
+}
+
+// givenBackShownFor is how long a node a group did not remove stays on the
+// group's status row.
+const givenBackShownFor = time.Hour
+
+// tell records on their groups the nodes handed over that the groups did
+// not remove and that were given back, and remembers them for the groups'
+// status rows.
+func (g *givenBackNodes) tell(recorder NodeGroupEventRecorder, released []scaledown.Released, now time.Time) {
 	for _, r := range released {
-		recorder.Event(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+		if recorder != nil {
+			recorder.Event(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+		}
+		if g.byGroup == nil {
+			g.byGroup = map[string]givenBack{}
+		}
+		g.byGroup[r.GroupID] = givenBack{message: r.Message, at: now}
 	}
+}
+
+// shown are the messages of the nodes given back within givenBackShownFor,
+// by group ID.
+func (g *givenBackNodes) shown(now time.Time) map[string]string {
+	messages := make(map[string]string, len(g.byGroup))
+	for id, given := range g.byGroup {
+		if now.Sub(given.at) < givenBackShownFor {
+			messages[id] = given.message
+		}
+	}
+	return messages
 }
 
 func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {

@@ -429,6 +429,6 @@ func (e *Engine) configure(settings *Settings) {
 	e.steps.act = newActuation(e.steps)
 	if e.steps.act.mode() == modeActive {
 		// Decisions are those of DryRun loops.
-		e.lasting.history.decisions = dryRunDecisions{}
+		e.lasting.decisions = dryRunDecisions{}
 	}
 }

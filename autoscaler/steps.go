@@ -55,9 +55,19 @@ type lasting struct {
 	// atomic is the request tracker's: the atomic scale-ups of
 	// ProvisioningRequests and the increases their instances are
 	// credited to.
-	atomic   atomicScaleUps
-	planner  *scaledown.Planner
-	actuator *scaledown.Actuator
+	atomic atomicScaleUps
+	// givenBack are the actuations': the nodes handed over that their
+	// group did not remove, given back.
+	givenBack givenBackNodes
+	// nominationsRefused is the active actuation's (nominate): set once
+	// the cluster forbade writing a pod's nominated node, so that a
+	// cluster whose role predates nominations is told once.
+	nominationsRefused bool
+	// decisions are the DryRun actuation's: what it decided; empty in
+	// Active mode.
+	decisions dryRunDecisions
+	planner   *scaledown.Planner
+	actuator  *scaledown.Actuator
 }
 
 // history is what the engine remembers across configurations, each
@@ -74,12 +84,6 @@ type history struct {
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
 	told        told
-	// givenBack are, by group ID, the last node each group was handed for
-	// deletion and did not remove, shown on its status row for a while.
-	givenBack map[string]givenBack
-	// decisions are what the engine decided in DryRun mode; empty in
-	// Active mode.
-	decisions dryRunDecisions
 }
 
 // told is what the loops told, in events and in the log, so that each
@@ -91,10 +95,6 @@ type told struct {
 	// notTriggered are the last NotTriggerScaleUp events of the pods that
 	// triggered no scale-up in the last loop, by UID.
 	notTriggered map[types.UID]notTriggeredEvent
-	// nominationsRefused is set once the cluster forbade writing a pod's
-	// nominated node: a cluster whose role predates nominations is told
-	// once.
-	nominationsRefused bool
 	// buffersError is the last error of reading the capacity buffers.
 	buffersError string
 	// requestsError is the last error of reading the provisioning
