@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -200,17 +199,12 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		}
 	}
 
-	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
 	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
-		message := pod.Message()
-		last, told := s.history.told.notTriggered[pod.Pod.UID]
-		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
+		if message := pod.Message(); s.told.notTriggered.tell(string(pod.Pod.UID), message, l.now) {
 			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
-			last = notTriggeredEvent{message: message, at: l.now}
 		}
-		notTriggered[pod.Pod.UID] = last
 	}
-	s.history.told.notTriggered = notTriggered
+	s.told.notTriggered.endRound()
 	return l.increased
 }
 

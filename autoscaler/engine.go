@@ -194,6 +194,7 @@ func New(opts Options) (*Engine, error) {
 		settings: settings,
 		lasting: lasting{
 			state:    clusterstate.NewRegistry(settings.clusterstate),
+			told:     newTold(),
 			planner:  scaledown.NewPlanner(opts.Clock),
 			actuator: actuator,
 		},

@@ -35,14 +35,14 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 	requests, ended, err := s.opts.Requests.ListRequests(readCtx)
 	cancel()
 	if err != nil {
-		if err.Error() != s.history.told.requestsError {
+		if s.told.requestsError.tellOnly(err.Error(), l.now) {
 			klog.FromContext(ctx).Error(err, "Cannot read the provisioning requests of the cluster; none is answered")
 		}
-		s.history.told.requestsError = err.Error()
 		l.status.RequestsError = err.Error()
 		return
 	}
-	s.history.told.requestsError = ""
+	// The read succeeded: its next error is told.
+	s.told.requestsError.endRound()
 	l.requests = requests
 	l.ended = ended
 
