@@ -7,9 +7,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -118,19 +118,53 @@ func (a active) continueScaleDown(ctx context.Context, l *loop, view scaledown.V
 		s.actuator.ReleaseAll(ctx, "scale-down is disabled")
 	}
 	released := s.actuator.Continue(ctx, view)
-	tellGivenBack(s.opts.GroupRecorder, released)
+	s.givenBack.tell(s.opts.GroupRecorder, released, l.now)
 	return released
 }
 
-// tellGivenBack records on their groups the nodes handed over that the
-// groups did not remove and that were given back.
-func tellGivenBack(recorder NodeGroupEventRecorder, released []scaledown.Released) {
-	if recorder == nil {
-		return
-	}
+// givenBackNodes are, by group ID, the last node each group was handed
+// for deletion and did not remove, which the actuation gave back: told on
+// the group, and shown on its status row for givenBackShownFor, whichever
+// actuation runs then.
+type givenBackNodes struct {
+	byGroup map[string]givenBack
+}
+
+// givenBack is a node deletion that a group did not carry out.
+type givenBack struct {
+	message string
+	at      time.Time
+}
+
+// givenBackShownFor is how long a node a group did not remove stays on the
+// group's status row.
+const givenBackShownFor = time.Hour
+
+// tell records on their groups the nodes handed over that the groups did
+// not remove and that were given back, and remembers them for the groups'
+// status rows.
+func (g *givenBackNodes) tell(recorder NodeGroupEventRecorder, released []scaledown.Released, now time.Time) {
 	for _, r := range released {
-		recorder.Event(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+		if recorder != nil {
+			recorder.Event(r.GroupID, corev1.EventTypeWarning, EventNodeNotDeleted, r.Message)
+		}
+		if g.byGroup == nil {
+			g.byGroup = map[string]givenBack{}
+		}
+		g.byGroup[r.GroupID] = givenBack{message: r.Message, at: now}
 	}
+}
+
+// shown are the messages of the nodes given back within givenBackShownFor,
+// by group ID.
+func (g *givenBackNodes) shown(now time.Time) map[string]string {
+	messages := make(map[string]string, len(g.byGroup))
+	for id, given := range g.byGroup {
+		if now.Sub(given.at) < givenBackShownFor {
+			messages[id] = given.message
+		}
+	}
+	return messages
 }
 
 func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {
@@ -148,7 +182,7 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		scaled += increase.Delta
 		l.increased[id] += increase.Delta
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, "", l.now)
+		s.atomic.queueIncrease(increase.Group, increase.Delta, "", l.now)
 		target := s.state.Group(id).Target
 		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
 		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
@@ -165,17 +199,12 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		}
 	}
 
-	notTriggered := make(map[types.UID]notTriggeredEvent, len(plan.NoScaleUp))
 	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
-		message := pod.Message()
-		last, told := s.history.told.notTriggered[pod.Pod.UID]
-		if !told || last.message != message || l.now.Sub(last.at) >= notTriggerScaleUpRepeat {
+		if message := pod.Message(); s.told.notTriggered.tell(string(pod.Pod.UID), message, l.now) {
 			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
-			last = notTriggeredEvent{message: message, at: l.now}
 		}
-		notTriggered[pod.Pod.UID] = last
 	}
-	s.history.told.notTriggered = notTriggered
+	s.told.notTriggered.endRound()
 	return l.increased
 }
 
@@ -223,7 +252,7 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 		id := increase.Group.ID()
 		target := s.state.Group(id).Target
 		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
+		s.atomic.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
 		l.increased[id] += increase.Delta
 		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
 			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
@@ -232,7 +261,7 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 	s.history.lastScaleUp = l.now
 	s.planner.RecordScaleUp(l.now)
 	a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
-	s.remember(request.UID, &atomicScaleUp{record: record, queued: true})
+	s.atomic.remember(request.UID, &atomicScaleUp{record: record, queued: true})
 	logger.Info("Started an atomic scale-up", "pods", pods, "nodes", plan.NewNodes(), "increases", addedNodes(plan))
 	return scalingUpAnswer(answer, record, plan, pods)
 }
@@ -273,7 +302,7 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 	left, err := a.removeScaleUp(ctx, l, scaleUp.record, rb)
 	switch {
 	case len(left) == 0 && err == nil:
-		s.forgetScaleUp(request.UID)
+		s.atomic.forget(request.UID)
 		logger.Info("Rolled back an atomic scale-up", "failure", rb.failure, "keptNodesWithPods", rb.kept)
 		answer.Outcome = provisioning.ScaleUpFailed
 		answer.Message = rb.failure + "; the nodes it added were removed"
@@ -281,16 +310,12 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 			answer.Message += fmt.Sprintf(", but for %d that run pods and are left to scale-down", rb.kept)
 		}
 	case l.now.Sub(rb.started) >= rollbackTimeout:
-		s.forgetScaleUp(request.UID)
 		cause := "their group refused their removal, or they ran pods when the API server was read"
 		if err != nil {
 			cause = err.Error()
 		}
 		unfinished := unfinishedRollback{request: request.Key(), left: left, cause: cause}
-		if s.history.atomic.unfinishedRollbacks == nil {
-			s.history.atomic.unfinishedRollbacks = map[types.UID]unfinishedRollback{}
-		}
-		s.history.atomic.unfinishedRollbacks[request.UID] = unfinished
+		s.atomic.giveUp(request.UID, unfinished)
 		logger.Info("Gave up rolling back an atomic scale-up", "failure", rb.failure, "left", left, "cause", cause)
 		for _, id := range slices.Sorted(maps.Keys(left)) {
 			a.groupEvent(id, corev1.EventTypeWarning, EventScaleUpRollbackIncomplete,

@@ -43,14 +43,14 @@ func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
 	defer cancel()
 	list, err := s.opts.Buffers.ListBuffers(ctx)
 	if err != nil {
-		if err.Error() != s.history.told.buffersError {
+		if s.told.buffersError.tellOnly(err.Error(), l.now) {
 			klog.FromContext(ctx).Error(err, "Cannot read the capacity buffers of the cluster; no room is kept for them")
 		}
-		s.history.told.buffersError = err.Error()
 		l.status.BuffersError = err.Error()
 		return
 	}
-	s.history.told.buffersError = ""
+	// The read succeeded: its next error is told.
+	s.told.buffersError.endRound()
 	l.buffersRead = true
 	l.buffers = list
 	in.Pods = append(in.Pods, buffers.Pods(list, s.settings.config.PodPriorityThreshold)...)

@@ -144,10 +144,10 @@ func (d dryRun) deleteInstances(context.Context, nodegroups.NodeGroup, []nodegro
 // the engine did not place may be those of the Active engine of another
 // ClusterAutoscaler of the Cluster. A node already handed over stays
 // tainted while its group removes it, and is given back if it does not.
-func (d dryRun) continueScaleDown(ctx context.Context, _ *loop, view scaledown.View) []scaledown.Released {
+func (d dryRun) continueScaleDown(ctx context.Context, l *loop, view scaledown.View) []scaledown.Released {
 	d.s.actuator.ReleaseAll(ctx, "the ClusterAutoscaler is in DryRun mode")
 	released := d.s.actuator.FollowHandedOver(ctx, view)
-	tellGivenBack(d.s.opts.GroupRecorder, released)
+	d.s.givenBack.tell(d.s.opts.GroupRecorder, released, l.now)
 	return released
 }
 
@@ -155,7 +155,7 @@ func (d dryRun) continueScaleDown(ctx context.Context, _ *loop, view scaledown.V
 func (d dryRun) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {
 	s := d.s
 	if len(plan.Increases) == 0 {
-		s.history.decisions.forget(pendingPodsDecision)
+		s.decisions.forget(pendingPodsDecision)
 		return nil
 	}
 	decision := Decision{Kind: ScaleUpDecision, Time: l.now}
@@ -184,7 +184,7 @@ func (d dryRun) publishScaleUp(ctx context.Context, l *loop, key string, decisio
 func (d dryRun) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 	removals := slices.Concat(plan.Empty, plan.Drain)
 	if len(removals) == 0 {
-		d.s.history.decisions.forget(scaleDownDecision)
+		d.s.decisions.forget(scaleDownDecision)
 		return
 	}
 	decision := Decision{Kind: ScaleDownDecision, Time: l.now}
@@ -223,7 +223,7 @@ func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provision
 	l.status.Requests = answers
 	for _, answer := range answers {
 		if answer.Outcome != provisioning.ScalingUp {
-			d.s.history.decisions.forget(requestDecision(answer.UID))
+			d.s.decisions.forget(requestDecision(answer.UID))
 		}
 		klog.FromContext(ctx).V(2).Info("Dry run: not answering a ProvisioningRequest", "ProvisioningRequest", klog.KRef(answer.Namespace, answer.Name),
 			"outcome", answer.Outcome, "message", answer.Message)
@@ -252,7 +252,7 @@ func (d dryRun) publishDecision(ctx context.Context, key string, decision Decisi
 	slices.SortFunc(decision.Pods, func(a, b types.NamespacedName) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	if !s.history.decisions.record(key, decision) {
+	if !s.decisions.record(key, decision) {
 		return
 	}
 	klog.FromContext(ctx).Info("Dry run: not carrying out a decision", "decision", decision.Kind, "message", decision.Message())

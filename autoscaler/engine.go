@@ -194,18 +194,12 @@ func New(opts Options) (*Engine, error) {
 		settings: settings,
 		lasting: lasting{
 			state:    clusterstate.NewRegistry(settings.clusterstate),
+			told:     newTold(),
 			planner:  scaledown.NewPlanner(opts.Clock),
 			actuator: actuator,
 		},
 	}
-	for uid, record := range opts.AtomicScaleUps {
-		if e.lasting.history.atomic.scaleUps == nil {
-			e.lasting.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
-		}
-		// What the groups had before is not known: its increases are
-		// queued at the first loop (queueRestoredScaleUps).
-		e.lasting.history.atomic.scaleUps[uid] = &atomicScaleUp{record: &record}
-	}
+	e.lasting.atomic.restore(opts.AtomicScaleUps)
 	e.configure(settings)
 	e.expectLoopWithin(opts.LoopTimeout)
 	opts.Metrics.start(opts.ClusterName)
@@ -436,6 +430,6 @@ func (e *Engine) configure(settings *Settings) {
 	e.steps.act = newActuation(e.steps)
 	if e.steps.act.mode() == modeActive {
 		// Decisions are those of DryRun loops.
-		e.lasting.history.decisions = dryRunDecisions{}
+		e.lasting.decisions = dryRunDecisions{}
 	}
 }

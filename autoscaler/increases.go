@@ -67,47 +67,48 @@ func (inc *increase) mayClaim(instance nodegroups.Instance) bool {
 func (inc *increase) complete() bool { return len(inc.claimed) >= inc.delta }
 
 // queueIncrease remembers an increase the engine wrote.
-func (s *steps) queueIncrease(group nodegroups.NodeGroup, delta int, request types.UID, at time.Time) {
-	s.enqueue(group.ID(), newIncrease(group, delta, request, at))
+func (t *atomicScaleUps) queueIncrease(group nodegroups.NodeGroup, delta int, request types.UID, at time.Time) {
+	t.enqueue(group.ID(), newIncrease(group, delta, request, at))
 }
 
 // enqueue puts inc in the queue of group id, in the order of the writes.
-func (s *steps) enqueue(id string, inc *increase) {
-	if s.history.atomic.increases == nil {
-		s.history.atomic.increases = map[string][]*increase{}
+func (t *atomicScaleUps) enqueue(id string, inc *increase) {
+	if t.increases == nil {
+		t.increases = map[string][]*increase{}
 	}
-	queue := s.history.atomic.increases[id]
+	queue := t.increases[id]
 	i := slices.IndexFunc(queue, func(queued *increase) bool { return queued.at.After(inc.at) })
 	if i < 0 {
 		i = len(queue)
 	}
-	s.history.atomic.increases[id] = slices.Insert(queue, i, inc)
+	t.increases[id] = slices.Insert(queue, i, inc)
 }
 
 // claimInstances credits the new instances of each group to its queued
 // increases, the oldest increase first and the oldest instance first,
-// after forgetting the increases that no atomic scale-up needs any more.
-func (s *steps) claimInstances(l *loop) {
-	s.queueRestoredScaleUps(l)
-	listed := make(map[string]bool, len(l.groups.Groups))
-	for _, group := range l.groups.Groups {
+// after forgetting the increases that no atomic scale-up needs any more
+// (forgetSettled).
+func (t *atomicScaleUps) claimInstances(groups []nodegroups.NodeGroup, now time.Time, provisionTime func(nodegroups.NodeGroup) time.Duration) {
+	t.queueRestoredScaleUps(groups)
+	listed := make(map[string]bool, len(groups))
+	for _, group := range groups {
 		listed[group.ID()] = true
 	}
 	// The increases of a group no longer autoscaled credit nothing; those
 	// of an atomic scale-up end with it.
-	for id, queue := range s.history.atomic.increases {
+	for id, queue := range t.increases {
 		if !listed[id] && !slices.ContainsFunc(queue, func(inc *increase) bool { return inc.request != "" }) {
-			delete(s.history.atomic.increases, id)
+			delete(t.increases, id)
 		}
 	}
-	for _, group := range l.groups.Groups {
+	for _, group := range groups {
 		id := group.ID()
-		queue := s.forgetSettled(group, s.history.atomic.increases[id], l.now)
+		queue := forgetSettled(t.increases[id], now, provisionTime(group))
 		if len(queue) == 0 {
-			delete(s.history.atomic.increases, id)
+			delete(t.increases, id)
 			continue
 		}
-		s.history.atomic.increases[id] = queue
+		t.increases[id] = queue
 		claimed := sets.New[string]()
 		for _, inc := range queue {
 			claimed.Insert(inc.claimed...)
@@ -138,32 +139,32 @@ func (s *steps) claimInstances(l *loop) {
 // the instances the groups have then are known, with those the record
 // credits to the scale-up kept as its own, and those that appear from
 // then on, created since the scale-up started, may be its.
-func (s *steps) queueRestoredScaleUps(l *loop) {
-	for uid, scaleUp := range s.history.atomic.scaleUps {
+func (t *atomicScaleUps) queueRestoredScaleUps(groups []nodegroups.NodeGroup) {
+	for uid, scaleUp := range t.scaleUps {
 		if scaleUp.queued {
 			continue
 		}
 		scaleUp.queued = true
 		for id, delta := range scaleUp.record.Groups {
-			group := groupByID(l.groups.Groups, id)
+			group := groupByID(groups, id)
 			if group == nil {
 				continue
 			}
 			inc := newIncrease(group, delta, uid, scaleUp.record.Started)
 			inc.claimed = slices.Clone(scaleUp.record.Instances[id])
 			inc.known.Delete(inc.claimed...)
-			s.enqueue(id, inc)
+			t.enqueue(id, inc)
 		}
 	}
 }
 
-// forgetSettled drops from the queue of group the increases for pending
+// forgetSettled drops from the queue of a group the increases for pending
 // pods that no later atomic scale-up needs to be told apart from: those
 // that got all their instances, or that are older than the group's
 // provision time. An increase forgotten leaves its instances known to the
 // later ones, so that none of them takes them. The increases of atomic
-// scale-ups are forgotten when the scale-ups end (forgetScaleUp).
-func (s *steps) forgetSettled(group nodegroups.NodeGroup, queue []*increase, now time.Time) []*increase {
+// scale-ups are forgotten when the scale-ups end (atomicScaleUps.forget).
+func forgetSettled(queue []*increase, now time.Time, provisionTime time.Duration) []*increase {
 	atomicLater := false
 	for i := len(queue) - 1; i >= 0; i-- {
 		inc := queue[i]
@@ -171,7 +172,7 @@ func (s *steps) forgetSettled(group nodegroups.NodeGroup, queue []*increase, now
 			atomicLater = true
 			continue
 		}
-		if !atomicLater && (inc.complete() || now.Sub(inc.at) >= s.provisionTime(group)) {
+		if !atomicLater && (inc.complete() || now.Sub(inc.at) >= provisionTime) {
 			queue = forget(queue, i)
 		}
 	}
@@ -187,24 +188,11 @@ func forget(queue []*increase, i int) []*increase {
 	return slices.Delete(queue, i, i+1)
 }
 
-// forgetScaleUp forgets an atomic scale-up that ended, and its increases.
-func (s *steps) forgetScaleUp(uid types.UID) {
-	delete(s.history.atomic.scaleUps, uid)
-	for id, queue := range s.history.atomic.increases {
-		for i := len(queue) - 1; i >= 0; i-- {
-			if queue[i].request == uid {
-				queue = forget(queue, i)
-			}
-		}
-		s.history.atomic.increases[id] = queue
-	}
-}
-
 // claimsOf are, by group ID, the instances credited to the increases of
 // the atomic scale-up of request uid.
-func (s *steps) claimsOf(uid types.UID) map[string][]string {
+func (t *atomicScaleUps) claimsOf(uid types.UID) map[string][]string {
 	claims := map[string][]string{}
-	for id, queue := range s.history.atomic.increases {
+	for id, queue := range t.increases {
 		for _, inc := range queue {
 			if inc.request == uid && len(inc.claimed) > 0 {
 				claims[id] = slices.Clone(inc.claimed)

@@ -38,7 +38,7 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 	written := 0
 	for _, placement := range placements {
 		pod := placement.Pod
-		if s.history.told.nominationsRefused || written == maxNominationsPerLoop {
+		if s.nominationsRefused || written == maxNominationsPerLoop {
 			break
 		}
 		if pod.Status.NominatedNodeName == placement.NodeName {
@@ -50,7 +50,7 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 			written++
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err):
-			s.history.told.nominationsRefused = true
+			s.nominationsRefused = true
 			logger.Error(err, "Cannot nominate pods to the nodes planned for them; kube-scheduler may place them so that more nodes are needed. Grant patch on pods/status in the workload cluster (config/workload-rbac)")
 		default:
 			// The API server is failing: the next loop tries again.

@@ -6,7 +6,6 @@ package autoscaler
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
@@ -21,31 +20,13 @@ import (
 // progress are given back; a dry run still follows the nodes handed over.
 func (s *steps) continueScaleDown(ctx context.Context, l *loop) {
 	view := scaledown.View{Nodes: l.nodes, Pods: l.snapshot, Groups: l.groups.Groups, Minimums: s.settings.scaleDown.Minimums}
-	s.reportGivenBack(l, s.act.continueScaleDown(ctx, l, view))
-}
-
-// reportGivenBack reports the nodes handed over that their group did not
-// remove and that were given back on their group's status row; the
-// actuation that gave them back said so on the group (tellGivenBack).
-func (s *steps) reportGivenBack(l *loop, released []scaledown.Released) {
-	for _, r := range released {
+	// The actuation that gave back the nodes their group did not remove
+	// said so on the group, and shows them on its status row
+	// (givenBackNodes).
+	for range s.act.continueScaleDown(ctx, l, view) {
 		s.metrics().recordError(s.opts.ClusterName, "nodeNotDeleted")
-		if s.history.givenBack == nil {
-			s.history.givenBack = map[string]givenBack{}
-		}
-		s.history.givenBack[r.GroupID] = givenBack{message: r.Message, at: l.now}
 	}
 }
-
-// givenBack is a node deletion that a group did not carry out.
-type givenBack struct {
-	message string
-	at      time.Time
-}
-
-// givenBackShownFor is how long a node a group did not remove stays on the
-// group's status row.
-const givenBackShownFor = time.Hour
 
 // scaleDownUnneeded finds the nodes whose pods fit elsewhere and starts
 // removing those that have been unneeded long enough.

@@ -57,18 +57,6 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	s.metrics().recordLimitedScaleUps(s.opts.ClusterName, s.settings.config.Limits, plan.NoScaleUp)
 }
 
-// notTriggerScaleUpRepeat is how often a pod that still triggers no
-// scale-up, for the same reasons, is told again. Telling it in every loop
-// cost a busy cluster an event write per pending pod per loop, for the
-// same message.
-const notTriggerScaleUpRepeat = 5 * time.Minute
-
-// notTriggeredEvent is the last NotTriggerScaleUp event of a pod.
-type notTriggeredEvent struct {
-	message string
-	at      time.Time
-}
-
 // templateProblems are the problems of the groups whose template could not
 // be read (a *nodegroups.ReadError), in the order of their IDs. The other
 // template errors are answers, such as a template without capacity, which

@@ -32,7 +32,7 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	}
 	l.groups = groups
 	l.problems = slices.Clone(groups.Problems)
-	s.claimInstances(l)
+	s.atomic.claimInstances(groups.Groups, l.now, s.provisionTime)
 
 	input, err := s.readCluster(ctx)
 	if err != nil {

@@ -19,20 +19,6 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// atomicScaleUp is what the engine remembers of an atomic scale-up in
-// progress: the record, also published in the management cluster
-// (Status.AtomicScaleUps) and, for its users, in the request's status,
-// with the instances credited to its increases (claimInstances), and its
-// rollback once it failed.
-type atomicScaleUp struct {
-	record *provisioning.ScaleUp
-	// queued is set once its increases are queued: at its start, or at the
-	// first loop that follows a record an earlier engine left
-	// (Options.AtomicScaleUps).
-	queued   bool
-	rollback *rollback
-}
-
 // readRequests lists the ProvisioningRequests the engine serves, within
 // OptionalReadTimeout, and the ends of those it no longer serves, which
 // the loop answers with its own answers (answerRequests). It writes
@@ -49,14 +35,14 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 	requests, ended, err := s.opts.Requests.ListRequests(readCtx)
 	cancel()
 	if err != nil {
-		if err.Error() != s.history.told.requestsError {
+		if s.told.requestsError.tellOnly(err.Error(), l.now) {
 			klog.FromContext(ctx).Error(err, "Cannot read the provisioning requests of the cluster; none is answered")
 		}
-		s.history.told.requestsError = err.Error()
 		l.status.RequestsError = err.Error()
 		return
 	}
-	s.history.told.requestsError = ""
+	// The read succeeded: its next error is told.
+	s.told.requestsError.endRound()
 	l.requests = requests
 	l.ended = ended
 
@@ -69,10 +55,10 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		// Only the engine's records, and the management cluster's, say
 		// what a scale-up added: the request's status is written in the
 		// workload cluster, where its tenants may write it too.
-		switch remembered := s.history.atomic.scaleUps[request.UID]; {
+		switch remembered := s.atomic.inProgress(request.UID); {
 		case remembered != nil && !request.Booked:
 			remembered.record = &provisioning.ScaleUp{Started: remembered.record.Started, Groups: remembered.record.Groups,
-				Instances: s.claimsOf(request.UID)}
+				Instances: s.atomic.claimsOf(request.UID)}
 			request.ScaleUp = remembered.record
 		case request.ScaleUp != nil && remembered == nil:
 			klog.FromContext(ctx).V(2).Info("Ignoring the atomic scale-up a ProvisioningRequest's status names: this autoscaler has no record of it",
@@ -89,11 +75,7 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		}
 	}
 	// A request deleted during its scale-up leaves its nodes to scale-down.
-	for uid := range s.history.atomic.scaleUps {
-		if !listed.Has(uid) {
-			s.forgetScaleUp(uid)
-		}
-	}
+	s.atomic.forgetAllBut(listed)
 	if scaling.Len() > 0 {
 		in.Pods = slices.DeleteFunc(slices.Clone(in.Pods), func(pod *corev1.Pod) bool {
 			return pod.Spec.NodeName == "" && scaling.Has(provisioning.ConsumerOf(pod.Namespace, pod.Annotations))
@@ -176,7 +158,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 		switch {
 		case unplaced == 0 && request.ScaleUp != nil:
 			answer.Outcome, answer.Message = provisioning.Provisioned, "The nodes of the scale-up are up and all the pods fit; the capacity is booked for them"
-			s.forgetScaleUp(request.UID)
+			s.atomic.forget(request.UID)
 		case unplaced == 0:
 			answer.Outcome, answer.Message = provisioning.Found, "The pods fit in the cluster as it is; the capacity is booked for them"
 		case request.ScaleUp != nil:
@@ -278,14 +260,6 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	return nil
 }
 
-// remember keeps an atomic scale-up in progress across loops.
-func (s *steps) remember(uid types.UID, scaleUp *atomicScaleUp) {
-	if s.history.atomic.scaleUps == nil {
-		s.history.atomic.scaleUps = map[types.UID]*atomicScaleUp{}
-	}
-	s.history.atomic.scaleUps[uid] = scaleUp
-}
-
 // consumedRequests counts, by request key, the pods of the loop's snapshot
 // that consume a ProvisioningRequest, once per loop: booking and answering
 // both need it, and the forks between them change no real pod.
@@ -313,17 +287,4 @@ func consumers(snap *snapshot.Snapshot) map[string]int {
 		}
 	}
 	return counts
-}
-
-// atomicScaleUpRecords are the atomic scale-ups in progress, for the
-// status: what a later engine follows and may roll back.
-func (s *steps) atomicScaleUpRecords() map[types.UID]provisioning.ScaleUp {
-	if len(s.history.atomic.scaleUps) == 0 {
-		return nil
-	}
-	records := make(map[types.UID]provisioning.ScaleUp, len(s.history.atomic.scaleUps))
-	for uid, scaleUp := range s.history.atomic.scaleUps {
-		records[uid] = *scaleUp.record
-	}
-	return records
 }

@@ -70,7 +70,7 @@ type unfinishedRollback struct {
 // within rollbackTimeout.
 func (s *steps) followScaleUp(ctx context.Context, l *loop, request *provisioning.Request, answer provisioning.Answer) provisioning.Answer {
 	// The engine's own record: readRequests takes no other.
-	remembered := s.history.atomic.scaleUps[request.UID]
+	remembered := s.atomic.inProgress(request.UID)
 	if remembered.rollback != nil {
 		return s.act.rollBack(ctx, l, request, remembered, remembered.rollback.failure, answer)
 	}
@@ -226,32 +226,4 @@ func countLeft(left map[string][]string) int {
 		count += len(keys)
 	}
 	return count
-}
-
-// unfinishedRollbacks says what the rollbacks that gave up left, and
-// forgets those whose instances are all gone or being deleted.
-func (s *steps) unfinishedRollbacks(groups []nodegroups.NodeGroup) []string {
-	var messages []string
-	for uid, unfinished := range s.history.atomic.unfinishedRollbacks {
-		for id, keys := range unfinished.left {
-			remaining := map[string]bool{}
-			if group := groupByID(groups, id); group != nil {
-				for _, instance := range group.Instances() {
-					remaining[instanceKey(instance)] = instance.State != nodegroups.InstanceDeleting
-				}
-			}
-			if keys = slices.DeleteFunc(keys, func(key string) bool { return !remaining[key] }); len(keys) > 0 {
-				unfinished.left[id] = keys
-			} else {
-				delete(unfinished.left, id)
-			}
-		}
-		if len(unfinished.left) == 0 {
-			delete(s.history.atomic.unfinishedRollbacks, uid)
-			continue
-		}
-		messages = append(messages, fmt.Sprintf("ProvisioningRequest %s: %s", unfinished.request, unfinished.message()))
-	}
-	slices.Sort(messages)
-	return messages
 }

@@ -142,12 +142,7 @@ func (s *steps) fillStatus(l *loop) {
 			status.UnschedulablePods++
 		}
 	}
-	problems := make(map[string]string, len(l.problems))
-	for id, g := range s.history.givenBack {
-		if l.now.Sub(g.at) < givenBackShownFor {
-			problems[id] = g.message
-		}
-	}
+	problems := s.givenBack.shown(l.now)
 	for _, problem := range l.problems {
 		if problem.Kept {
 			problems[problem.ID] = strings.Join(slices.DeleteFunc([]string{problem.Message, problems[problem.ID]}, func(m string) bool { return m == "" }), "; ")
@@ -177,9 +172,9 @@ func (s *steps) fillStatus(l *loop) {
 			Problem:          problems[group.ID()],
 		})
 	}
-	status.Decisions = slices.Clone(s.history.decisions.list)
-	status.AtomicScaleUps = s.atomicScaleUpRecords()
-	status.UnfinishedRollbacks = s.unfinishedRollbacks(l.groups.Groups)
+	status.Decisions = slices.Clone(s.decisions.list)
+	status.AtomicScaleUps = s.atomic.records()
+	status.UnfinishedRollbacks = s.atomic.unfinishedRollbackMessages(l.groups.Groups)
 	if status.DryRun {
 		status.ScalingActive = false
 		status.ScalingMessage = "DryRun mode: the autoscaler plans every loop and publishes what it would do, but changes nothing in the cluster"

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -34,8 +33,7 @@ const (
 )
 
 // steps are the parts of a loop, built for one configuration. What must
-// outlive a configuration (the cluster state, the scale-down planner and
-// actuator, the history) belongs to the Engine and is shared.
+// outlive a configuration (lasting) belongs to the Engine and is shared.
 type steps struct {
 	opts     Options
 	settings *Settings
@@ -46,21 +44,37 @@ type steps struct {
 }
 
 // lasting are the parts of an engine that outlive a configuration: what it
-// knows of the cluster (backoffs, scale-ups on their way), what it did, and
-// the scale-down timers and drains in progress. They take each new
-// configuration's settings.
+// knows of the cluster (backoffs, scale-ups on their way), the scale-down
+// timers and drains in progress, and what each part of the loop remembers
+// across loops, with its owner. They take each new configuration's
+// settings.
 type lasting struct {
 	state    *clusterstate.Registry
-	history  history
 	planner  *scaledown.Planner
 	actuator *scaledown.Actuator
+	// history is the loop's own.
+	history history
+	// atomic is the request tracker's: the atomic scale-ups of
+	// ProvisioningRequests and the increases their instances are
+	// credited to.
+	atomic atomicScaleUps
+	// told is the event publisher's: what the loops told, in events and
+	// in the log.
+	told told
+	// givenBack are the actuations': the nodes handed over that their
+	// group did not remove, given back.
+	givenBack givenBackNodes
+	// nominationsRefused is the Active actuation's (nominate): set once
+	// the cluster forbade writing a pod's nominated node, so that a
+	// cluster whose role predates nominations is told once.
+	nominationsRefused bool
+	// decisions are the DryRun actuation's: what it decided; empty in
+	// Active mode.
+	decisions dryRunDecisions
 }
 
-// history is what the engine remembers across configurations, each
-// memory with its owner: the scale-up and scale-down steps their last
-// actions, the event publisher what it told (told), the request tracker
-// the atomic scale-ups (atomicScaleUps), the actuation the nodes given
-// back, the DryRun actuation its decisions.
+// history is what a loop leaves the next: when it last scaled up, what
+// scale-down removed by its end, and where its plan placed pending pods.
 type history struct {
 	lastScaleUp time.Time
 	// scaleDownProgress is the actuator's progress at the end of the last
@@ -69,49 +83,6 @@ type history struct {
 	// nominations are where the last scale-up plan placed pending pods, so
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
-	told        told
-	atomic      atomicScaleUps
-	// givenBack are, by group ID, the last node each group was handed for
-	// deletion and did not remove, shown on its status row for a while.
-	givenBack map[string]givenBack
-	// decisions are what the engine decided in DryRun mode; empty in
-	// Active mode.
-	decisions dryRunDecisions
-}
-
-// told is what the loops told, in events and in the log, so that each
-// thing is told when it appears or changes, not in every loop.
-type told struct {
-	// problems are the messages of the groups that could not be autoscaled
-	// in the last loop, by group ID and reason, each reported in an event.
-	problems map[string]string
-	// notTriggered are the last NotTriggerScaleUp events of the pods that
-	// triggered no scale-up in the last loop, by UID.
-	notTriggered map[types.UID]notTriggeredEvent
-	// nominationsRefused is set once the cluster forbade writing a pod's
-	// nominated node: a cluster whose role predates nominations is told
-	// once.
-	nominationsRefused bool
-	// buffersError is the last error of reading the capacity buffers.
-	buffersError string
-	// requestsError is the last error of reading the provisioning
-	// requests.
-	requestsError string
-}
-
-// atomicScaleUps are what the engine tracks of the atomic scale-ups of
-// ProvisioningRequests: those in progress, the increases new instances
-// are credited to, and the rollbacks that gave up.
-type atomicScaleUps struct {
-	// scaleUps are the atomic scale-ups in progress, by request UID.
-	scaleUps map[types.UID]*atomicScaleUp
-	// increases are, by group ID, the increases of the target size the
-	// engine wrote that the instances appearing are credited to, oldest
-	// first (claimInstances).
-	increases map[string][]*increase
-	// unfinishedRollbacks are the rollbacks that gave up, by request UID,
-	// while what they left is still there.
-	unfinishedRollbacks map[types.UID]unfinishedRollback
 }
 
 // loop is what the steps of one loop share.
@@ -203,7 +174,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 		s.act.writeBufferStatus(ctx)
 	}
 	s.giveAnswers(ctx, l)
-	s.reportProblems(ctx, l.problems)
+	s.reportProblems(ctx, l.problems, l.now)
 	s.fillStatus(l)
 	return l.status
 }
@@ -219,13 +190,10 @@ func (s *steps) timed(ctx context.Context, function string, step func()) {
 
 // reportProblems records an event on each group that cannot be autoscaled,
 // or not fully (e.g. a bad annotation), when its problem appears or changes.
-func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Problem) {
-	current := make(map[string]string, len(problems))
+func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Problem, now time.Time) {
 	for _, problem := range problems {
 		// A group may have problems of several reasons at once.
-		key := problem.ID + " " + problem.Reason
-		current[key] = problem.Message
-		if s.history.told.problems[key] == problem.Message {
+		if !s.told.problems.tell(problem.ID+" "+problem.Reason, problem.Message, now) {
 			continue
 		}
 		klog.FromContext(ctx).Info("Node group misconfigured", "nodeGroup", problem.ID, "reason", problem.Reason, "message", problem.Message, "autoscaled", problem.Kept)
@@ -234,7 +202,7 @@ func (s *steps) reportProblems(ctx context.Context, problems []nodegroups.Proble
 			s.metrics().recordReplicasOverwritten(s.opts.ClusterName, problem.ID)
 		}
 	}
-	s.history.told.problems = current
+	s.told.problems.endRound()
 }
 
 // handleFailures acts on what went wrong since the last loop: scale-ups
