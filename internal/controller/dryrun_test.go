@@ -7,13 +7,11 @@ import (
 	gomegatypes "github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
 
@@ -74,46 +72,6 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason, Equal("Cluster "+fixture.Namespace+"/"+fixture.Cluster.Name+
 			" is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after 5m0s"))
 		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine), "the same engine goes on, and follows what it handed over")
-	})
-
-	It("publishes the answer it would give a ProvisioningRequest, and gives none", func() {
-		fixture := newWorkloadCluster(env.Config.Host)
-		createGroupAtZero(fixture, "dryrun-answers.example.com/cluster")
-		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "huge"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}}})).To(Succeed())
-		request := &provisioningv1.ProvisioningRequest{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "once"},
-			Spec: provisioningv1.ProvisioningRequestSpec{
-				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
-				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "huge"}, Count: 1}},
-				Parameters:            map[string]provisioningv1.Parameter{provisioningv1.NoRetryParameter: "true"},
-			},
-		}
-		Expect(k8sClient.Create(ctx, request)).To(Succeed())
-		shadow := createNamedClusterAutoscaler(fixture, "shadow")
-		DeferCleanup(deleteClusterAutoscaler, shadow)
-		setMode(shadow, autoscalingv1alpha1.DryRunMode)
-		requestName := fixture.Namespace + "/once"
-
-		Eventually(func(g Gomega) {
-			g.Expect(getClusterAutoscaler(g, shadow).Status.DryRunDecisions).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-				"Kind":                Equal(autoscalingv1alpha1.AnswerDecision),
-				"ProvisioningRequest": Equal(requestName),
-				"Answer": PointTo(MatchFields(IgnoreExtras, Fields{
-					"ConditionType": Equal(provisioningv1.FailedCondition),
-					"Status":        Equal(metav1.ConditionTrue),
-					"Reason":        Equal(provisioningv1.CapacityIsNotFoundReason),
-					"Message":       Equal("1 of the 1 pods fit on no node of the cluster as it is"),
-				})),
-			})))
-		}, waitTimeout).Should(Succeed())
-		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.WouldAnswerProvisioningRequestReason,
-			Equal("Would set Failed=True (CapacityIsNotFound) on ProvisioningRequest "+requestName+": 1 of the 1 pods fit on no node of the cluster as it is"))
-		expectAnotherLoop(shadow)
-		Expect(getClusterAutoscaler(Default, shadow).Status.DryRunDecisions).To(HaveLen(1), "the same answer is not published again")
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(request), request)).To(Succeed())
-		Expect(request.Status.Conditions).To(BeEmpty(), "the request is not answered")
 	})
 })
 
