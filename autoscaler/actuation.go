@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -180,19 +181,11 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 			continue
 		}
 		scaled += increase.Delta
-		l.increased[id] += increase.Delta
-		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.atomic.queueIncrease(increase.Group, increase.Delta, "", l.now)
-		target := s.state.Group(id).Target
+		target := a.increased(l, increase, "", "Scale-up")
 		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
-		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
-			fmt.Sprintf("Scale-up: setting group %s size to %d instead of %d (max: %d)",
-				id, target+increase.Delta, target, increase.Group.MaxSize()))
 	}
 	if scaled > 0 {
-		s.history.lastScaleUp = l.now
-		s.planner.RecordScaleUp(l.now)
-		a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, scaled)
+		a.scaledUp(l, scaled)
 		message := s.scaleUpMessage(plan.Increases)
 		for _, pod := range withoutBufferPods(plan.Helped) {
 			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
@@ -206,6 +199,29 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	}
 	s.told.notTriggered.endRound()
 	return l.increased
+}
+
+// increased registers an increase the group took, for the request of
+// requestUID ("" for pending pods), in the loop, the cluster state and the
+// increases new instances are credited to, and tells it on the group in an
+// event that what starts. It returns the group's target size before it.
+func (a active) increased(l *loop, increase scaleup.Increase, requestUID types.UID, what string) int {
+	s := a.s
+	id := increase.Group.ID()
+	target := s.state.Group(id).Target
+	l.increased[id] += increase.Delta
+	s.state.RegisterScaleUp(id, increase.Delta, l.now)
+	s.atomic.queueIncrease(increase.Group, increase.Delta, requestUID, l.now)
+	a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
+		fmt.Sprintf("%s: setting group %s size to %d instead of %d (max: %d)", what, id, target+increase.Delta, target, increase.Group.MaxSize()))
+	return target
+}
+
+// scaledUp records a scale-up that added nodes, in all.
+func (a active) scaledUp(l *loop, nodes int) {
+	a.s.history.lastScaleUp = l.now
+	a.s.planner.RecordScaleUp(l.now)
+	a.metrics().recordScaleUp(a.s.opts.ClusterName, modeActive, nodes)
 }
 
 // increase raises a group's target size; when the group refuses, it
@@ -249,18 +265,9 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 
 	record := atomicScaleUpRecord(plan, l)
 	for _, increase := range plan.Increases {
-		id := increase.Group.ID()
-		target := s.state.Group(id).Target
-		s.state.RegisterScaleUp(id, increase.Delta, l.now)
-		s.atomic.queueIncrease(increase.Group, increase.Delta, request.UID, l.now)
-		l.increased[id] += increase.Delta
-		a.groupEvent(id, corev1.EventTypeNormal, EventScaledUpGroup,
-			fmt.Sprintf("Scale-up for ProvisioningRequest %s: setting group %s size to %d instead of %d (max: %d)",
-				request.Key(), id, target+increase.Delta, target, increase.Group.MaxSize()))
+		a.increased(l, increase, request.UID, "Scale-up for ProvisioningRequest "+request.Key())
 	}
-	s.history.lastScaleUp = l.now
-	s.planner.RecordScaleUp(l.now)
-	a.metrics().recordScaleUp(s.opts.ClusterName, modeActive, plan.NewNodes())
+	a.scaledUp(l, plan.NewNodes())
 	s.atomic.remember(request.UID, &atomicScaleUp{record: record, queued: true})
 	logger.Info("Started an atomic scale-up", "pods", pods, "nodes", plan.NewNodes(), "increases", addedNodes(plan))
 	return scalingUpAnswer(answer, record, plan, pods)
