@@ -26,7 +26,9 @@ import (
 // goes through the actuation. The engine picks one when it builds the
 // steps of a configuration: active applies the decisions, dryRun records
 // them (Status.Decisions, metrics with mode="DryRun", the log) and writes
-// nothing, so that a DryRun loop changes nothing by construction.
+// nothing of its own, so that a DryRun loop changes nothing by
+// construction: it only gives back what an Active run of the engine
+// before placed (dryRun.continueScaleDown).
 type actuation interface {
 	// mode is the metrics label of what the actuation does: modeActive or
 	// modeDryRun.
@@ -59,7 +61,7 @@ type actuation interface {
 	// and returns the request's answer.
 	rollBack(ctx context.Context, l *loop, request *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer
 	// answerRequests gives the provisioning requests their answers.
-	answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer)
+	answerRequests(ctx context.Context, answers []provisioning.Answer)
 	// writeBufferStatus writes what the capacity buffers read in the loop
 	// resolved to in their status.
 	writeBufferStatus(ctx context.Context)
@@ -276,11 +278,7 @@ func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provis
 // atomicScaleUpRecord is the record of the atomic scale-up of plan,
 // started in loop l.
 func atomicScaleUpRecord(plan *scaleup.Plan, l *loop) *provisioning.ScaleUp {
-	record := &provisioning.ScaleUp{Started: l.now, Groups: map[string]int{}}
-	for _, increase := range plan.Increases {
-		record.Groups[increase.Group.ID()] = increase.Delta
-	}
-	return record
+	return &provisioning.ScaleUp{Started: l.now, Groups: plannedIncreases(plan)}
 }
 
 // addedNodes says what a scale-up plan adds, e.g. "2 to md-0, 1 to md-1".
@@ -343,8 +341,7 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 	return answer
 }
 
-func (a active) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
-	l.status.Requests = answers
+func (a active) answerRequests(ctx context.Context, answers []provisioning.Answer) {
 	a.s.opts.Requests.Answer(ctx, answers)
 }
 

@@ -217,10 +217,9 @@ func (d dryRun) rollBack(_ context.Context, _ *loop, _ *provisioning.Request, sc
 	return answer
 }
 
-// answerRequests publishes the answers on the status and in the log, and
-// forgets the scale-up decisions of the requests that no longer need one.
-func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
-	l.status.Requests = answers
+// answerRequests tells the answers in the log, and forgets the scale-up
+// decisions of the requests that no longer need one.
+func (d dryRun) answerRequests(ctx context.Context, answers []provisioning.Answer) {
 	for _, answer := range answers {
 		if answer.Outcome != provisioning.ScalingUp {
 			d.s.decisions.forget(requestDecision(answer.UID))

@@ -11,9 +11,10 @@
 // (nodegroups.Provider), nodes and pods.
 //
 // engine.go runs the loops; steps.go is one loop, in order; read.go
-// reads; plan_scaleup.go, plan_scaledown.go, capacity.go, requests.go,
-// rollback.go and increases.go plan and keep what the plans need to
-// remember; actuation.go (Active) and dryrun.go (DryRun) act; status.go,
+// reads; plan_scaleup.go, plan_scaledown.go, capacity.go, requests.go and
+// rollback.go plan, and atomic_scaleups.go and increases.go keep what the
+// plans need to remember; actuation.go (Active, with Active's rollback in
+// rollback.go) and dryrun.go (DryRun) act; status.go, told.go,
 // explanation.go and metrics.go publish.
 package autoscaler
 

@@ -21,7 +21,7 @@ import (
 
 // readRequests lists the ProvisioningRequests the engine serves, within
 // OptionalReadTimeout, and the ends of those it no longer serves, which
-// the loop answers with its own answers (answerRequests). It writes
+// the loop answers with its own answers (giveAnswers). It writes
 // nothing. Pending pods that consume a request whose atomic
 // scale-up is in progress are left out of the snapshot: they wait for the
 // nodes it adds, and must not start a scale-up of their own. A failure
@@ -186,7 +186,9 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 // those the read found no longer served, their answers.
 func (s *steps) giveAnswers(ctx context.Context, l *loop) {
 	if l.answered || len(l.ended) > 0 {
-		s.act.answerRequests(ctx, l, slices.Concat(l.ended, l.answers))
+		answers := slices.Concat(l.ended, l.answers)
+		l.status.Requests = answers
+		s.act.answerRequests(ctx, answers)
 	}
 }
 
@@ -205,9 +207,9 @@ func (s *steps) tryPlace(ctx context.Context, l *loop, pods []*corev1.Pod) ([]si
 // startScaleUp plans new nodes for all the pods of a request, within the
 // groups' max sizes, the cluster's limits and backoffs, counting on no
 // node on its way (those are other pods'), on groups that can take back
-// the very instances it adds (RemovesChosenInstances), and raises every
-// group of the plan, or none: a group that fails to grow takes back the
-// others' increases.
+// the very instances it adds (RemovesChosenInstances), and has the
+// actuation start it (startAtomicScaleUp): every group of the plan grows,
+// or none.
 func (s *steps) startScaleUp(ctx context.Context, l *loop, request *provisioning.Request, pods []*corev1.Pod, answer provisioning.Answer) provisioning.Answer {
 	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
 		Upcoming: map[string]int{},

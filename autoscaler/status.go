@@ -32,7 +32,8 @@ type Status struct {
 	// cluster, which keeps this one from scaling unless it runs dry; ""
 	// when there is none.
 	OtherAutoscaler string
-	// DryRun is set when the loop ran in DryRun mode: it changed nothing.
+	// DryRun is set when the loop ran in DryRun mode: it changed nothing
+	// but what an Active run of the engine before had placed.
 	DryRun bool
 	// Decisions are the last decisions of the engine in DryRun mode
 	// (at most 50), oldest first; none in Active mode.

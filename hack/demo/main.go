@@ -3,7 +3,7 @@
 // provider, creates a workload Cluster with two autoscaled
 // MachineDeployments, runs the autoscaler manager, applies a workload that
 // needs more nodes and removes it again, and shows the live view of
-// `kubectl capi-autoscaler top` (package internal/plugin) as things change,
+// `kubectl capi-autoscaler top` (package internal/plugin/view) as things change,
 // with the pods of the workload cluster. It stops everything it started at
 // the end, or with --keep leaves it running until Ctrl-C.
 //

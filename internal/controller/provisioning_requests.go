@@ -195,6 +195,10 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 		if !ok {
 			continue
 		}
+		if ending, ends := endings[answer.Outcome]; ends {
+			c.setStatus(ctx, live, request, nil, condition(ending.conditionType, metav1.ConditionTrue, ending.reason, answer.Message, now))
+			continue
+		}
 		noRetry := request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
 		switch answer.Outcome {
 		case provisioning.Found:
@@ -210,9 +214,6 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 			c.setStatus(ctx, live, request, nil,
 				condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason, answer.Message, now),
 				condition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason, answer.Message, now))
-		case provisioning.BookingExpired, provisioning.Expired, provisioning.Unfollowable, provisioning.PodsUnavailable:
-			ending := endings[answer.Outcome]
-			c.setStatus(ctx, live, request, nil, condition(ending.conditionType, metav1.ConditionTrue, ending.reason, answer.Message, now))
 		case provisioning.NotFound:
 			if noRetry {
 				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,

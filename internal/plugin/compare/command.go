@@ -94,8 +94,10 @@ when they differ.`,
 			if err != nil {
 				return err
 			}
+			// One clock for the comparison and the ages it prints.
+			now := o.Now()
 			report, err := runCompare(cmd.Context(), compareRun{
-				management: c, namespace: namespace, name: args[0], now: o.Now(),
+				management: c, namespace: namespace, name: args[0], now: now,
 				opts: co, statusConfigMap: statusKey,
 				workload: func(ca *autoscalingv1alpha1.ClusterAutoscaler) (client.Reader, error) {
 					return workloadClient(cmd.Context(), c, ca, co.workloadKubeconfig)
@@ -104,7 +106,7 @@ when they differ.`,
 			if err != nil {
 				return err
 			}
-			if err := printCompare(o.Out(), co.output, report, o.Palette(), o.Now()); err != nil {
+			if err := printCompare(o.Out(), co.output, report, o.Palette(), now); err != nil {
 				return err
 			}
 			if co.failOnDifference && report.Summary.Differences > 0 {

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/plugintest"
@@ -310,7 +311,7 @@ func TestCompareScaleUpDetails(t *testing.T) {
 	g.Expect(m.Theirs.Time.Time).To(Equal(plugintest.TestNow.Add(-10 * time.Minute)))
 	g.Expect(m.Theirs.Pods).To(Equal(pods))
 	g.Expect(m.Theirs.PodCount).To(BeEquivalentTo(3))
-	g.Expect(m.Theirs.NodeGroups).To(Equal([]GroupChange{{ID: plugintest.MD0, Delta: 2, From: ptrTo[int32](1), To: ptrTo[int32](3), Max: ptrTo[int32](5)}}))
+	g.Expect(m.Theirs.NodeGroups).To(Equal([]GroupChange{{ID: plugintest.MD0, Delta: 2, From: ptr.To[int32](1), To: ptr.To[int32](3), Max: ptr.To[int32](5)}}))
 	g.Expect(m.Theirs.OldestPodCreationTime.Time).To(Equal(plugintest.TestNow.Add(-12 * time.Minute)))
 	g.Expect(m.Theirs.Latency.Duration).To(Equal(2 * time.Minute))
 	g.Expect(m.Ours.Latency.Duration).To(Equal(3*time.Minute + 20*time.Second))

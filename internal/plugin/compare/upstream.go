@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -103,10 +104,10 @@ func parseScaleUpMessage(message string) ([]GroupChange, error) {
 			problems = append(problems, fmt.Sprintf("%q has sizes out of range", "{"+part+"}"))
 			continue
 		}
-		group := GroupChange{ID: m[1], Delta: int32(to - from), From: ptrTo(int32(from)), To: ptrTo(int32(to))}
+		group := GroupChange{ID: m[1], Delta: int32(to - from), From: ptr.To(int32(from)), To: ptr.To(int32(to))}
 		if m[4] != "" {
 			if maxSize, err := strconv.ParseInt(m[4], 10, 32); err == nil {
-				group.Max = ptrTo(int32(maxSize))
+				group.Max = ptr.To(int32(maxSize))
 			}
 		}
 		groups = append(groups, group)
@@ -119,8 +120,6 @@ func parseScaleUpMessage(message string) ([]GroupChange, error) {
 	}
 	return groups, nil
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // statusScaleDownMessages are the messages of the upstream autoscaler's
 // scale-down events on its status ConfigMap; the first group is the node.
@@ -308,7 +307,7 @@ func textNumber(message, key string) *int32 {
 	if err != nil {
 		return nil
 	}
-	return ptrTo(int32(n))
+	return ptr.To(int32(n))
 }
 
 // parseTextStatus reads the text status: the cluster-wide conditions, then

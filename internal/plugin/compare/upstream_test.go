@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/plugintest"
@@ -33,7 +34,7 @@ func TestParseScaleUpMessage(t *testing.T) {
 		},
 		{
 			message: "pod triggered scale-up: {MachineSet/clusters/prod-ms-0 0->2}",
-			want:    []GroupChange{{ID: "MachineSet/clusters/prod-ms-0", Delta: 2, From: ptrTo[int32](0), To: ptrTo[int32](2)}},
+			want:    []GroupChange{{ID: "MachineSet/clusters/prod-ms-0", Delta: 2, From: ptr.To[int32](0), To: ptr.To[int32](2)}},
 		},
 		{
 			message:     "pod triggered scale-up: [{MachineDeployment/clusters/prod-md-0 1->3 (max: 5)} {MachineDeployment/clusters/prod-md-1 one->two}]",
@@ -68,8 +69,8 @@ func TestParseScaleUpMessageReadsTheEnginesMessages(t *testing.T) {
 	groups, err := parseScaleUpMessage(message)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(groups).To(Equal([]GroupChange{
-		{ID: plugintest.MD0, Delta: 2, From: ptrTo[int32](1), To: ptrTo[int32](3), Max: ptrTo[int32](5)},
-		{ID: plugintest.MD1, Delta: 2, From: ptrTo[int32](0), To: ptrTo[int32](2), Max: ptrTo[int32](4)},
+		{ID: plugintest.MD0, Delta: 2, From: ptr.To[int32](1), To: ptr.To[int32](3), Max: ptr.To[int32](5)},
+		{ID: plugintest.MD1, Delta: 2, From: ptr.To[int32](0), To: ptr.To[int32](2), Max: ptr.To[int32](4)},
 	}))
 }
 

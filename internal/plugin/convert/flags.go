@@ -76,7 +76,7 @@ func (d upstreamDefault) at(minor int) string {
 }
 
 // flagTable has every upstream flag that convert knows: those that map to
-// a field first, then those that do not (convert_unmapped.go).
+// a field first, then those that do not (unmapped.go).
 var flagTable = append(mappedFlags(), unmappedFlags()...)
 
 // mappedFlags are the upstream flags with a field of the ClusterAutoscaler.

@@ -128,7 +128,7 @@ func connect(env *envtest.Environment) error {
 // printed.
 func RunPlugin(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	return RunWithKubeconfig(API.Kubeconfig, args...)
+	return runWithKubeconfig(API.Kubeconfig, args...)
 }
 
 // RunPluginAs runs the plugin as a user with no permissions but those RBAC
@@ -147,23 +147,23 @@ func RunPluginAs(t *testing.T, user string, args ...string) (stdout, stderr stri
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return RunWithKubeconfig(path, args...)
+	return runWithKubeconfig(path, args...)
 }
 
 // RunPluginAt runs the plugin as RunPlugin does, with its clock at now.
 func RunPluginAt(t *testing.T, now time.Time, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	return RunWithKubeconfigAt(API.Kubeconfig, now, args...)
+	return runWithKubeconfigAt(API.Kubeconfig, now, args...)
 }
 
-// RunWithKubeconfig runs the plugin with the kubeconfig file.
-func RunWithKubeconfig(kubeconfig string, args ...string) (stdout, stderr string, err error) {
-	return RunWithKubeconfigAt(kubeconfig, TestNow, args...)
+// runWithKubeconfig runs the plugin with the kubeconfig file.
+func runWithKubeconfig(kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	return runWithKubeconfigAt(kubeconfig, TestNow, args...)
 }
 
-// RunWithKubeconfigAt runs the plugin with the kubeconfig file and its
+// runWithKubeconfigAt runs the plugin with the kubeconfig file and its
 // clock at now.
-func RunWithKubeconfigAt(kubeconfig string, now time.Time, args ...string) (stdout, stderr string, err error) {
+func runWithKubeconfigAt(kubeconfig string, now time.Time, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	cmd := cli.NewRootCommand(cli.Streams{Out: &out, ErrOut: &errOut}, func() time.Time { return now }, commands...)
 	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig, "--color", "never"}, args...))
