@@ -61,7 +61,7 @@ type actuation interface {
 	// and returns the request's answer.
 	rollBack(ctx context.Context, l *loop, request *provisioning.Request, scaleUp *atomicScaleUp, failure string, answer provisioning.Answer) provisioning.Answer
 	// answerRequests gives the provisioning requests their answers.
-	answerRequests(ctx context.Context, answers []provisioning.Answer)
+	answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer)
 	// writeBufferStatus writes what the capacity buffers read in the loop
 	// resolved to in their status.
 	writeBufferStatus(ctx context.Context)
@@ -341,7 +341,7 @@ func (a active) rollBack(ctx context.Context, l *loop, request *provisioning.Req
 	return answer
 }
 
-func (a active) answerRequests(ctx context.Context, answers []provisioning.Answer) {
+func (a active) answerRequests(ctx context.Context, _ *loop, answers []provisioning.Answer) {
 	a.s.opts.Requests.Answer(ctx, answers)
 }
 

@@ -25,14 +25,17 @@ const (
 	ScaleUpDecision DecisionKind = "ScaleUp"
 	// ScaleDownDecision would have started removing nodes.
 	ScaleDownDecision DecisionKind = "ScaleDown"
+	// AnswerDecision would have set the condition Decision.Answer on a
+	// ProvisioningRequest.
+	AnswerDecision DecisionKind = "Answer"
 )
 
 // maxDecisions is how many dry-run decisions an engine remembers, the
 // most the ClusterAutoscaler status keeps.
 const maxDecisions = 50
 
-// Decision is a scale-up or a scale-down that a dry-run loop planned and
-// did not carry out.
+// Decision is a scale-up, a scale-down or the answer to a
+// ProvisioningRequest that a dry-run loop planned and did not carry out.
 type Decision struct {
 	Kind DecisionKind
 	// Time is when the loop that planned it started.
@@ -47,8 +50,11 @@ type Decision struct {
 	// OldestPod is when the oldest of Pods was created.
 	OldestPod time.Time
 	// Request is the namespace/name of the ProvisioningRequest whose
-	// atomic scale-up a scale-up was, or "".
+	// atomic scale-up a scale-up was, or that an answer was for, or "".
 	Request string
+	// Answer is the condition an answer would have set on Request: the
+	// one that tells the answer (provisioning.Answer.Conditions).
+	Answer *provisioning.Condition
 }
 
 // GroupDelta is a change of one group's size.
@@ -61,7 +67,16 @@ type GroupDelta struct {
 // again what the last one planned makes no new decision.
 func (d Decision) sameAs(other *Decision) bool {
 	return other != nil && d.Kind == other.Kind && d.Request == other.Request && slices.Equal(d.Groups, other.Groups) &&
-		slices.Equal(d.Nodes, other.Nodes) && slices.Equal(d.Pods, other.Pods)
+		slices.Equal(d.Nodes, other.Nodes) && slices.Equal(d.Pods, other.Pods) && sameCondition(d.Answer, other.Answer)
+}
+
+// sameCondition says whether a and b set the same condition: a message
+// that counts what changed since does not make a new answer.
+func sameCondition(a, b *provisioning.Condition) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason
 }
 
 // Message says what the decision would have done, for events and logs.
@@ -76,6 +91,8 @@ func (d Decision) Message() string {
 			return fmt.Sprintf("Would scale up [%s] for ProvisioningRequest %s", strings.Join(groups, ", "), d.Request)
 		}
 		return fmt.Sprintf("Would scale up [%s] for %d pending pod(s)", strings.Join(groups, ", "), len(d.Pods))
+	case AnswerDecision:
+		return fmt.Sprintf("Would set %s=%s (%s) on ProvisioningRequest %s: %s", d.Answer.Type, d.Answer.Status, d.Answer.Reason, d.Request, d.Answer.Message)
 	default:
 		return fmt.Sprintf("Would remove node(s) %s [%s]", strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
 	}
@@ -83,7 +100,7 @@ func (d Decision) Message() string {
 
 // dryRunDecisions are what a dry-run engine decided: the last decision of
 // each key (the scale-up of pending pods, scale-down, the atomic scale-up
-// of each request), to tell a new one from one planned again, and the
+// and the answer of each request), to tell a new one from one planned again, and the
 // last maxDecisions decisions, oldest first.
 type dryRunDecisions struct {
 	last map[string]*Decision
@@ -110,6 +127,16 @@ func (r *dryRunDecisions) record(key string, d Decision) bool {
 
 func (r *dryRunDecisions) forget(key string) {
 	delete(r.last, key)
+}
+
+// forgetAnswers forgets the last answers of the requests whose keys are
+// not in kept, those gone: an answer given again later counts again.
+func (r *dryRunDecisions) forgetAnswers(kept map[string]bool) {
+	for key, last := range r.last {
+		if last.Kind == AnswerDecision && !kept[key] {
+			delete(r.last, key)
+		}
+	}
 }
 
 // dryRun records the decisions of a loop in DryRun mode and writes
@@ -217,16 +244,33 @@ func (d dryRun) rollBack(_ context.Context, _ *loop, _ *provisioning.Request, sc
 	return answer
 }
 
-// answerRequests tells the answers in the log, and forgets the scale-up
-// decisions of the requests that no longer need one.
-func (d dryRun) answerRequests(ctx context.Context, answers []provisioning.Answer) {
+// answerRequests publishes, in the log and as an Answer decision, each
+// answer that differs from the last given to its request, and forgets the
+// scale-up decisions of the requests that no longer need one.
+func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer) {
+	noRetry := map[types.UID]bool{}
+	// The requests served, answered or not by this loop, and those ended.
+	served := map[string]bool{}
+	for _, request := range l.requests {
+		noRetry[request.UID] = request.NoRetry
+		served[answerDecision(request.UID)] = true
+	}
 	for _, answer := range answers {
 		if answer.Outcome != provisioning.ScalingUp {
 			d.s.decisions.forget(requestDecision(answer.UID))
 		}
 		klog.FromContext(ctx).V(2).Info("Dry run: not answering a ProvisioningRequest", "ProvisioningRequest", klog.KRef(answer.Namespace, answer.Name),
 			"outcome", answer.Outcome, "message", answer.Message)
+		conditions := answer.Conditions(noRetry[answer.UID])
+		if len(conditions) == 0 {
+			continue
+		}
+		key := answerDecision(answer.UID)
+		served[key] = true
+		request := types.NamespacedName{Namespace: answer.Namespace, Name: answer.Name}.String()
+		d.publishDecision(ctx, key, Decision{Kind: AnswerDecision, Time: l.now, Request: request, Answer: &conditions[len(conditions)-1]}, 0)
 	}
+	d.s.decisions.forgetAnswers(served)
 }
 
 // writeBufferStatus writes nothing: the buffers' room is in the status of
@@ -234,14 +278,16 @@ func (d dryRun) answerRequests(ctx context.Context, answers []provisioning.Answe
 func (d dryRun) writeBufferStatus(context.Context) {}
 
 // Keys of the last decisions (dryRunDecisions.last): one for the scale-up
-// of pending pods, one for scale-down, and one for each request's atomic
-// scale-up.
+// of pending pods, one for scale-down, and for each request one for its
+// atomic scale-up and one for its answer.
 const (
 	pendingPodsDecision = "pending pods"
 	scaleDownDecision   = "scale-down"
 )
 
 func requestDecision(uid types.UID) string { return "ProvisioningRequest " + string(uid) }
+
+func answerDecision(uid types.UID) string { return "answer to ProvisioningRequest " + string(uid) }
 
 // publishDecision adds a new decision to the loop's status, its metrics
 // and the log.
@@ -255,9 +301,10 @@ func (d dryRun) publishDecision(ctx context.Context, key string, decision Decisi
 		return
 	}
 	klog.FromContext(ctx).Info("Dry run: not carrying out a decision", "decision", decision.Kind, "message", decision.Message())
-	if decision.Kind == ScaleUpDecision {
+	switch decision.Kind {
+	case ScaleUpDecision:
 		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, modeDryRun, nodes)
-	} else {
+	case ScaleDownDecision:
 		s.opts.Metrics.recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeDryRun, nodes)
 	}
 }

@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -108,6 +110,13 @@ func TestADryRunLoopWritesNothingButItsOwnStatus(t *testing.T) {
 		SatisfyAll(HaveField("Name", "check"), HaveField("Outcome", provisioning.Found))))
 	expect("the atomic request is planned for", second.Requests, ContainElement(SatisfyAll(HaveField("Name", "atomic"), HaveField("Outcome", provisioning.ScalingUp))))
 	expect("as a decision", second.Decisions, ContainElement(HaveField("Request", "default/atomic")))
+	expect("each answer is a decision once, however many loops give it", answersOf(last.Decisions), Equal(map[string][]provisioning.Condition{
+		"default/old": {{Type: provisioningv1.FailedCondition, Status: metav1.ConditionTrue, Reason: provisioningv1.ExpiredReason, Message: "expired"}},
+		"default/check": {{Type: provisioningv1.ProvisionedCondition, Status: metav1.ConditionTrue, Reason: provisioningv1.CapacityIsFoundReason,
+			Message: "The pods fit in the cluster as it is; the capacity is booked for them"}},
+		"default/atomic": {{Type: provisioningv1.ProvisionedCondition, Status: metav1.ConditionFalse, Reason: provisioningv1.ScaleUpInProgressReason,
+			Message: second.Requests[len(second.Requests)-1].Message}},
+	}))
 	expect("the spare node would go", last.Decisions, ContainElement(SatisfyAll(
 		HaveField("Kind", autoscaler.ScaleDownDecision), HaveField("Nodes", []string{spareNodes[0].Name}))))
 	expect("the unregistered instance is long unregistered", groupRow(last, broken.id).LongUnregistered, Equal(1))
@@ -123,6 +132,24 @@ func TestADryRunLoopWritesNothingButItsOwnStatus(t *testing.T) {
 	g.Expect(f.groupRecorder.events).To(BeEmpty(), "no event on the objects behind node groups")
 	g.Expect(bufferLister.writes).To(BeZero(), "no buffer status")
 	g.Expect(requests.answered).To(BeEmpty(), "no request status")
+}
+
+// answersOf are the conditions the Answer decisions would have set, by
+// request, in the order decided.
+func answersOf(decisions []autoscaler.Decision) map[string][]provisioning.Condition {
+	answers := map[string][]provisioning.Condition{}
+	for _, decision := range decisions {
+		if decision.Kind == autoscaler.AnswerDecision {
+			answers[decision.Request] = append(answers[decision.Request], *decision.Answer)
+		}
+	}
+	return answers
+}
+
+// noRetry has request ask not to be tried again.
+func noRetry(request provisioning.Request) provisioning.Request {
+	request.NoRetry = true
+	return request
 }
 
 // dryRunTwin is a state of a cluster with a buffer and requests, built
@@ -146,7 +173,7 @@ func TestDryRunDecidesWhatActiveDoesWithBuffersAndRequests(t *testing.T) {
 			return dryRunTwin{
 				groups: []*fakeGroup{group}, objects: objects(nodes, running),
 				buffers: []buffers.Buffer{bufferOf(3)},
-				requests: []provisioning.Request{checkOf("check", 1, "1", false), checkOf("too-big", 2, "1", false),
+				requests: []provisioning.Request{checkOf("check", 1, "1", false), noRetry(checkOf("too-big", 2, "1", false)),
 					requestOf(provisioning.AtomicScaleUp, "atomic", 2, "3")},
 			}
 		},
@@ -174,7 +201,7 @@ func TestDryRunDecidesWhatActiveDoesWithBuffersAndRequests(t *testing.T) {
 				return f.runOnce(t), twin, requests
 			}
 			active, activeState, activeRequests := run(autoscaler.DefaultConfig())
-			dry, _, dryRequests := run(dryRunConfig())
+			dry, twin, dryRequests := run(dryRunConfig())
 
 			increased := map[string]int{}
 			for _, group := range activeState.groups {
@@ -193,6 +220,13 @@ func TestDryRunDecidesWhatActiveDoesWithBuffersAndRequests(t *testing.T) {
 			g.Expect(dry.Requests).To(Equal(active.Requests), "the same answers")
 			g.Expect(activeRequests.answered).To(Equal([][]provisioning.Answer{active.Requests}), "Active gives them")
 			g.Expect(dryRequests.answered).To(BeEmpty(), "DryRun does not")
+			written := map[string][]provisioning.Condition{}
+			for _, answer := range active.Requests {
+				request := answer.Namespace + "/" + answer.Name
+				conditions := answer.Conditions(slices.ContainsFunc(twin.requests, func(r provisioning.Request) bool { return r.Key() == request && r.NoRetry }))
+				written[request] = conditions[len(conditions)-1:]
+			}
+			g.Expect(answersOf(dry.Decisions)).To(Equal(written), "DryRun's decisions name each request and the condition Active writes on it")
 			g.Expect(dry.Buffers).To(Equal(active.Buffers), "the same room for the buffers")
 			g.Expect(dry.Buffers).NotTo(BeEmpty())
 		})

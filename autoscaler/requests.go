@@ -188,7 +188,7 @@ func (s *steps) giveAnswers(ctx context.Context, l *loop) {
 	if l.answered || len(l.ended) > 0 {
 		answers := slices.Concat(l.ended, l.answers)
 		l.status.Requests = answers
-		s.act.answerRequests(ctx, answers)
+		s.act.answerRequests(ctx, l, answers)
 	}
 }
 

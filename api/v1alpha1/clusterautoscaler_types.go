@@ -30,8 +30,9 @@ const (
 	// DryRunMode: the autoscaler runs every loop and plans as in Active
 	// mode, but writes nothing to the workload cluster or its Machines (no
 	// replicas, marks, taints, cordons, evictions or pod events). What it
-	// would have done is published in WouldScaleUp and WouldScaleDown
-	// events, status.dryRunDecisions and metrics with mode="DryRun".
+	// would have done is published in WouldScaleUp, WouldScaleDown and
+	// WouldAnswerProvisioningRequest events, status.dryRunDecisions and
+	// metrics with mode="DryRun".
 	DryRunMode Mode = "DryRun"
 )
 
@@ -641,6 +642,10 @@ const (
 	// WouldScaleDownReason, of a Normal event: a DryRun ClusterAutoscaler
 	// would have started removing the nodes the message names.
 	WouldScaleDownReason = "WouldScaleDown"
+	// WouldAnswerProvisioningRequestReason, of a Normal event: a DryRun
+	// ClusterAutoscaler would have set the condition the message names on
+	// a ProvisioningRequest.
+	WouldAnswerProvisioningRequestReason = "WouldAnswerProvisioningRequest"
 	// ProvisioningRequestsUnreadableReason, of a Warning event: the
 	// ProvisioningRequests of the workload cluster could not be read;
 	// autoscaling goes on without answering them and tries again every 5
@@ -828,7 +833,7 @@ type CapacityBufferRoom struct {
 }
 
 // DecisionKind is what a DryRun decision would have done.
-// +kubebuilder:validation:Enum=ScaleUp;ScaleDown
+// +kubebuilder:validation:Enum=ScaleUp;ScaleDown;Answer
 type DecisionKind string
 
 const (
@@ -836,6 +841,8 @@ const (
 	ScaleUpDecision DecisionKind = "ScaleUp"
 	// ScaleDownDecision would have started removing nodes.
 	ScaleDownDecision DecisionKind = "ScaleDown"
+	// AnswerDecision would have set a condition on a ProvisioningRequest.
+	AnswerDecision DecisionKind = "Answer"
 )
 
 // DryRunDecision is one decision a DryRun ClusterAutoscaler did not carry out.
@@ -844,9 +851,22 @@ type DryRunDecision struct {
 	// +required
 	Time metav1.Time `json:"time"`
 
-	// kind is ScaleUp or ScaleDown.
+	// kind is ScaleUp, ScaleDown or Answer.
 	// +required
 	Kind DecisionKind `json:"kind"`
+
+	// provisioningRequest is namespace/name, in the workload cluster, of
+	// the ProvisioningRequest the decision was made for: the request whose
+	// atomic scale-up a ScaleUp was, or the request an Answer was for.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=317
+	ProvisioningRequest string `json:"provisioningRequest,omitempty"`
+
+	// answer is, for an Answer, the condition it would have set on the
+	// ProvisioningRequest: the one that tells the answer.
+	// +optional
+	Answer *ProvisioningRequestAnswer `json:"answer,omitempty"`
 
 	// nodeGroups are the groups it would have changed, and by how many
 	// nodes each (positive for a scale-up, negative for a scale-down).
@@ -876,6 +896,34 @@ type DryRunDecision struct {
 	// the decision came time - oldestPodCreationTime after it.
 	// +optional
 	OldestPodCreationTime *metav1.Time `json:"oldestPodCreationTime,omitempty"`
+}
+
+// ProvisioningRequestAnswer is a condition a DryRun ClusterAutoscaler
+// would have set on a ProvisioningRequest.
+type ProvisioningRequestAnswer struct {
+	// conditionType is the type of the condition: Provisioned, Failed or
+	// BookingExpired.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	ConditionType string `json:"conditionType"`
+
+	// status is the status of the condition.
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status metav1.ConditionStatus `json:"status"`
+
+	// reason is the reason of the condition, as upstream sets it (e.g.
+	// CapacityIsFound, CapacityIsNotFound, ScaleUpInProgress).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+
+	// message is the message of the condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	Message string `json:"message,omitempty"`
 }
 
 // AtomicScaleUpRecord is an atomic scale-up in progress for a

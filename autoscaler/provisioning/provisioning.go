@@ -52,6 +52,9 @@ type Request struct {
 	Booked bool
 	// ScaleUp is the atomic scale-up in progress for the request, or nil.
 	ScaleUp *ScaleUp
+	// NoRetry is set when the request asks not to be tried again
+	// (provisioningv1.NoRetryParameter): capacity not found fails it.
+	NoRetry bool
 }
 
 // ScaleUp is an atomic scale-up in progress: the nodes it asked of each
@@ -173,6 +176,50 @@ type Answer struct {
 	Message   string
 	// ScaleUp is the scale-up in progress, with Outcome ScalingUp.
 	ScaleUp *ScaleUp
+}
+
+// Condition is a condition an answer sets on its request.
+type Condition struct {
+	Type    string
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// Conditions are the conditions the answer sets on its request, besides
+// Accepted, as upstream sets them; the last is the one that tells the
+// answer. noRetry is the request's (Request.NoRetry).
+func (a Answer) Conditions(noRetry bool) []Condition {
+	set := func(conditionType string, status metav1.ConditionStatus, reason string) Condition {
+		return Condition{Type: conditionType, Status: status, Reason: reason, Message: a.Message}
+	}
+	switch a.Outcome {
+	case Found:
+		return []Condition{set(provisioningv1.ProvisionedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsFoundReason)}
+	case Provisioned:
+		return []Condition{set(provisioningv1.ProvisionedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsProvisionedReason)}
+	case ScalingUp:
+		return []Condition{set(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpInProgressReason)}
+	case ScaleUpFailed:
+		return []Condition{
+			set(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason),
+			set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason),
+		}
+	case BookingExpired:
+		return []Condition{set(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue, provisioningv1.CapacityReservationTimeExpiredReason)}
+	case Expired:
+		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ExpiredReason)}
+	case Unfollowable:
+		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason)}
+	case PodsUnavailable:
+		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.FailedToCreatePodsReason)}
+	case NotFound:
+		if noRetry {
+			return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsNotFoundReason)}
+		}
+		return []Condition{set(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.CapacityIsNotFoundReason)}
+	}
+	return nil
 }
 
 // Lister lists the requests of a cluster that the engine serves, waiting

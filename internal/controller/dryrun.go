@@ -20,11 +20,14 @@ const (
 	// maxDecisionEntries is how many groups or nodes a decision in the
 	// status names.
 	maxDecisionEntries = 100
+	// maxAnswerMessage is how long the message of an answer in the status
+	// is.
+	maxAnswerMessage = 10240
 )
 
 // publishDecisions adds the decisions of a DryRun engine that the status
 // does not have yet to status.dryRunDecisions, and tells each in a
-// WouldScaleUp or WouldScaleDown event; in Active mode it empties the
+// WouldScaleUp, WouldScaleDown or WouldAnswerProvisioningRequest event; in Active mode it empties the
 // list. The engine keeps its last decisions, not only those of its last
 // loop, so that none is lost when reconciles skip loops; one already in
 // the status is not added again, so a status write that failed loses
@@ -41,16 +44,20 @@ func (r *ClusterAutoscalerReconciler) publishDecisions(ca *autoscalingv1alpha1.C
 			continue
 		}
 		published = append(published, entry)
-		reason := autoscalingv1alpha1.WouldScaleUpReason
-		if decision.Kind == autoscaler.ScaleDownDecision {
-			reason = autoscalingv1alpha1.WouldScaleDownReason
-		}
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, reason, autoscaleAction, "%s", decision.Message())
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, decisionReasons[decision.Kind], autoscaleAction, "%s", decision.Message())
 	}
 	if extra := len(published) - maxDryRunDecisions; extra > 0 {
 		published = slices.Delete(published, 0, extra)
 	}
 	ca.Status.DryRunDecisions = published
+}
+
+// decisionReasons are the reasons of the events that tell the decisions,
+// by kind.
+var decisionReasons = map[autoscaler.DecisionKind]string{
+	autoscaler.ScaleUpDecision:   autoscalingv1alpha1.WouldScaleUpReason,
+	autoscaler.ScaleDownDecision: autoscalingv1alpha1.WouldScaleDownReason,
+	autoscaler.AnswerDecision:    autoscalingv1alpha1.WouldAnswerProvisioningRequestReason,
 }
 
 // decisionEntry is a decision as the status keeps it.
@@ -61,6 +68,13 @@ func decisionEntry(decision autoscaler.Decision) autoscalingv1alpha1.DryRunDecis
 		Nodes:                 decision.Nodes[:min(len(decision.Nodes), maxDecisionEntries)],
 		PodCount:              int32(len(decision.Pods)),
 		OldestPodCreationTime: statusTime(decision.OldestPod),
+		ProvisioningRequest:   decision.Request,
+	}
+	if answer := decision.Answer; answer != nil {
+		entry.Answer = &autoscalingv1alpha1.ProvisioningRequestAnswer{
+			ConditionType: answer.Type, Status: answer.Status, Reason: answer.Reason,
+			Message: truncate(answer.Message, maxAnswerMessage),
+		}
 	}
 	for _, group := range decision.Groups[:min(len(decision.Groups), maxDecisionEntries)] {
 		entry.NodeGroups = append(entry.NodeGroups, autoscalingv1alpha1.NodeGroupDelta{ID: group.ID, Delta: int32(group.Delta)})

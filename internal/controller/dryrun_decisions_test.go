@@ -2,15 +2,19 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 )
 
 func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
@@ -52,4 +56,26 @@ func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
 
 	r.publishDecisions(ca, autoscaler.Status{})
 	g.Expect(ca.Status.DryRunDecisions).To(BeEmpty(), "an Active loop empties the list")
+}
+
+func TestDryRunAnswersNameTheRequestAndTheCondition(t *testing.T) {
+	g := NewWithT(t)
+	recorder := events.NewFakeRecorder(10)
+	r := &ClusterAutoscalerReconciler{Recorder: recorder}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	answer := autoscaler.Decision{
+		Kind: autoscaler.AnswerDecision, Time: start, Request: "ns/job",
+		Answer: &provisioning.Condition{Type: provisioningv1.ProvisionedCondition, Status: metav1.ConditionTrue,
+			Reason: provisioningv1.CapacityIsFoundReason, Message: strings.Repeat("x", 20000)},
+	}
+
+	r.publishDecisions(ca, autoscaler.Status{DryRun: true, Decisions: []autoscaler.Decision{answer}})
+
+	g.Expect(ca.Status.DryRunDecisions).To(Equal([]autoscalingv1alpha1.DryRunDecision{{
+		Time: *statusTime(start), Kind: autoscalingv1alpha1.AnswerDecision, ProvisioningRequest: "ns/job",
+		Answer: &autoscalingv1alpha1.ProvisioningRequestAnswer{ConditionType: provisioningv1.ProvisionedCondition, Status: metav1.ConditionTrue,
+			Reason: provisioningv1.CapacityIsFoundReason, Message: strings.Repeat("x", maxAnswerMessage-3) + "..."},
+	}}))
+	g.Expect(<-recorder.Events).To(HavePrefix("Normal WouldAnswerProvisioningRequest Would set Provisioned=True (CapacityIsFound) on ProvisioningRequest ns/job: xxx"))
 }

@@ -1,17 +1,21 @@
 package controller
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 	gomegatypes "github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
 
@@ -29,7 +33,7 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 		pendingPod(fixture.Namespace, nodeSelector)
 		Eventually(func(g Gomega) {
 			ca := getClusterAutoscaler(g, shadow)
-			g.Expect(ca.Status.DryRunDecisions).To(HaveExactElements(MatchFields(IgnoreExtras, Fields{
+			g.Expect(decisionsIn(fixture.Namespace, ca)).To(HaveExactElements(MatchFields(IgnoreExtras, Fields{
 				"Kind":       Equal(autoscalingv1alpha1.ScaleUpDecision),
 				"NodeGroups": Equal([]autoscalingv1alpha1.NodeGroupDelta{{ID: groupID, Delta: 1}}),
 				"Pods":       Equal([]string{fixture.Namespace + "/pending"}),
@@ -40,7 +44,7 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.WouldScaleUpReason, Equal("Would scale up ["+groupID+" +1] for 1 pending pod(s)"))
 		expectAnotherLoop(shadow)
 		Expect(get(group).Spec.Replicas).To(HaveValue(BeZero()), "the group keeps its size")
-		Expect(getClusterAutoscaler(Default, shadow).Status.DryRunDecisions).To(HaveLen(1), "the same decision is not published again")
+		Expect(decisionsIn(fixture.Namespace, getClusterAutoscaler(Default, shadow))).To(HaveLen(1), "the same decision is not published again")
 
 		By("not refusing an Active ClusterAutoscaler of the same Cluster, though older")
 		active := createNamedClusterAutoscaler(fixture, "active")
@@ -73,6 +77,47 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 			" is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after 5m0s"))
 		Expect(reconciler.engines.get(shadow)).To(BeIdenticalTo(engine), "the same engine goes on, and follows what it handed over")
 	})
+
+	It("publishes the answer it would give a ProvisioningRequest once", func() {
+		fixture := newWorkloadCluster(env.Config.Host)
+		createGroupAtZero(fixture, "dryrun-answers.example.com/cluster")
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "huge"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}}})).To(Succeed())
+		// Not found, and tried again: the Active engines of the other specs,
+		// which serve this API server too, answer the request as well, but
+		// do not end it. That DryRun gives no answer is proven without them
+		// (TestADryRunLoopWritesNothingButItsOwnStatus).
+		request := &provisioningv1.ProvisioningRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "once"},
+			Spec: provisioningv1.ProvisioningRequestSpec{
+				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
+				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "huge"}, Count: 1}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, request)).To(Succeed())
+		shadow := createNamedClusterAutoscaler(fixture, "shadow")
+		DeferCleanup(deleteClusterAutoscaler, shadow)
+		setMode(shadow, autoscalingv1alpha1.DryRunMode)
+		requestName := fixture.Namespace + "/once"
+
+		Eventually(func(g Gomega) {
+			g.Expect(decisionsIn(fixture.Namespace, getClusterAutoscaler(g, shadow))).To(HaveExactElements(MatchFields(IgnoreExtras, Fields{
+				"Kind":                Equal(autoscalingv1alpha1.AnswerDecision),
+				"ProvisioningRequest": Equal(requestName),
+				"Answer": PointTo(MatchFields(IgnoreExtras, Fields{
+					"ConditionType": Equal(provisioningv1.ProvisionedCondition),
+					"Status":        Equal(metav1.ConditionFalse),
+					"Reason":        Equal(provisioningv1.CapacityIsNotFoundReason),
+					"Message":       Equal("1 of the 1 pods fit on no node of the cluster as it is"),
+				})),
+			})))
+		}, waitTimeout).Should(Succeed())
+		expectEvent(fixture.Namespace, shadow, corev1.EventTypeNormal, autoscalingv1alpha1.WouldAnswerProvisioningRequestReason,
+			Equal("Would set Provisioned=False (CapacityIsNotFound) on ProvisioningRequest "+requestName+": 1 of the 1 pods fit on no node of the cluster as it is"))
+		expectAnotherLoop(shadow)
+		Expect(decisionsIn(fixture.Namespace, getClusterAutoscaler(Default, shadow))).To(HaveLen(1), "the same answer is not published again")
+	})
 })
 
 // setMode sets the mode of a ClusterAutoscaler.
@@ -98,4 +143,17 @@ func expectEvent(namespace string, regarding types.NamespacedName, eventType, re
 			"Note":      note,
 		})))
 	}, waitTimeout).Should(Succeed())
+}
+
+// decisionsIn are the DryRun decisions of ca but the answers to the
+// requests of other namespaces: every engine of this suite serves the one
+// API server, and so the requests of every spec.
+func decisionsIn(namespace string, ca *autoscalingv1alpha1.ClusterAutoscaler) []autoscalingv1alpha1.DryRunDecision {
+	var decisions []autoscalingv1alpha1.DryRunDecision
+	for _, decision := range ca.Status.DryRunDecisions {
+		if decision.ProvisioningRequest == "" || strings.HasPrefix(decision.ProvisioningRequest, namespace+"/") {
+			decisions = append(decisions, decision)
+		}
+	}
+	return decisions
 }

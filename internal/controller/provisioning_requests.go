@@ -150,6 +150,7 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 		requests = append(requests, provisioning.Request{
 			Namespace: request.Namespace, Name: request.Name, UID: request.UID,
 			Class: provisioning.Class(request.Spec.ProvisioningClassName), PodSets: sets, Booked: booked, ScaleUp: scaleUp,
+			NoRetry: noRetry(request),
 		})
 	}
 	c.podSets = podSets
@@ -195,48 +196,22 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 		if !ok {
 			continue
 		}
-		if ending, ends := endings[answer.Outcome]; ends {
-			c.setStatus(ctx, live, request, nil, condition(ending.conditionType, metav1.ConditionTrue, ending.reason, answer.Message, now))
-			continue
+		var conditions []metav1.Condition
+		for _, set := range answer.Conditions(noRetry(request)) {
+			conditions = append(conditions, metav1.Condition{Type: set.Type, Status: set.Status, Reason: set.Reason, Message: set.Message, LastTransitionTime: metav1.NewTime(now)})
 		}
-		noRetry := request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
-		switch answer.Outcome {
-		case provisioning.Found:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityIsFoundReason, answer.Message, now))
-		case provisioning.Provisioned:
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionTrue,
-				provisioningv1.CapacityIsProvisionedReason, answer.Message, now))
-		case provisioning.ScalingUp:
-			c.setStatus(ctx, live, request, answer.ScaleUp, condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse,
-				provisioningv1.ScaleUpInProgressReason, answer.Message, now))
-		case provisioning.ScaleUpFailed:
-			c.setStatus(ctx, live, request, nil,
-				condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse, provisioningv1.ScaleUpFailedReason, answer.Message, now),
-				condition(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason, answer.Message, now))
-		case provisioning.NotFound:
-			if noRetry {
-				c.setStatus(ctx, live, request, nil, condition(provisioningv1.FailedCondition, metav1.ConditionTrue,
-					provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
-				continue
-			}
-			c.setStatus(ctx, live, request, nil, condition(provisioningv1.ProvisionedCondition, metav1.ConditionFalse,
-				provisioningv1.CapacityIsNotFoundReason, answer.Message, now))
+		var scaleUp *provisioning.ScaleUp
+		if answer.Outcome == provisioning.ScalingUp {
+			scaleUp = answer.ScaleUp
 		}
+		c.setStatus(ctx, live, request, scaleUp, conditions...)
 	}
 }
 
-// endings are the conditions that end the requests the engine no longer
-// serves, by the outcome ListRequests gives them, as upstream sets them.
-var endings = map[provisioning.Outcome]struct{ conditionType, reason string }{
-	provisioning.BookingExpired:  {provisioningv1.BookingExpiredCondition, provisioningv1.CapacityReservationTimeExpiredReason},
-	provisioning.Expired:         {provisioningv1.FailedCondition, provisioningv1.ExpiredReason},
-	provisioning.Unfollowable:    {provisioningv1.FailedCondition, provisioningv1.ScaleUpFailedReason},
-	provisioning.PodsUnavailable: {provisioningv1.FailedCondition, provisioningv1.FailedToCreatePodsReason},
-}
-
-func condition(conditionType string, status metav1.ConditionStatus, reason, message string, now time.Time) metav1.Condition {
-	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
+// noRetry says whether a request asks not to be tried again: capacity not
+// found fails it.
+func noRetry(request *provisioningv1.ProvisioningRequest) bool {
+	return request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
 }
 
 // setStatus sets Accepted and the given conditions on a request's status,

@@ -97,7 +97,11 @@ func dryRunDecisionViews(decisions []autoscalingv1alpha1.DryRunDecision) []DryRu
 	views := make([]DryRunDecisionView, 0, len(decisions))
 	for i := range decisions {
 		d := &decisions[i]
-		view := DryRunDecisionView{Time: &d.Time, Kind: string(d.Kind), NodeGroups: []NodeGroupDeltaView{}, Nodes: d.Nodes, Pods: d.PodCount}
+		view := DryRunDecisionView{Time: &d.Time, Kind: string(d.Kind), ProvisioningRequest: d.ProvisioningRequest,
+			NodeGroups: []NodeGroupDeltaView{}, Nodes: d.Nodes, Pods: d.PodCount}
+		if a := d.Answer; a != nil {
+			view.Answer = &AnswerView{ConditionType: a.ConditionType, Status: a.Status, Reason: a.Reason, Message: a.Message}
+		}
 		for _, g := range d.NodeGroups {
 			view.NodeGroups = append(view.NodeGroups, NodeGroupDeltaView{ID: g.ID, Delta: g.Delta})
 		}

@@ -177,6 +177,10 @@ func dryRunDecisionLine(d *DryRunDecisionView, namespace string, now time.Time) 
 	}
 	line := fmt.Sprintf("%s  %s %s", cli.TimeAndAge(d.Time, now), d.Kind, strings.Join(groups, ", "))
 	switch {
+	case d.Answer != nil:
+		line += fmt.Sprintf("ProvisioningRequest %s: %s=%s (%s)", d.ProvisioningRequest, d.Answer.ConditionType, d.Answer.Status, d.Answer.Reason)
+	case d.Kind == string(autoscalingv1alpha1.ScaleUpDecision) && d.ProvisioningRequest != "":
+		line += " for ProvisioningRequest " + d.ProvisioningRequest
 	case d.Kind == string(autoscalingv1alpha1.ScaleUpDecision):
 		line += " for " + cli.Plural(d.Pods, "pending pod")
 	case len(d.Nodes) > 0:

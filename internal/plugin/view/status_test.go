@@ -219,6 +219,11 @@ func dryRunCluster(namespace string) plugintest.Fixture {
 			{Time: *plugintest.At(-20 * time.Second), Kind: autoscalingv1alpha1.ScaleUpDecision,
 				NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: md0, Delta: 2}}, Pods: []string{"shop/web-0", "shop/web-1", "shop/web-2"}, PodCount: 3,
 				OldestPodCreationTime: plugintest.At(-25 * time.Second)},
+			{Time: *plugintest.At(-20 * time.Second), Kind: autoscalingv1alpha1.ScaleUpDecision,
+				NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: md0, Delta: 3}}, ProvisioningRequest: "shop/batch"},
+			{Time: *plugintest.At(-10 * time.Second), Kind: autoscalingv1alpha1.AnswerDecision, ProvisioningRequest: "shop/check",
+				Answer: &autoscalingv1alpha1.ProvisioningRequestAnswer{ConditionType: "Provisioned", Status: metav1.ConditionTrue,
+					Reason: "CapacityIsFound", Message: "The pods fit in the cluster as it is; the capacity is booked for them"}},
 		},
 	})}
 	f.CA.Spec.Mode = autoscalingv1alpha1.DryRunMode

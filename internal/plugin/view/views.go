@@ -56,14 +56,28 @@ type ClusterView struct {
 // out.
 type DryRunDecisionView struct {
 	Time *metav1.Time `json:"time"`
-	// Kind is ScaleUp or ScaleDown.
+	// Kind is ScaleUp, ScaleDown or Answer.
 	Kind string `json:"kind"`
+	// ProvisioningRequest is namespace/name of the request an atomic
+	// scale-up or an answer was for.
+	ProvisioningRequest string `json:"provisioningRequest,omitempty"`
+	// Answer is the condition an answer would have set on the request.
+	Answer *AnswerView `json:"answer,omitempty"`
 	// NodeGroups are the nodes each group would have gained or lost.
 	NodeGroups []NodeGroupDeltaView `json:"nodeGroups"`
 	// Nodes are those a scale-down would have removed.
 	Nodes []string `json:"nodes,omitempty"`
 	// Pods counts the pending pods a scale-up was for.
 	Pods int32 `json:"pods,omitempty"`
+}
+
+// AnswerView is a condition a DryRun ClusterAutoscaler would have set on a
+// ProvisioningRequest.
+type AnswerView struct {
+	ConditionType string                 `json:"conditionType"`
+	Status        metav1.ConditionStatus `json:"status"`
+	Reason        string                 `json:"reason"`
+	Message       string                 `json:"message,omitempty"`
 }
 
 // NodeGroupDeltaView is a change of a group's size.
