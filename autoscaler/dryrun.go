@@ -129,11 +129,13 @@ func (r *dryRunDecisions) forget(key string) {
 	delete(r.last, key)
 }
 
-// forgetAnswers forgets the last answers of the requests whose keys are
-// not in kept, those gone: an answer given again later counts again.
-func (r *dryRunDecisions) forgetAnswers(kept map[string]bool) {
+// forgetGoneRequests forgets the last answers and atomic scale-ups of the
+// requests whose keys are not in kept, those gone: an answer given again
+// later counts again, and a request deleted while scaling up is not
+// remembered for ever.
+func (r *dryRunDecisions) forgetGoneRequests(kept map[string]bool) {
 	for key, last := range r.last {
-		if last.Kind == AnswerDecision && !kept[key] {
+		if last.Request != "" && !kept[key] {
 			delete(r.last, key)
 		}
 	}
@@ -254,6 +256,7 @@ func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provision
 	for _, request := range l.requests {
 		noRetry[request.UID] = request.NoRetry
 		served[answerDecision(request.UID)] = true
+		served[requestDecision(request.UID)] = true
 	}
 	for _, answer := range answers {
 		if answer.Outcome != provisioning.ScalingUp {
@@ -270,7 +273,7 @@ func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provision
 		request := types.NamespacedName{Namespace: answer.Namespace, Name: answer.Name}.String()
 		d.publishDecision(ctx, key, Decision{Kind: AnswerDecision, Time: l.now, Request: request, Answer: &conditions[len(conditions)-1]}, 0)
 	}
-	d.s.decisions.forgetAnswers(served)
+	d.s.decisions.forgetGoneRequests(served)
 }
 
 // writeBufferStatus writes nothing: the buffers' room is in the status of
