@@ -30,9 +30,36 @@ const (
 	AnswerDecision DecisionKind = "Answer"
 )
 
-// maxDecisions is how many dry-run decisions an engine remembers, the
-// most the ClusterAutoscaler status keeps.
-const maxDecisions = 50
+// MaxDecisions is how many dry-run decisions an engine remembers and a
+// status keeps, of which at most MaxAnswerDecisions answers: the answers to
+// many ProvisioningRequests would otherwise push out the scale-ups and
+// scale-downs that a trial of a configuration is judged by.
+const (
+	MaxDecisions       = 50
+	MaxAnswerDecisions = MaxDecisions / 2
+)
+
+// KeepRecentDecisions drops the oldest answers beyond MaxAnswerDecisions,
+// then the oldest decisions beyond MaxDecisions.
+func KeepRecentDecisions[D any](decisions []D, isAnswer func(D) bool) []D {
+	answers := 0
+	for _, decision := range decisions {
+		if isAnswer(decision) {
+			answers++
+		}
+	}
+	decisions = slices.DeleteFunc(decisions, func(decision D) bool {
+		if answers > MaxAnswerDecisions && isAnswer(decision) {
+			answers--
+			return true
+		}
+		return false
+	})
+	if extra := len(decisions) - MaxDecisions; extra > 0 {
+		decisions = slices.Delete(decisions, 0, extra)
+	}
+	return decisions
+}
 
 // Decision is a scale-up, a scale-down or the answer to a
 // ProvisioningRequest that a dry-run loop planned and did not carry out.
@@ -101,7 +128,7 @@ func (d Decision) Message() string {
 // dryRunDecisions are what a dry-run engine decided: the last decision of
 // each key (the scale-up of pending pods, scale-down, the atomic scale-up
 // and the answer of each request), to tell a new one from one planned again, and the
-// last maxDecisions decisions, oldest first.
+// last MaxDecisions decisions, oldest first.
 type dryRunDecisions struct {
 	last map[string]*Decision
 	list []Decision
@@ -118,10 +145,7 @@ func (r *dryRunDecisions) record(key string, d Decision) bool {
 		r.last = map[string]*Decision{}
 	}
 	r.last[key] = &d
-	r.list = append(r.list, d)
-	if extra := len(r.list) - maxDecisions; extra > 0 {
-		r.list = slices.Delete(r.list, 0, extra)
-	}
+	r.list = KeepRecentDecisions(append(r.list, d), func(d Decision) bool { return d.Kind == AnswerDecision })
 	return true
 }
 

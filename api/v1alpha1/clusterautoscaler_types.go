@@ -709,8 +709,9 @@ type ClusterAutoscalerStatus struct {
 	CapacityBuffers []CapacityBufferRoom `json:"capacityBuffers,omitempty"`
 
 	// dryRunDecisions are the last decisions of a DryRun ClusterAutoscaler,
-	// oldest first (at most 50): what it would have scaled up or down, and
-	// when. A decision is recorded when it differs from the last of its
+	// oldest first (at most 50, of which at most 25 answers to
+	// ProvisioningRequests): what it would have scaled up or down or
+	// answered, and when. A decision is recorded when it differs from the last of its
 	// kind; the list is emptied when the mode becomes Active.
 	// +optional
 	// +listType=atomic

@@ -13,8 +13,6 @@ import (
 )
 
 const (
-	// maxDryRunDecisions is how many decisions the status keeps.
-	maxDryRunDecisions = 50
 	// maxDecisionPods is how many pods a decision in the status names.
 	maxDecisionPods = 20
 	// maxDecisionEntries is how many groups or nodes a decision in the
@@ -46,10 +44,9 @@ func (r *ClusterAutoscalerReconciler) publishDecisions(ca *autoscalingv1alpha1.C
 		published = append(published, entry)
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, decisionReasons[decision.Kind], autoscaleAction, "%s", decision.Message())
 	}
-	if extra := len(published) - maxDryRunDecisions; extra > 0 {
-		published = slices.Delete(published, 0, extra)
-	}
-	ca.Status.DryRunDecisions = published
+	ca.Status.DryRunDecisions = autoscaler.KeepRecentDecisions(published, func(d autoscalingv1alpha1.DryRunDecision) bool {
+		return d.Kind == autoscalingv1alpha1.AnswerDecision
+	})
 }
 
 // decisionReasons are the reasons of the events that tell the decisions,

@@ -58,6 +58,30 @@ func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
 	g.Expect(ca.Status.DryRunDecisions).To(BeEmpty(), "an Active loop empties the list")
 }
 
+func TestDryRunAnswersToManyRequestsLeaveRoomForScaleUpsAndScaleDowns(t *testing.T) {
+	g := NewWithT(t)
+	r := &ClusterAutoscalerReconciler{Recorder: events.NewFakeRecorder(200)}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	scaleUp := autoscaler.Decision{Kind: autoscaler.ScaleUpDecision, Time: start,
+		Groups: []autoscaler.GroupDelta{{ID: "MachineDeployment/ns/md-0", Delta: 1}}, Pods: []types.NamespacedName{{Namespace: "ns", Name: "web"}}}
+	loop := autoscaler.Status{DryRun: true, Decisions: []autoscaler.Decision{scaleUp}}
+	for i := range 60 {
+		loop.Decisions = append(loop.Decisions, autoscaler.Decision{Kind: autoscaler.AnswerDecision, Time: start, Request: fmt.Sprintf("ns/job-%d", i),
+			Answer: &provisioning.Condition{Type: provisioningv1.ProvisionedCondition, Status: metav1.ConditionTrue, Reason: provisioningv1.CapacityIsFoundReason}})
+	}
+
+	r.publishDecisions(ca, loop)
+
+	kinds := map[autoscalingv1alpha1.DecisionKind]int{}
+	for _, decision := range ca.Status.DryRunDecisions {
+		kinds[decision.Kind]++
+	}
+	g.Expect(kinds).To(Equal(map[autoscalingv1alpha1.DecisionKind]int{autoscalingv1alpha1.ScaleUpDecision: 1, autoscalingv1alpha1.AnswerDecision: 25}),
+		"the scale-up stays, with the last 25 answers")
+	g.Expect(ca.Status.DryRunDecisions[len(ca.Status.DryRunDecisions)-1].ProvisioningRequest).To(Equal("ns/job-59"))
+}
+
 func TestDryRunAnswersNameTheRequestAndTheCondition(t *testing.T) {
 	g := NewWithT(t)
 	recorder := events.NewFakeRecorder(10)
