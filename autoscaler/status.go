@@ -5,11 +5,15 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -115,12 +119,31 @@ type NodeGroupStatus struct {
 	// Problem says why the group is not autoscaled, or what it cannot do
 	// (e.g. a bad annotation).
 	Problem string
+	// Price is what a node of the group costs per hour, as the price
+	// expander prices it; zero when the loop knew neither the group's own
+	// price nor the node a new member would be.
+	Price pricing.Quote
 }
 
 // ReasonCount counts pods that share a reason.
 type ReasonCount struct {
 	Reason string
 	Pods   int
+}
+
+// nodePrice is what a node of the group costs, priced from the group's
+// template, or, when this loop built none, from the member the template
+// would be built from: a new node is priced as the expander prices it.
+func (s *steps) nodePrice(snap *snapshot.Snapshot, group nodegroups.NodeGroup) pricing.Quote {
+	template := snap.Template(group.ID())
+	if template == nil {
+		template = simulator.TemplateMember(snap, group)
+	}
+	var node *corev1.Node
+	if template != nil {
+		node = template.Node()
+	}
+	return s.settings.config.InstanceTypePrices.NodePrice(group.Options().Price, node)
 }
 
 // fillStatus completes the loop's status from the cluster state.
@@ -171,6 +194,7 @@ func (s *steps) fillStatus(l *loop) {
 			BackoffReason:    backoff.Message,
 			BackoffCode:      backoff.Reason,
 			Problem:          problems[group.ID()],
+			Price:            s.nodePrice(l.snapshot, group),
 		})
 	}
 	status.Decisions = slices.Clone(s.decisions.list)

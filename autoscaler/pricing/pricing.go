@@ -139,9 +139,13 @@ type Table map[string]Price
 // NodePrice is what node, a node of a group, costs per hour: own, the
 // group's own price, when it has one; else the table's price for the
 // node's instance type; else the default rates' price for its capacity.
+// node is nil when it is not known, and so then is any price but own.
 func (t Table) NodePrice(own *Price, node *corev1.Node) Quote {
-	if own != nil {
+	switch {
+	case own != nil:
 		return Quote{PerHour: *own, Source: SourceNodeGroup}
+	case node == nil:
+		return Quote{}
 	}
 	if price, ok := t[node.Labels[corev1.LabelInstanceTypeStable]]; ok {
 		return Quote{PerHour: price, Source: SourceInstanceType}

@@ -103,6 +103,15 @@ func TestNodePrice(t *testing.T) {
 			want: pricing.Quote{PerHour: 168_264, Source: pricing.SourceDefault},
 		},
 		{
+			name: "without its node, a group's own price is known",
+			own:  ptr.To[pricing.Price](150_000),
+			want: pricing.Quote{PerHour: 150_000, Source: pricing.SourceNodeGroup},
+		},
+		{
+			name: "without its node, no other price is",
+			want: pricing.Quote{},
+		},
+		{
 			name: "GPUs count in the default",
 			node: node("", gpuNode),
 			want: pricing.Quote{PerHour: 8*pricing.DefaultPerCPU + 32*pricing.DefaultPerGiB + 2*pricing.DefaultPerGPU, Source: pricing.SourceDefault},

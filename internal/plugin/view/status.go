@@ -208,7 +208,18 @@ func groupSizes(g *NodeGroupView) string {
 		}
 		return fmt.Sprint(*size)
 	}
-	return fmt.Sprintf("min %s  target %d  ready %d  upcoming %d  max %s", bound(g.MinSize), g.TargetSize, g.Ready, g.Upcoming, bound(g.MaxSize))
+	sizes := fmt.Sprintf("min %s  target %d  ready %d  upcoming %d  max %s", bound(g.MinSize), g.TargetSize, g.Ready, g.Upcoming, bound(g.MaxSize))
+	if g.Price == "" {
+		return sizes
+	}
+	return fmt.Sprintf("%s  %s/h (%s)", sizes, g.Price, priceSources[autoscalingv1alpha1.PriceSource(g.PriceSource)])
+}
+
+// priceSources say where a group's price comes from, for users.
+var priceSources = map[autoscalingv1alpha1.PriceSource]string{
+	autoscalingv1alpha1.NodeGroupPriceSource:    "price annotation",
+	autoscalingv1alpha1.InstanceTypePriceSource: "instanceTypePrices",
+	autoscalingv1alpha1.DefaultPriceSource:      "default for its capacity",
 }
 
 // scaleDownCounts counts the nodes being removed, and those kept while
