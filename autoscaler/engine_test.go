@@ -572,6 +572,13 @@ func TestGroupRowsShowThePricesThePriceExpanderUses(t *testing.T) {
 	g.Expect(badPrice.increases).To(Equal([]int{1}), "the cheapest option; zero-nodes, at the same price, is later by ID")
 	g.Expect(annotated.increases).To(BeEmpty())
 	g.Expect(listed.increases).To(BeEmpty())
+
+	// Without pending pods no template is built: the group at zero nodes
+	// keeps the price of the one built before.
+	g.Expect(f.cluster.Delete(t.Context(), pods[len(pods)-1])).To(Succeed())
+	status = f.runOnce(t)
+	g.Expect(status.UnschedulablePods).To(BeZero())
+	g.Expect(groupRow(status, zeroNodes.id).Price).To(Equal(defaultPrice))
 }
 
 // A group whose template cannot be read (its kind's informer cannot sync,

@@ -120,8 +120,8 @@ type NodeGroupStatus struct {
 	// (e.g. a bad annotation).
 	Problem string
 	// Price is what a node of the group costs per hour, as the price
-	// expander prices it; zero when the loop knew neither the group's own
-	// price nor the node a new member would be.
+	// expander prices it; zero while the engine knows neither the group's
+	// own price nor the node a new member would be.
 	Price pricing.Quote
 }
 
@@ -131,19 +131,33 @@ type ReasonCount struct {
 	Pods   int
 }
 
-// nodePrice is what a node of the group costs, priced from the group's
-// template, or, when this loop built none, from the member the template
-// would be built from: a new node is priced as the expander prices it.
-func (s *steps) nodePrice(snap *snapshot.Snapshot, group nodegroups.NodeGroup) pricing.Quote {
-	template := snap.Template(group.ID())
-	if template == nil {
-		template = simulator.TemplateMember(snap, group)
+// pricedNodes are, by group ID, the node a new member of each group would
+// be, as the status prices it: a group at zero nodes has a template only in
+// loops with pending pods, and its row keeps its price in the others.
+type pricedNodes struct {
+	byGroup map[string]*corev1.Node
+}
+
+// remember returns, by group ID, the node a new member of each group would
+// be: the group's template, or, when this loop built none, the member it
+// would be built from, else the node an earlier loop knew. It forgets the
+// groups that are gone.
+func (p *pricedNodes) remember(snap *snapshot.Snapshot, groups []nodegroups.NodeGroup) map[string]*corev1.Node {
+	known := make(map[string]*corev1.Node, len(groups))
+	for _, group := range groups {
+		template := snap.Template(group.ID())
+		if template == nil {
+			template = simulator.TemplateMember(snap, group)
+		}
+		switch {
+		case template != nil:
+			known[group.ID()] = template.Node()
+		case p.byGroup[group.ID()] != nil:
+			known[group.ID()] = p.byGroup[group.ID()]
+		}
 	}
-	var node *corev1.Node
-	if template != nil {
-		node = template.Node()
-	}
-	return s.settings.config.InstanceTypePrices.NodePrice(group.Options().Price, node)
+	p.byGroup = known
+	return known
 }
 
 // fillStatus completes the loop's status from the cluster state.
@@ -166,6 +180,7 @@ func (s *steps) fillStatus(l *loop) {
 			status.UnschedulablePods++
 		}
 	}
+	newNodes := s.priced.remember(l.snapshot, l.groups.Groups)
 	problems := s.givenBack.shown(l.now)
 	for _, problem := range l.problems {
 		if problem.Kept {
@@ -194,7 +209,7 @@ func (s *steps) fillStatus(l *loop) {
 			BackoffReason:    backoff.Message,
 			BackoffCode:      backoff.Reason,
 			Problem:          problems[group.ID()],
-			Price:            s.nodePrice(l.snapshot, group),
+			Price:            s.settings.config.InstanceTypePrices.NodePrice(group.Options().Price, newNodes[group.ID()]),
 		})
 	}
 	status.Decisions = slices.Clone(s.decisions.list)
