@@ -839,8 +839,9 @@ type NodeGroupStatus struct {
 	BackoffReason string `json:"backoffReason,omitempty"`
 
 	// price is what the autoscaler believes a node of the group costs per
-	// hour, as a decimal; unset while it does not know the group's nodes,
-	// as for a group at zero nodes before pods are pending.
+	// hour, as a decimal; unset while it knows neither a price annotation
+	// of the group nor the node its new nodes are built from, as for a
+	// group at zero nodes before pods are first pending.
 	// +optional
 	// +kubebuilder:validation:MaxLength=24
 	Price string `json:"price,omitempty"`
