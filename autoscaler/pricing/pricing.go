@@ -8,6 +8,7 @@
 package pricing
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -37,17 +38,12 @@ var decimal = regexp.MustCompile(DecimalPattern)
 // Parse reads a price written as DecimalPattern says.
 func Parse(value string) (Price, error) {
 	if !decimal.MatchString(value) {
-		return 0, fmt.Errorf("not a decimal price such as 0.192 (up to 9 digits, a point and up to 6 decimals, no sign or unit)")
+		return 0, errors.New("not a decimal price such as 0.192 (up to 9 digits, a point and up to 6 decimals, no sign or unit)")
 	}
 	units, fraction, _ := strings.Cut(value, ".")
-	whole, err := strconv.ParseInt(units, 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	micros, err := strconv.ParseInt((fraction + "000000")[:6], 10, 64)
-	if err != nil {
-		return 0, err
-	}
+	// Digits only, at most 9 of them: neither parse can fail.
+	whole, _ := strconv.ParseInt(units, 10, 64)
+	micros, _ := strconv.ParseInt((fraction + "000000")[:6], 10, 64)
 	return Price(whole*microsPerUnit + micros), nil
 }
 
