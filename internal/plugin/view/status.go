@@ -215,11 +215,12 @@ func groupSizes(g *NodeGroupView) string {
 	return fmt.Sprintf("%s  %s/h (%s)", sizes, g.Price, priceSources[autoscalingv1alpha1.PriceSource(g.PriceSource)])
 }
 
-// priceSources say where a group's price comes from, for users.
+// priceSources say where a group's price comes from, for users, in few
+// words: the live view cuts lines at the terminal's width.
 var priceSources = map[autoscalingv1alpha1.PriceSource]string{
-	autoscalingv1alpha1.NodeGroupPriceSource:    "price annotation",
-	autoscalingv1alpha1.InstanceTypePriceSource: "instanceTypePrices",
-	autoscalingv1alpha1.DefaultPriceSource:      "default for its capacity",
+	autoscalingv1alpha1.NodeGroupPriceSource:    "annotation",
+	autoscalingv1alpha1.InstanceTypePriceSource: "instance type",
+	autoscalingv1alpha1.DefaultPriceSource:      "default",
 }
 
 // scaleDownCounts counts the nodes being removed, and those kept while
