@@ -7,6 +7,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	Expanders []string
 	// ExpanderPriorities map a priority to node group ID patterns.
 	ExpanderPriorities map[int32][]string
+	// InstanceTypePrices price the nodes of groups that have no price of
+	// their own by instance type; the others cost the default rates'
+	// price for their capacity (pricing.Table.NodePrice).
+	InstanceTypePrices pricing.Table
 	// BalanceSimilarNodeGroups spreads new nodes over similar groups.
 	BalanceSimilarNodeGroups bool
 	// BalancingIgnoredLabels may differ between similar groups.

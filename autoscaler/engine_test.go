@@ -20,13 +20,16 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -56,6 +59,8 @@ type fakeGroup struct {
 	// machineless groups remove instances of the infrastructure's choice,
 	// as a MachinePool without MachinePool Machines.
 	machineless bool
+	// price is the group's own price, as its price annotation gives it.
+	price *pricing.Price
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -68,7 +73,7 @@ func (g *fakeGroup) MinSize() int                     { return g.min }
 func (g *fakeGroup) MaxSize() int                     { return g.max }
 func (g *fakeGroup) TargetSize() int                  { return g.target }
 func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
-func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{} }
+func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{Price: g.price} }
 func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
 func (g *fakeGroup) RemovesChosenInstances() bool     { return !g.machineless }
 
@@ -395,6 +400,7 @@ func TestScaleUpForUnschedulablePods(t *testing.T) {
 	g.Expect(status.ScalingActive).To(BeTrue())
 	g.Expect(groupRow(status, group.id)).To(Equal(autoscaler.NodeGroupStatus{
 		ID: group.id, Autoscaled: true, MaxSize: 10, TargetSize: 3, Registered: 1, Ready: 1, Upcoming: 2,
+		Price: pricing.Quote{PerHour: 203_832, Source: pricing.SourceDefault},
 	}))
 	g.Expect(f.groupRecorder.reasons(group.id)).To(ConsistOf(autoscaler.EventScaledUpGroup))
 	g.Expect(f.podEvents()).To(HaveEach(ContainSubstring("TriggeredScaleUp pod triggered scale-up: [{MachineDeployment/default/md-0 1->3 (max: 10)}]")))
@@ -526,6 +532,53 @@ func TestGroupWithAProblemThatOnlyLimitsItKeepsItsRowAndScales(t *testing.T) {
 		"ID": Equal(group.id), "Autoscaled": BeTrue(), "MaxSize": Equal(3), "Problem": Equal(problem.Message),
 	})), "one row with both the group's sizes and its problem")
 	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{group.id, corev1.EventTypeWarning, problem.Reason, problem.Message}))
+}
+
+// The rows show what the engine believes a node of each group costs, and
+// where that comes from; a group whose price annotation is wrong says so
+// on its row and in an event, and is priced, and chosen by the price
+// expander, as a group without one.
+func TestGroupRowsShowThePricesThePriceExpanderUses(t *testing.T) {
+	g := NewWithT(t)
+	annotated := &fakeGroup{id: "MachineDeployment/default/annotated", max: 3, price: ptr.To[pricing.Price](250_000)}
+	badPrice := &fakeGroup{id: "MachineDeployment/default/bad-price", max: 3}
+	listed := &fakeGroup{id: "MachineDeployment/default/listed", max: 3}
+	zeroNodes := &fakeGroup{id: "MachineDeployment/default/zero-nodes", max: 3, template: templateNode()}
+	nodes := slices.Concat(annotated.addNodes(1), badPrice.addNodes(1), listed.addNodes(1, st.WithNodeLabels(corev1.LabelInstanceTypeStable, "m5.xlarge")))
+	// Each node has 2 of its 4 cpu left: the pending pod needs a new one.
+	var pods []*corev1.Pod
+	for _, node := range nodes {
+		pods = append(pods, st.Pod("busy-"+node.Name, "2", "1Gi", st.OnNode(node.Name), st.OwnedBy("busy")))
+	}
+	pods = append(pods, st.Replicas("web", 1, "3", "1Gi")...)
+	f := newFixture(t, []*fakeGroup{annotated, badPrice, listed, zeroNodes}, objects(nodes, pods...)...)
+	config := autoscaler.DefaultConfig()
+	config.Expanders = []string{scaleup.ExpanderPrice}
+	config.InstanceTypePrices = pricing.Table{"m5.xlarge": 500_000}
+	f.apply(t, config)
+	problem := nodegroups.Problem{ID: badPrice.id, Reason: "InvalidPriceAnnotation", Kept: true,
+		Message: `annotation "capacity.cluster-autoscaler.kubernetes.io/price"="-1": not a decimal price`}
+	f.provider.problems = []nodegroups.Problem{problem}
+
+	status := f.runOnce(t)
+
+	// 4 cpu and 16 GiB at the default rates: 4 × 0.033174 + 16 × 0.004446.
+	defaultPrice := pricing.Quote{PerHour: 203_832, Source: pricing.SourceDefault}
+	g.Expect(groupRow(status, annotated.id).Price).To(Equal(pricing.Quote{PerHour: 250_000, Source: pricing.SourceNodeGroup}))
+	g.Expect(groupRow(status, listed.id).Price).To(Equal(pricing.Quote{PerHour: 500_000, Source: pricing.SourceInstanceType}))
+	g.Expect(groupRow(status, badPrice.id)).To(MatchFields(IgnoreExtras, Fields{"Problem": Equal(problem.Message), "Price": Equal(defaultPrice)}))
+	g.Expect(groupRow(status, zeroNodes.id).Price).To(Equal(defaultPrice), "priced from the template built for the pending pod")
+	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{badPrice.id, corev1.EventTypeWarning, problem.Reason, problem.Message}))
+	g.Expect(badPrice.increases).To(Equal([]int{1}), "the cheapest option; zero-nodes, at the same price, is later by ID")
+	g.Expect(annotated.increases).To(BeEmpty())
+	g.Expect(listed.increases).To(BeEmpty())
+
+	// Without pending pods no template is built: the group at zero nodes
+	// keeps the price of the one built before.
+	g.Expect(f.cluster.Delete(t.Context(), pods[len(pods)-1])).To(Succeed())
+	status = f.runOnce(t)
+	g.Expect(status.UnschedulablePods).To(BeZero())
+	g.Expect(groupRow(status, zeroNodes.id).Price).To(Equal(defaultPrice))
 }
 
 // A group whose template cannot be read (its kind's informer cannot sync,

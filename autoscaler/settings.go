@@ -78,6 +78,7 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 		},
 		Expanders:                config.Expanders,
 		Priorities:               config.ExpanderPriorities,
+		InstanceTypePrices:       config.InstanceTypePrices,
 		BalanceSimilarNodeGroups: config.BalanceSimilarNodeGroups,
 		BalancingIgnoredLabels:   config.BalancingIgnoredLabels,
 		NodeRules:                config.Taints.rules(),

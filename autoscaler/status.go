@@ -5,11 +5,15 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -115,12 +119,45 @@ type NodeGroupStatus struct {
 	// Problem says why the group is not autoscaled, or what it cannot do
 	// (e.g. a bad annotation).
 	Problem string
+	// Price is what a node of the group costs per hour, as the price
+	// expander prices it; zero while the engine knows neither the group's
+	// own price nor the node a new member would be.
+	Price pricing.Quote
 }
 
 // ReasonCount counts pods that share a reason.
 type ReasonCount struct {
 	Reason string
 	Pods   int
+}
+
+// pricedNodes are, by group ID, the node a new member of each group would
+// be, as the status prices it: a group at zero nodes has a template only in
+// loops with pending pods, and its row keeps its price in the others.
+type pricedNodes struct {
+	byGroup map[string]*corev1.Node
+}
+
+// remember returns, by group ID, the node a new member of each group would
+// be: the group's template, or, when this loop built none, the member it
+// would be built from, else the node an earlier loop knew. It forgets the
+// groups that are gone.
+func (p *pricedNodes) remember(snap *snapshot.Snapshot, groups []nodegroups.NodeGroup) map[string]*corev1.Node {
+	known := make(map[string]*corev1.Node, len(groups))
+	for _, group := range groups {
+		template := snap.Template(group.ID())
+		if template == nil {
+			template = simulator.TemplateMember(snap, group)
+		}
+		switch {
+		case template != nil:
+			known[group.ID()] = template.Node()
+		case p.byGroup[group.ID()] != nil:
+			known[group.ID()] = p.byGroup[group.ID()]
+		}
+	}
+	p.byGroup = known
+	return known
 }
 
 // fillStatus completes the loop's status from the cluster state.
@@ -143,6 +180,7 @@ func (s *steps) fillStatus(l *loop) {
 			status.UnschedulablePods++
 		}
 	}
+	newNodes := s.priced.remember(l.snapshot, l.groups.Groups)
 	problems := s.givenBack.shown(l.now)
 	for _, problem := range l.problems {
 		if problem.Kept {
@@ -171,6 +209,7 @@ func (s *steps) fillStatus(l *loop) {
 			BackoffReason:    backoff.Message,
 			BackoffCode:      backoff.Reason,
 			Problem:          problems[group.ID()],
+			Price:            s.settings.config.InstanceTypePrices.NodePrice(group.Options().Price, newNodes[group.ID()]),
 		})
 	}
 	status.Decisions = slices.Clone(s.decisions.list)

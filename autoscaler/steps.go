@@ -71,6 +71,8 @@ type lasting struct {
 	// decisions are the DryRun actuation's: what it decided; empty in
 	// Active mode.
 	decisions dryRunDecisions
+	// priced are the status's: the nodes the rows' prices are taken from.
+	priced pricedNodes
 }
 
 // history is what a loop leaves the next: when it last scaled up, what

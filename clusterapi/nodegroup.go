@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
@@ -34,8 +35,10 @@ type nodeGroup struct {
 	resource scalable.Resource
 	// hints are the parsed capacity annotations; hintsErr says why they
 	// could not be parsed, which stops scale-ups from zero.
-	hints         template.Hints
-	hintsErr      error
+	hints    template.Hints
+	hintsErr error
+	// price is the group's price annotation; nil without a valid one.
+	price         *pricing.Price
 	reader        client.Reader
 	recorder      EventRecorder
 	members       []member
@@ -48,6 +51,7 @@ type nodeGroupOptions struct {
 	resource scalable.Resource
 	hints    template.Hints
 	hintsErr error
+	price    *pricing.Price
 	// reader reads infrastructure templates in the management cluster,
 	// each read within a bound of its own.
 	reader   client.Reader
@@ -68,7 +72,7 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	if err != nil {
 		return nil, err
 	}
-	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, reader: opts.reader, recorder: opts.recorder, rolloutReason: rolloutReason}
+	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, price: opts.price, reader: opts.reader, recorder: opts.recorder, rolloutReason: rolloutReason}
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, machine := range machines {
 		node := opts.nodes.nodeFor(machine)
@@ -78,12 +82,19 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	return group, nil
 }
 
-func (g *nodeGroup) ID() string                       { return g.resource.ID() }
-func (g *nodeGroup) MinSize() int                     { return g.resource.MinSize() }
-func (g *nodeGroup) MaxSize() int                     { return g.resource.MaxSize() }
-func (g *nodeGroup) TargetSize() int                  { return g.resource.Replicas() }
-func (g *nodeGroup) Options() nodegroups.GroupOptions { return g.resource.Options() }
-func (g *nodeGroup) ScaleDownBlockedReason() string   { return g.rolloutReason }
+func (g *nodeGroup) ID() string                     { return g.resource.ID() }
+func (g *nodeGroup) MinSize() int                   { return g.resource.MinSize() }
+func (g *nodeGroup) MaxSize() int                   { return g.resource.MaxSize() }
+func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas() }
+func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
+
+// Options are the overrides of the group's autoscaling-options annotations
+// and the price of its price annotation.
+func (g *nodeGroup) Options() nodegroups.GroupOptions {
+	options := g.resource.Options()
+	options.Price = g.price
+	return options
+}
 
 func (g *nodeGroup) Instances() []nodegroups.Instance {
 	instances := make([]nodegroups.Instance, 0, len(g.members))

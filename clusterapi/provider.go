@@ -32,6 +32,12 @@ const (
 	ReasonDeleting          = "Deleting"
 )
 
+// ReasonInvalidPrice is the reason of the problem of a group whose price
+// annotation is not a price: the group is autoscaled, priced as a group
+// without the annotation. A reason of its own, so that it is told apart
+// from a bad capacity annotation of the same group.
+const ReasonInvalidPrice = "InvalidPriceAnnotation"
+
 // ReasonDeletedWithoutMachine is the reason of the Warning event recorded
 // when nodes of a MachinePool without MachinePool Machines are removed by
 // lowering its replicas, leaving the choice of instances to its provider.
@@ -151,7 +157,13 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidAnnotation, Kept: true,
 				Message: hintsErr.Error() + "; the group cannot scale up from zero nodes until it is fixed"})
 		}
-		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, reader: p.templates, recorder: p.recorder, nodes: index})
+		price, priceErr := template.ParsePrice(resource.ID(), resource.Annotations())
+		if priceErr != nil {
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidPrice, Kept: true,
+				Message: priceErr.Error() + "; until it is fixed, the group's nodes cost the price of their instance type or the default for their capacity"})
+		}
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, price: price,
+			reader: p.templates, recorder: p.recorder, nodes: index})
 		if err != nil {
 			return list, err
 		}

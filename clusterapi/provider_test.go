@@ -20,6 +20,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
@@ -242,6 +243,36 @@ var _ = Describe("Provider", func() {
 			Expect(options.ScaleDownUtilizationThreshold).To(HaveValue(Equal(0.3)))
 			Expect(options.MaxNodeProvisionTime).To(HaveValue(Equal(20 * time.Minute)))
 			Expect(options.ScaleDownUnneededTime).To(BeNil())
+		})
+
+		It("passes the price annotation on", func() {
+			annotations := sizeAnnotations(0, 3)
+			annotations[template.PriceAnnotation] = "0.192"
+			f.Create(ctx, f.MachineSet("ms-0", 1, annotations, nil), f.MachineDeployment("md-0", 1, sizeAnnotations(0, 3)))
+
+			list := discover()
+			Expect(list.Problems).To(BeEmpty())
+			Expect(groupIn(list, "MachineSet", "ms-0").Options().Price).To(HaveValue(Equal(pricing.Price(192_000))))
+			Expect(groupIn(list, "MachineDeployment", "md-0").Options().Price).To(BeNil(), "priced by the engine")
+		})
+
+		It("keeps a group whose price annotation is not a price, priced as without it, and says why", func() {
+			annotations := sizeAnnotations(0, 3)
+			annotations[template.PriceAnnotation] = "-0.19"
+			annotations[scalable.ScaleDownUtilizationThresholdAnnotation] = "0.3"
+			f.Create(ctx, f.MachineSet("ms-0", 1, annotations, nil))
+
+			list := discover()
+			Expect(groupIDs(list)).To(ConsistOf(id("MachineSet", "ms-0")))
+			Expect(list.Problems).To(ConsistOf(And(
+				HaveField("ID", id("MachineSet", "ms-0")),
+				HaveField("Reason", ReasonInvalidPrice),
+				HaveField("Message", And(ContainSubstring(template.PriceAnnotation), ContainSubstring("-0.19"), ContainSubstring("default"))),
+				HaveField("Kept", BeTrue()),
+			)))
+			options := groupIn(list, "MachineSet", "ms-0").Options()
+			Expect(options.Price).To(BeNil())
+			Expect(options.ScaleDownUtilizationThreshold).To(HaveValue(Equal(0.3)), "the other options hold")
 		})
 
 		It("does not scale the node groups of a paused Cluster", func() {

@@ -17,6 +17,11 @@ var _ = Describe("Autoscaling scenarios", Label("full"), func() {
 			return BalancingSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 		})
 	})
+	Context("Price expander", func() {
+		PriceExpanderSpec(ctx, func() PriceExpanderSpecInput {
+			return PriceExpanderSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+		})
+	})
 	Context("Limits", func() {
 		LimitsSpec(ctx, func() LimitsSpecInput { return LimitsSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig} })
 	})

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 // The kubebuilder markers repeat the bounds and defaults Go code takes from
@@ -46,6 +47,8 @@ func TestBoundsAreTheCRDs(t *testing.T) {
 	patterns := property("expanderPriorities").Items.Schema.Properties["nodeGroupIDPatterns"]
 	g.Expect(patterns.MaxItems).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxNodeGroupIDPatterns)))
 	g.Expect(patterns.Items.Schema.MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxNodeGroupIDPatternLength)))
+	g.Expect(property("instanceTypePrices").Items.Schema.Properties["price"].Pattern).To(Equal(pricing.DecimalPattern))
+	g.Expect(property("expanders").MaxItems).To(HaveValue(BeNumerically("==", len(property("expanders").Items.Schema.Enum))), "every expander once")
 	g.Expect(property("clusterName").MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxClusterNameLength)))
 	g.Expect(property("scanInterval").XValidations).To(ContainElement(HaveField("Rule",
 		ContainSubstring("duration('"+autoscalingv1alpha1.MinScanInterval.String()+"')"))))

@@ -5,7 +5,7 @@ import (
 )
 
 // Expander names a strategy that picks among scale-up options.
-// +kubebuilder:validation:Enum=random;most-pods;least-waste;priority
+// +kubebuilder:validation:Enum=random;most-pods;least-waste;priority;price
 type Expander string
 
 const (
@@ -17,6 +17,42 @@ const (
 	LeastWasteExpander Expander = "least-waste"
 	// PriorityExpander picks the option whose node group has the highest priority.
 	PriorityExpander Expander = "priority"
+	// PriceExpander picks the option whose new nodes cost least for the
+	// pods they help (docs/cost.md).
+	PriceExpander Expander = "price"
+)
+
+// InstanceTypePrice is the price of the nodes of one instance type.
+type InstanceTypePrice struct {
+	// instanceType is a value of the node.kubernetes.io/instance-type label.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	InstanceType string `json:"instanceType"`
+
+	// price is what a node of the type costs per hour, as a decimal such
+	// as "0.192", in the currency of the other prices: up to 9 digits,
+	// then optionally a point and up to 6 more.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,6})?$`
+	Price string `json:"price"`
+}
+
+// PriceSource says where the price of a node group comes from.
+// +kubebuilder:validation:Enum=NodeGroup;InstanceType;Default
+type PriceSource string
+
+const (
+	// NodeGroupPriceSource: the group's
+	// capacity.cluster-autoscaler.kubernetes.io/price annotation.
+	NodeGroupPriceSource PriceSource = "NodeGroup"
+	// InstanceTypePriceSource: spec.instanceTypePrices, by the instance
+	// type of the group's nodes.
+	InstanceTypePriceSource PriceSource = "InstanceType"
+	// DefaultPriceSource: the default, proportional to the capacity of the
+	// group's nodes (docs/cost.md).
+	DefaultPriceSource PriceSource = "Default"
 )
 
 // Mode says whether the autoscaler acts on the cluster or only says what it
@@ -122,7 +158,7 @@ type ClusterAutoscalerSpec struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:MaxItems=5
 	// +kubebuilder:default={"least-waste"}
 	Expanders []Expander `json:"expanders,omitempty"`
 
@@ -145,6 +181,19 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:XValidation:rule="(oldSelf.hasValue() && oldSelf.value() == self) || self.all(p, p.nodeGroupIDPatterns.all(pattern, type(''.matches(pattern)) == bool))",message="nodeGroupIDPatterns must be regular expressions in RE2 syntax",optionalOldSelf=true
 	ExpanderPriorities []ExpanderPriority `json:"expanderPriorities,omitempty"`
+
+	// instanceTypePrices give what a node costs per hour by its instance
+	// type: the node.kubernetes.io/instance-type label of the node a group's
+	// new nodes are built from (one of its nodes, or, at zero nodes, the
+	// labels of its capacity annotation). A group's
+	// capacity.cluster-autoscaler.kubernetes.io/price annotation wins over
+	// them; a group priced by neither costs a default proportional to its
+	// nodes' capacity. The price expander weighs these prices.
+	// +optional
+	// +listType=map
+	// +listMapKey=instanceType
+	// +kubebuilder:validation:MaxItems=256
+	InstanceTypePrices []InstanceTypePrice `json:"instanceTypePrices,omitempty"`
 
 	// The rule's minimum is nodegroups.MinMaxNodeProvisionTime, which the
 	// engine and the per-group annotation enforce; a test ties the two.
@@ -794,6 +843,18 @@ type NodeGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	BackoffReason string `json:"backoffReason,omitempty"`
+
+	// price is what the autoscaler believes a node of the group costs per
+	// hour, as a decimal; unset while it knows neither a price annotation
+	// of the group nor the node its new nodes are built from, as for a
+	// group at zero nodes before pods are first pending.
+	// +optional
+	// +kubebuilder:validation:MaxLength=24
+	Price string `json:"price,omitempty"`
+
+	// priceSource says where price comes from.
+	// +optional
+	PriceSource PriceSource `json:"priceSource,omitempty"`
 
 	// problem says why the group is not autoscaled, or what it cannot do,
 	// e.g. a bad annotation.

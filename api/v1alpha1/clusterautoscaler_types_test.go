@@ -85,8 +85,10 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 				Memory:        &autoscalingv1alpha1.ResourceRange{Min: ptr.To[int32](8), Max: ptr.To[int32](8)},
 				GPUs:          []autoscalingv1alpha1.GPULimit{{Type: "nvidia.com/gpu", Min: 0, Max: 8}},
 			}
-			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.LeastWasteExpander}
+			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.PriceExpander,
+				autoscalingv1alpha1.LeastWasteExpander, autoscalingv1alpha1.MostPodsExpander, autoscalingv1alpha1.RandomExpander}
 			spec.ExpanderPriorities = []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{"MachineDeployment/default/spot-.*", `(?i)^machineset/[^/]+/GPU-\d+$`}}}
+			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "0.192"}, {InstanceType: "g5.xlarge", Price: "1.006"}}
 			spec.ScaleDown = &autoscalingv1alpha1.ScaleDownConfig{
 				UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s"),
 				SkipNodesWithLocalStorage: ptr.To(false), SkipNodesWithSystemPods: ptr.To(false), SkipNodesWithCustomControllerPods: ptr.To(false),
@@ -161,7 +163,16 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		}, "initial backoff must not exceed max backoff"),
 		Entry("unknown expander", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Expanders = []autoscalingv1alpha1.Expander{"cheapest"}
-		}, "spec.expanders[0]: Unsupported value: \"cheapest\": supported values: \"random\", \"most-pods\", \"least-waste\", \"priority\""),
+		}, "spec.expanders[0]: Unsupported value: \"cheapest\": supported values: \"random\", \"most-pods\", \"least-waste\", \"priority\", \"price\""),
+		Entry("instance type price that is negative", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "-0.192"}}
+		}, "spec.instanceTypePrices[0].price in body should match"),
+		Entry("instance type price with a unit", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "192m"}}
+		}, "spec.instanceTypePrices[0].price in body should match"),
+		Entry("an instance type priced twice", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "0.192"}, {InstanceType: "m5.xlarge", Price: "0.2"}}
+		}, "spec.instanceTypePrices[1]: Duplicate value"),
 		Entry("priority expander without priorities", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		}, "expanderPriorities must be set when the priority expander is used"),

@@ -55,6 +55,21 @@ const ClusterAPIUninitializedTaint = "node.cluster.x-k8s.io/uninitialized"
 // counts as starting (on its way) rather than unready, as upstream.
 const MaxStartupTime = 15 * time.Minute
 
+// GPUResources are the extended resources that make a node a GPU node, in
+// the order they are looked for: scale-down judges a GPU node on its GPUs,
+// and the default price counts them.
+var GPUResources = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"}
+
+// GPUResource returns the first of GPUResources of which amount gives
+// more than zero, or "".
+func GPUResource(amount func(corev1.ResourceName) int64) corev1.ResourceName {
+	i := slices.IndexFunc(GPUResources, func(name corev1.ResourceName) bool { return amount(name) > 0 })
+	if i < 0 {
+		return ""
+	}
+	return GPUResources[i]
+}
+
 // conditionTaints are put on a node by Kubernetes for the node's current
 // condition; a new node of the group would not have them.
 var conditionTaints = sets.New(

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 // NodeGroup is a set of nodes built from one template that the engine can
@@ -202,12 +204,15 @@ type InstanceError struct {
 }
 
 // GroupOptions are per-group overrides; nil fields use the engine's
-// settings. Settings.For resolves them.
+// settings. Settings.For resolves them, and pricing.Table.NodePrice Price.
 type GroupOptions struct {
 	ScaleDownUtilizationThreshold *float64
 	ScaleDownUnneededTime         *time.Duration
 	ScaleDownUnreadyTime          *time.Duration
 	MaxNodeProvisionTime          *time.Duration
+	// Price is what a node of the group costs per hour, when the group
+	// says; nil prices it by its instance type or capacity.
+	Price *pricing.Price
 }
 
 // MinMaxNodeProvisionTime is the shortest MaxNodeProvisionTime accepted, for

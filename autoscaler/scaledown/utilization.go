@@ -1,11 +1,11 @@
 package scaledown
 
 import (
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -49,16 +49,9 @@ func NodeUtilization(nodeInfo *snapshot.NodeInfo, opts Options, now time.Time) U
 	return u
 }
 
-// gpuResources are the resources that make a node a GPU node.
-var gpuResources = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"}
-
-// gpuResource returns the first of gpuResources the node has, or "".
+// gpuResource returns the GPU resource of a node that offers allocatable, or "".
 func gpuResource(allocatable snapshot.Resources) corev1.ResourceName {
-	i := slices.IndexFunc(gpuResources, func(name corev1.ResourceName) bool { return allocatable.Scalar[name] > 0 })
-	if i < 0 {
-		return ""
-	}
-	return gpuResources[i]
+	return nodefacts.GPUResource(func(name corev1.ResourceName) int64 { return allocatable.Scalar[name] })
 }
 
 // ratio is requested over allocatable; a resource the node does not offer

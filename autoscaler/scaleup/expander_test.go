@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -15,15 +16,33 @@ func sizedGroup(name, cpu, memory string, max int) *st.NodeGroup {
 	return &st.NodeGroup{Name: name, Max: max, Template: st.Node(name+"-template", cpu, memory)}
 }
 
+// priced gives the group a price of its own, as its price annotation does.
+func priced(group *st.NodeGroup, price string) *st.NodeGroup {
+	perHour, err := pricing.Parse(price)
+	if err != nil {
+		panic(err)
+	}
+	group.Price = &perHour
+	return group
+}
+
+// ofInstanceType labels the group's template with an instance type.
+func ofInstanceType(group *st.NodeGroup, instanceType string) *st.NodeGroup {
+	group.Template.Labels[corev1.LabelInstanceTypeStable] = instanceType
+	return group
+}
+
 func TestExpanders(t *testing.T) {
 	tests := []struct {
 		name      string
 		expanders []string
 		// priorities for the priority expander.
 		priorities map[int32][]string
-		groups     []*st.NodeGroup
-		pods       []*corev1.Pod
-		want       map[string]int
+		// instanceTypePrices for the price expander.
+		instanceTypePrices pricing.Table
+		groups             []*st.NodeGroup
+		pods               []*corev1.Pod
+		want               map[string]int
 	}{
 		{
 			name:      "most-pods picks the group that schedules the most pods",
@@ -50,6 +69,63 @@ func TestExpanders(t *testing.T) {
 			want:       map[string]int{"spot": 2},
 		},
 		{
+			name:      "price picks the group whose new nodes cost least for the pods",
+			expanders: []string{scaleup.ExpanderPrice},
+			// Both take all 8 pods: 2 small nodes cost 0.40, 1 large node 0.30.
+			// least-waste would tie them and take a-small, the first by ID.
+			groups: []*st.NodeGroup{priced(sizedGroup("a-small", "4", "8Gi", 10), "0.20"), priced(sizedGroup("b-large", "8", "16Gi", 10), "0.30")},
+			pods:   st.Replicas("web", 8, "1", "1Gi"),
+			want:   map[string]int{"b-large": 1},
+		},
+		{
+			name:      "price weighs the cost against the pods helped, round by round",
+			expanders: []string{scaleup.ExpanderPrice},
+			// a-tiny helps 2 pods for 0.05, b-large 4 pods for 0.50: a-tiny
+			// first, as 0.025 a pod beats 0.125; once it is at its max,
+			// b-large takes the 2 pods left.
+			groups: []*st.NodeGroup{priced(sizedGroup("a-tiny", "2", "4Gi", 1), "0.05"), priced(sizedGroup("b-large", "8", "16Gi", 10), "0.50")},
+			pods:   st.Replicas("web", 4, "1", "1Gi"),
+			want:   map[string]int{"a-tiny": 1, "b-large": 1},
+		},
+		{
+			name:      "unpriced groups cost the default for their capacity",
+			expanders: []string{scaleup.ExpanderPrice},
+			// The same nodes: b-default costs 4 × 0.033174 + 8 × 0.004446 = 0.168264, less than a-priced.
+			groups: []*st.NodeGroup{priced(sizedGroup("a-priced", "4", "8Gi", 10), "0.17"), sizedGroup("b-default", "4", "8Gi", 10)},
+			pods:   st.Replicas("web", 2, "1", "1Gi"),
+			want:   map[string]int{"b-default": 1},
+		},
+		{
+			name:      "the table prices a group by its instance type",
+			expanders: []string{scaleup.ExpanderPrice},
+			groups: []*st.NodeGroup{ofInstanceType(sizedGroup("a-default", "4", "8Gi", 10), "unlisted"),
+				ofInstanceType(sizedGroup("b-listed", "4", "8Gi", 10), "m5.xlarge")},
+			instanceTypePrices: pricing.Table{"m5.xlarge": 100_000},
+			pods:               st.Replicas("web", 2, "1", "1Gi"),
+			want:               map[string]int{"b-listed": 1},
+		},
+		{
+			name:      "a group's own price beats the table's for its instance type",
+			expanders: []string{scaleup.ExpanderPrice},
+			// By the table a-annotated would cost 1.00, more than b-default.
+			groups: []*st.NodeGroup{priced(ofInstanceType(sizedGroup("a-annotated", "4", "8Gi", 10), "m5.xlarge"), "0.10"),
+				sizedGroup("b-default", "4", "8Gi", 10)},
+			instanceTypePrices: pricing.Table{"m5.xlarge": 1_000_000},
+			pods:               st.Replicas("web", 2, "1", "1Gi"),
+			want:               map[string]int{"a-annotated": 1},
+		},
+		{
+			name:       "price passes its ties to the next expander",
+			expanders:  []string{scaleup.ExpanderPrice, scaleup.ExpanderPriority},
+			priorities: map[int32][]string{10: {"^c-"}},
+			// 3 nodes at 0.10 cost what 1 node at 0.30 does: a tie, which
+			// priority breaks.
+			groups: []*st.NodeGroup{priced(sizedGroup("a-pricier", "12", "24Gi", 10), "0.31"), priced(sizedGroup("b-small", "4", "8Gi", 10), "0.10"),
+				priced(sizedGroup("c-large", "12", "24Gi", 10), "0.30")},
+			pods: st.Replicas("web", 3, "4", "1Gi"),
+			want: map[string]int{"c-large": 1},
+		},
+		{
 			name:       "ties pass to the next expander",
 			expanders:  []string{scaleup.ExpanderPriority, scaleup.ExpanderLeastWaste},
 			priorities: map[int32][]string{10: {"^a-", "^b-"}},
@@ -64,6 +140,7 @@ func TestExpanders(t *testing.T) {
 			opts := options(func(o *scaleup.Options) {
 				o.Expanders = tt.expanders
 				o.Priorities = tt.priorities
+				o.InstanceTypePrices = tt.instanceTypePrices
 			})
 			plan := planFor(t, opts, cluster{groups: tt.groups, pods: tt.pods}, scaleup.State{})
 			g.Expect(increases(plan)).To(Equal(tt.want))

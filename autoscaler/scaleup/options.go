@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 // Options configure scale-up. They have no defaults of their own: the
@@ -25,11 +26,15 @@ type Options struct {
 	Limits ResourceLimits
 	// Expanders choose among the options, in order, each passing its ties
 	// to the next: ExpanderRandom, ExpanderMostPods, ExpanderLeastWaste,
-	// ExpanderPriority. Ties left at the end go to the first group by ID.
+	// ExpanderPriority, ExpanderPrice. Ties left at the end go to the
+	// first group by ID.
 	Expanders []string
 	// Priorities configure ExpanderPriority: a node group gets the highest
 	// priority whose regular expressions (unanchored, as upstream) match its ID.
 	Priorities map[int32][]string
+	// InstanceTypePrices price, for ExpanderPrice, the nodes of the groups
+	// that have no price of their own, by instance type.
+	InstanceTypePrices pricing.Table
 	// BalanceSimilarNodeGroups spreads new nodes over similar node groups.
 	BalanceSimilarNodeGroups bool
 	// BalancingIgnoredLabels may differ between similar node groups, in
@@ -49,6 +54,7 @@ const (
 	ExpanderMostPods   = "most-pods"
 	ExpanderLeastWaste = "least-waste"
 	ExpanderPriority   = "priority"
+	ExpanderPrice      = "price"
 )
 
 // ResourceLimits bound the totals of the cluster. Totals count every node,

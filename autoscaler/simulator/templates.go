@@ -41,7 +41,7 @@ func SetTemplates(ctx context.Context, snap *snapshot.Snapshot, rules nodefacts.
 		var customDaemons []*snapshot.PodInfo
 		var resourceSlices []*resourceapi.ResourceSlice
 		var devices snapshot.TemplateDevices
-		if member := templateMember(snap, group); member != nil {
+		if member := TemplateMember(snap, group); member != nil {
 			example, limits, customDaemons = member.Node(), member.AttachLimits(), customDaemonSetPods(member)
 			resourceSlices = member.ResourceSlices()
 		} else {
@@ -83,9 +83,9 @@ func templateAttachLimits(node *corev1.Node) (snapshot.AttachLimits, error) {
 	return limits, nil
 }
 
-// templateMember returns the first registered member of the group that
+// TemplateMember returns the first registered member of the group that
 // shows what a new node would be, or nil.
-func templateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *snapshot.NodeInfo {
+func TemplateMember(snap *snapshot.Snapshot, group nodegroups.NodeGroup) *snapshot.NodeInfo {
 	for _, name := range snap.RegisteredNodes(group.ID()) {
 		if nodeInfo := snap.NodeInfo(name); nodeInfo != nil && nodefacts.UsableAsTemplate(nodeInfo.Node()) {
 			return nodeInfo

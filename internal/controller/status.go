@@ -12,6 +12,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 const (
@@ -206,6 +207,13 @@ func stampLoopTime(ca *autoscalingv1alpha1.ClusterAutoscaler, read *autoscalingv
 	}
 }
 
+// priceSources are the API's names of where the engine's prices come from.
+var priceSources = map[pricing.Source]autoscalingv1alpha1.PriceSource{
+	pricing.SourceNodeGroup:    autoscalingv1alpha1.NodeGroupPriceSource,
+	pricing.SourceInstanceType: autoscalingv1alpha1.InstanceTypePriceSource,
+	pricing.SourceDefault:      autoscalingv1alpha1.DefaultPriceSource,
+}
+
 func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGroupStatus {
 	row := autoscalingv1alpha1.NodeGroupStatus{
 		ID:            group.ID,
@@ -216,6 +224,9 @@ func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGrou
 		BackoffUntil:  statusTime(group.BackoffUntil),
 		BackoffReason: truncate(group.BackoffReason, maxReasonLength),
 		Problem:       truncate(group.Problem, maxReasonLength),
+	}
+	if group.Price.Source != "" {
+		row.Price, row.PriceSource = group.Price.PerHour.String(), priceSources[group.Price.Source]
 	}
 	if group.Autoscaled {
 		// Set even when 0, so that a group with only a max-size annotation

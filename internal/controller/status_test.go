@@ -14,6 +14,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 func TestSetStatusFromLoop(t *testing.T) {
@@ -33,7 +34,10 @@ func TestSetStatusFromLoop(t *testing.T) {
 					{ID: "MachineDeployment/ns/md-0", Autoscaled: true, MinSize: 1, MaxSize: 5, TargetSize: 3, Registered: 2, Ready: 2, Upcoming: 1, BackoffUntil: loopTime.Add(time.Minute), BackoffReason: "ScaleUpTimedOut"},
 					{ID: "MachineDeployment/ns/md-1", Problem: "min-size is not a number"},
 					{ID: "MachineDeployment/ns/max-only", Autoscaled: true, MinSize: 0, MaxSize: 3},
-					{ID: "MachineDeployment/ns/bad-hint", Autoscaled: true, MinSize: 0, MaxSize: 3, Problem: "cpu is not a quantity"},
+					{ID: "MachineDeployment/ns/bad-hint", Autoscaled: true, MinSize: 0, MaxSize: 3, Problem: "cpu is not a quantity",
+						Price: pricing.Quote{PerHour: 203_832, Source: pricing.SourceDefault}},
+					{ID: "MachineDeployment/ns/priced", Autoscaled: true, MaxSize: 3, Price: pricing.Quote{PerHour: 192_000, Source: pricing.SourceNodeGroup}},
+					{ID: "MachineDeployment/ns/listed", Autoscaled: true, MaxSize: 3, Price: pricing.Quote{PerHour: 1_000_000, Source: pricing.SourceInstanceType}},
 				},
 				LastScaleUp: loopTime.Add(-time.Hour),
 			},
@@ -41,8 +45,8 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ReadyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason))
 				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ClusterHealthyCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.HealthyReason))
-				g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(3), "groups with a problem that only limits them are autoscaled")
-				g.Expect(ca.Status.NodeGroups).To(HaveLen(4))
+				g.Expect(ca.Status.NodeGroupCount).To(BeEquivalentTo(5), "groups with a problem that only limits them are autoscaled")
+				g.Expect(ca.Status.NodeGroups).To(HaveLen(6))
 				g.Expect(ca.Status.NodeGroups[0]).To(MatchFields(IgnoreExtras, Fields{
 					"MinSize": HaveValue(BeEquivalentTo(1)), "MaxSize": HaveValue(BeEquivalentTo(5)),
 					"TargetSize": BeEquivalentTo(3), "Upcoming": BeEquivalentTo(1), "BackoffReason": Equal("ScaleUpTimedOut"),
@@ -54,7 +58,12 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(ca.Status.NodeGroups[2]).To(MatchFields(IgnoreExtras, Fields{
 					"MinSize": HaveValue(BeEquivalentTo(0)), "MaxSize": HaveValue(BeEquivalentTo(3)),
 				}), "the min a group without a min-size annotation is kept at")
-				g.Expect(ca.Status.NodeGroups[3].Problem).To(Equal("cpu is not a quantity"))
+				g.Expect(ca.Status.NodeGroups[3]).To(MatchFields(IgnoreExtras, Fields{
+					"Problem": Equal("cpu is not a quantity"), "Price": Equal("0.203832"), "PriceSource": Equal(autoscalingv1alpha1.DefaultPriceSource),
+				}))
+				g.Expect(ca.Status.NodeGroups[4]).To(MatchFields(IgnoreExtras, Fields{"Price": Equal("0.192"), "PriceSource": Equal(autoscalingv1alpha1.NodeGroupPriceSource)}))
+				g.Expect(ca.Status.NodeGroups[5]).To(MatchFields(IgnoreExtras, Fields{"Price": Equal("1"), "PriceSource": Equal(autoscalingv1alpha1.InstanceTypePriceSource)}))
+				g.Expect(ca.Status.NodeGroups[0].Price).To(BeEmpty(), "no price while the engine knows none")
 				g.Expect(ca.Status.Nodes).To(BeEquivalentTo(3))
 				g.Expect(ca.Status.ReadyNodes).To(BeEquivalentTo(2))
 				g.Expect(ca.Status.UnschedulablePods).To(BeEquivalentTo(4))

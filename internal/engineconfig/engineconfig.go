@@ -17,6 +17,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 // bytesPerGiB converts the GiB of spec.resourceLimits.memory to bytes.
@@ -69,6 +70,17 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 		config.ExpanderPriorities = map[int32][]string{}
 		for _, priority := range spec.ExpanderPriorities {
 			config.ExpanderPriorities[priority.Priority] = append(config.ExpanderPriorities[priority.Priority], priority.NodeGroupIDPatterns...)
+		}
+	}
+
+	if len(spec.InstanceTypePrices) > 0 {
+		config.InstanceTypePrices = pricing.Table{}
+		for _, entry := range spec.InstanceTypePrices {
+			price, err := pricing.Parse(entry.Price)
+			if err != nil {
+				return config, fmt.Errorf("spec.instanceTypePrices: the price %q of %s: %w", entry.Price, entry.InstanceType, err)
+			}
+			config.InstanceTypePrices[entry.InstanceType] = price
 		}
 	}
 

@@ -7,10 +7,12 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
 func TestFromSpec(t *testing.T) {
@@ -105,6 +107,20 @@ func TestFromSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "the price expander and the prices by instance type",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
+				Expanders: []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriceExpander, autoscalingv1alpha1.LeastWasteExpander},
+				InstanceTypePrices: []autoscalingv1alpha1.InstanceTypePrice{
+					{InstanceType: "m5.xlarge", Price: "0.192"},
+					{InstanceType: "g5.xlarge", Price: "1.006"},
+				},
+			},
+			want: func(c *autoscaler.Config) {
+				c.Expanders = []string{"price", "least-waste"}
+				c.InstanceTypePrices = pricing.Table{"m5.xlarge": 192_000, "g5.xlarge": 1_006_000}
+			},
+		},
+		{
 			name: "scan and loop intervals, health and backoff",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{
 				ScanInterval:    &metav1.Duration{Duration: 30 * time.Second},
@@ -130,6 +146,11 @@ func TestFromSpec(t *testing.T) {
 			},
 		},
 		{
+			name:    "a price that is not a decimal",
+			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{InstanceTypePrices: []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "cheap"}}},
+			wantErr: true,
+		},
+		{
 			name:    "a threshold that is not a number",
 			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UtilizationThreshold: ptr.To("half")}},
 			wantErr: true,
@@ -147,6 +168,24 @@ func TestFromSpec(t *testing.T) {
 			want := autoscaler.DefaultConfig()
 			tt.want(&want)
 			g.Expect(got).To(Equal(want))
+		})
+	}
+}
+
+func TestSettingsAcceptEveryExpander(t *testing.T) {
+	expanders := []autoscalingv1alpha1.Expander{
+		autoscalingv1alpha1.RandomExpander, autoscalingv1alpha1.MostPodsExpander, autoscalingv1alpha1.LeastWasteExpander,
+		autoscalingv1alpha1.PriorityExpander, autoscalingv1alpha1.PriceExpander,
+	}
+	for _, expander := range expanders {
+		t.Run(string(expander), func(t *testing.T) {
+			spec := autoscalingv1alpha1.ClusterAutoscalerSpec{
+				ClusterName:        "c",
+				Expanders:          []autoscalingv1alpha1.Expander{expander},
+				ExpanderPriorities: []autoscalingv1alpha1.ExpanderPriority{{Priority: 10, NodeGroupIDPatterns: []string{".*"}}},
+			}
+			_, err := Settings(spec, clocktesting.NewFakePassiveClock(time.Now()))
+			NewWithT(t).Expect(err).NotTo(HaveOccurred())
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
@@ -250,6 +251,8 @@ type NodeGroup struct {
 	Nodes []string
 	// Template is returned by TemplateNode; when nil it fails.
 	Template *corev1.Node
+	// Price is the group's own price per node-hour, in its Options.
+	Price *pricing.Price
 	// Increases records the deltas passed to IncreaseSize.
 	Increases []int
 	// Deleted records the names of the nodes passed to DeleteNodes.
@@ -288,7 +291,7 @@ func (g *NodeGroup) Instances() []nodegroups.Instance {
 }
 
 // Options implements nodegroups.NodeGroup.
-func (g *NodeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{} }
+func (g *NodeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{Price: g.Price} }
 
 // ScaleDownBlockedReason implements nodegroups.NodeGroup.
 func (g *NodeGroup) ScaleDownBlockedReason() string { return "" }

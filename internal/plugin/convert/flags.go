@@ -15,6 +15,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/internal/plugin/cli"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
 
 // caSpec is the spec a conversion writes.
@@ -414,11 +415,11 @@ func formatDecimal(f float64) string {
 var expanders = []autoscalingv1alpha1.Expander{
 	autoscalingv1alpha1.RandomExpander, autoscalingv1alpha1.MostPodsExpander,
 	autoscalingv1alpha1.LeastWasteExpander, autoscalingv1alpha1.PriorityExpander,
+	autoscalingv1alpha1.PriceExpander,
 }
 
 // missingExpanders say why upstream expanders have no equal here.
 var missingExpanders = map[string]string{
-	"price":       "the price expander needs a cloud provider's prices, which the Cluster API provider has none of",
 	"grpc":        "the grpc expander asks an external server, which capi-autoscaler does not",
 	"least-nodes": "capi-autoscaler has no least-nodes expander",
 }
@@ -435,6 +436,11 @@ func applyExpanders(c *conversion, value string) (string, error) {
 			c.warnf("--expander=%s names %s twice: it is kept once", value, name)
 		case slices.Contains(expanders, expander):
 			chain = append(chain, expander)
+			if expander == autoscalingv1alpha1.PriceExpander {
+				c.warnf("--expander=%s: upstream's clusterapi provider has no prices, so upstream cannot run the price expander; "+
+					"here a node costs its group's %s annotation, else spec.instanceTypePrices by its instance type, "+
+					"else a default proportional to its capacity (docs/cost.md)", value, template.PriceAnnotation)
+			}
 		case missingExpanders[name] != "":
 			c.warnf("--expander=%s: %s is left out: %s", value, name, missingExpanders[name])
 		default:

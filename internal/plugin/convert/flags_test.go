@@ -288,10 +288,10 @@ func TestConvertBadInput(t *testing.T) {
 			name: "expanders capi-autoscaler lacks, and priority without priorities",
 			args: []string{"--cloud-provider=clusterapi", discovery, "--expander=price,grpc,least-nodes,priority,random,random"},
 			wantSpec: caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode,
-				Expanders: []autoscalingv1alpha1.Expander{autoscalingv1alpha1.RandomExpander}},
+				Expanders: []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriceExpander, autoscalingv1alpha1.RandomExpander}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
 			wantWarnings: []string{
-				"price is left out: the price expander needs a cloud provider's prices",
+				"upstream's clusterapi provider has no prices, so upstream cannot run the price expander; here a node costs its group's capacity.cluster-autoscaler.kubernetes.io/price annotation",
 				"grpc is left out: the grpc expander asks an external server",
 				"least-nodes is left out: capi-autoscaler has no least-nodes expander",
 				"names random twice: it is kept once",
@@ -300,10 +300,10 @@ func TestConvertBadInput(t *testing.T) {
 		},
 		{
 			name:         "no expander left",
-			args:         []string{"--cloud-provider=clusterapi", discovery, "--expander=price"},
+			args:         []string{"--cloud-provider=clusterapi", discovery, "--expander=grpc"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"price is left out", "--expander=price: no expander capi-autoscaler has: left out, spec.expanders keeps our default least-waste"},
+			wantWarnings: []string{"grpc is left out", "--expander=grpc: no expander capi-autoscaler has: left out, spec.expanders keeps our default least-waste"},
 		},
 		{
 			name:         "an initial backoff above the maximum",

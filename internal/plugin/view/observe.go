@@ -145,6 +145,7 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 		group.MinSize, group.MaxSize = row.MinSize, row.MaxSize
 		group.TargetSize, group.Registered, group.Ready, group.Upcoming = row.TargetSize, row.Registered, row.Ready, row.Upcoming
 		group.BackoffUntil, group.BackoffReason, group.Problem = row.BackoffUntil, row.BackoffReason, row.Problem
+		group.Price, group.PriceSource = row.Price, string(row.PriceSource)
 		view.NodeGroups = append(view.NodeGroups, group)
 	}
 	for _, reason := range status.NotTriggerScaleUpReasons {

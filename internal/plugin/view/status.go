@@ -212,7 +212,19 @@ func groupSizes(g *NodeGroupView) string {
 		}
 		return fmt.Sprint(*size)
 	}
-	return fmt.Sprintf("min %s  target %d  ready %d  upcoming %d  max %s", bound(g.MinSize), g.TargetSize, g.Ready, g.Upcoming, bound(g.MaxSize))
+	sizes := fmt.Sprintf("min %s  target %d  ready %d  upcoming %d  max %s", bound(g.MinSize), g.TargetSize, g.Ready, g.Upcoming, bound(g.MaxSize))
+	if g.Price == "" {
+		return sizes
+	}
+	return fmt.Sprintf("%s  %s/h (%s)", sizes, g.Price, priceSources[autoscalingv1alpha1.PriceSource(g.PriceSource)])
+}
+
+// priceSources say where a group's price comes from, for users, in few
+// words: the live view cuts lines at the terminal's width.
+var priceSources = map[autoscalingv1alpha1.PriceSource]string{
+	autoscalingv1alpha1.NodeGroupPriceSource:    "annotation",
+	autoscalingv1alpha1.InstanceTypePriceSource: "instance type",
+	autoscalingv1alpha1.DefaultPriceSource:      "default",
 }
 
 // scaleDownCounts counts the nodes being removed, and those kept while

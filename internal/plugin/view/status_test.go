@@ -31,8 +31,9 @@ func healthyCluster(namespace string) plugintest.Fixture {
 			Conditions:     plugintest.HealthyConditions(),
 			NodeGroupCount: 2,
 			NodeGroups: []autoscalingv1alpha1.NodeGroupStatus{
-				{ID: mdGeneral, MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](6), TargetSize: 3, Registered: 3, Ready: 3},
-				{ID: mpLarge, MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](2)},
+				{ID: mdGeneral, MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](6), TargetSize: 3, Registered: 3, Ready: 3,
+					Price: "0.192", PriceSource: autoscalingv1alpha1.NodeGroupPriceSource},
+				{ID: mpLarge, MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](2), Price: "0.407664", PriceSource: autoscalingv1alpha1.DefaultPriceSource},
 			},
 			Nodes: 4, ReadyNodes: 4,
 			LastScaleUpTime:   plugintest.At(-25 * time.Minute),

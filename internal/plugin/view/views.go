@@ -112,7 +112,13 @@ type NodeGroupView struct {
 	BackoffUntil  *metav1.Time `json:"backoffUntil,omitempty"`
 	BackoffReason string       `json:"backoffReason,omitempty"`
 	Problem       string       `json:"problem,omitempty"`
-	Nodes         []NodeView   `json:"nodes,omitempty"`
+	// Price is what the autoscaler believes a node of the group costs per
+	// hour, and PriceSource where that comes from (NodeGroup: the price
+	// annotation, InstanceType: spec.instanceTypePrices, or Default);
+	// unset while it knows no price.
+	Price       string     `json:"price,omitempty"`
+	PriceSource string     `json:"priceSource,omitempty"`
+	Nodes       []NodeView `json:"nodes,omitempty"`
 }
 
 // NodeView is where one node stands with scale-down.
