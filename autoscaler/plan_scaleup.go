@@ -25,12 +25,6 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	for _, state := range s.state.Groups() {
 		upcoming[state.Group.ID()] = max(state.Upcoming-l.reserved[state.Group.ID()], 0)
 	}
-	expected := map[string][]string{}
-	for _, group := range l.groups.Groups {
-		if names := nodegroups.ExpectedNodeNames(group); len(names) > 0 {
-			expected[group.ID()] = names
-		}
-	}
 	// Pending pods do not get the room of booked provisioning requests.
 	booked := len(l.booked) > 0
 	if booked {
@@ -41,7 +35,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		Upcoming:          upcoming,
 		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Nominations:       s.history.nominations,
-		ExpectedNodeNames: expected,
+		ExpectedNodeNames: nodegroups.ExpectedNodeNames(l.groups.Groups),
 	})
 	if booked {
 		l.snapshot.Revert()

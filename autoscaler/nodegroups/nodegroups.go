@@ -245,25 +245,63 @@ func (s Settings) For(group NodeGroup) Settings {
 	}
 }
 
-// ExpectedNodeNames are the names the group's instances on their way will
-// register their nodes under, when every node of the group so far has been
-// named after its machine; nil when that is not known.
-func ExpectedNodeNames(group NodeGroup) []string {
-	var names []string
-	namedAfterMachines := false
+// ExpectedNodeNames are, by group ID, the names the instances on their
+// way will register their nodes under, for the groups whose nodes are
+// named after their machines: a group's own nodes tell, and a group that
+// has none yet, such as one scaled from zero, is named as the nodes of
+// the other groups are, when all of those are named after their machines
+// (one infrastructure provider names them all). Its first node is the one
+// whose room matters most: no pod of its shape runs anywhere yet.
+func ExpectedNodeNames(groups []NodeGroup) map[string][]string {
+	namings := make([]nodeNaming, len(groups))
+	booting := make([][]string, len(groups))
+	clusterNaming := namingUnknown
+	for i, group := range groups {
+		namings[i], booting[i] = namingOf(group)
+		if namings[i] != namingUnknown && clusterNaming != namedOtherwise {
+			clusterNaming = namings[i]
+		}
+	}
+	expected := map[string][]string{}
+	for i, group := range groups {
+		naming := namings[i]
+		if naming == namingUnknown {
+			naming = clusterNaming
+		}
+		if naming == namedAfterMachines && len(booting[i]) > 0 {
+			expected[group.ID()] = booting[i]
+		}
+	}
+	return expected
+}
+
+// nodeNaming is what the registered nodes of a group tell of how its nodes
+// are named.
+type nodeNaming int
+
+const (
+	// namingUnknown: no node registered yet.
+	namingUnknown nodeNaming = iota
+	namedAfterMachines
+	namedOtherwise
+)
+
+// namingOf says how the group's nodes are named, and returns the names of
+// its instances on their way, which are their nodes' names if their nodes
+// are named after them.
+func namingOf(group NodeGroup) (nodeNaming, []string) {
+	naming := namingUnknown
+	var booting []string
 	for _, instance := range group.Instances() {
 		switch {
 		case instance.NodeName != "":
 			if instance.NodeName != instance.Name {
-				return nil
+				return namedOtherwise, nil
 			}
-			namedAfterMachines = true
+			naming = namedAfterMachines
 		case instance.State == InstanceCreating && instance.Error == nil && instance.Name != "":
-			names = append(names, instance.Name)
+			booting = append(booting, instance.Name)
 		}
 	}
-	if !namedAfterMachines {
-		return nil
-	}
-	return names
+	return naming, booting
 }

@@ -73,22 +73,33 @@ func TestExpectedNodeNamesAreKnownOnlyWhereNodesAreNamedAfterTheirMachines(t *te
 	}
 	failed := nodegroups.Instance{Name: "md-failed", State: nodegroups.InstanceCreating, Error: &nodegroups.InstanceError{Reason: "MachineFailed"}}
 	tests := []struct {
-		name      string
-		instances []nodegroups.Instance
-		want      []string
+		name string
+		// instances are those of md, and others those of another group
+		// of the cluster.
+		instances, others []nodegroups.Instance
+		want              []string
 	}{
 		{name: "nodes named after their machines", instances: []nodegroups.Instance{running("md-a", "md-a"), booting("md-b"), booting("md-c")},
 			want: []string{"md-b", "md-c"}},
 		{name: "a node named otherwise", instances: []nodegroups.Instance{running("md-a", "md-a"), running("md-b", "ip-10-0-0-1"), booting("md-c")}},
-		{name: "no node registered yet, so no evidence", instances: []nodegroups.Instance{booting("md-b")}},
+		{name: "no node registered yet in the cluster, so no evidence", instances: []nodegroups.Instance{booting("md-b")}},
 		{name: "failed and deleting machines get no node", instances: []nodegroups.Instance{running("md-a", "md-a"), failed,
 			{Name: "md-gone", State: nodegroups.InstanceDeleting}}},
+		{name: "no node registered yet, named as the other groups' nodes", instances: []nodegroups.Instance{booting("md-b")},
+			others: []nodegroups.Instance{running("other-a", "other-a")}, want: []string{"md-b"}},
+		{name: "no node registered yet, in a cluster whose nodes are named otherwise", instances: []nodegroups.Instance{booting("md-b")},
+			others: []nodegroups.Instance{running("other-a", "ip-10-0-0-1")}},
+		{name: "the group's own nodes tell, whatever the others'", instances: []nodegroups.Instance{running("md-a", "md-a"), booting("md-b")},
+			others: []nodegroups.Instance{running("other-a", "ip-10-0-0-1")}, want: []string{"md-b"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			group := instancesGroup{NodeGroup: &st.NodeGroup{Name: "md"}, instances: tc.instances}
-			g.Expect(nodegroups.ExpectedNodeNames(group)).To(Equal(tc.want))
+			other := instancesGroup{NodeGroup: &st.NodeGroup{Name: "other"}, instances: tc.others}
+			expected := nodegroups.ExpectedNodeNames([]nodegroups.NodeGroup{other, group})
+			g.Expect(expected[group.ID()]).To(Equal(tc.want))
+			g.Expect(expected).NotTo(HaveKey(other.ID()), "the other group has no machine on its way")
 		})
 	}
 }

@@ -1,0 +1,135 @@
+package autoscaler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// demoGroups are the groups of hack/demo: md-general of 2-cpu nodes at its
+// one node, named after its machine, and md-large of 8-cpu nodes at zero.
+func demoGroups() (general, large *fakeGroup, nodes []*corev1.Node) {
+	general = &fakeGroup{id: "MachineDeployment/default/md-general", min: 1, max: 6, template: st.Node("general-template", "2", "4Gi")}
+	large = &fakeGroup{id: "MachineDeployment/default/md-large", max: 3, template: st.Node("large-template", "8", "32Gi")}
+	node := st.Node("md-general-0", "2", "4Gi")
+	general.instances = []nodegroups.Instance{{ID: "fake://md-general-0", Name: node.Name, NodeName: node.Name, State: nodegroups.InstanceRunning, Removable: true}}
+	general.target = 1
+	return general, large, []*corev1.Node{node}
+}
+
+// demoWorkload is hack/demo's: six web pods of 1.5 cpu, one of them
+// running on md-general's node, and a batch pod that fits only md-large.
+func demoWorkload() []*corev1.Pod {
+	pods := []*corev1.Pod{st.Pod("web-0", "1500m", "3Gi", st.OwnedBy("web"), st.OnNode("md-general-0"))}
+	for i := 1; i < 6; i++ {
+		pods = append(pods, st.Pod(fmt.Sprintf("web-%d", i), "1500m", "3Gi", st.OwnedBy("web")))
+	}
+	return append(pods, st.Pod("batch-0", "6", "24Gi", st.OwnedBy("batch")))
+}
+
+// boot gives group a machine on its way, named name, as Cluster API
+// creates one after a scale-up.
+func boot(group *fakeGroup, name string) {
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true})
+}
+
+// register has the machine of group named as node register it, Ready.
+func register(t *testing.T, f *fixture, group *fakeGroup, node *corev1.Node) {
+	t.Helper()
+	for i := range group.instances {
+		if group.instances[i].Name == node.Name {
+			group.instances[i].NodeName, group.instances[i].State = node.Name, nodegroups.InstanceRunning
+		}
+	}
+	if err := f.cluster.Create(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bind has kube-scheduler bind the pending pod to node.
+func bind(t *testing.T, f *fixture, name, node string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := f.cluster.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, pod); err != nil {
+		t.Fatal(err)
+	}
+	st.OnNode(node)(pod)
+	if err := f.cluster.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cluster.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nominatedNode is the node the pod is nominated to in the cluster.
+func nominatedNode(t *testing.T, f *fixture, name string) string {
+	t.Helper()
+	pod, err := f.clientset.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod.Status.NominatedNodeName
+}
+
+// demoFixture is hack/demo's cluster after the first loop's scale-up, with
+// the machines of the scale-up booting.
+func demoFixture(t *testing.T) (f *fixture, general, large *fakeGroup) {
+	t.Helper()
+	g := NewWithT(t)
+	general, large, nodes := demoGroups()
+	f = newFixture(t, []*fakeGroup{general, large}, objects(nodes, demoWorkload()...)...)
+
+	f.runOnce(t)
+	g.Expect(general.increases).To(Equal([]int{5}), "least-waste: one 2-cpu node per web pod")
+	g.Expect(large.increases).To(Equal([]int{1}), "the batch pod fits only md-large")
+	for i := 1; i <= 5; i++ {
+		boot(general, fmt.Sprintf("md-general-%d", i))
+	}
+	boot(large, "md-large-0")
+	f.clock.Step(time.Second)
+	return f, general, large
+}
+
+// Nodes of a burst register in any order. The first md-large node
+// must keep the room of the batch pod planned for it from the web pods
+// planned for md-general nodes that have not registered yet: kube-scheduler
+// keeps that room for the pod nominated there. md-large has no node yet
+// to show how its nodes are named, but the cluster's nodes are named after
+// their machines: so will md-large's be.
+func TestPodWaitingForTheFirstMachineOfAGroupIsNominatedToIt(t *testing.T) {
+	g := NewWithT(t)
+	f, _, _ := demoFixture(t)
+
+	f.runOnce(t)
+
+	g.Expect(nominatedNode(t, f, "batch-0")).To(Equal("md-large-0"), "the batch pod keeps its room on md-large's first node")
+	g.Expect(nominatedNode(t, f, "web-1")).To(HavePrefix("md-general-"), "the web pods wait for md-general's machines")
+}
+
+// When md-large's node registers first and kube-scheduler binds a web pod
+// planned for md-general there, the pods still pending fit the nodes on
+// their way and the room left on md-large's node: nothing more is bought.
+func TestPlanHoldsWhenAPodBindsToANodePlannedForAnother(t *testing.T) {
+	g := NewWithT(t)
+	f, general, large := demoFixture(t)
+	f.runOnce(t)
+	register(t, f, large, st.Node("md-large-0", "8", "32Gi"))
+	bind(t, f, "web-1", "md-large-0")
+	f.clock.Step(time.Second)
+
+	status := f.runOnce(t)
+
+	g.Expect(large.increases).To(Equal([]int{1}), "the batch pod fits beside the web pod")
+	g.Expect(general.increases).To(Equal([]int{5}))
+	g.Expect(groupRow(status, general.id).Upcoming).To(Equal(5))
+}
