@@ -44,6 +44,10 @@ type Config struct {
 	NewPodScaleUpDelay time.Duration
 	// MaxNodesPerScaleUp caps the nodes one scale-up adds.
 	MaxNodesPerScaleUp int
+	// MaxPendingPodsPerLoop bounds the pending pods one loop plans for; the
+	// others wait for the next loop, those that waited longest first. 0
+	// means no bound.
+	MaxPendingPodsPerLoop int
 	// MaxNodeProvisionTime is how long a requested node may take to
 	// register, and how long an instance may stay without a registered node
 	// before it is removed; at least nodegroups.MinMaxNodeProvisionTime.
@@ -181,7 +185,10 @@ func DefaultConfig() Config {
 		MinLoopInterval:      time.Second,
 		PodPriorityThreshold: -10,
 		MaxNodesPerScaleUp:   1000,
-		MaxNodeProvisionTime: 15 * time.Minute,
+		// A loop plans for 5,000 pending pods in about a second on a
+		// 1,000-node cluster (docs/performance.md, "Huge backlogs").
+		MaxPendingPodsPerLoop: 5000,
+		MaxNodeProvisionTime:  15 * time.Minute,
 		// Upstream's default since cluster-autoscaler 1.33 (was random).
 		Expanders: []string{scaleup.ExpanderLeastWaste},
 		ScaleDown: ScaleDownConfig{
