@@ -185,9 +185,10 @@ func DefaultConfig() Config {
 		MinLoopInterval:      time.Second,
 		PodPriorityThreshold: -10,
 		MaxNodesPerScaleUp:   1000,
-		// A loop plans for 5,000 pending pods in about a second on a
-		// 1,000-node cluster (docs/performance.md, "Huge backlogs").
-		MaxPendingPodsPerLoop: 5000,
+		// 10,000 pods of a mix with volumes are planned in 0.6 s, where
+		// 50,000 take 8.5 s, for the same 1,000 new nodes
+		// (docs/performance.md, "Huge backlogs").
+		MaxPendingPodsPerLoop: 10000,
 		MaxNodeProvisionTime:  15 * time.Minute,
 		// Upstream's default since cluster-autoscaler 1.33 (was random).
 		Expanders: []string{scaleup.ExpanderLeastWaste},

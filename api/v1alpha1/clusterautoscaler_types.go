@@ -172,7 +172,7 @@ type ClusterAutoscalerSpec struct {
 	// counts them. Pods already given a node on its way do not count. 0
 	// means no bound.
 	// +optional
-	// +kubebuilder:default=5000
+	// +kubebuilder:default=10000
 	// +kubebuilder:validation:Minimum=0
 	MaxPendingPodsPerLoop *int32 `json:"maxPendingPodsPerLoop,omitempty"`
 
