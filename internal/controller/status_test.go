@@ -64,7 +64,7 @@ func TestSetStatusFromLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "a loop that left pods for the next",
+			name:   "a loop that left pods for the next",
 			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true, UnschedulablePods: 50000, PodsLeftForNextLoop: 40000},
 			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
 				g.Expect(ca.Status.PodsLeftForNextLoop).To(BeEquivalentTo(40000))
