@@ -36,11 +36,14 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Nominations:       s.history.nominations,
 		ExpectedNodeNames: nodegroups.ExpectedNodeNames(l.groups.Groups),
+		LastPlanned:       s.history.lastPlanned,
 	})
 	if booked {
 		l.snapshot.Revert()
 	}
 	s.history.nominations = plan.Nominations
+	s.history.lastPlanned = plan.LastPlanned
+	l.status.PodsLeftForNextLoop = len(plan.Deferred)
 	l.absorbed = plan.Absorbed
 	l.status.Buffers = bufferStatuses(l.buffers, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)

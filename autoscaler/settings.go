@@ -68,9 +68,10 @@ func (s *Settings) Config() Config { return s.config }
 
 func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 	opts := scaleup.Options{
-		PriorityCutoff:     config.PodPriorityThreshold,
-		NewPodScaleUpDelay: config.NewPodScaleUpDelay,
-		MaxNodesPerScaleUp: config.MaxNodesPerScaleUp,
+		PriorityCutoff:        config.PodPriorityThreshold,
+		NewPodScaleUpDelay:    config.NewPodScaleUpDelay,
+		MaxNodesPerScaleUp:    config.MaxNodesPerScaleUp,
+		MaxPendingPodsPerLoop: config.MaxPendingPodsPerLoop,
 		Limits: scaleup.ResourceLimits{
 			MaxNodesTotal: config.Limits.MaxNodesTotal,
 			Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},

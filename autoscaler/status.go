@@ -67,6 +67,9 @@ type Status struct {
 
 	// UnschedulablePods is the number of pods the scheduler could not place.
 	UnschedulablePods int
+	// PodsLeftForNextLoop counts the pending pods the scale-up left for
+	// the next loop (Config.MaxPendingPodsPerLoop).
+	PodsLeftForNextLoop int
 	// NotTriggerScaleUpReasons count why pending pods did not trigger a
 	// scale-up, most frequent first.
 	NotTriggerScaleUpReasons []ReasonCount

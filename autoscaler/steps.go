@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -85,6 +86,9 @@ type history struct {
 	// nominations are where the last scale-up plan placed pending pods, so
 	// that the next keeps them there instead of planning for them again.
 	nominations []scaleup.Nomination
+	// lastPlanned are when the last plans that left pods for later planned
+	// for the pods still pending, so that those left go first.
+	lastPlanned map[types.UID]time.Time
 }
 
 // loop is what the steps of one loop share.

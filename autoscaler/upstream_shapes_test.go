@@ -142,6 +142,9 @@ func shapeConfig() autoscaler.Config {
 	config.ScaleDown.DelayAfterAdd = 0
 	config.ScaleDown.MaxEmptyBulkDelete = shapeMaxNodes
 	config.ScaleDown.MaxParallelDrains = shapeMaxNodes
+	// Upstream plans for every pending pod in one loop; the default bound
+	// spreads the 50,000-pod shape over five (TestHugeBacklog).
+	config.MaxPendingPodsPerLoop = 0
 	return config
 }
 

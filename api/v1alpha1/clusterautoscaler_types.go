@@ -214,6 +214,17 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxNodesPerScaleUp *int32 `json:"maxNodesPerScaleUp,omitempty"`
 
+	// maxPendingPodsPerLoop bounds the pending pods one loop plans a
+	// scale-up for, so that a huge backlog cannot hold a loop past its
+	// timeout. The others wait for the next loop, the highest priority and
+	// then those that waited longest first; status.podsLeftForNextLoop
+	// counts them. Pods already given a node on its way do not count. 0
+	// means no bound.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=0
+	MaxPendingPodsPerLoop *int32 `json:"maxPendingPodsPerLoop,omitempty"`
+
 	// newPodScaleUpDelay is how old an unschedulable pod must be before it
 	// is considered for a scale-up, so that short bursts can settle.
 	// +optional
@@ -741,6 +752,12 @@ type ClusterAutoscalerStatus struct {
 	// unschedulablePods is the number of pods the scheduler could not place.
 	// +optional
 	UnschedulablePods int32 `json:"unschedulablePods,omitempty"`
+
+	// podsLeftForNextLoop is the number of pending pods the last loop left
+	// for the next one because there were more than
+	// spec.maxPendingPodsPerLoop.
+	// +optional
+	PodsLeftForNextLoop int32 `json:"podsLeftForNextLoop,omitempty"`
 
 	// notTriggerScaleUpReasons are the most common reasons pending pods did
 	// not trigger a scale-up, most frequent first.

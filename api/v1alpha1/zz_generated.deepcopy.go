@@ -222,6 +222,11 @@ func (in *ClusterAutoscalerSpec) DeepCopyInto(out *ClusterAutoscalerSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxPendingPodsPerLoop != nil {
+		in, out := &in.MaxPendingPodsPerLoop, &out.MaxPendingPodsPerLoop
+		*out = new(int32)
+		**out = **in
+	}
 	if in.NewPodScaleUpDelay != nil {
 		in, out := &in.NewPodScaleUpDelay, &out.NewPodScaleUpDelay
 		*out = new(v1.Duration)

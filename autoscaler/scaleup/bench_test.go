@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -62,21 +63,61 @@ func syntheticCluster(nodes, nodeGroups int) snapshot.Input {
 			st.OwnedBy(fmt.Sprintf("app-%d", p/50)), st.OnNode(node.Name), st.WithPodLabels("app", fmt.Sprintf("app-%d", p/50))))
 	}
 	for p := range total - running {
-		owner := p % pendingOwners
-		opts := []st.PodOption{st.OwnedBy(fmt.Sprintf("pending-%d", owner)), st.WithPodLabels("app", fmt.Sprintf("pending-%d", owner))}
-		switch owner % 10 {
-		case 1:
-			opts = append(opts, st.WithNodeSelector("pool", fmt.Sprintf("pool-%d", owner%5)))
-		case 2:
-			opts = append(opts, st.WithToleration("dedicated", "batch", corev1.TaintEffectNoSchedule))
-		case 3:
-			opts = append(opts, withRequiredAntiAffinity(corev1.LabelHostname, "app", fmt.Sprintf("pending-%d", owner)))
-		case 4:
-			opts = append(opts, withZoneSpread("app", fmt.Sprintf("pending-%d", owner)))
-		}
-		in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("pending-%06d", p), fmt.Sprintf("%dm", 1500+100*(owner%10)), "2Gi", opts...))
+		in.Pods = append(in.Pods, pendingPod(p))
 	}
 	return in
+}
+
+// pendingPod is the p-th pending pod of the synthetic cluster.
+func pendingPod(p int) *corev1.Pod {
+	owner := p % pendingOwners
+	opts := []st.PodOption{st.OwnedBy(fmt.Sprintf("pending-%d", owner)), st.WithPodLabels("app", fmt.Sprintf("pending-%d", owner))}
+	switch owner % 10 {
+	case 1:
+		opts = append(opts, st.WithNodeSelector("pool", fmt.Sprintf("pool-%d", owner%5)))
+	case 2:
+		opts = append(opts, st.WithToleration("dedicated", "batch", corev1.TaintEffectNoSchedule))
+	case 3:
+		opts = append(opts, withRequiredAntiAffinity(corev1.LabelHostname, "app", fmt.Sprintf("pending-%d", owner)))
+	case 4:
+		opts = append(opts, withZoneSpread("app", fmt.Sprintf("pending-%d", owner)))
+	}
+	return st.Pod(fmt.Sprintf("pending-%06d", p), fmt.Sprintf("%dm", 1500+100*(owner%10)), "2Gi", opts...)
+}
+
+// withBacklog gives the synthetic cluster pending pods of the same mix up
+// to pending in all.
+func withBacklog(in snapshot.Input, pending int) snapshot.Input {
+	had := 0
+	for _, pod := range in.Pods {
+		if pod.Spec.NodeName == "" {
+			had++
+		}
+	}
+	for p := had; p < pending; p++ {
+		in.Pods = append(in.Pods, pendingPod(p))
+	}
+	return in
+}
+
+// BenchmarkScaleUpBacklog measures one scale-up decision on the 1,000-node
+// synthetic cluster with 50,000 pending pods of its mix, and with volumes
+// (withVolumes), with the default MaxPendingPodsPerLoop, twice as many, and
+// no bound.
+func BenchmarkScaleUpBacklog(b *testing.B) {
+	// withVolumes changes the pods it is given: each mix has its own.
+	backlog := func() snapshot.Input { return withBacklog(syntheticCluster(1000, benchmark.DefaultGroups), 50000) }
+	for _, mix := range []struct {
+		name string
+		in   snapshot.Input
+	}{{"mix", backlog()}, {"volumes", withVolumes(backlog())}} {
+		name, in := mix.name, mix.in
+		for _, maxPods := range []int{autoscaler.DefaultConfig().MaxPendingPodsPerLoop, 20000, 0} {
+			b.Run(fmt.Sprintf("%s/maxPendingPodsPerLoop=%d", name, maxPods), func(b *testing.B) {
+				benchmarkScaleUp(b, in, func(o *scaleup.Options) { o.MaxPendingPodsPerLoop = maxPods })
+			})
+		}
+	}
 }
 
 const benchmarkDriver = "ebs.csi.example.com"
@@ -217,11 +258,11 @@ func BenchmarkScaleUpWithClaims(b *testing.B) {
 
 // benchmarkedScaleUp is the scale-up the benchmarks measure: expanders
 // least-waste then random, balancing on.
-func benchmarkedScaleUp(b *testing.B) *scaleup.ScaleUp {
-	s, err := scaleup.New(options(func(o *scaleup.Options) {
+func benchmarkedScaleUp(b *testing.B, mutate ...func(*scaleup.Options)) *scaleup.ScaleUp {
+	s, err := scaleup.New(options(append([]func(*scaleup.Options){func(o *scaleup.Options) {
 		o.Expanders = []string{scaleup.ExpanderLeastWaste, scaleup.ExpanderRandom}
 		o.BalanceSimilarNodeGroups = true
-	}))
+	}}, mutate...)...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -229,9 +270,9 @@ func benchmarkedScaleUp(b *testing.B) *scaleup.ScaleUp {
 }
 
 // benchmarkScaleUp measures decisions on in.
-func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
+func benchmarkScaleUp(b *testing.B, in snapshot.Input, mutate ...func(*scaleup.Options)) {
 	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-	s := benchmarkedScaleUp(b)
+	s := benchmarkedScaleUp(b, mutate...)
 	b.ReportAllocs()
 	var plan *scaleup.Plan
 	cpu := benchmark.StartCPU(b)
@@ -243,6 +284,8 @@ func benchmarkScaleUp(b *testing.B, in snapshot.Input) {
 	cpu.Report()
 	b.ReportMetric(float64(len(plan.Helped)), "helped-pods")
 	b.ReportMetric(float64(len(plan.NoScaleUp)), "no-scale-up-pods")
+	b.ReportMetric(float64(len(plan.Deferred)), "deferred-pods")
+	b.ReportMetric(float64(plan.NewNodes()), "new-nodes")
 }
 
 // BenchmarkScaleUpPlan measures planning alone on a snapshot built once,

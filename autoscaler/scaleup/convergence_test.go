@@ -42,7 +42,8 @@ func (r *replay) loop() *scaleup.Plan {
 	_, ctx := ktesting.NewTestContext(r.t)
 	var state scaleup.State
 	if len(r.plans) > 0 {
-		state.Nominations = r.plans[len(r.plans)-1].Nominations
+		last := r.plans[len(r.plans)-1]
+		state.Nominations, state.LastPlanned = last.Nominations, last.LastPlanned
 	}
 	snap := r.cluster.snapshot()
 	plan := r.planner.Plan(ctx, snap, state)

@@ -22,6 +22,11 @@ type Options struct {
 	NewPodScaleUpDelay time.Duration
 	// MaxNodesPerScaleUp caps the nodes one scale-up adds; 0 means no cap.
 	MaxNodesPerScaleUp int
+	// MaxPendingPodsPerLoop bounds the pending pods one plan takes on, so
+	// that a huge backlog cannot make a loop outlast its timeout: the pods
+	// beyond it wait for the next loop (Plan.Deferred). Pods the last plan
+	// nominated do not count. 0 means no bound.
+	MaxPendingPodsPerLoop int
 	// Limits bound the whole cluster.
 	Limits ResourceLimits
 	// Expanders choose among the options, in order, each passing its ties
@@ -84,6 +89,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxNodesPerScaleUp < 0 {
 		return fmt.Errorf("maxNodesPerScaleUp must not be negative, got %d", o.MaxNodesPerScaleUp)
+	}
+	if o.MaxPendingPodsPerLoop < 0 {
+		return fmt.Errorf("maxPendingPodsPerLoop must not be negative, got %d", o.MaxPendingPodsPerLoop)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +75,9 @@ type State struct {
 	// candidates among the snapshot's pending pods: the pods of a request
 	// that asks for nodes for all of them at once.
 	Pods []*corev1.Pod
+	// LastPlanned are when the last plans planned for the pods they left
+	// others behind (Plan.LastPlanned).
+	LastPlanned map[types.UID]time.Time
 }
 
 // Nomination is the node a plan gave a pending pod: one that exists or is
@@ -116,6 +120,13 @@ type Plan struct {
 	// TemplateErrors say, by group ID, why groups that needed a template
 	// (simulator.SetTemplates) have none: they could not grow.
 	TemplateErrors map[string]error
+	// Deferred are the candidates left for a later loop because there were
+	// more than Options.MaxPendingPodsPerLoop.
+	Deferred []*corev1.Pod
+	// LastPlanned are, when the plan deferred pods, when each pod still
+	// pending was last planned for while others were deferred, for
+	// State.LastPlanned of the next loop; nil when it deferred none.
+	LastPlanned map[types.UID]time.Time
 }
 
 // Round is one round of a plan.
@@ -175,8 +186,27 @@ func (n NoScaleUp) Message() string {
 
 // Plan decides a scale-up for the pending pods of snap. snap is left as it
 // was, except that the templates of its node groups are built when missing.
+// When there are more candidates than Options.MaxPendingPodsPerLoop, the
+// plan is for those within the bound (withinBudget) and defers the others.
 func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State) *Plan {
-	plan := s.plan(ctx, snap, state)
+	candidates, deferred := state.Pods, []*corev1.Pod(nil)
+	if candidates == nil {
+		candidates, deferred = s.withinBudget(Candidates(snap.PendingPods(), s.opts.PriorityCutoff, s.opts.NewPodScaleUpDelay, s.opts.Clock.Now()), state)
+	}
+	plan := s.planCandidates(ctx, snap, state, candidates)
+	if len(deferred) > 0 {
+		klog.FromContext(ctx).V(2).Info("Left pending pods for the next loop", "planned", len(candidates), "deferred", len(deferred),
+			"maxPendingPodsPerLoop", s.opts.MaxPendingPodsPerLoop)
+		plan.Deferred = deferred
+		plan.LastPlanned = lastPlanned(candidates, deferred, state.LastPlanned, s.opts.Clock.Now())
+	}
+	return plan
+}
+
+// planCandidates plans for candidates, and plans again for the pods
+// nominated to nodes on their way when that needs fewer new nodes.
+func (s *ScaleUp) planCandidates(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod) *Plan {
+	plan := s.plan(ctx, snap, state, candidates)
 	registered := nominatedToRegistered(snap, state.Nominations)
 	if len(plan.Increases) == 0 || len(registered) == len(state.Nominations) {
 		return plan
@@ -187,7 +217,7 @@ func (s *ScaleUp) Plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// after pods that fill the planned nodes two by two.
 	again := state
 	again.Nominations = registered
-	replanned := s.plan(ctx, snap, again)
+	replanned := s.plan(ctx, snap, again, candidates)
 	if replanned.NewNodes() >= plan.NewNodes() {
 		return plan
 	}
@@ -201,13 +231,9 @@ func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []
 	return slices.DeleteFunc(slices.Clone(nominations), func(n Nomination) bool { return snap.NodeInfo(n.Node) == nil })
 }
 
-func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State) *Plan {
+func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
-	candidates := state.Pods
-	if candidates == nil {
-		candidates = Candidates(snap.PendingPods(), s.opts.PriorityCutoff, s.opts.NewPodScaleUpDelay, s.opts.Clock.Now())
-	}
 	if len(candidates) == 0 {
 		return plan
 	}

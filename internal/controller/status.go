@@ -138,7 +138,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	case status.OtherAutoscaler != "":
 		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.OtherAutoscalerActiveReason, status.ScalingMessage)
 	case status.ScalingActive:
-		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
+		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, podsLeftMessage(status.PodsLeftForNextLoop))
 	case autoscaled == 0:
 		setCondition(ca, autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionFalse, autoscalingv1alpha1.NoNodeGroupsReason, status.ScalingMessage)
 	default:
@@ -155,6 +155,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	ca.Status.Nodes = int32(status.Nodes)
 	ca.Status.ReadyNodes = int32(status.ReadyNodes)
 	ca.Status.UnschedulablePods = int32(status.UnschedulablePods)
+	ca.Status.PodsLeftForNextLoop = int32(status.PodsLeftForNextLoop)
 	ca.Status.NotTriggerScaleUpReasons = nil
 	for _, reason := range status.NotTriggerScaleUpReasons {
 		if len(ca.Status.NotTriggerScaleUpReasons) == maxNotTriggerScaleUpReasons {
@@ -261,4 +262,13 @@ func truncate(s string, maxLength int) string {
 	const ellipsis = "..."
 	// Cutting may split a multi-byte character: drop its remains.
 	return strings.ToValidUTF8(s[:maxLength-len(ellipsis)], "") + ellipsis
+}
+
+// podsLeftMessage says, on the ScalingActive condition, that the last loop
+// left pending pods for the next one; "" when it left none.
+func podsLeftMessage(left int) string {
+	if left == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d pending pod(s) left for the next loop: more than spec.maxPendingPodsPerLoop were pending", left)
 }

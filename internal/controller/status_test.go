@@ -73,6 +73,17 @@ func TestSetStatusFromLoop(t *testing.T) {
 			},
 		},
 		{
+			name:   "a loop that left pods for the next",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true, UnschedulablePods: 50000, PodsLeftForNextLoop: 40000},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(ca.Status.PodsLeftForNextLoop).To(BeEquivalentTo(40000))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(haveStatusAndReason(metav1.ConditionTrue, autoscalingv1alpha1.RunningReason),
+					"scaling goes on")
+				g.Expect(conditions.GetMessage(ca, autoscalingv1alpha1.ScalingActiveCondition)).To(Equal(
+					"40000 pending pod(s) left for the next loop: more than spec.maxPendingPodsPerLoop were pending"))
+			},
+		},
+		{
 			name: "a rollback that gave up",
 			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true,
 				UnfinishedRollbacks: []string{"ProvisioningRequest default/job: the rollback could not remove md-0-x of MachineDeployment/ns/md-0 within 10m0s (rolling out)"}},

@@ -46,6 +46,7 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 	config.DryRun = spec.Mode == autoscalingv1alpha1.DryRunMode
 	config.PodPriorityThreshold = ptr.Deref(spec.PodPriorityThreshold, config.PodPriorityThreshold)
 	config.MaxNodesPerScaleUp = int(ptr.Deref(spec.MaxNodesPerScaleUp, int32(config.MaxNodesPerScaleUp)))
+	config.MaxPendingPodsPerLoop = int(ptr.Deref(spec.MaxPendingPodsPerLoop, int32(config.MaxPendingPodsPerLoop)))
 	config.MaxNodeProvisionTime = duration(spec.MaxNodeProvisionTime, config.MaxNodeProvisionTime)
 	config.NewPodScaleUpDelay = duration(spec.NewPodScaleUpDelay, config.NewPodScaleUpDelay)
 	config.ScanInterval = duration(spec.ScanInterval, config.ScanInterval)

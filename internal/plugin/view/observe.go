@@ -122,7 +122,7 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 		Nodes:             status.Nodes,
 		ReadyNodes:        status.ReadyNodes,
 		NodeGroups:        []NodeGroupView{},
-		Pending:           PendingView{UnschedulablePods: status.UnschedulablePods},
+		Pending:           PendingView{UnschedulablePods: status.UnschedulablePods, PodsLeftForNextLoop: status.PodsLeftForNextLoop},
 		LastLoopTime:      status.LastLoopTime,
 		LastScaleUpTime:   status.LastScaleUpTime,
 		LastScaleDownTime: status.LastScaleDownTime,

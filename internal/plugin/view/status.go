@@ -139,6 +139,9 @@ func statusTree(c *ClusterView, p cli.Palette, now time.Time) *cli.Tree {
 	} else {
 		pending.Add("%s", cli.Plural(c.Pending.UnschedulablePods, "unschedulable pod"))
 	}
+	if c.Pending.PodsLeftForNextLoop > 0 {
+		pending.Add("%s", p.Yellow(fmt.Sprintf("%s left for the next loop (spec.maxPendingPodsPerLoop)", cli.Plural(c.Pending.PodsLeftForNextLoop, "pod"))))
+	}
 	for _, reason := range c.Pending.NotTriggerScaleUpReasons {
 		pending.Add("%s", p.Yellow(fmt.Sprintf("%s triggered no scale-up: %s", cli.Plural(reason.Pods, "pod"), reason.Reason)))
 	}

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,6 +121,16 @@ func backoffCluster(namespace string) plugintest.Fixture {
 				`annotation cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size="two" is not a number`, -30*time.Minute),
 		},
 	}
+}
+
+// backlogCluster runs well with more pending pods than a loop plans for:
+// the last loop left some for the next.
+func backlogCluster(namespace string) plugintest.Fixture {
+	f := healthyCluster(namespace)
+	f.CA.Status.UnschedulablePods, f.CA.Status.PodsLeftForNextLoop = 50000, 40000
+	meta.SetStatusCondition(&f.CA.Status.Conditions, plugintest.Condition(autoscalingv1alpha1.ScalingActiveCondition, metav1.ConditionTrue,
+		autoscalingv1alpha1.RunningReason, "40000 pending pod(s) left for the next loop: more than spec.maxPendingPodsPerLoop were pending"))
+	return f
 }
 
 // pendingCluster has pods that triggered a scale-up, pods that wait for a
@@ -244,6 +255,7 @@ func TestStatusGolden(t *testing.T) {
 		{name: "failing", fixtures: []plugintest.Fixture{failingCluster("failing")}, namespace: "failing"},
 		{name: "backoff", fixtures: []plugintest.Fixture{backoffCluster("backoff")}, namespace: "backoff"},
 		{name: "pending", fixtures: []plugintest.Fixture{pendingCluster("pending")}, namespace: "pending"},
+		{name: "backlog", fixtures: []plugintest.Fixture{backlogCluster("backlog")}, namespace: "backlog"},
 		{name: "two-clusters", fixtures: twoClusters(), namespace: "two"},
 		{name: "dry-run", fixtures: []plugintest.Fixture{dryRunCluster("dry-run")}, namespace: "dry-run"},
 		// A Cluster as argument keeps that Cluster only.

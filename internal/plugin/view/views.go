@@ -135,6 +135,7 @@ type NodeView struct {
 // PendingView is what waits for room, and why no scale-up makes it.
 type PendingView struct {
 	UnschedulablePods        int32                `json:"unschedulablePods"`
+	PodsLeftForNextLoop      int32                `json:"podsLeftForNextLoop,omitempty"`
 	NotTriggerScaleUpReasons []ReasonCountView    `json:"notTriggerScaleUpReasons,omitempty"`
 	CapacityBuffers          []CapacityBufferView `json:"capacityBuffers,omitempty"`
 }
