@@ -1,0 +1,207 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
+	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
+)
+
+// group is the soak's node group at index i, to read again.
+func (env *Env) group(i int) *clusterv1.MachineDeployment {
+	return env.Groups[i].DeepCopy()
+}
+
+func groupTarget(md *clusterv1.MachineDeployment) string {
+	return "MachineDeployment " + klog.KObj(md).String()
+}
+
+// writeReplicas writes replicas within the group's bounds, as another
+// client (a GitOps tool, an operator) does: op.Replicas picks among them.
+func writeReplicas(ctx context.Context, env *Env, op Operation) (Result, error) {
+	md := env.group(op.Group)
+	result := Result{Target: groupTarget(md)}
+	err := update(ctx, env.Stack.Management.Client, md, func(md *clusterv1.MachineDeployment) error {
+		minSize, maxSize, ok := bounds(md)
+		if !ok {
+			result.Skipped = "the group has no bounds"
+			return nil
+		}
+		replicas := minSize + op.Replicas%(maxSize-minSize+1)
+		result.Target = fmt.Sprintf("%s replicas %d→%d", groupTarget(md), ptr.Deref(md.Spec.Replicas, 0), replicas)
+		md.Spec.Replicas = ptr.To(int32(replicas))
+		return nil
+	})
+	return result, err
+}
+
+// setBounds writes the group's bounds, widened to hold its replicas at
+// that resourceVersion (the invariant watcher holds the replicas to the
+// bounds), or removes them for op.For.
+func setBounds(ctx context.Context, env *Env, op Operation) (Result, error) {
+	md := env.group(op.Group)
+	result := Result{Target: groupTarget(md)}
+	if op.Remove {
+		err := update(ctx, env.Stack.Management.Client, md, func(md *clusterv1.MachineDeployment) error {
+			delete(md.Annotations, clusterv1.AutoscalerMinSizeAnnotation)
+			delete(md.Annotations, clusterv1.AutoscalerMaxSizeAnnotation)
+			return nil
+		})
+		result.Undo = &Undo{After: op.For, Name: "bounds of group " + md.Name + " back", Do: func(ctx context.Context, env *Env) error {
+			return env.resetBounds(ctx, op.Group)
+		}}
+		return result, err
+	}
+	err := update(ctx, env.Stack.Management.Client, md, func(md *clusterv1.MachineDeployment) error {
+		replicas := int(ptr.Deref(md.Spec.Replicas, 0))
+		minSize, maxSize := min(op.MinSize, replicas), max(op.MaxSize, replicas)
+		result.Target = fmt.Sprintf("%s [%d, %d] at %d replicas", groupTarget(md), minSize, maxSize, replicas)
+		setSizeAnnotations(md, minSize, maxSize)
+		return nil
+	})
+	return result, err
+}
+
+// resetBounds puts the group's base bounds back, widened to hold its
+// replicas.
+func (env *Env) resetBounds(ctx context.Context, i int) error {
+	shape := GroupShapes[i]
+	return update(ctx, env.Stack.Management.Client, env.group(i), func(md *clusterv1.MachineDeployment) error {
+		replicas := int(ptr.Deref(md.Spec.Replicas, 0))
+		setSizeAnnotations(md, min(shape.MinSize, replicas), max(shape.MaxSize, replicas))
+		return nil
+	})
+}
+
+func setSizeAnnotations(md *clusterv1.MachineDeployment, minSize, maxSize int) {
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
+	}
+	md.Annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(minSize)
+	md.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(maxSize)
+}
+
+func pauseGroup(ctx context.Context, env *Env, op Operation) (Result, error) {
+	md := env.group(op.Group)
+	setPaused := func(ctx context.Context, paused bool) error {
+		return update(ctx, env.Stack.Management.Client, env.group(op.Group), func(md *clusterv1.MachineDeployment) error {
+			annotations := md.GetAnnotations()
+			framework.SetOrDelete(&annotations, clusterv1.PausedAnnotation, map[bool]string{true: "true"}[paused])
+			md.SetAnnotations(annotations)
+			return nil
+		})
+	}
+	return Result{Target: groupTarget(md), Undo: &Undo{After: op.For, Name: "group " + md.Name + " unpaused", Do: func(ctx context.Context, _ *Env) error {
+		return setPaused(ctx, false)
+	}}}, setPaused(ctx, true)
+}
+
+func pauseCluster(ctx context.Context, env *Env, op Operation) (Result, error) {
+	setPaused := func(ctx context.Context, paused bool) error {
+		return update(ctx, env.Stack.Management.Client, env.Cluster.DeepCopy(), func(cluster *clusterv1.Cluster) error {
+			cluster.Spec.Paused = ptr.To(paused)
+			return nil
+		})
+	}
+	return Result{Target: "Cluster " + klog.KObj(env.Cluster).String(), Undo: &Undo{After: op.For, Name: "Cluster unpaused", Do: func(ctx context.Context, _ *Env) error {
+		return setPaused(ctx, false)
+	}}}, setPaused(ctx, true)
+}
+
+// liveMachines are the Machines of the soak's Cluster not being deleted.
+func (env *Env) liveMachines(ctx context.Context) ([]clusterv1.Machine, error) {
+	machines := &clusterv1.MachineList{}
+	if err := env.Stack.Management.Client.List(ctx, machines, client.InNamespace(env.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: env.Cluster.Name}); err != nil {
+		return nil, err
+	}
+	var live []clusterv1.Machine
+	for _, m := range machines.Items {
+		if m.DeletionTimestamp == nil {
+			live = append(live, m)
+		}
+	}
+	return live, nil
+}
+
+func deleteMachine(ctx context.Context, env *Env, op Operation) (Result, error) {
+	machines, err := env.liveMachines(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	names := make([]string, 0, len(machines))
+	for _, m := range machines {
+		names = append(names, m.Name)
+	}
+	name, ok := pick(names, op.Pick)
+	if !ok {
+		return Result{Skipped: "no Machine"}, nil
+	}
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: name}}
+	env.Invariants.AcceptDeletion(name)
+	return Result{Target: "Machine " + klog.KObj(machine).String()}, ignoreGone(env.Stack.Management.Client.Delete(ctx, machine))
+}
+
+// deleteNode deletes a Node by hand, as kubectl delete node does; its
+// Machine's deletion, should Cluster API follow, is accepted too.
+func deleteNode(ctx context.Context, env *Env, op Operation) (Result, error) {
+	nodes := &corev1.NodeList{}
+	if err := env.Stack.Workload.Client.List(ctx, nodes, client.MatchingLabels{framework.ClusterLabel: env.Cluster.Name}); err != nil {
+		return Result{}, err
+	}
+	names := make([]string, 0, len(nodes.Items))
+	for _, node := range nodes.Items {
+		names = append(names, node.Name)
+	}
+	name, ok := pick(names, op.Pick)
+	if !ok {
+		return Result{Skipped: "no Node"}, nil
+	}
+	machines, err := env.liveMachines(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, m := range machines {
+		if m.Status.NodeRef.Name == name {
+			env.Invariants.AcceptDeletion(m.Name)
+		}
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	return Result{Target: "Node " + name}, ignoreGone(env.Stack.Workload.Client.Delete(ctx, node))
+}
+
+// rollout rolls the group out with a copy of its machine template, as an
+// upgrade does: labels and annotations of the template are propagated in
+// place by Cluster API, a new infrastructure template rolls Machines out.
+func rollout(ctx context.Context, env *Env, op Operation) (Result, error) {
+	mgmt := env.Stack.Management.Client
+	md := env.group(op.Group)
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(md), md); err != nil {
+		return Result{}, err
+	}
+	template := &infrav1.SimMachineTemplate{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: md.Spec.Template.Spec.InfrastructureRef.Name}, template); err != nil {
+		return Result{}, err
+	}
+	next := &infrav1.SimMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: md.Namespace, Name: fmt.Sprintf("%s-%d", md.Name, op.Seq)},
+		Spec:       template.Spec,
+	}
+	if err := mgmt.Create(ctx, next); err != nil {
+		return Result{}, err
+	}
+	result := Result{Target: fmt.Sprintf("%s to SimMachineTemplate %s", groupTarget(md), next.Name)}
+	return result, update(ctx, mgmt, md, func(md *clusterv1.MachineDeployment) error {
+		md.Spec.Template.Spec.InfrastructureRef.Name = next.Name
+		return nil
+	})
+}
