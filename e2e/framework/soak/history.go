@@ -9,6 +9,7 @@ import (
 
 // Applied is one operation as it was applied, or the undoing of one.
 type Applied struct {
+	// At is when it started.
 	At time.Time
 	Op Operation
 	// Undo names what was undone, when the entry is an undo of Op.
@@ -57,7 +58,7 @@ func (h *History) Entries() []Applied {
 	return append([]Applied(nil), h.entries...)
 }
 
-// Before are the last n entries applied before t.
+// Before are the last n entries started by t.
 func (h *History) Before(t time.Time, n int) []Applied {
 	var before []Applied
 	for _, e := range h.Entries() {

@@ -42,8 +42,9 @@ func Run(ctx context.Context, input RunInput) *History {
 		for len(undos) > 0 && !undos[0].due.After(until) {
 			u := undos[0]
 			undos = undos[1:]
+			undoneAt := time.Now()
 			err := u.undo.Do(ctx, env)
-			history.Record(Applied{At: time.Now(), Op: u.op, Undo: u.undo.Name, Err: err})
+			history.Record(Applied{At: undoneAt, Op: u.op, Undo: u.undo.Name, Err: err})
 			checker.Check(ctx)
 		}
 	}
@@ -68,8 +69,11 @@ func Run(ctx context.Context, input RunInput) *History {
 			runUndos(next)
 		}
 		By(op.Name())
+		// Recorded at its start: what a watch sees while it is applied
+		// comes after it in the history.
+		appliedAt := time.Now()
 		result, err := op.Apply(ctx, env)
-		history.Record(Applied{At: time.Now(), Op: op, Result: result, Err: err})
+		history.Record(Applied{At: appliedAt, Op: op, Result: result, Err: err})
 		var violation *ViolationError
 		if errors.As(err, &violation) {
 			checker.Fail(time.Now(), violation.Error())
