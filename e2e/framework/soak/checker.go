@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
@@ -102,7 +103,7 @@ func expectGroupSettled(ctx context.Context, g Gomega, env *Env, group client.Ob
 	g.Expect(machines).To(HaveLen(int(replicas)), "%s has %d replicas", framework.NodeGroupID(group), replicas)
 	for _, m := range machines {
 		g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted", m.Name)
-		g.Expect(m.Status.Phase).To(Equal("Running"), "Machine %s", m.Name)
+		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
 		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no Node", m.Name)
 		node := &corev1.Node{}
 		g.Expect(env.Stack.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
