@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,8 +152,15 @@ func deleteMachine(ctx context.Context, env *Env, op Operation) (Result, error) 
 	return Result{Target: "Machine " + klog.KObj(machine).String()}, ignoreGone(env.Stack.Management.Client.Delete(ctx, machine))
 }
 
+// kubeletReregistration is how long a kubelet whose Node was deleted
+// takes to register it again.
+const kubeletReregistration = 5 * time.Second
+
 // deleteNode deletes a Node by hand, as kubectl delete node does; its
-// Machine's deletion, should Cluster API follow, is accepted too.
+// Machine's deletion, should Cluster API follow, is accepted too. The
+// machine's kubelet registers the Node again a little later: the
+// simulated provider creates it when its SimMachine is reconciled, which
+// the undo asks for.
 func deleteNode(ctx context.Context, env *Env, op Operation) (Result, error) {
 	nodes := &corev1.NodeList{}
 	if err := env.Stack.Workload.Client.List(ctx, nodes, client.MatchingLabels{framework.ClusterLabel: env.Cluster.Name}); err != nil {
@@ -170,14 +178,30 @@ func deleteNode(ctx context.Context, env *Env, op Operation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	result := Result{Target: "Node " + name}
 	for _, m := range machines {
-		if m.Status.NodeRef.Name == name {
-			env.Invariants.AcceptDeletion(m.Name)
+		if m.Status.NodeRef.Name != name {
+			continue
 		}
+		env.Invariants.AcceptDeletion(m.Name)
+		simMachine := &infrav1.SimMachine{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}
+		result.Undo = &Undo{After: kubeletReregistration, Name: "Node " + name + " registered again", Do: func(ctx context.Context, env *Env) error {
+			return ignoreGone(update(ctx, env.Stack.Management.Client, simMachine, func(sm *infrav1.SimMachine) error {
+				if sm.Annotations == nil {
+					sm.Annotations = map[string]string{}
+				}
+				sm.Annotations[reregisterAnnotation] = strconv.Itoa(op.Seq)
+				return nil
+			}))
+		}}
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	return Result{Target: "Node " + name}, ignoreGone(env.Stack.Workload.Client.Delete(ctx, node))
+	return result, ignoreGone(env.Stack.Workload.Client.Delete(ctx, node))
 }
+
+// reregisterAnnotation on a SimMachine makes the provider reconcile it,
+// which registers its Node again.
+const reregisterAnnotation = "soak.e2e.capi-autoscaler.io/reregister"
 
 // rollout rolls the group out with a copy of its machine template, as an
 // upgrade does: labels and annotations of the template are propagated in
