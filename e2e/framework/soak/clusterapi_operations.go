@@ -2,7 +2,9 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,21 +30,90 @@ func groupTarget(md *clusterv1.MachineDeployment) string {
 
 // writeReplicas writes replicas within the group's bounds, as another
 // client (a GitOps tool, an operator) does: op.Replicas picks among them.
+// Lowering them, it first marks the Machines to go with Cluster API's
+// delete-machine annotation, as an operator removing chosen Machines does:
+// an unmarked Machine deleted is the autoscaler's doing, never the soak's.
 func writeReplicas(ctx context.Context, env *Env, op Operation) (Result, error) {
+	mgmt := env.Stack.Management.Client
 	md := env.group(op.Group)
-	result := Result{Target: groupTarget(md)}
-	err := update(ctx, env.Stack.Management.Client, md, func(md *clusterv1.MachineDeployment) error {
-		minSize, maxSize, ok := bounds(md)
-		if !ok {
-			result.Skipped = "the group has no bounds"
-			return nil
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(md), md); err != nil {
+		return Result{}, err
+	}
+	minSize, maxSize, ok := bounds(md)
+	if !ok {
+		return Result{Target: groupTarget(md), Skipped: "the group has no bounds"}, nil
+	}
+	current := int(ptr.Deref(md.Spec.Replicas, 0))
+	replicas := minSize + op.Replicas%(maxSize-minSize+1)
+	result := Result{Target: fmt.Sprintf("%s replicas %d→%d", groupTarget(md), current, replicas)}
+	marked, err := env.markMachines(ctx, md, current-replicas, op.Pick)
+	if err != nil {
+		return result, err
+	}
+	if len(marked) > 0 {
+		result.Target += fmt.Sprintf(", Machines %v marked", marked)
+	}
+	before := md.DeepCopy()
+	md.Spec.Replicas = ptr.To(int32(replicas))
+	// On the replicas read with the bounds: another writer in between
+	// makes it fail rather than write replicas chosen for other bounds.
+	if err := mgmt.Patch(ctx, md, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return result, errors.Join(err, env.unmarkMachines(ctx, marked))
+	}
+	return result, nil
+}
+
+// operatorMark is the value of the delete-machine annotation the soak
+// places, as an operator would.
+const operatorMark = "soak"
+
+// markMachines marks n live, unmarked Machines of the group, picked by
+// index among them sorted, and returns their names.
+func (env *Env) markMachines(ctx context.Context, md *clusterv1.MachineDeployment, n, i int) ([]string, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	machines, err := env.liveMachines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range machines {
+		if _, marked := m.Annotations[clusterv1.DeleteMachineAnnotation]; !marked && m.Labels[clusterv1.MachineDeploymentNameLabel] == md.Name {
+			names = append(names, m.Name)
 		}
-		replicas := minSize + op.Replicas%(maxSize-minSize+1)
-		result.Target = fmt.Sprintf("%s replicas %d→%d", groupTarget(md), ptr.Deref(md.Spec.Replicas, 0), replicas)
-		md.Spec.Replicas = ptr.To(int32(replicas))
-		return nil
-	})
-	return result, err
+	}
+	var marked []string
+	for ; n > 0 && len(names) > 0; n-- {
+		name, _ := pick(names, i)
+		names = slices.DeleteFunc(names, func(other string) bool { return other == name })
+		machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: md.Namespace, Name: name}}
+		if err := update(ctx, env.Stack.Management.Client, machine, func(m *clusterv1.Machine) error {
+			annotations := m.GetAnnotations()
+			framework.SetOrDelete(&annotations, clusterv1.DeleteMachineAnnotation, operatorMark)
+			m.SetAnnotations(annotations)
+			return nil
+		}); err != nil {
+			return marked, errors.Join(err, env.unmarkMachines(ctx, marked))
+		}
+		marked = append(marked, name)
+	}
+	return marked, nil
+}
+
+// unmarkMachines removes the soak's marks from Machines.
+func (env *Env) unmarkMachines(ctx context.Context, names []string) error {
+	var errs []error
+	for _, name := range names {
+		machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: name}}
+		errs = append(errs, ignoreGone(update(ctx, env.Stack.Management.Client, machine, func(m *clusterv1.Machine) error {
+			annotations := m.GetAnnotations()
+			framework.SetOrDelete(&annotations, clusterv1.DeleteMachineAnnotation, "")
+			m.SetAnnotations(annotations)
+			return nil
+		})))
+	}
+	return errors.Join(errs...)
 }
 
 // setBounds writes the group's bounds, widened to hold its replicas at
