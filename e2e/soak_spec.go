@@ -131,7 +131,7 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 
 		proxies := framework.ProxiesOf(input.Stack)
 		before := statsOf(proxies)
-		checker := &soak.Checker{Seed: input.Seed, History: &soak.History{Seed: input.Seed}, Invariants: invariants}
+		checker := &soak.Checker{Seed: input.Seed, History: &soak.History{Seed: input.Seed}, Invariants: invariants, Manager: input.Manager}
 		started := time.Now()
 		history := soak.Run(ctx, soak.RunInput{
 			Env: env, Checker: checker, Duration: input.Duration,

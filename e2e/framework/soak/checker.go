@@ -15,6 +15,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
 
 // Checker checks a soak's invariants over its whole history: the
@@ -28,6 +29,8 @@ type Checker struct {
 	Seed       uint64
 	History    *History
 	Invariants *framework.Invariants
+	// Manager is the running manager, which must not exit.
+	Manager func() *localstack.Process
 	// checked are the watcher's violations already checked.
 	checked int
 }
@@ -36,9 +39,14 @@ type Checker struct {
 const historyShown = 15
 
 // Check fails the spec at the first violation the watcher saw since the
-// last check.
+// last check, or once the manager has exited.
 func (c *Checker) Check(context.Context) {
 	GinkgoHelper()
+	select {
+	case <-c.Manager().Exited():
+		c.Fail(time.Now(), fmt.Sprintf("the manager %s exited: %v", c.Manager().Name(), c.Manager().Err()))
+	default:
+	}
 	violations := c.Invariants.TimedViolations()
 	if len(violations) == c.checked {
 		return
