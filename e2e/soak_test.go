@@ -48,3 +48,15 @@ var _ = Describe("Soak", Serial, func() {
 		SoakSpec(ctx, input(func() uint64 { return ciSoakSeed }, 15*time.Second, time.Second, 3*time.Second, 8*time.Second))
 	})
 })
+
+// What the soak found, each with the seeds that found it.
+var _ = Describe("Soak regressions", Serial, func() {
+	Context("a manager started while every request fails", Label("ci"), func() {
+		ManagerStartDuringFaultsSpec(ctx, func() ManagerStartDuringFaultsSpecInput {
+			return ManagerStartDuringFaultsSpecInput{
+				Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Manager: suiteManager, ManagerArgs: suiteManagerArgs,
+				Restarted: func(p *localstack.Process) { suiteManager = p },
+			}
+		})
+	})
+})
