@@ -128,6 +128,15 @@ test-e2e: e2e-binaries ## Run the end-to-end suite on the local simulated stack,
 test-smoke: e2e-binaries ## Run the local stack smoke test (about 70s).
 	go test -tags e2e -timeout 10m ./e2e/ -args -ginkgo.focus="Local stack"
 
+# A soak applies operations for DURATION, then waits for the Cluster to
+# settle (at most 5 minutes): the timeout leaves room for both.
+SOAK_TIMEOUT ?= 3h
+
+.PHONY: soak
+soak: e2e-binaries build ## Run the seeded soak on the local stack (SEED=n, time-based when unset; DURATION=10m; TOPOLOGY=SelfHosted|SeparateWorkload; docs/reliability.md).
+	go test -tags e2e -timeout $(SOAK_TIMEOUT) ./e2e/ -args -ginkgo.v -ginkgo.label-filter=soak -e2e.manager=$(BIN)/manager \
+		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.soak.seed=$(or $(SEED),0) -e2e.soak.duration=$(or $(DURATION),10m)
+
 .PHONY: envtest-binaries
 envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
 	hack/build-kube-binaries.sh $(KUBE_BIN) kube-apiserver etcd

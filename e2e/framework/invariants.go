@@ -43,6 +43,9 @@ type WatchInvariantsInput struct {
 const (
 	DeletedByRollout     = "rollout"
 	DeletedByRemediation = "remediation"
+	// DeletedByHand is a Machine the spec deletes itself, or whose Node it
+	// deletes (AcceptDeletion).
+	DeletedByHand = "by hand"
 )
 
 // Invariants watches, from the moment WatchInvariants returns, what a
@@ -58,7 +61,7 @@ const (
 // the specs that check a trajectory (e.g. that no group was scaled twice).
 type Invariants struct {
 	mu         sync.Mutex
-	violations []string
+	violations []Violation
 	// acceptRollouts and machineSets tell the Machines a rollout removes.
 	acceptRollouts    bool
 	machineSets       func() []clusterv1.MachineSet
@@ -66,6 +69,8 @@ type Invariants struct {
 	// accepted are the unmarked Machines deleted for a cause the spec
 	// accepts, by cause.
 	accepted map[string][]string
+	// byHand are the Machines the spec said it deletes, with the cause.
+	byHand map[string]string
 	// events counts what the watches saw, to show they saw something.
 	events int
 	// replicas are the replicas each MachineDeployment had, by name.
@@ -91,7 +96,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 	inv := &Invariants{
 		replicas:       map[string][]ReplicasSeen{},
 		acceptRollouts: input.AcceptRollouts, acceptRemediation: input.AcceptRemediation,
-		accepted: map[string][]string{},
+		accepted: map[string][]string{}, byHand: map[string]string{},
 	}
 	watch := func(obj client.Object, check func(obj any)) {
 		informer, err := informers.GetInformer(ctx, obj)
@@ -180,7 +185,12 @@ func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
 // acceptedCause is the cause the spec accepts for the deletion of an
 // unmarked Machine, if any.
 func (inv *Invariants) acceptedCause(machine *clusterv1.Machine) string {
+	inv.mu.Lock()
+	_, byHand := inv.byHand[machine.Name]
+	inv.mu.Unlock()
 	switch {
+	case byHand:
+		return DeletedByHand
 	case inv.acceptRemediation && meta.IsStatusConditionFalse(machine.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition):
 		return DeletedByRemediation
 	case inv.acceptRollouts && inv.rolledOutMachine(machine):
@@ -221,6 +231,15 @@ func (inv *Invariants) accept(cause string, machine *clusterv1.Machine) {
 	}
 }
 
+// AcceptDeletion tells the watcher that the spec deletes the Machine
+// itself (or its Node): call it before the deletion, which is then no
+// violation.
+func (inv *Invariants) AcceptDeletion(machine string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.byHand[machine] = DeletedByHand
+}
+
 // Accepted are the unmarked Machines whose deletion was accepted for
 // cause (DeletedByRollout, DeletedByRemediation).
 func (inv *Invariants) Accepted(cause string) []string {
@@ -255,8 +274,22 @@ func (inv *Invariants) record(violation string) {
 	defer inv.mu.Unlock()
 	inv.events++
 	if violation != "" {
-		inv.violations = append(inv.violations, violation)
+		inv.violations = append(inv.violations, Violation{At: time.Now(), Message: violation})
 	}
+}
+
+// Violation is an invariant broken, and when the watch saw it.
+type Violation struct {
+	At      time.Time
+	Message string
+}
+
+// TimedViolations are the violations seen so far, with when they were
+// seen.
+func (inv *Invariants) TimedViolations() []Violation {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.violations)
 }
 
 // Events is how many watch events were checked.
@@ -270,7 +303,11 @@ func (inv *Invariants) Events() int {
 func (inv *Invariants) Violations() []string {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	return append([]string(nil), inv.violations...)
+	messages := make([]string, 0, len(inv.violations))
+	for _, v := range inv.violations {
+		messages = append(messages, v.Message)
+	}
+	return messages
 }
 
 // ExpectNoViolations fails when a violation was seen.
@@ -316,11 +353,23 @@ func ExpectNothingLeftBehind(ctx context.Context, input ExpectNothingLeftBehindI
 func ExpectManagerHealthy(manager *localstack.Process) {
 	GinkgoHelper()
 	Expect(manager.Exited()).NotTo(BeClosed(), "the manager %s exited: %v", manager.Name(), manager.Err())
+	Expect(ManagerPanic(manager)).To(Succeed())
+}
+
+// ManagerPanic is an error naming the first line of the manager's log
+// that tells of a panic, even one it recovered from; nil when there is
+// none.
+func ManagerPanic(manager *localstack.Process) error {
 	log, err := os.ReadFile(manager.LogPath())
-	Expect(err).NotTo(HaveOccurred())
-	for _, line := range strings.Split(string(log), "\n") {
-		Expect(line).NotTo(Or(HavePrefix("panic:"), ContainSubstring("Observed a panic")), "the manager %s panicked", manager.Name())
+	if err != nil {
+		return err
 	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.HasPrefix(line, "panic:") || strings.Contains(line, "Observed a panic") {
+			return fmt.Errorf("the manager %s panicked: %s", manager.Name(), line)
+		}
+	}
+	return nil
 }
 
 // FirstSeen is when the trajectory first reached replicas; zero if never.

@@ -37,6 +37,14 @@ type WorkloadInput struct {
 
 // CreateWorkload creates a Deployment of pause pods.
 func CreateWorkload(ctx context.Context, input WorkloadInput) *appsv1.Deployment {
+	deployment := WorkloadDeployment(input)
+	Expect(input.Client.Create(ctx, deployment)).To(Succeed())
+	return deployment
+}
+
+// WorkloadDeployment is the Deployment of pause pods CreateWorkload
+// creates; input.Client is not used.
+func WorkloadDeployment(input WorkloadInput) *appsv1.Deployment {
 	labels := map[string]string{"app": input.Name}
 	deployment := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: input.Namespace, Name: input.Name},
@@ -63,7 +71,6 @@ func CreateWorkload(ctx context.Context, input WorkloadInput) *appsv1.Deployment
 	if input.Mutate != nil {
 		input.Mutate(&deployment.Spec.Template)
 	}
-	Expect(input.Client.Create(ctx, deployment)).To(Succeed())
 	return deployment
 }
 

@@ -11,14 +11,17 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
@@ -109,9 +112,9 @@ func run(opts *commandLine, build Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	mgr, err := newManager(ctx, restConfig, mgrOpts, ctrl.NewManager)
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return err
 	}
 	reconciler, err := setupControllers(ctx, mgr, opts, build.NodeGroups)
 	if err != nil {
@@ -231,4 +234,29 @@ func managerOptions(opts *commandLine) (ctrl.Options, error) {
 		Unstructured: true,
 	}
 	return mgrOpts, nil
+}
+
+// managerStartBackoff spaces the attempts to create the manager, which
+// asks the management cluster's discovery what its caches watch: about a
+// minute and a half in all.
+var managerStartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 30 * time.Second}
+
+// newManager creates the manager, trying again while the API server
+// answers with errors: a manager started during a hiccup of the API
+// server (an upgrade, overload) waits for it instead of exiting, which
+// a Deployment would answer with CrashLoopBackOff's growing delays.
+func newManager(ctx context.Context, config *rest.Config, opts ctrl.Options, create func(*rest.Config, ctrl.Options) (ctrl.Manager, error)) (ctrl.Manager, error) {
+	var mgr ctrl.Manager
+	var lastErr error
+	err := wait.ExponentialBackoffWithContext(ctx, managerStartBackoff, func(context.Context) (bool, error) {
+		mgr, lastErr = create(config, opts)
+		if lastErr != nil {
+			klog.Background().Error(lastErr, "Creating the manager failed, trying again")
+		}
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", errors.Join(lastErr, err))
+	}
+	return mgr, nil
 }

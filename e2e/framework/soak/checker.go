@@ -1,0 +1,135 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+)
+
+// Checker checks a soak's invariants over its whole history: the
+// invariant watcher's (no Machine deleted without the autoscaler's mark
+// but those the soak deleted by hand or rolled out, replicas within
+// bounds) after every step, and, once the soak is quiet, that every pod
+// that fits runs and nothing of the autoscaler's is left. Each violation
+// names the seed, when it was seen, the operations before it and the
+// objects.
+type Checker struct {
+	Seed       uint64
+	History    *History
+	Invariants *framework.Invariants
+	// Manager is the running manager, which must not exit.
+	Manager func() *localstack.Process
+	// checked are the watcher's violations already checked.
+	checked int
+}
+
+// historyShown is how many operations a violation shows before it.
+const historyShown = 15
+
+// Check fails the spec at the first violation the watcher saw since the
+// last check, or once the manager has exited.
+func (c *Checker) Check(context.Context) {
+	GinkgoHelper()
+	select {
+	case <-c.Manager().Exited():
+		c.Fail(time.Now(), fmt.Sprintf("the manager %s exited: %v", c.Manager().Name(), c.Manager().Err()))
+	default:
+	}
+	violations := c.Invariants.TimedViolations()
+	if len(violations) == c.checked {
+		return
+	}
+	first := violations[c.checked]
+	c.checked = len(violations)
+	c.Fail(first.At, first.Message)
+}
+
+// Fail fails the spec with a violation seen at a time.
+func (c *Checker) Fail(at time.Time, violation string) {
+	GinkgoHelper()
+	Fail(c.Report(at, violation))
+}
+
+// Report shows a violation with the seed and the operations before it.
+func (c *Checker) Report(at time.Time, violation string) string {
+	return fmt.Sprintf("soak seed %d: at %s, %s\nreplay with -e2e.soak.seed=%d (make soak SEED=%d)\nthe last operations before it:\n%s",
+		c.Seed, at.Format("15:04:05.000"), violation, c.Seed, c.Seed, Format(c.History.Before(at, historyShown)))
+}
+
+// ExpectQuiescenceInput is the input of ExpectQuiescence.
+type ExpectQuiescenceInput struct {
+	Env *Env
+	// Timeout bounds how long the Cluster may take to settle.
+	Timeout time.Duration
+}
+
+// ExpectQuiescence waits until the soak's Cluster has settled once the
+// operations are over and their effects undone: every pod that fits some
+// group's template (FitsLabel) is Running, and every group has as many
+// Machines as replicas, none being deleted, each Running with a Ready
+// Node. It returns how long that took.
+func (c *Checker) ExpectQuiescence(ctx context.Context, input ExpectQuiescenceInput) time.Duration {
+	GinkgoHelper()
+	env := input.Env
+	start := time.Now()
+	Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(env.Stack.Workload.Client.List(ctx, pods, client.InNamespace(env.Namespace), client.MatchingLabels{FitsLabel: "true"})).To(Succeed())
+		var notRunning []string
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodRunning {
+				notRunning = append(notRunning, fmt.Sprintf("%s (%s on %q)", klog.KObj(&pod), pod.Status.Phase, pod.Spec.NodeName))
+			}
+		}
+		g.Expect(notRunning).To(BeEmpty(), "pods that fit a group do not run")
+		for _, group := range env.Groups {
+			expectGroupSettled(ctx, g, env, group)
+		}
+	}, input.Timeout, framework.AutoscalerPoll).Should(Succeed(), func() string {
+		return c.Report(time.Now(), fmt.Sprintf("the Cluster did not settle within %s of the last operation", input.Timeout))
+	})
+	return time.Since(start)
+}
+
+// expectGroupSettled expects the group to have as many Machines as
+// replicas, none being deleted, each Running with a Ready Node.
+func expectGroupSettled(ctx context.Context, g Gomega, env *Env, group client.Object) {
+	replicas := framework.Replicas(ctx, g, env.Stack.Management.Client, group)
+	machines := framework.MachinesOf(ctx, g, env.Stack.Management.Client, group)
+	g.Expect(machines).To(HaveLen(int(replicas)), "%s has %d replicas", framework.NodeGroupID(group), replicas)
+	for _, m := range machines {
+		g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted", m.Name)
+		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no Node", m.Name)
+		node := &corev1.Node{}
+		g.Expect(env.Stack.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+		g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s is not Ready", node.Name)
+	}
+}
+
+// Summary shows the operations applied by kind, in the generator's order.
+func Summary(history *History) string {
+	counts := history.Counts()
+	var parts []string
+	total := 0
+	for _, kind := range Kinds() {
+		if n := counts[kind]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", kind, n))
+			total += n
+		}
+	}
+	failed, skipped := history.Failed()
+	return fmt.Sprintf("%d operations (%s); %d failed, %d found nothing to act on", total, strings.Join(parts, ", "), failed, skipped)
+}

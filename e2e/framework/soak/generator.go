@@ -1,0 +1,375 @@
+// Package soak interleaves, from a seed, the operations a Cluster API
+// management cluster lives through (workloads, Cluster API, the
+// autoscaler's own objects, faults) and checks invariants over the whole
+// history, as Jepsen's generator and checker do. The Generator is pure:
+// the same seed gives the same operations, with the same parameters, in
+// the same order, whatever the cluster does; only the targets an operation
+// picks by index among sorted candidates depend on the cluster when it is
+// applied.
+package soak
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Kind is what an operation does.
+type Kind string
+
+// Workload operations, in the workload cluster.
+const (
+	// ScaleWorkload sets the replicas of one of the steady Deployments.
+	ScaleWorkload Kind = "ScaleWorkload"
+	// Burst creates a Deployment of pods at once, with a placement.
+	Burst Kind = "Burst"
+	// EndBurst deletes a Burst's Deployment.
+	EndBurst Kind = "EndBurst"
+	// UnfitPods creates pods that no node group's template can hold.
+	UnfitPods Kind = "UnfitPods"
+	// DeletePod deletes a pod of the soak's namespace.
+	DeletePod Kind = "DeletePod"
+	// TogglePDB creates, or deletes, the PodDisruptionBudget of a steady
+	// Deployment.
+	TogglePDB Kind = "TogglePDB"
+)
+
+// Cluster API operations, in the management cluster.
+const (
+	// WriteReplicas writes a group's replicas as another client would,
+	// within its bounds.
+	WriteReplicas Kind = "WriteReplicas"
+	// SetBounds changes a group's min and max size annotations, or
+	// removes them for a while.
+	SetBounds Kind = "SetBounds"
+	// PauseGroup pauses a MachineDeployment for a while.
+	PauseGroup Kind = "PauseGroup"
+	// PauseCluster pauses the Cluster for a while.
+	PauseCluster Kind = "PauseCluster"
+	// DeleteMachine deletes a Machine by hand.
+	DeleteMachine Kind = "DeleteMachine"
+	// DeleteNode deletes a Node by hand.
+	DeleteNode Kind = "DeleteNode"
+	// Rollout rolls a MachineDeployment out with a new machine template.
+	Rollout Kind = "Rollout"
+)
+
+// Autoscaler operations.
+const (
+	// ToggleDryRun creates, or deletes, a DryRun ClusterAutoscaler beside
+	// the Active one.
+	ToggleDryRun Kind = "ToggleDryRun"
+	// Configure changes the Active ClusterAutoscaler's scale-down
+	// settings.
+	Configure Kind = "Configure"
+	// RotateKubeconfig writes new credentials into the workload
+	// kubeconfig Secret the Active ClusterAutoscaler names.
+	RotateKubeconfig Kind = "RotateKubeconfig"
+	// SetBuffer creates, resizes or (at 0) deletes a CapacityBuffer.
+	SetBuffer Kind = "SetBuffer"
+)
+
+// Faults.
+const (
+	// Faults makes the fault proxies fail a share of the autoscaler's
+	// requests for a while.
+	Faults Kind = "Faults"
+	// RestartManager kills the manager (SIGKILL) and starts it again.
+	RestartManager Kind = "RestartManager"
+)
+
+// Placement of a Burst's pods.
+type Placement string
+
+const (
+	// Packed pods have no constraint among themselves.
+	Packed Placement = "packed"
+	// AntiAffine pods need a node each (required pod anti-affinity on the
+	// hostname).
+	AntiAffine Placement = "anti-affinity"
+	// Spread pods spread over nodes with maxSkew 1, as a hard constraint.
+	Spread Placement = "spread"
+)
+
+// Shape of the soak's cluster, which the generator's demand budget is
+// worked out for: every pod it creates that fits a node group's template
+// fits, all together, into the groups at their base max sizes.
+const (
+	// SteadyWorkloads is how many steady Deployments ScaleWorkload scales.
+	SteadyWorkloads = 3
+	// DemandBudgetMilli bounds the cpu of the fitting pods and buffers
+	// that exist at any time, in millicores.
+	DemandBudgetMilli = 7000
+	// maxBursts bounds the Bursts alive at once.
+	maxBursts = 3
+	// maxAntiAffine bounds a Burst's pods that need a node each: the
+	// groups at their base max sizes have at least this many nodes.
+	maxAntiAffine = 3
+)
+
+// GroupShape is a node group of the soak's Cluster.
+type GroupShape struct {
+	Name string
+	// CPU of its machines.
+	CPU string
+	// MinSize and MaxSize are its bounds when the soak starts, and what
+	// they are set back to; SetBounds never lowers the max below MaxSize.
+	MinSize, MaxSize int
+}
+
+// GroupShapes are the node groups of the soak's Cluster, sorted by name:
+// at their base max sizes, 6 + 12 cores on 6 nodes, room for
+// DemandBudgetMilli however the pods pack.
+var GroupShapes = []GroupShape{
+	{Name: "soak-a", CPU: "2", MinSize: 1, MaxSize: 3},
+	{Name: "soak-b", CPU: "4", MinSize: 1, MaxSize: 3},
+}
+
+// SteadyCPUMilli is the cpu request of each steady Deployment's pods.
+var SteadyCPUMilli = [SteadyWorkloads]int64{500, 1000, 1500}
+
+// BufferCPUMilli is the cpu of each pod's worth of the CapacityBuffer.
+const BufferCPUMilli = 1000
+
+// Operation is one step of a soak: what to do, with parameters that come
+// only from the seed, and how long to wait after the previous one.
+type Operation struct {
+	// Seq numbers the operations of a run from 1.
+	Seq  int
+	Kind Kind
+	// Wait is the pause before the operation is applied.
+	Wait time.Duration
+
+	// Workload is the index of a steady Deployment (ScaleWorkload,
+	// TogglePDB).
+	Workload int
+	// Group is the index of a node group among the soak's, sorted by name.
+	Group int
+	// Pick chooses a target among the sorted candidates when the
+	// operation is applied (DeletePod, DeleteMachine, DeleteNode), modulo
+	// their number.
+	Pick int
+	// Replicas of a Deployment, a burst, unfit pods, a group or a buffer.
+	Replicas int
+	// CPUMilli of each pod of a Burst.
+	CPUMilli  int64
+	Placement Placement
+	// Burst names the Burst that Burst creates and EndBurst deletes.
+	Burst string
+	// MinSize and MaxSize are the bounds SetBounds writes; Remove removes
+	// them instead.
+	MinSize, MaxSize int
+	Remove           bool
+	// For is how long a pause, faults or removed bounds last.
+	For time.Duration
+	// Rate is the share of requests Faults fails.
+	Rate float64
+	// UnneededTime Configure sets.
+	UnneededTime time.Duration
+}
+
+// Name says what the operation does, parameters included.
+func (op Operation) Name() string {
+	switch op.Kind {
+	case ScaleWorkload:
+		return fmt.Sprintf("%s steady-%d to %d", op.Kind, op.Workload, op.Replicas)
+	case Burst:
+		return fmt.Sprintf("%s %s: %d pods of %dm, %s", op.Kind, op.Burst, op.Replicas, op.CPUMilli, op.Placement)
+	case EndBurst:
+		return fmt.Sprintf("%s %s", op.Kind, op.Burst)
+	case UnfitPods:
+		return fmt.Sprintf("%s %d", op.Kind, op.Replicas)
+	case TogglePDB:
+		return fmt.Sprintf("%s steady-%d", op.Kind, op.Workload)
+	case DeletePod, DeleteMachine, DeleteNode:
+		return fmt.Sprintf("%s #%d", op.Kind, op.Pick)
+	case WriteReplicas:
+		return fmt.Sprintf("%s group %d, #%d within bounds", op.Kind, op.Group, op.Replicas)
+	case SetBounds:
+		if op.Remove {
+			return fmt.Sprintf("%s group %d removed for %s", op.Kind, op.Group, op.For)
+		}
+		return fmt.Sprintf("%s group %d to [%d, %d]", op.Kind, op.Group, op.MinSize, op.MaxSize)
+	case PauseGroup:
+		return fmt.Sprintf("%s group %d for %s", op.Kind, op.Group, op.For)
+	case PauseCluster:
+		return fmt.Sprintf("%s for %s", op.Kind, op.For)
+	case Rollout:
+		return fmt.Sprintf("%s group %d", op.Kind, op.Group)
+	case Configure:
+		return fmt.Sprintf("%s unneededTime %s", op.Kind, op.UnneededTime)
+	case SetBuffer:
+		return fmt.Sprintf("%s to %d", op.Kind, op.Replicas)
+	case Faults:
+		return fmt.Sprintf("%s %.0f%% for %s", op.Kind, op.Rate*100, op.For)
+	}
+	return string(op.Kind)
+}
+
+// GeneratorOptions are the options of a Generator.
+type GeneratorOptions struct {
+	Seed uint64
+	// MinWait and MaxWait bound the pause before each operation.
+	MinWait, MaxWait time.Duration
+	// MaxFor bounds how long pauses, faults and removed bounds last.
+	MaxFor time.Duration
+}
+
+// Generator produces a soak's operations from its seed alone. It keeps a
+// model of what its own operations created (steady replicas, bursts,
+// PDBs, the buffer), which never depends on the cluster, to keep the
+// demand of fitting pods within DemandBudgetMilli.
+type Generator struct {
+	opts GeneratorOptions
+	rng  *rand.Rand
+	seq  int
+
+	steady    [SteadyWorkloads]int
+	bursts    []burst
+	bufferPod int
+	bursted   int
+}
+
+type burst struct {
+	name  string
+	milli int64
+}
+
+// NewGenerator returns the generator of a seed.
+func NewGenerator(opts GeneratorOptions) *Generator {
+	return &Generator{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
+}
+
+// weights are how often each kind is drawn, workloads first.
+var weights = []struct {
+	kind   Kind
+	weight int
+}{
+	{ScaleWorkload, 10}, {Burst, 6}, {EndBurst, 5}, {UnfitPods, 1}, {DeletePod, 4}, {TogglePDB, 2},
+	{WriteReplicas, 3}, {SetBounds, 3}, {PauseGroup, 2}, {PauseCluster, 1}, {DeleteMachine, 2}, {DeleteNode, 2}, {Rollout, 1},
+	{ToggleDryRun, 2}, {Configure, 2}, {RotateKubeconfig, 2}, {SetBuffer, 2},
+	{Faults, 3}, {RestartManager, 1},
+}
+
+// Kinds are every kind the generator draws.
+func Kinds() []Kind {
+	kinds := make([]Kind, 0, len(weights))
+	for _, w := range weights {
+		kinds = append(kinds, w.kind)
+	}
+	return kinds
+}
+
+// Next is the next operation.
+func (g *Generator) Next() Operation {
+	g.seq++
+	op := Operation{Seq: g.seq, Wait: g.duration(g.opts.MinWait, g.opts.MaxWait)}
+	op.Kind = g.kind()
+	g.fill(&op)
+	return op
+}
+
+func (g *Generator) kind() Kind {
+	total := 0
+	for _, w := range weights {
+		total += w.weight
+	}
+	n := g.rng.IntN(total)
+	for _, w := range weights {
+		if n < w.weight {
+			return w.kind
+		}
+		n -= w.weight
+	}
+	panic("unreachable")
+}
+
+// fill draws the parameters of op, and turns an operation the model
+// cannot take (a burst beyond the budget, no burst to end) into one it
+// can.
+func (g *Generator) fill(op *Operation) {
+	op.Group = g.rng.IntN(len(GroupShapes))
+	op.Pick = g.rng.IntN(1 << 16)
+	op.For = g.duration(g.opts.MaxFor/4, g.opts.MaxFor)
+	switch op.Kind {
+	case ScaleWorkload:
+		op.Workload = g.rng.IntN(SteadyWorkloads)
+		room := DemandBudgetMilli - g.demand() + int64(g.steady[op.Workload])*SteadyCPUMilli[op.Workload]
+		op.Replicas = min(g.rng.IntN(5), int(room/SteadyCPUMilli[op.Workload]))
+		g.steady[op.Workload] = op.Replicas
+	case Burst:
+		op.Placement = []Placement{Packed, AntiAffine, Spread}[g.rng.IntN(3)]
+		op.CPUMilli = []int64{250, 500, 1000}[g.rng.IntN(3)]
+		op.Replicas = 1 + g.rng.IntN(maxAntiAffine)
+		if op.Placement != AntiAffine {
+			op.Replicas = 1 + g.rng.IntN(6)
+		}
+		room := DemandBudgetMilli - g.demand()
+		op.Replicas = min(op.Replicas, int(room/op.CPUMilli))
+		if op.Replicas == 0 || len(g.bursts) == maxBursts {
+			g.endBurst(op)
+			return
+		}
+		g.bursted++
+		op.Burst = fmt.Sprintf("burst-%d", g.bursted)
+		g.bursts = append(g.bursts, burst{name: op.Burst, milli: int64(op.Replicas) * op.CPUMilli})
+	case EndBurst:
+		g.endBurst(op)
+	case UnfitPods:
+		op.Replicas = 1 + g.rng.IntN(2)
+	case TogglePDB:
+		op.Workload = g.rng.IntN(SteadyWorkloads)
+	case WriteReplicas:
+		op.Replicas = g.rng.IntN(8)
+	case SetBounds:
+		op.Remove = g.rng.IntN(4) == 0
+		shape := GroupShapes[op.Group]
+		op.MinSize = g.rng.IntN(shape.MinSize + 1)
+		op.MaxSize = shape.MaxSize + g.rng.IntN(3)
+	case Configure:
+		op.UnneededTime = []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}[g.rng.IntN(3)]
+	case SetBuffer:
+		op.Replicas = g.rng.IntN(3)
+		room := DemandBudgetMilli - g.demand() + int64(g.bufferPod)*BufferCPUMilli
+		op.Replicas = min(op.Replicas, int(room/BufferCPUMilli))
+		g.bufferPod = op.Replicas
+	case Faults:
+		op.Rate = []float64{0.1, 0.3, 0.5}[g.rng.IntN(3)]
+	}
+}
+
+// endBurst makes op end the oldest burst, or scale a steady Deployment to
+// zero when there is none.
+func (g *Generator) endBurst(op *Operation) {
+	if len(g.bursts) == 0 {
+		op.Kind = ScaleWorkload
+		op.Workload = g.rng.IntN(SteadyWorkloads)
+		op.Replicas = 0
+		g.steady[op.Workload] = 0
+		return
+	}
+	op.Kind = EndBurst
+	op.Burst = g.bursts[0].name
+	g.bursts = g.bursts[1:]
+}
+
+// demand is the cpu the fitting pods and the buffer of the model request.
+func (g *Generator) demand() int64 {
+	var milli int64
+	for i, replicas := range g.steady {
+		milli += int64(replicas) * SteadyCPUMilli[i]
+	}
+	for _, b := range g.bursts {
+		milli += b.milli
+	}
+	return milli + int64(g.bufferPod)*BufferCPUMilli
+}
+
+// duration is a random duration in [lo, hi], to the 100 ms.
+func (g *Generator) duration(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	steps := int64((hi - lo) / (100 * time.Millisecond))
+	return lo + time.Duration(g.rng.Int64N(steps+1))*100*time.Millisecond
+}

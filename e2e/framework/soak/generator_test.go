@@ -1,0 +1,111 @@
+package soak
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func plan(seed uint64, n int) []Operation {
+	g := NewGenerator(GeneratorOptions{Seed: seed, MinWait: time.Second, MaxWait: 10 * time.Second, MaxFor: 30 * time.Second})
+	ops := make([]Operation, n)
+	for i := range ops {
+		ops[i] = g.Next()
+	}
+	return ops
+}
+
+func TestSameSeedSameOperations(t *testing.T) {
+	for _, seed := range []uint64{0, 1, 42, 1<<63 + 7} {
+		first, second := plan(seed, 500), plan(seed, 500)
+		if !reflect.DeepEqual(first, second) {
+			for i := range first {
+				if !reflect.DeepEqual(first[i], second[i]) {
+					t.Fatalf("seed %d: operation %d differs: %+v, then %+v", seed, i+1, first[i], second[i])
+				}
+			}
+		}
+	}
+}
+
+func TestDifferentSeedsDifferentOperations(t *testing.T) {
+	seen := map[string]uint64{}
+	for seed := uint64(0); seed < 50; seed++ {
+		key := ""
+		for _, op := range plan(seed, 20) {
+			key += op.Name() + "|" + op.Wait.String() + ";"
+		}
+		if other, ok := seen[key]; ok {
+			t.Fatalf("seeds %d and %d give the same 20 operations", other, seed)
+		}
+		seen[key] = seed
+	}
+}
+
+// TestEveryKindDrawn checks that a long run exercises every operation the
+// soak knows, so that none is dead weight.
+func TestEveryKindDrawn(t *testing.T) {
+	drawn := map[Kind]int{}
+	for _, op := range plan(7, 2000) {
+		drawn[op.Kind]++
+	}
+	for _, kind := range Kinds() {
+		if drawn[kind] == 0 {
+			t.Errorf("%s never drawn in 2000 operations: %v", kind, drawn)
+		}
+	}
+}
+
+// TestDemandWithinBudget replays the model's own bookkeeping from the
+// operations alone: the fitting pods and the buffer never ask for more
+// than DemandBudgetMilli, and anti-affine bursts never need more nodes
+// than the groups have at their base max sizes.
+func TestDemandWithinBudget(t *testing.T) {
+	baseNodes := 0
+	for _, shape := range GroupShapes {
+		baseNodes += shape.MaxSize
+	}
+	for seed := uint64(0); seed < 20; seed++ {
+		var steady [SteadyWorkloads]int64
+		bursts := map[string]int64{}
+		var buffer int64
+		for _, op := range plan(seed, 1000) {
+			switch op.Kind {
+			case ScaleWorkload:
+				steady[op.Workload] = int64(op.Replicas) * SteadyCPUMilli[op.Workload]
+			case Burst:
+				if op.Replicas < 1 {
+					t.Fatalf("seed %d, %s: an empty burst", seed, op.Name())
+				}
+				if op.Placement == AntiAffine && op.Replicas > baseNodes {
+					t.Fatalf("seed %d, %s: more anti-affine pods than nodes", seed, op.Name())
+				}
+				bursts[op.Burst] = int64(op.Replicas) * op.CPUMilli
+			case EndBurst:
+				if _, ok := bursts[op.Burst]; !ok {
+					t.Fatalf("seed %d, %s: no such burst", seed, op.Name())
+				}
+				delete(bursts, op.Burst)
+			case SetBuffer:
+				buffer = int64(op.Replicas) * BufferCPUMilli
+			case SetBounds:
+				if shape := GroupShapes[op.Group]; op.MaxSize < shape.MaxSize || op.MinSize > shape.MinSize {
+					t.Fatalf("seed %d, %s: narrower than the base bounds [%d, %d]", seed, op.Name(), shape.MinSize, shape.MaxSize)
+				}
+			}
+			demand := buffer
+			for _, milli := range steady {
+				demand += milli
+			}
+			for _, milli := range bursts {
+				demand += milli
+			}
+			if demand > DemandBudgetMilli {
+				t.Fatalf("seed %d, after %s: demand %dm over the budget", seed, op.Name(), demand)
+			}
+			if len(bursts) > maxBursts {
+				t.Fatalf("seed %d, after %s: %d bursts", seed, op.Name(), len(bursts))
+			}
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package soak
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+)
+
+// PodLatencies watches the soak's pods that fit a group (FitsLabel) and
+// records, for each that kube-scheduler found Unschedulable, how long it
+// waited for a node: from when the watch first saw it Unschedulable to
+// when it first saw it bound.
+type PodLatencies struct {
+	mu            sync.Mutex
+	unschedulable map[types.UID]time.Time
+	waited        []time.Duration
+}
+
+// WatchPodLatencies starts watching the pods of namespace in the workload
+// cluster, until the spec ends.
+func WatchPodLatencies(ctx context.Context, stack *localstack.Stack, namespace string) *PodLatencies {
+	GinkgoHelper()
+	informers, err := cache.New(stack.Workload.Config, cache.Options{
+		Scheme:            localstack.Scheme,
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	latencies := &PodLatencies{unschedulable: map[types.UID]time.Time{}}
+	informer, err := informers.GetInformer(ctx, &corev1.Pod{})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    latencies.see,
+		UpdateFunc: func(_, obj any) { latencies.see(obj) },
+	})
+	Expect(err).NotTo(HaveOccurred())
+	watchCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer GinkgoRecover()
+		Expect(informers.Start(watchCtx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		stop()
+		<-done
+	})
+	Expect(informers.WaitForCacheSync(ctx)).To(BeTrue(), "the pod watch did not sync")
+	return latencies
+}
+
+func (l *PodLatencies) see(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[FitsLabel] != "true" {
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	since, waiting := l.unschedulable[pod.UID]
+	switch {
+	case pod.Spec.NodeName != "" && waiting && !since.IsZero():
+		l.waited = append(l.waited, now.Sub(since))
+		// Zero: counted, and never again.
+		l.unschedulable[pod.UID] = time.Time{}
+	case pod.Spec.NodeName == "" && !waiting && unschedulable(pod):
+		l.unschedulable[pod.UID] = now
+	}
+}
+
+func unschedulable(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// Waited are how long each pod that was Unschedulable waited for a node,
+// sorted.
+func (l *PodLatencies) Waited() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	waited := slices.Clone(l.waited)
+	slices.Sort(waited)
+	return waited
+}
+
+// Percentile is the p-th percentile (0 < p <= 100) of sorted durations,
+// by the nearest rank; 0 when there are none.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
