@@ -693,6 +693,28 @@ func TestInstancesThatNeverRegisterAreRemoved(t *testing.T) {
 	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
 }
 
+func TestBrokenInstancesAreNotRemovedBelowTheMinSize(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 2, max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	group.target++
+	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, Removable: true})
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	f.runOnce(t)
+
+	f.clock.Step(15 * time.Minute)
+	var status autoscaler.Status
+	for range 3 {
+		f.clock.Step(10 * time.Second)
+		status = f.runOnce(t)
+	}
+
+	g.Expect(group.deletedInstances).To(BeEmpty(), "the group is at its min size")
+	g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventDeleteUnregistered), "no removal announced each loop")
+	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
+	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("1 failed or long-unregistered instance(s) kept: removing them would take the group below its min size 2"))
+}
+
 func TestMachineWhoseNodeWasDeletedIsKeptForTheProvisionTime(t *testing.T) {
 	g := NewWithT(t)
 	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 10, template: templateNode()}

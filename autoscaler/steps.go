@@ -242,17 +242,37 @@ func (s *steps) handleFailures(ctx context.Context, l *loop) {
 			s.metrics().recordFailedScaleUp(s.opts.ClusterName, first.Reason)
 		}
 		// Failed instances stay until their deletion starts; asking again
-		// is harmless and retries a deletion that was refused.
-		if len(state.Failed) > 0 {
-			s.act.deleteInstances(ctx, group, state.Failed, "deleting failed instances")
+		// is harmless and retries a deletion that was refused. Neither
+		// they nor long-unregistered ones are removed below the group's
+		// min size, which every attempt would be refused.
+		room := max(group.TargetSize()-group.MinSize(), 0)
+		failed, keptFailed := cutAt(state.Failed, room)
+		unregistered, keptUnregistered := cutAt(state.LongUnregistered, room-len(failed))
+		if len(failed) > 0 {
+			s.act.deleteInstances(ctx, group, failed, "deleting failed instances")
 		}
-		if len(state.LongUnregistered) > 0 {
+		if len(unregistered) > 0 {
 			message := fmt.Sprintf("Removing %d instance(s) of %s that have had no registered node for %s",
-				len(state.LongUnregistered), group.ID(), s.provisionTime(group))
+				len(unregistered), group.ID(), s.provisionTime(group))
 			s.act.groupEvent(group.ID(), corev1.EventTypeWarning, EventDeleteUnregistered, message)
-			s.act.deleteInstances(ctx, group, state.LongUnregistered, "deleting long-unregistered instances")
+			s.act.deleteInstances(ctx, group, unregistered, "deleting long-unregistered instances")
+		}
+		if kept := keptFailed + keptUnregistered; kept > 0 {
+			l.problems = append(l.problems, nodegroups.Problem{ID: group.ID(), Reason: ReasonBrokenInstancesAtMinSize, Kept: true,
+				Message: fmt.Sprintf("%d failed or long-unregistered instance(s) kept: removing them would take the group below its min size %d; "+
+					"a MachineHealthCheck or the infrastructure provider must replace them", kept, group.MinSize())})
 		}
 	}
+}
+
+// ReasonBrokenInstancesAtMinSize is the problem of a group whose failed or
+// long-unregistered instances are kept because it is at its min size.
+const ReasonBrokenInstancesAtMinSize = "BrokenInstancesAtMinSize"
+
+// cutAt splits off the first n instances, and counts the others.
+func cutAt(instances []nodegroups.Instance, n int) ([]nodegroups.Instance, int) {
+	n = min(max(n, 0), len(instances))
+	return instances[:n], len(instances) - n
 }
 
 func (s *steps) provisionTime(group nodegroups.NodeGroup) time.Duration {
