@@ -44,7 +44,7 @@ func restartManager(ctx context.Context, env *Env, op Operation) (Result, error)
 	}
 	select {
 	case <-manager.Exited():
-		return Result{}, &ViolationError{Err: fmt.Errorf("the manager %s exited: %v", manager.Name(), manager.Err())}
+		return Result{}, &ViolationError{Err: fmt.Errorf("the manager %s exited: %w", manager.Name(), manager.Err())}
 	default:
 	}
 	if err := manager.Kill(); err != nil {
