@@ -107,7 +107,8 @@ func registeredInstances(groups []nodegroups.NodeGroup, scaleUp *provisioning.Sc
 // bookRequests finds where the pods still to come of the booked requests
 // have their room (l.booked): scale-up gives it to no other pod, and
 // scale-down keeps it. Pods that consume a request take their share of its
-// room already.
+// room already. A request whose pods are all scheduled holds no room: its
+// booking is consumed, and answered so.
 func (s *steps) bookRequests(ctx context.Context, l *loop) {
 	if !slices.ContainsFunc(l.requests, func(r provisioning.Request) bool { return r.Booked }) {
 		return
@@ -117,8 +118,17 @@ func (s *steps) bookRequests(ctx context.Context, l *loop) {
 	consumed := l.consumedRequests()
 	sched := simulator.NewScheduler(ctx, l.snapshot)
 	for i := range l.requests {
-		if request := &l.requests[i]; request.Booked {
-			result := sched.SchedulePods(request.Pods(consumed[request.Key()]), simulator.ScheduleOptions{})
+		request := &l.requests[i]
+		switch {
+		case !request.Booked:
+		case consumed.scheduled[request.Key()] >= request.Size():
+			l.answered = true
+			l.answers = append(l.answers, provisioning.Answer{
+				Namespace: request.Namespace, Name: request.Name, UID: request.UID, Outcome: provisioning.BookingConsumed,
+				Message: fmt.Sprintf("All the %d pods of the request are scheduled; no capacity is booked for them any more", request.Size()),
+			})
+		default:
+			result := sched.SchedulePods(request.Pods(consumed.pods[request.Key()]), simulator.ScheduleOptions{})
 			l.booked = append(l.booked, result.Scheduled...)
 		}
 	}
@@ -152,7 +162,7 @@ func (s *steps) answerRequests(ctx context.Context, l *loop) {
 		if request.Booked {
 			continue
 		}
-		pods := request.Pods(consumed[request.Key()])
+		pods := request.Pods(consumed.pods[request.Key()])
 		answer := provisioning.Answer{Namespace: request.Namespace, Name: request.Name, UID: request.UID}
 		placements, unplaced := s.tryPlace(ctx, l, pods)
 		switch {
@@ -262,30 +272,41 @@ func groupByID(groups []nodegroups.NodeGroup, id string) nodegroups.NodeGroup {
 	return nil
 }
 
-// consumedRequests counts, by request key, the pods of the loop's snapshot
-// that consume a ProvisioningRequest, once per loop: booking and answering
-// both need it, and the forks between them change no real pod.
-func (l *loop) consumedRequests() map[string]int {
-	if l.consumed == nil {
+// consumedRequests counts the pods of the loop's snapshot that consume a
+// ProvisioningRequest, once per loop: booking and answering both need it,
+// and the forks between them change no real pod.
+func (l *loop) consumedRequests() consumption {
+	if l.consumed.pods == nil {
 		l.consumed = consumers(l.snapshot)
 	}
 	return l.consumed
 }
 
-// consumers counts, by request key, the pods of the snapshot that consume
-// a ProvisioningRequest.
-func consumers(snap *snapshot.Snapshot) map[string]int {
-	counts := map[string]int{}
+// consumption counts, by request key, the pods that consume a
+// ProvisioningRequest.
+type consumption struct {
+	// pods are all of them, pending ones included: each takes its share of
+	// the request's room.
+	pods map[string]int
+	// scheduled are those bound to a node.
+	scheduled map[string]int
+}
+
+// consumers counts the pods of the snapshot that consume a
+// ProvisioningRequest.
+func consumers(snap *snapshot.Snapshot) consumption {
+	counts := consumption{pods: map[string]int{}, scheduled: map[string]int{}}
 	for _, node := range snap.NodeInfos() {
 		for _, pod := range snap.PodsOn(node.Node().Name) {
 			if key := provisioning.ConsumerOf(pod.Namespace, pod.Annotations); key != "" {
-				counts[key]++
+				counts.pods[key]++
+				counts.scheduled[key]++
 			}
 		}
 	}
 	for _, pod := range snap.PendingPods() {
 		if key := provisioning.ConsumerOf(pod.Namespace, pod.Annotations); key != "" {
-			counts[key]++
+			counts.pods[key]++
 		}
 	}
 	return counts

@@ -162,6 +162,46 @@ func TestABookedRequestKeepsRoomForThePodsStillToCome(t *testing.T) {
 			"of the 3 free cpus, the booked request keeps 1, for its one pod still to come")
 	})
 
+	t.Run("once all its pods are scheduled, its booking ends as consumed", func(t *testing.T) {
+		g := NewWithT(t)
+		group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+		nodes := group.addNodes(1)
+		var consumers []*corev1.Pod
+		for i, key := range provisioning.ConsumeAnnotations {
+			consumer := st.Pod(fmt.Sprintf("job-%d", i), "1", "1Gi", st.OwnedBy("job"), st.OnNode(nodes[0].Name))
+			consumer.Annotations = map[string]string{key: "booked"}
+			consumers = append(consumers, consumer)
+		}
+		requests := &fakeRequests{requests: []provisioning.Request{checkOf("booked", 2, "1", true)}}
+		f := newFixture(t, []*fakeGroup{group}, objects(nodes, consumers...)...).withRequests(t, requests)
+
+		f.runOnce(t)
+
+		answer := requests.answer("booked")
+		g.Expect(answer.Outcome).To(Equal(provisioning.BookingConsumed), "the current key and the deprecated one both consume it")
+		g.Expect(answer.Conditions(false)).To(ConsistOf(provisioning.Condition{
+			Type: "BookingExpired", Status: metav1.ConditionTrue, Reason: "CapacityBookingConsumed",
+			Message: "All the 2 pods of the request are scheduled; no capacity is booked for them any more",
+		}), "as upstream ends a consumed booking")
+	})
+
+	t.Run("while one of its pods is pending, it stays booked", func(t *testing.T) {
+		g := NewWithT(t)
+		group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+		nodes := group.addNodes(1)
+		scheduled := st.Pod("job-0", "1", "1Gi", st.OwnedBy("job"), st.OnNode(nodes[0].Name))
+		pending := st.Pod("job-1", "1", "1Gi", st.OwnedBy("job"))
+		for _, pod := range []*corev1.Pod{scheduled, pending} {
+			pod.Annotations = map[string]string{provisioning.ConsumeAnnotations[0]: "booked"}
+		}
+		requests := &fakeRequests{requests: []provisioning.Request{checkOf("booked", 2, "1", true)}}
+		f := newFixture(t, []*fakeGroup{group}, objects(nodes, scheduled, pending)...).withRequests(t, requests)
+
+		f.runOnce(t)
+
+		g.Expect(requests.answer("booked")).To(Equal(provisioning.Answer{}), "a booked request is not answered again")
+	})
+
 	t.Run("pending pods do not take it", func(t *testing.T) {
 		g := NewWithT(t)
 		group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}

@@ -128,7 +128,7 @@ type loop struct {
 	// buffersRead is set when the capacity buffers were read.
 	buffersRead bool
 	// consumed counts the pods that consume each request (consumedRequests).
-	consumed map[string]int
+	consumed consumption
 	// reserved are, by group ID, the nodes on their way that atomic
 	// scale-ups in progress added: other pods do not count on them, and
 	// those groups lose no node until the scale-ups end.

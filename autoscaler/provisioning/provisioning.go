@@ -151,6 +151,9 @@ const (
 	// ScaleUpFailed: a node of the atomic scale-up failed or did not come in
 	// time, and the nodes it added were removed.
 	ScaleUpFailed Outcome = "ScaleUpFailed"
+	// BookingConsumed: every pod of a booked request is scheduled, so its
+	// booking ends before its time, as upstream ends it.
+	BookingConsumed Outcome = "BookingConsumed"
 
 	// The outcomes of the requests that a Lister no longer serves, which
 	// it lists as answers beside the requests it serves.
@@ -207,6 +210,8 @@ func (a Answer) Conditions(noRetry bool) []Condition {
 		}
 	case BookingExpired:
 		return []Condition{set(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue, provisioningv1.CapacityReservationTimeExpiredReason)}
+	case BookingConsumed:
+		return []Condition{set(provisioningv1.BookingExpiredCondition, metav1.ConditionTrue, provisioningv1.CapacityBookingConsumedReason)}
 	case Expired:
 		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ExpiredReason)}
 	case Unfollowable:

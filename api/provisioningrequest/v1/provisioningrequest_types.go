@@ -117,8 +117,13 @@ const (
 	// FailedToBookCapacityReason goes with Failed=True when the capacity
 	// found for a check-capacity request cannot be booked.
 	FailedToBookCapacityReason = "FailedToBookCapacity"
-	// CapacityReservationTimeExpiredReason goes with BookingExpired=True.
+	// CapacityReservationTimeExpiredReason goes with BookingExpired=True
+	// when the booking lasted its time.
 	CapacityReservationTimeExpiredReason = "CapacityReservationTimeExpired"
+	// CapacityBookingConsumedReason goes with BookingExpired=True when
+	// every pod of the request was scheduled before the booking's time
+	// ran out: the room is theirs, nothing is held for them any more.
+	CapacityBookingConsumedReason = "CapacityBookingConsumed"
 	// ExpiredReason goes with Failed=True when a check-capacity request
 	// was not provisioned in time (7 days after its creation upstream).
 	ExpiredReason = "Expired"
