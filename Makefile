@@ -49,6 +49,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd paths=./api/capacitybuffer/... paths=./api/provisioningrequest/... output:crd:artifacts:config=config/workload-crd/bases
+	go run ./hack/crdversions --served=v1alpha1 config/workload-crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml
+	go run ./hack/crdversions --served=v1beta1 config/workload-crd/bases/autoscaling.x-k8s.io_provisioningrequests.yaml
 	$(CONTROLLER_GEN) crd paths=./e2e/framework/infrastructure/api/... output:crd:artifacts:config=e2e/framework/infrastructure/config/crd
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 

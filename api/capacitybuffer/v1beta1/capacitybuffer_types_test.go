@@ -217,9 +217,8 @@ var _ = Describe("CapacityBuffer schema", func() {
 		Expect(found).To(ContainElement(HaveField("Name", "capacitybuffers/status")))
 	})
 
-	It("does not serve the deprecated v1alpha1", func() {
-		_, err := clientset.Discovery().ServerResourcesForGroupVersion("autoscaling.x-k8s.io/v1alpha1")
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "v1alpha1 is served: %v", err)
+	It("serves the deprecated v1alpha1 with the same schema, for the clients and the stored objects of upstream's older CRD", func() {
+		schematest.ExpectServedAsOlderVersion(ctx, k8sClient, clientset, "podtemplate-replicas.yaml", "autoscaling.x-k8s.io/v1alpha1")
 	})
 
 })

@@ -183,10 +183,7 @@ var _ = Describe("ProvisioningRequest schema", func() {
 		Expect(resources.APIResources).To(ContainElement(HaveField("Name", "provisioningrequests/status")))
 	})
 
-	It("does not serve the deprecated v1beta1", func() {
-		// v1beta1 is served for CapacityBuffers.
-		resources, err := clientset.Discovery().ServerResourcesForGroupVersion("autoscaling.x-k8s.io/v1beta1")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resources.APIResources).NotTo(ContainElement(HaveField("Kind", "ProvisioningRequest")))
+	It("serves the deprecated v1beta1 with the same schema, for the clients and the stored objects of upstream's older CRD", func() {
+		schematest.ExpectServedAsOlderVersion(ctx, k8sClient, clientset, "check-capacity.yaml", "autoscaling.x-k8s.io/v1beta1")
 	})
 })

@@ -64,3 +64,30 @@ func CreateForTest(ctx context.Context, c client.Client, obj client.Object) {
 	Expect(c.Create(ctx, obj)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(c.Delete(ctx, obj))).To(Succeed()) })
 }
+
+// ExpectServedAsOlderVersion creates the example in file through an older
+// version of its API, as a client of the upstream autoscaler's older CRD
+// does, and expects discovery to list its kind in that version, the fields
+// as written kept (defaults may be added), and the object to read the same
+// through the version of the example.
+func ExpectServedAsOlderVersion(ctx context.Context, c client.Client, clientset *kubernetes.Clientset, file, olderAPIVersion string) {
+	GinkgoHelper()
+	example := ReadExample(file)
+	resources, err := clientset.Discovery().ServerResourcesForGroupVersion(olderAPIVersion)
+	Expect(err).NotTo(HaveOccurred(), "%s is not served", olderAPIVersion)
+	Expect(resources.APIResources).To(ContainElement(HaveField("Kind", example.GetKind())))
+
+	older := example.DeepCopy()
+	older.SetAPIVersion(olderAPIVersion)
+	CreateForTest(ctx, c, older)
+	written, _ := example.Object["spec"].(map[string]any)
+	for field, value := range written {
+		Expect(older.Object["spec"]).To(HaveKeyWithValue(field, value), "the spec as written, through %s", olderAPIVersion)
+	}
+
+	current := &unstructured.Unstructured{}
+	current.SetAPIVersion(example.GetAPIVersion())
+	current.SetKind(example.GetKind())
+	Expect(c.Get(ctx, client.ObjectKeyFromObject(older), current)).To(Succeed())
+	Expect(current.Object["spec"]).To(Equal(older.Object["spec"]), "the spec read through %s", example.GetAPIVersion())
+}
