@@ -203,13 +203,24 @@ func (o *Options) ScopedClient(cmd *cobra.Command, args []string) (Scope, client
 // ClusterScope is the Cluster named namespace/name, or name in namespace
 // (in any namespace when namespace is empty).
 func ClusterScope(cluster, namespace string) (Scope, error) {
-	if ns, name, ok := strings.Cut(cluster, "/"); ok {
-		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return Scope{}, fmt.Errorf("a Cluster is namespace/name or name, not %q", cluster)
-		}
-		return Scope{Namespace: ns, Cluster: name}, nil
+	ns, name, ok := SplitNamespacedName(cluster)
+	switch {
+	case !ok:
+		return Scope{}, fmt.Errorf("a Cluster is namespace/name or name, not %q", cluster)
+	case ns != "":
+		namespace = ns
 	}
-	return Scope{Namespace: namespace, Cluster: cluster}, nil
+	return Scope{Namespace: namespace, Cluster: name}, nil
+}
+
+// SplitNamespacedName splits namespace/name, or name alone, whose
+// namespace is then "". ok is false for anything else with a slash.
+func SplitNamespacedName(s string) (namespace, name string, ok bool) {
+	namespace, name, found := strings.Cut(s, "/")
+	if !found {
+		return "", s, true
+	}
+	return namespace, name, namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // Palette is the colour of the output, on stdout.

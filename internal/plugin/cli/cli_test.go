@@ -49,3 +49,29 @@ users:
 	g.Expect(root.Execute()).To(Succeed())
 	g.Expect(namespace).To(Equal("clusters"))
 }
+
+func TestClusterScopeIsNamespaceSlashNameOrName(t *testing.T) {
+	for _, tt := range []struct {
+		cluster string
+		want    Scope
+		wantErr bool
+	}{
+		{cluster: "prod", want: Scope{Namespace: "clusters", Cluster: "prod"}},
+		{cluster: "", want: Scope{Namespace: "clusters"}},
+		{cluster: "team-a/prod", want: Scope{Namespace: "team-a", Cluster: "prod"}},
+		{cluster: "/prod", wantErr: true},
+		{cluster: "team-a/", wantErr: true},
+		{cluster: "team-a/prod/x", wantErr: true},
+	} {
+		t.Run(tt.cluster, func(t *testing.T) {
+			g := NewWithT(t)
+			scope, err := ClusterScope(tt.cluster, "clusters")
+			if tt.wantErr {
+				g.Expect(err).To(MatchError(`a Cluster is namespace/name or name, not "` + tt.cluster + `"`))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(scope).To(Equal(tt.want))
+		})
+	}
+}
