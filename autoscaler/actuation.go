@@ -98,11 +98,19 @@ func (a active) groupError(ctx context.Context, groupID, action string, err erro
 }
 
 func (a active) giveUpSizes(ctx context.Context, l *loop, group nodegroups.NodeGroup, sizes int) {
-	if err := group.DecreaseTargetSize(ctx, sizes); err != nil {
+	if err := a.giveUp(ctx, l, group, sizes); err != nil {
 		a.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
-		return
+	}
+}
+
+// giveUp lowers the target size of a group by sizes that have no
+// instance, and counts them given up in the loop.
+func (a active) giveUp(ctx context.Context, l *loop, group nodegroups.NodeGroup, sizes int) error {
+	if err := group.DecreaseTargetSize(ctx, sizes); err != nil {
+		return err
 	}
 	l.givenUp[group.ID()] += sizes
+	return nil
 }
 
 func (a active) deleteInstances(ctx context.Context, group nodegroups.NodeGroup, instances []nodegroups.Instance, action string) {

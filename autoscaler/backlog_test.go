@@ -5,8 +5,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -26,18 +24,7 @@ func TestHugeBacklog(t *testing.T) {
 	c.config.MaxPendingPodsPerLoop = autoscaler.DefaultConfig().MaxPendingPodsPerLoop
 	g.Expect(c.config.MaxPendingPodsPerLoop).To(Equal(10000))
 	clk := clocktesting.NewFakeClock(st.Now)
-	engine, err := autoscaler.New(autoscaler.Options{
-		ClusterName: "default/workload",
-		Owner:       testOwner,
-		Settings:    mustSettings(t, c.config, clk),
-		NodeGroups:  &fakeProvider{groups: []*fakeGroup{c.group}},
-		Cluster:     c.cluster,
-		Clientset:   c.workload.clientset,
-		Recorder:    &record.FakeRecorder{},
-		Metrics:     autoscaler.NewMetrics(prometheus.NewRegistry()),
-		Clock:       clk,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	engine := c.newEngine(t, clk)
 
 	for loop := 1; loop <= 5; loop++ {
 		status := engine.RunOnce(ctx, clk.Now())

@@ -152,6 +152,9 @@ type Engine struct {
 	clock   clock.WithTicker
 	trigger chan struct{}
 	loops   atomic.Uint64
+	// forgetClusterAutoscalers forgets which ClusterAutoscalers the
+	// owner found (ownership.Owner.Remembering), as each loop starts.
+	forgetClusterAutoscalers func()
 	// loopDeadline is when, in Unix nanoseconds, the next loop of Run must
 	// have finished at the latest (see Stalled).
 	loopDeadline atomic.Int64
@@ -183,16 +186,21 @@ func New(opts Options) (*Engine, error) {
 	if opts.OptionalReadTimeout <= 0 {
 		opts.OptionalReadTimeout = DefaultOptionalReadTimeout
 	}
+	// A loop asks whose marks each node carries: every other
+	// ClusterAutoscaler is looked up once a loop, not once a node.
+	owner, forgetClusterAutoscalers := opts.Owner.Remembering()
+	opts.Owner = owner
 	settings := opts.Settings
 	actuator, err := scaledown.NewActuator(opts.Clientset, opts.Recorder, opts.Owner, settings.actuator)
 	if err != nil {
 		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)
 	}
 	e := &Engine{
-		opts:     opts,
-		clock:    opts.Clock,
-		trigger:  make(chan struct{}, 1),
-		settings: settings,
+		opts:                     opts,
+		clock:                    opts.Clock,
+		trigger:                  make(chan struct{}, 1),
+		forgetClusterAutoscalers: forgetClusterAutoscalers,
+		settings:                 settings,
 		lasting: lasting{
 			state:    clusterstate.NewRegistry(settings.clusterstate),
 			told:     newTold(),
@@ -389,6 +397,7 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 	logger := klog.FromContext(ctx).WithValues("loop", id)
 	ctx = klog.NewContext(ctx, logger)
 
+	e.forgetClusterAutoscalers()
 	e.configure(e.currentSettings())
 	start := e.clock.Now()
 	loopCtx, cancel := context.WithTimeout(ctx, e.opts.LoopTimeout)

@@ -694,25 +694,53 @@ func TestInstancesThatNeverRegisterAreRemoved(t *testing.T) {
 }
 
 func TestBrokenInstancesAreNotRemovedBelowTheMinSize(t *testing.T) {
-	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 2, max: 10, template: templateNode()}
-	nodes := group.addNodes(1)
-	group.target++
-	group.instances = append(group.instances, nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, Removable: true})
-	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
-	f.runOnce(t)
-
-	f.clock.Step(15 * time.Minute)
-	var status autoscaler.Status
-	for range 3 {
-		f.clock.Step(10 * time.Second)
-		status = f.runOnce(t)
+	ghost := nodegroups.Instance{ID: "fake://ghost", State: nodegroups.InstanceCreating, Removable: true}
+	failed := nodegroups.Instance{
+		ID: "fake://failed", State: nodegroups.InstanceCreating, Removable: true,
+		Error: &nodegroups.InstanceError{Reason: "InfrastructureProvisioningFailed", Message: "quota exceeded"},
 	}
+	tests := []struct {
+		name string
+		// broken are the group's instances besides its node; its min
+		// size is 2.
+		broken           []nodegroups.Instance
+		wantDeleted      []string
+		wantUnregistered int
+	}{
+		{
+			name: "a long-unregistered instance", broken: []nodegroups.Instance{ghost}, wantUnregistered: 1,
+		},
+		{
+			name: "a failed instance", broken: []nodegroups.Instance{failed},
+		},
+		{
+			name: "one above the min size: the failed instance goes first", broken: []nodegroups.Instance{ghost, failed},
+			wantDeleted: []string{"fake://failed"}, wantUnregistered: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 2, max: 10, template: templateNode()}
+			nodes := group.addNodes(1)
+			group.target += len(tt.broken)
+			group.instances = append(group.instances, tt.broken...)
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+			f.runOnce(t)
 
-	g.Expect(group.deletedInstances).To(BeEmpty(), "the group is at its min size")
-	g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventDeleteUnregistered), "no removal announced each loop")
-	g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(1))
-	g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("1 failed or long-unregistered instance(s) kept: removing them would take the group below its min size 2"))
+			f.clock.Step(15 * time.Minute)
+			var status autoscaler.Status
+			for range 3 {
+				f.clock.Step(10 * time.Second)
+				status = f.runOnce(t)
+			}
+
+			g.Expect(group.deletedInstances).To(Equal(tt.wantDeleted), "the group is at its min size")
+			g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventDeleteUnregistered), "no removal announced each loop")
+			g.Expect(groupRow(status, group.id).LongUnregistered).To(Equal(tt.wantUnregistered))
+			g.Expect(groupRow(status, group.id).Problem).To(ContainSubstring("1 failed or long-unregistered instance(s) kept: removing them would take the group below its min size 2"))
+		})
+	}
 }
 
 func TestMachineWhoseNodeWasDeletedIsKeptForTheProvisionTime(t *testing.T) {

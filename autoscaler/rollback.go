@@ -136,11 +136,10 @@ func (a active) removeScaleUp(ctx context.Context, l *loop, record *provisioning
 		}
 		missing := record.Groups[id] - len(record.Instances[id]) - rb.givenUp[id]
 		if notCreated := min(missing, s.state.Group(id).NotCreated-l.givenUp[id]); notCreated > 0 {
-			if err := group.DecreaseTargetSize(ctx, notCreated); err != nil {
+			if err := a.giveUp(ctx, l, group, notCreated); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", id, err))
 			} else {
 				rb.givenUp[id] += notCreated
-				l.givenUp[id] += notCreated
 			}
 		}
 		ours := sets.New(record.Instances[id]...)

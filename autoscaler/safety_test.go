@@ -2,6 +2,9 @@ package autoscaler_test
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,6 +157,65 @@ func TestTheTaintOfAnotherClusterAutoscalerStopsScalingUnlessItIsGone(t *testing
 			g.Expect(f.tainted(t, nodes[0].Name)).To(BeFalse(), "the leftover is released")
 		})
 	}
+}
+
+// countedClusterAutoscalers counts the lookups of each UID.
+type countedClusterAutoscalers struct {
+	clusterAutoscalers
+	mu      sync.Mutex
+	lookups map[types.UID]int
+}
+
+func (c *countedClusterAutoscalers) Find(ctx context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	c.mu.Lock()
+	c.lookups[uid]++
+	c.mu.Unlock()
+	return c.clusterAutoscalers.Find(ctx, uid)
+}
+
+func (c *countedClusterAutoscalers) counted() map[types.UID]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.lookups)
+}
+
+// A loop asks whose marks every node carries, and a lookup lists every
+// ClusterAutoscaler: each is looked up once a loop, however many nodes
+// carry its marks, and again the next loop, when it may be gone.
+func TestEachOtherClusterAutoscalerIsLookedUpOnceALoop(t *testing.T) {
+	g := NewWithT(t)
+	const another, gone types.UID = "5e0e4c4a-0000-4000-8000-000000000002", "5e0e4c4a-0000-4000-8000-000000000003"
+	markedBy := func(placer types.UID) st.NodeOption {
+		return func(node *corev1.Node) {
+			st.WithTaint(nodefacts.ToBeDeletedTaint, "1767268800", corev1.TaintEffectNoSchedule)(node)
+			node.Spec.Unschedulable = true
+			node.Annotations = map[string]string{
+				scaledown.TaintedAnnotation:  ownership.Stamp(placer, "1767268800"),
+				scaledown.CordonedAnnotation: ownership.Stamp(placer, "1767268800"),
+			}
+		}
+	}
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := slices.Concat(group.addNodes(3, markedBy(another)), group.addNodes(3, markedBy(gone)))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	existing := &countedClusterAutoscalers{
+		clusterAutoscalers: clusterAutoscalers{another: {Namespace: "default", Name: "another"}},
+		lookups:            map[types.UID]int{},
+	}
+	f.with(t, func(opts *autoscaler.Options) {
+		opts.Owner = ownership.Owner{UID: testOwner.UID, ClusterAutoscalers: existing}
+	})
+
+	status := f.runOnce(t)
+	g.Expect(status.OtherAutoscaler).To(ContainSubstring("the engine of ClusterAutoscaler default/another"))
+	g.Expect(f.tainted(t, nodes[0].Name)).To(BeTrue(), "another's taint is never touched")
+	g.Expect(f.tainted(t, nodes[3].Name)).To(BeFalse(), "the leftover of the one gone is released")
+	g.Expect(existing.counted()).To(Equal(map[types.UID]int{another: 1, gone: 1}))
+
+	// The fixture's cache still shows the marks released on the nodes.
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+	g.Expect(existing.counted()).To(Equal(map[types.UID]int{another: 2, gone: 2}), "looked up again the next loop")
 }
 
 func TestAFreshUpstreamLeaseStopsAllScalingAndAStaleOneDoesNot(t *testing.T) {

@@ -112,6 +112,14 @@ func (c *shapeCluster) outcome() int {
 func (c *shapeCluster) runOnce(ctx context.Context, tb testing.TB) {
 	tb.Helper()
 	clk := clocktesting.NewFakeClock(st.Now)
+	if status := c.newEngine(tb, clk).RunOnce(ctx, clk.Now()); status.Err != nil {
+		tb.Fatal(status.Err)
+	}
+}
+
+// newEngine is a new engine of the cluster, on clk.
+func (c *shapeCluster) newEngine(tb testing.TB, clk *clocktesting.FakeClock) *autoscaler.Engine {
+	tb.Helper()
 	engine, err := autoscaler.New(autoscaler.Options{
 		ClusterName: "default/workload",
 		Owner:       testOwner,
@@ -126,9 +134,7 @@ func (c *shapeCluster) runOnce(ctx context.Context, tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if status := engine.RunOnce(ctx, clk.Now()); status.Err != nil {
-		tb.Fatal(status.Err)
-	}
+	return engine
 }
 
 // shapeConfig is upstream's benchmark configuration: no limit below the

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -60,6 +61,53 @@ type Owner struct {
 	// nil, every other one is taken to exist, and nothing it placed is
 	// ever taken back.
 	ClusterAutoscalers ClusterAutoscalers
+}
+
+// Remembering returns the owner, looking each other ClusterAutoscaler up
+// once until forget is called: a loop asks about the same few for every
+// node or Machine that carries their marks, and a lookup may list them
+// all. Call forget when they may have come or gone since, as each loop
+// starts. Lookups that fail are not remembered.
+func (o Owner) Remembering() (owner Owner, forget func()) {
+	if o.ClusterAutoscalers == nil {
+		return o, func() {}
+	}
+	remembered := &rememberedClusterAutoscalers{from: o.ClusterAutoscalers, found: map[types.UID]lookup{}}
+	o.ClusterAutoscalers = remembered
+	return o, remembered.forget
+}
+
+type rememberedClusterAutoscalers struct {
+	from ClusterAutoscalers
+	// mu is held through a lookup, so that callers at once that ask for
+	// the same UID look it up once.
+	mu    sync.Mutex
+	found map[types.UID]lookup
+}
+
+type lookup struct {
+	key   types.NamespacedName
+	found bool
+}
+
+func (r *rememberedClusterAutoscalers) Find(ctx context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.found[uid]; ok {
+		return l.key, l.found, nil
+	}
+	key, found, err := r.from.Find(ctx, uid)
+	if err != nil {
+		return key, found, err
+	}
+	r.found[uid] = lookup{key: key, found: found}
+	return key, found, nil
+}
+
+func (r *rememberedClusterAutoscalers) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.found)
 }
 
 // Stamp is the value of an annotation this owner places.

@@ -71,3 +71,51 @@ func TestClaim(t *testing.T) {
 		})
 	}
 }
+
+// countedClusterAutoscalers counts the lookups, and fails those of fail.
+type countedClusterAutoscalers struct {
+	clusterAutoscalers
+	fail    types.UID
+	lookups map[types.UID]int
+}
+
+func (c *countedClusterAutoscalers) Find(ctx context.Context, uid types.UID) (types.NamespacedName, bool, error) {
+	c.lookups[uid]++
+	if uid == c.fail {
+		return types.NamespacedName{}, false, errors.New("the cache is not synced")
+	}
+	return c.clusterAutoscalers.Find(ctx, uid)
+}
+
+func TestRememberingLooksEachClusterAutoscalerUpOnceUntilForget(t *testing.T) {
+	g := NewWithT(t)
+	const failing types.UID = "0a0a0a0a-0000-4000-8000-000000000004"
+	counted := &countedClusterAutoscalers{
+		clusterAutoscalers: clusterAutoscalers{another: {Namespace: "default", Name: "another"}},
+		fail:               failing, lookups: map[types.UID]int{},
+	}
+	plain := ownership.Owner{UID: ours, ClusterAutoscalers: counted.clusterAutoscalers}
+	owner, forget := ownership.Owner{UID: ours, ClusterAutoscalers: counted}.Remembering()
+
+	values := []string{ownership.Stamp(ours, "1"), ownership.Stamp(another, "1"), ownership.Stamp(gone, "1"), "1767268800"}
+	for range 3 {
+		for _, value := range values {
+			claim, err := owner.Claim(t.Context(), value)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(plain.Claim(t.Context(), value)).To(Equal(claim), "the claim without remembering, for %s", value)
+		}
+		_, err := owner.Claim(t.Context(), ownership.Stamp(failing, "1"))
+		g.Expect(err).To(MatchError(ContainSubstring("the cache is not synced")))
+	}
+	g.Expect(counted.lookups).To(Equal(map[types.UID]int{another: 1, gone: 1, failing: 3}), "failed lookups are asked again")
+
+	forget()
+	_, err := owner.Claim(t.Context(), ownership.Stamp(another, "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(counted.lookups[another]).To(Equal(2), "looked up again once forgotten")
+
+	unknown, _ := ownership.Owner{UID: ours}.Remembering()
+	claim, err := unknown.Claim(t.Context(), ownership.Stamp(gone, "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(claim.Another).To(BeTrue(), "without ClusterAutoscalers every other one is still taken to exist")
+}

@@ -133,18 +133,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		inv.checkDeletion(machine)
 	})
 
-	watchCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer GinkgoRecover()
-		Expect(informers.Start(watchCtx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		stop()
-		<-done
-	})
-	Expect(informers.WaitForCacheSync(ctx)).To(BeTrue(), "the invariant watches did not sync")
+	StartInformers(ctx, informers, "the invariant watches")
 	return inv
 }
 

@@ -251,7 +251,7 @@ func newManager(ctx context.Context, config *rest.Config, opts ctrl.Options, cre
 	err := wait.ExponentialBackoffWithContext(ctx, managerStartBackoff, func(context.Context) (bool, error) {
 		mgr, lastErr = create(config, opts)
 		if lastErr != nil {
-			klog.Background().Error(lastErr, "Creating the manager failed, trying again")
+			klog.FromContext(ctx).Error(lastErr, "Creating the manager failed, trying again")
 		}
 		return lastErr == nil, nil
 	})

@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
 
@@ -43,18 +44,7 @@ func WatchPodLatencies(ctx context.Context, stack *localstack.Stack, namespace s
 		UpdateFunc: func(_, obj any) { latencies.see(obj) },
 	})
 	Expect(err).NotTo(HaveOccurred())
-	watchCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer GinkgoRecover()
-		Expect(informers.Start(watchCtx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		stop()
-		<-done
-	})
-	Expect(informers.WaitForCacheSync(ctx)).To(BeTrue(), "the pod watch did not sync")
+	framework.StartInformers(ctx, informers, "the pod watch")
 	return latencies
 }
 

@@ -36,8 +36,11 @@ type Options struct {
 	Streams Streams
 	// loadingRules and Overrides are client-go's kubeconfig loading, as
 	// kubectl's --kubeconfig, --context and --namespace set them.
-	loadingRules  *clientcmd.ClientConfigLoadingRules
-	Overrides     *clientcmd.ConfigOverrides
+	loadingRules *clientcmd.ClientConfigLoadingRules
+	Overrides    *clientcmd.ConfigOverrides
+	// kubeconfig loads the kubeconfig of the flags once, on first use,
+	// for both the namespace and the client.
+	kubeconfig    clientcmd.ClientConfig
 	AllNamespaces bool
 	color         string
 	// Now is the clock of the ages the views show.
@@ -69,6 +72,8 @@ func NewRootCommand(streams Streams, now func() time.Time, newCommands ...func(*
 		Overrides:    &clientcmd.ConfigOverrides{},
 		Now:          now,
 	}
+	// Deferred: the flags set the loading rules and overrides first.
+	o.kubeconfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules, o.Overrides)
 	root := &cobra.Command{
 		Use: "kubectl-capi_autoscaler",
 		// kubectl runs kubectl-capi_autoscaler as `kubectl capi-autoscaler`.
@@ -146,7 +151,7 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // Client connects to the management cluster the kubeconfig flags select.
 func (o *Options) Client() (client.WithWatch, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules, o.Overrides).ClientConfig()
+	cfg, err := o.kubeconfig.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +168,7 @@ func (o *Options) Client() (client.WithWatch, error) {
 // Namespace is the namespace of -n, else the kubeconfig context's, else
 // default; explicit says whether -n set it.
 func (o *Options) Namespace(cmd *cobra.Command) (namespace string, explicit bool, err error) {
-	namespace, _, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loadingRules, o.Overrides).Namespace()
+	namespace, _, err = o.kubeconfig.Namespace()
 	return namespace, cmd.Flags().Changed("namespace"), err
 }
 
@@ -198,13 +203,24 @@ func (o *Options) ScopedClient(cmd *cobra.Command, args []string) (Scope, client
 // ClusterScope is the Cluster named namespace/name, or name in namespace
 // (in any namespace when namespace is empty).
 func ClusterScope(cluster, namespace string) (Scope, error) {
-	if ns, name, ok := strings.Cut(cluster, "/"); ok {
-		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return Scope{}, fmt.Errorf("a Cluster is namespace/name or name, not %q", cluster)
-		}
-		return Scope{Namespace: ns, Cluster: name}, nil
+	ns, name, ok := SplitNamespacedName(cluster)
+	switch {
+	case !ok:
+		return Scope{}, fmt.Errorf("a Cluster is namespace/name or name, not %q", cluster)
+	case ns != "":
+		namespace = ns
 	}
-	return Scope{Namespace: namespace, Cluster: cluster}, nil
+	return Scope{Namespace: namespace, Cluster: name}, nil
+}
+
+// SplitNamespacedName splits namespace/name, or name alone, whose
+// namespace is then "". ok is false for anything else with a slash.
+func SplitNamespacedName(s string) (namespace, name string, ok bool) {
+	namespace, name, found := strings.Cut(s, "/")
+	if !found {
+		return "", s, true
+	}
+	return namespace, name, namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // Palette is the colour of the output, on stdout.

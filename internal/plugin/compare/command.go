@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -128,8 +127,8 @@ when they differ.`,
 
 // parseObjectKey reads NAMESPACE/NAME.
 func parseObjectKey(s string) (client.ObjectKey, error) {
-	namespace, name, ok := strings.Cut(s, "/")
-	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+	namespace, name, ok := cli.SplitNamespacedName(s)
+	if !ok || namespace == "" {
 		return client.ObjectKey{}, fmt.Errorf("want NAMESPACE/NAME, not %q", s)
 	}
 	return client.ObjectKey{Namespace: namespace, Name: name}, nil

@@ -415,3 +415,29 @@ func TestCompareLatencyOfExistingPods(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(MatchRegexp(`agree +\S+ +\S+ +MachineDeployment prod-md-0 \+1 +1/1/1 +15s/20s\n`))
 }
+
+func TestParseObjectKeyWantsNamespaceSlashName(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    types.NamespacedName
+		wantErr bool
+	}{
+		{value: "kube-system/cluster-autoscaler-status", want: types.NamespacedName{Namespace: "kube-system", Name: "cluster-autoscaler-status"}},
+		{value: "cluster-autoscaler-status", wantErr: true},
+		{value: "", wantErr: true},
+		{value: "/cluster-autoscaler-status", wantErr: true},
+		{value: "kube-system/", wantErr: true},
+		{value: "kube-system/a/b", wantErr: true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			g := NewWithT(t)
+			key, err := parseObjectKey(tt.value)
+			if tt.wantErr {
+				g.Expect(err).To(MatchError(`want NAMESPACE/NAME, not "` + tt.value + `"`))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(key).To(Equal(tt.want))
+		})
+	}
+}
