@@ -21,6 +21,10 @@ type told struct {
 	// requestsError is the error of reading the provisioning requests,
 	// told in the log.
 	requestsError toldMessages
+	// bufferSchedules are, by buffer key, the changes of the scheduled
+	// capacity buffers (buffers.Window.Change) and the problems of their
+	// schedules, each told in an event.
+	bufferSchedules toldMessages
 }
 
 func newTold() told {

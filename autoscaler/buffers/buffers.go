@@ -28,8 +28,9 @@ type Lister interface {
 	// resolved. It writes nothing.
 	ListBuffers(ctx context.Context) ([]Buffer, error)
 	// WriteStatus writes in the status of the buffers the last
-	// ListBuffers resolved what they resolved to.
-	WriteStatus(ctx context.Context)
+	// ListBuffers resolved what they resolved to, and where the scheduled
+	// ones stand in their schedule: windows, by buffer key.
+	WriteStatus(ctx context.Context, windows map[string]Window)
 }
 
 // BufferAnnotation, on a virtual pod, names the buffer it holds room for
@@ -53,6 +54,13 @@ type Buffer struct {
 	Template corev1.PodTemplateSpec
 	// Replicas is how many such pods.
 	Replicas int32
+	// Schedule, when set, is when the buffer holds its room; without
+	// one, it holds it at all times.
+	Schedule *Schedule
+	// ScheduleProblem is what is wrong with the buffer's schedule
+	// annotations, which are then ignored: the buffer holds its room at
+	// all times, as without them.
+	ScheduleProblem string
 }
 
 // Key is the buffer's namespace/name.

@@ -19,6 +19,7 @@ import (
 type Schedule struct {
 	expression string
 	cron       cron.Schedule
+	location   *time.Location
 	duration   time.Duration
 }
 
@@ -58,7 +59,7 @@ func New(expression, zone string, duration time.Duration) (*Schedule, error) {
 	if duration <= 0 {
 		return nil, fmt.Errorf("the duration of the windows must be positive, not %s", duration)
 	}
-	return &Schedule{expression: expression, cron: spec, duration: duration}, nil
+	return &Schedule{expression: expression, cron: spec, location: location, duration: duration}, nil
 }
 
 // Window is one window of a schedule: open from Opens, closed from Closes.
@@ -79,8 +80,10 @@ func (w Window) String() string {
 // At tells where now stands in the schedule: the window open at now, if
 // any, and the next window to open after it (or after now). Windows that
 // overlap or touch are one: it opens with the earliest of them that is
-// still open at now, and closes with the last.
+// still open at now, and closes with the last. The times are in the
+// schedule's time zone.
 func (s *Schedule) At(now time.Time) (open *Window, next Window) {
+	now = now.In(s.location)
 	// The windows open at now are those that opened in (now-duration, now].
 	if opens := s.cron.Next(now.Add(-s.duration)); !opens.IsZero() && !opens.After(now) {
 		open = &Window{Opens: opens, Closes: s.closes(opens)}

@@ -159,3 +159,14 @@ func TestEmptyZoneIsUTC(t *testing.T) {
 		t.Errorf("got %v, want the window opened at 08:00 UTC", open)
 	}
 }
+
+func TestAtTellsTimesInTheScheduleTimeZone(t *testing.T) {
+	s, err := New("0 8 * * *", "Europe/Paris", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, next := s.At(time.Date(2026, time.December, 7, 12, 0, 0, 0, time.UTC))
+	if got, want := next.Opens.Format(time.RFC3339), "2026-12-08T08:00:00+01:00"; got != want {
+		t.Errorf("next opens at %s, want %s", got, want)
+	}
+}
