@@ -365,11 +365,13 @@ func (a active) writeBufferStatus(ctx context.Context, l *loop) {
 					"The buffer's schedule is ignored, and it holds its room at all times: "+buffer.ScheduleProblem)
 			}
 		case scheduled:
-			if s.told.bufferSchedules.tell(key, window.Change(), l.now) {
-				reason := EventBufferWindowClosed
-				if window.Holding {
-					reason = EventBufferWindowOpened
-				}
+			// Told by reason: a window whose lead time starts before the
+			// last closes holds the room on, and tells nothing.
+			reason := EventBufferWindowClosed
+			if window.Holding {
+				reason = EventBufferWindowOpened
+			}
+			if s.told.bufferSchedules.tell(key, reason, l.now) {
 				s.opts.Recorder.Event(bufferReference(&buffer), corev1.EventTypeNormal, reason, "The buffer: "+window.Message())
 			}
 		}

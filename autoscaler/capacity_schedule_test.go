@@ -157,3 +157,30 @@ func TestABufferWithABadScheduleHoldsItsRoomAndSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// Windows closer together than the lead time hold the room on: nothing
+// is released between them, and nothing told.
+func TestWindowsCloserThanTheLeadTimeHoldTheRoomOn(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	// 13:00 to 13:50, then 14:00 to 14:50: a gap of 10 minutes, within
+	// the default lead time of 15.
+	buffer := scheduled(t, bufferOf(1), map[string]string{
+		buffers.ScheduleAnnotation: "0 13,14 * * *", buffers.ScheduleDurationAnnotation: "50m",
+	})
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{buffer}})
+
+	var reasons, held []string
+	for _, at := range []time.Duration{45 * time.Minute, 115 * time.Minute, 170 * time.Minute} {
+		f.clock.SetTime(st.Now.Add(at))
+		status := f.runOnce(t)
+		reasons = append(reasons, f.windowEvents()...)
+		held = append(held, f.clock.Now().Format(time.Kitchen)+" "+map[bool]string{true: "held", false: "released"}[bufferRow(status).Replicas > 0])
+	}
+
+	g.Expect(held).To(Equal([]string{"12:45PM held", "1:55PM held", "2:50PM released"}))
+	g.Expect(reasons).To(Equal([]string{autoscaler.EventBufferWindowOpened, autoscaler.EventBufferWindowClosed}))
+}

@@ -21,9 +21,9 @@ type told struct {
 	// requestsError is the error of reading the provisioning requests,
 	// told in the log.
 	requestsError toldMessages
-	// bufferSchedules are, by buffer key, the changes of the scheduled
-	// capacity buffers (buffers.Window.Change) and the problems of their
-	// schedules, each told in an event.
+	// bufferSchedules are, by buffer key, whether the scheduled capacity
+	// buffers hold their room (the event's reason) and the problems of
+	// their schedules, each told in an event.
 	bufferSchedules toldMessages
 }
 

@@ -97,15 +97,6 @@ func (s *Schedule) At(now time.Time, defaultLeadTime time.Duration) Window {
 	return w
 }
 
-// held is the window the buffer holds its room for: the open one, or the
-// next one during its lead time.
-func (w Window) held() schedule.Window {
-	if w.Open != nil {
-		return *w.Open
-	}
-	return w.Next
-}
-
 // Message says what the buffer holds, and until when.
 func (w Window) Message() string {
 	switch {
@@ -119,16 +110,6 @@ func (w Window) Message() string {
 		return fmt.Sprintf("outside its schedule's windows it holds no room: the next opens at %s and closes at %s, and it holds its room from %s before (lead time)",
 			timeOf(w.Next.Opens), timeOf(w.Next.Closes), w.LeadTime)
 	}
-}
-
-// Change is what changes next for the buffer: it releases its room when
-// the window it holds closes, or holds it from lead time before the next
-// opens. It is the same from one change to the next, and tells them apart.
-func (w Window) Change() string {
-	if w.Holding {
-		return "holds its room until " + timeOf(w.held().Closes)
-	}
-	return "holds no room until " + timeOf(w.Next.Opens.Add(-w.LeadTime))
 }
 
 func timeOf(t time.Time) string { return t.Format(time.RFC3339) }
