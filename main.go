@@ -5,6 +5,9 @@ package main
 
 import (
 	"os"
+	// The image is scratch, without a zone database: the time zones of
+	// scheduled capacity buffers are read from the one in the binary.
+	_ "time/tzdata"
 
 	"github.com/capi-autoscaler/capi-autoscaler/internal/manager"
 )

@@ -63,8 +63,9 @@ type actuation interface {
 	// answerRequests gives the provisioning requests their answers.
 	answerRequests(ctx context.Context, l *loop, answers []provisioning.Answer)
 	// writeBufferStatus writes what the capacity buffers read in the loop
-	// resolved to in their status.
-	writeBufferStatus(ctx context.Context)
+	// resolved to in their status, with where the scheduled ones stand,
+	// and tells their windows and problems in events.
+	writeBufferStatus(ctx context.Context, l *loop)
 }
 
 // newActuation is the actuation of the steps for their configuration's
@@ -353,6 +354,28 @@ func (a active) answerRequests(ctx context.Context, _ *loop, answers []provision
 	a.s.opts.Requests.Answer(ctx, answers)
 }
 
-func (a active) writeBufferStatus(ctx context.Context) {
-	a.s.opts.Buffers.WriteStatus(ctx)
+func (a active) writeBufferStatus(ctx context.Context, l *loop) {
+	s := a.s
+	for _, buffer := range l.listedBuffers {
+		key := buffer.Key()
+		switch window, scheduled := l.bufferWindows[key]; {
+		case buffer.ScheduleProblem != "":
+			if s.told.bufferSchedules.tell(key, buffer.ScheduleProblem, l.now) {
+				s.opts.Recorder.Event(bufferReference(&buffer), corev1.EventTypeWarning, EventInvalidBufferSchedule,
+					"The buffer's schedule is ignored, and it holds its room at all times: "+buffer.ScheduleProblem)
+			}
+		case scheduled:
+			// Told by reason: a window whose lead time starts before the
+			// last closes holds the room on, and tells nothing.
+			reason := EventBufferWindowClosed
+			if window.Holding {
+				reason = EventBufferWindowOpened
+			}
+			if s.told.bufferSchedules.tell(key, reason, l.now) {
+				s.opts.Recorder.Event(bufferReference(&buffer), corev1.EventTypeNormal, reason, "The buffer: "+window.Message())
+			}
+		}
+	}
+	s.told.bufferSchedules.endRound()
+	s.opts.Buffers.WriteStatus(ctx, l.bufferWindows)
 }

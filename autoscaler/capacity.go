@@ -28,6 +28,10 @@ type BufferStatus struct {
 	// Unplaceable are those no node group can make room for, with why.
 	Unplaceable int
 	Reasons     []ReasonCount
+	// Schedule says, for a scheduled buffer, where it stands in its
+	// schedule (buffers.Window.Message), or why its schedule is ignored;
+	// outside its windows, Replicas is zero.
+	Schedule string
 }
 
 // readBuffers adds the virtual pods of the cluster's capacity buffers to
@@ -52,12 +56,34 @@ func (s *steps) readBuffers(ctx context.Context, in *snapshot.Input, l *loop) {
 	// The read succeeded: its next error is told.
 	s.told.buffersError.endRound()
 	l.buffersRead = true
-	l.buffers = list
-	in.Pods = append(in.Pods, buffers.Pods(list, s.settings.config.PodPriorityThreshold)...)
+	l.listedBuffers = list
+	for _, buffer := range list {
+		if buffer.Schedule != nil {
+			window := buffer.Schedule.At(l.now, s.settings.config.MaxNodeProvisionTime)
+			if l.bufferWindows == nil {
+				l.bufferWindows = map[string]buffers.Window{}
+			}
+			l.bufferWindows[buffer.Key()] = window
+			if !window.Holding {
+				continue
+			}
+		}
+		l.buffers = append(l.buffers, buffer)
+	}
+	in.Pods = append(in.Pods, buffers.Pods(l.buffers, s.settings.config.PodPriorityThreshold)...)
 }
 
-// bufferStatuses counts where the plan put the virtual pods of each buffer.
-func bufferStatuses(list []buffers.Buffer, snap *snapshot.Snapshot, plan *scaleup.Plan) []BufferStatus {
+// bufferReference names a buffer in its events.
+func bufferReference(buffer *buffers.Buffer) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: "autoscaling.x-k8s.io/v1beta1", Kind: "CapacityBuffer",
+		Namespace: buffer.Namespace, Name: buffer.Name, UID: buffer.UID,
+	}
+}
+
+// bufferStatuses counts where the plan put the virtual pods of each buffer
+// listed, with where the scheduled ones stand in their schedule.
+func bufferStatuses(list []buffers.Buffer, windows map[string]buffers.Window, snap *snapshot.Snapshot, plan *scaleup.Plan) []BufferStatus {
 	if len(list) == 0 {
 		return nil
 	}
@@ -66,6 +92,15 @@ func bufferStatuses(list []buffers.Buffer, snap *snapshot.Snapshot, plan *scaleu
 	for i := range list {
 		statuses[i] = BufferStatus{Buffer: list[i].Key(), Replicas: int(list[i].Replicas)}
 		index[list[i].Key()] = i
+		switch window, scheduled := windows[list[i].Key()]; {
+		case list[i].ScheduleProblem != "":
+			statuses[i].Schedule = "its schedule is ignored, and it holds its room at all times: " + list[i].ScheduleProblem
+		case scheduled:
+			statuses[i].Schedule = window.Message()
+			if !window.Holding {
+				statuses[i].Replicas = 0
+			}
+		}
 	}
 	of := func(pod *corev1.Pod) *BufferStatus {
 		i, ok := index[pod.Annotations[buffers.BufferAnnotation]]

@@ -22,8 +22,8 @@ type staticBuffers struct {
 	err  error
 }
 
-func (b *staticBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error) { return b.list, b.err }
-func (b *staticBuffers) WriteStatus(context.Context)                           {}
+func (b *staticBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error)  { return b.list, b.err }
+func (b *staticBuffers) WriteStatus(context.Context, map[string]buffers.Window) {}
 
 // bufferOf is the buffer default/warm of replicas pods requesting 2 cpu
 // and 1Gi.

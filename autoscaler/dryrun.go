@@ -300,9 +300,10 @@ func (d dryRun) answerRequests(ctx context.Context, l *loop, answers []provision
 	d.s.decisions.forgetGoneRequests(served)
 }
 
-// writeBufferStatus writes nothing: the buffers' room is in the status of
+// writeBufferStatus writes nothing, and tells no window in events: the
+// buffers' room, and where the scheduled ones stand, is in the status of
 // the ClusterAutoscaler (Status.Buffers).
-func (d dryRun) writeBufferStatus(context.Context) {}
+func (d dryRun) writeBufferStatus(context.Context, *loop) {}
 
 // Keys of the last decisions (dryRunDecisions.last): one for the scale-up
 // of pending pods, one for scale-down, and for each request one for its

@@ -26,8 +26,8 @@ type recordingBuffers struct {
 	writes int
 }
 
-func (b *recordingBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error) { return b.list, nil }
-func (b *recordingBuffers) WriteStatus(context.Context)                           { b.writes++ }
+func (b *recordingBuffers) ListBuffers(context.Context) ([]buffers.Buffer, error)  { return b.list, nil }
+func (b *recordingBuffers) WriteStatus(context.Context, map[string]buffers.Window) { b.writes++ }
 
 // recordingRequests lists the same requests in every loop, and the ends
 // of requests no longer served, and records the answers asked of it
@@ -60,8 +60,9 @@ func smallBuffer() buffers.Buffer {
 // Status: decisions, answers it would give, buffers' room), whatever the
 // loop meets: pods to scale up for, nodes to remove, a group whose
 // instance failed (backoff) and whose instance never registered, a group
-// with a problem, a capacity buffer and provisioning requests, one of
-// which ended. The workload cluster sees no write and no event, the node
+// with a problem, capacity buffers (one with a bad schedule, held at all
+// times, one outside its schedule's window) and provisioning requests, one of which ended. The
+// workload cluster sees no write and no event, the node
 // groups no change and no event, and buffers and requests no status.
 func TestADryRunLoopWritesNothingButItsOwnStatus(t *testing.T) {
 	g := NewWithT(t)
@@ -79,7 +80,11 @@ func TestADryRunLoopWritesNothingButItsOwnStatus(t *testing.T) {
 	pending := st.Replicas("web", 2, "3", "1Gi")
 	f := newFixture(t, []*fakeGroup{busy, spare, broken}, objects(append(busyNodes, spareNodes...), append(pending, running)...)...)
 	f.provider.problems = []nodegroups.Problem{{ID: "MachineDeployment/default/bad", Reason: "InvalidAnnotation", Message: "max size not an integer"}}
-	bufferLister := &recordingBuffers{list: []buffers.Buffer{smallBuffer()}}
+	outsideItsWindow := smallBuffer()
+	outsideItsWindow.Name, outsideItsWindow.UID = "nightly", "uid-buffer-nightly"
+	outsideItsWindow = scheduled(t, outsideItsWindow, map[string]string{buffers.ScheduleAnnotation: "0 22 * * *", buffers.ScheduleDurationAnnotation: "8h"})
+	badSchedule := scheduled(t, smallBuffer(), map[string]string{buffers.ScheduleAnnotation: "0 22 * * *"})
+	bufferLister := &recordingBuffers{list: []buffers.Buffer{badSchedule, outsideItsWindow}}
 	requests := &recordingRequests{
 		requests: []provisioning.Request{checkOf("check", 1, "500m", false), requestOf(provisioning.AtomicScaleUp, "atomic", 2, "3")},
 		ended:    []provisioning.Answer{{Namespace: "default", Name: "old", UID: "uid-old", Outcome: provisioning.Expired, Message: "expired"}},
@@ -104,7 +109,10 @@ func TestADryRunLoopWritesNothingButItsOwnStatus(t *testing.T) {
 		HaveField("Kind", autoscaler.ScaleUpDecision), HaveField("Request", ""), HaveField("Pods", Not(BeEmpty())))))
 	expect("the failed group backs off", groupRow(first, broken.id).BackoffUntil, Not(BeZero()))
 	expect("the problem is on the status", first.NodeGroups, ContainElement(HaveField("ID", "MachineDeployment/default/bad")))
-	expect("the buffer's room is held", first.Buffers, ConsistOf(HaveField("Held", 1)))
+	expect("the buffers' room is held, but outside the window", first.Buffers, ConsistOf(
+		SatisfyAll(HaveField("Buffer", "default/small"), HaveField("Held", 1), HaveField("Schedule", ContainSubstring("schedule is ignored"))),
+		SatisfyAll(HaveField("Buffer", "default/nightly"), HaveField("Replicas", 0), HaveField("Schedule", ContainSubstring("holds no room"))),
+	))
 	expect("the requests get the answers they would", first.Requests, ContainElements(
 		SatisfyAll(HaveField("Name", "old"), HaveField("Outcome", provisioning.Expired)),
 		SatisfyAll(HaveField("Name", "check"), HaveField("Outcome", provisioning.Found))))

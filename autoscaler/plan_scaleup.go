@@ -45,7 +45,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	s.history.lastPlanned = plan.LastPlanned
 	l.status.PodsLeftForNextLoop = len(plan.Deferred)
 	l.absorbed = plan.Absorbed
-	l.status.Buffers = bufferStatuses(l.buffers, l.snapshot, plan)
+	l.status.Buffers = bufferStatuses(l.listedBuffers, l.bufferWindows, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
 	increases := s.act.scaleUp(ctx, l, plan)
 	l.scaledUp = len(increases) > 0

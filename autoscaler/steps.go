@@ -31,6 +31,14 @@ const (
 	// EventNodeNotDeleted says that a group did not remove a node it was
 	// handed for deletion, which was given back.
 	EventNodeNotDeleted = "NodeNotDeleted"
+	// EventBufferWindowOpened and EventBufferWindowClosed say, on a
+	// scheduled capacity buffer, that it holds its room from now (its
+	// window opens, less the lead time), or holds none from now.
+	EventBufferWindowOpened = "CapacityBufferWindowOpened"
+	EventBufferWindowClosed = "CapacityBufferWindowClosed"
+	// EventInvalidBufferSchedule says that a capacity buffer's schedule
+	// is ignored.
+	EventInvalidBufferSchedule = "InvalidCapacityBufferSchedule"
 )
 
 // steps are the parts of a loop, built for one configuration. What must
@@ -114,8 +122,13 @@ type loop struct {
 	// their way, and where, as the scale-up step placed them.
 	absorbed []simulator.Placement
 	// buffers are the capacity buffers whose virtual pods are among the
-	// snapshot's pending pods.
+	// snapshot's pending pods: those listed, less the scheduled ones
+	// outside their windows.
 	buffers []buffers.Buffer
+	// listedBuffers are the capacity buffers listed, and bufferWindows
+	// where the scheduled ones stand in their schedule, by key.
+	listedBuffers []buffers.Buffer
+	bufferWindows map[string]buffers.Window
 	// requests are the provisioning requests the engine serves.
 	requests []provisioning.Request
 	// ended are the answers to the requests the read found no longer
@@ -177,7 +190,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	// What the reads of buffers and requests found, and the answers the
 	// plan gave, once the plan is made.
 	if l.buffersRead {
-		s.act.writeBufferStatus(ctx)
+		s.act.writeBufferStatus(ctx, l)
 	}
 	s.giveAnswers(ctx, l)
 	s.reportProblems(ctx, l.problems, l.now)

@@ -21,6 +21,10 @@ type told struct {
 	// requestsError is the error of reading the provisioning requests,
 	// told in the log.
 	requestsError toldMessages
+	// bufferSchedules are, by buffer key, whether the scheduled capacity
+	// buffers hold their room (the event's reason) and the problems of
+	// their schedules, each told in an event.
+	bufferSchedules toldMessages
 }
 
 func newTold() told {

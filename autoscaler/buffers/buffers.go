@@ -4,7 +4,8 @@
 // template; the engine adds that many virtual pods to the pending pods of
 // each loop, so that scale-up makes room for those that fit nowhere and
 // scale-down keeps the nodes that hold the others. The virtual pods never
-// reach the API server.
+// reach the API server. A buffer may be on a schedule (schedule.go):
+// outside its windows, less a lead time, the engine leaves its pods out.
 package buffers
 
 import (
@@ -25,11 +26,13 @@ import (
 // what they resolved to in their status.
 type Lister interface {
 	// ListBuffers lists the buffers that hold room for at least one pod,
-	// resolved. It writes nothing.
+	// resolved, with their schedules: those outside their windows are
+	// listed too, and left out by the engine. It writes nothing.
 	ListBuffers(ctx context.Context) ([]Buffer, error)
 	// WriteStatus writes in the status of the buffers the last
-	// ListBuffers resolved what they resolved to.
-	WriteStatus(ctx context.Context)
+	// ListBuffers resolved what they resolved to, and where the scheduled
+	// ones stand in their schedule: windows, by buffer key.
+	WriteStatus(ctx context.Context, windows map[string]Window)
 }
 
 // BufferAnnotation, on a virtual pod, names the buffer it holds room for
@@ -53,6 +56,13 @@ type Buffer struct {
 	Template corev1.PodTemplateSpec
 	// Replicas is how many such pods.
 	Replicas int32
+	// Schedule, when set, is when the buffer holds its room; without
+	// one, it holds it at all times.
+	Schedule *Schedule
+	// ScheduleProblem is what is wrong with the buffer's schedule
+	// annotations, which are then ignored: the buffer holds its room at
+	// all times, as without them.
+	ScheduleProblem string
 }
 
 // Key is the buffer's namespace/name.

@@ -31,13 +31,25 @@ const (
 
 	// notReadyReason is the reason upstream gives ReadyForProvisioning=False.
 	notReadyReason = "error"
+
+	// scheduleWindowCondition says where a scheduled buffer stands in its
+	// schedule (buffers.ScheduleAnnotation): True while it holds its
+	// room, False outside its windows, Unknown when its schedule is
+	// ignored. Upstream has no schedule: the type is in our domain.
+	scheduleWindowCondition = "autoscaling.cluster.x-k8s.io/ScheduleWindowOpen"
+	windowOpenReason        = "WindowOpen"
+	leadTimeReason          = "LeadTime"
+	windowClosedReason      = "WindowClosed"
+	invalidScheduleReason   = "InvalidSchedule"
 )
 
 // capacityBuffers are the CapacityBuffers of one workload cluster, resolved
 // for its engine (buffers.Lister): a buffer with the active-capacity
 // strategy becomes room for status.replicas pods of its PodTemplate or of
 // its workload's pod template, and its status says so, as the upstream
-// autoscaler's buffer controller writes it. Listing only reads; the
+// autoscaler's buffer controller writes it, with where a scheduled buffer
+// stands in its schedule (its annotations, read in every list since they
+// change no generation). Listing only reads; the
 // statuses, and the PodTemplates of buffers with a scalableRef, are
 // written when the engine's actuation asks (WriteStatus), never in DryRun
 // mode.
@@ -50,8 +62,12 @@ type capacityBuffers struct {
 	// resolved are the last resolutions, by buffer UID.
 	resolved map[types.UID]resolvedBuffer
 	// unwritten are the buffers resolved anew by the last list, whose
-	// status (and PodTemplate) WriteStatus writes.
+	// PodTemplate WriteStatus writes.
 	unwritten []unwrittenBuffer
+	// listed are the buffers of the last list, whose status WriteStatus
+	// writes where it changed: a window opens or closes without a new
+	// resolution.
+	listed []*capacitybufferv1beta1.CapacityBuffer
 }
 
 // unwrittenBuffer is a buffer as listed, and what it resolved to.
@@ -94,7 +110,7 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 		return nil, err
 	}
 	resolved := make(map[types.UID]resolvedBuffer, len(list.Items))
-	c.unwritten = nil
+	c.unwritten, c.listed = nil, nil
 	var out []buffers.Buffer
 	for i := range list.Items {
 		buffer := &list.Items[i]
@@ -117,22 +133,29 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 			}
 		}
 		resolved[buffer.UID] = last
+		c.listed = append(c.listed, buffer)
 		if last.err == nil && last.buffer.Replicas > 0 {
-			out = append(out, last.buffer)
+			listed := last.buffer
+			var err error
+			if listed.Schedule, err = buffers.ScheduleOf(buffer.Annotations); err != nil {
+				listed.ScheduleProblem = err.Error()
+			}
+			out = append(out, listed)
 		}
 	}
 	c.resolved = resolved
 	return out, nil
 }
 
-// WriteStatus writes what the buffers resolved anew by the last
-// ListBuffers resolved to, where it changed, with the PodTemplates of
-// those with a scalableRef. A buffer whose PodTemplate could not be
-// written is resolved again by the next list.
-func (c *capacityBuffers) WriteStatus(ctx context.Context) {
-	unwritten := c.unwritten
-	c.unwritten = nil
-	if len(unwritten) == 0 {
+// WriteStatus writes the status of the buffers of the last ListBuffers
+// where it changed: what they resolved to, with the PodTemplates of those
+// resolved anew that have a scalableRef, and where the scheduled ones
+// stand in their schedule (windows, by buffer key). A buffer whose
+// PodTemplate could not be written is resolved again by the next list.
+func (c *capacityBuffers) WriteStatus(ctx context.Context, windows map[string]buffers.Window) {
+	unwritten, listed := c.unwritten, c.listed
+	c.unwritten, c.listed = nil, nil
+	if len(listed) == 0 {
 		return
 	}
 	live, err := c.live(ctx)
@@ -141,17 +164,30 @@ func (c *capacityBuffers) WriteStatus(ctx context.Context) {
 		return
 	}
 	for _, u := range unwritten {
-		if u.resolved.template != nil && !u.resolved.templateWritten {
-			template, err := writePodTemplate(ctx, live, u.resolved.template)
-			if err != nil {
-				klog.FromContext(ctx).Error(err, "Failed to write the PodTemplate of a capacity buffer", "CapacityBuffer", klog.KObj(u.buffer))
-				delete(c.resolved, u.buffer.UID)
-				continue
-			}
-			u.resolved.template, u.resolved.templateWritten = template, true
+		if u.resolved.template == nil || u.resolved.templateWritten {
+			continue
 		}
-		if err := c.writeStatus(ctx, live, u.buffer, &u.resolved); err != nil {
-			klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(u.buffer))
+		template, err := writePodTemplate(ctx, live, u.resolved.template)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to write the PodTemplate of a capacity buffer", "CapacityBuffer", klog.KObj(u.buffer))
+			delete(c.resolved, u.buffer.UID)
+			continue
+		}
+		resolved := c.resolved[u.buffer.UID]
+		resolved.template, resolved.templateWritten = template, true
+		c.resolved[u.buffer.UID] = resolved
+	}
+	for _, buffer := range listed {
+		resolved, ok := c.resolved[buffer.UID]
+		if !ok || (resolved.template != nil && !resolved.templateWritten) {
+			continue
+		}
+		window, scheduled := windows[buffer.Namespace+"/"+buffer.Name]
+		if !scheduled {
+			window.Holding = true
+		}
+		if err := c.writeStatus(ctx, live, buffer, &resolved, window); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
 		}
 	}
 }
@@ -305,8 +341,10 @@ func writePodTemplate(ctx context.Context, live client.Client, template *corev1.
 
 // writeStatus writes what a buffer resolved to, as the upstream autoscaler
 // does, when it changed: the PodTemplate, the replicas, and the
-// ReadyForProvisioning and Provisioning conditions.
-func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer) error {
+// ReadyForProvisioning and Provisioning conditions; with where a
+// scheduled buffer stands in window (Holding for a buffer without a
+// schedule), or why its schedule is ignored.
+func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer, window buffers.Window) error {
 	updated := buffer.DeepCopy()
 	status := &updated.Status
 	status.ProvisioningStrategy = ptr.To(capacitybufferv1beta1.ActiveCapacityProvisioningStrategy)
@@ -322,6 +360,11 @@ func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, b
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, notReadyReason, resolved.err.Error()
 		provisioning.Status, provisioning.Reason = metav1.ConditionFalse, capacitybufferv1beta1.NotReadyForProvisioningReason
 		provisioning.Message = "No room is kept until the buffer is ready for provisioning"
+	case !window.Holding:
+		status.Replicas = ptr.To(resolved.buffer.Replicas)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
+		provisioning.Status, provisioning.Reason = metav1.ConditionFalse, windowClosedReason
+		provisioning.Message = "No room is kept outside the buffer's schedule windows"
 	case resolved.buffer.Replicas == 0:
 		status.Replicas = ptr.To[int32](0)
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
@@ -334,8 +377,33 @@ func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, b
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, provisioning)
+	if scheduled := scheduleCondition(buffer, resolved, window); scheduled != nil {
+		scheduled.ObservedGeneration, scheduled.LastTransitionTime = buffer.Generation, now
+		meta.SetStatusCondition(&status.Conditions, *scheduled)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, scheduleWindowCondition)
+	}
 	if equality.Semantic.DeepEqual(buffer.Status, updated.Status) {
 		return nil
 	}
 	return live.Status().Patch(ctx, updated, client.MergeFromWithOptions(buffer, client.MergeFromWithOptimisticLock{}))
+}
+
+// scheduleCondition is the scheduleWindowCondition of a buffer: nil for a
+// buffer without a schedule, or not resolved (the engine saw no window).
+func scheduleCondition(buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer, window buffers.Window) *metav1.Condition {
+	schedule, err := buffers.ScheduleOf(buffer.Annotations)
+	switch {
+	case err != nil:
+		return &metav1.Condition{Type: scheduleWindowCondition, Status: metav1.ConditionUnknown, Reason: invalidScheduleReason,
+			Message: "The schedule is ignored, and the buffer holds its room at all times as without one: " + err.Error()}
+	case schedule == nil || resolved.err != nil || resolved.buffer.Replicas == 0:
+		return nil
+	case window.Open != nil:
+		return &metav1.Condition{Type: scheduleWindowCondition, Status: metav1.ConditionTrue, Reason: windowOpenReason, Message: "The buffer: " + window.Message()}
+	case window.Holding:
+		return &metav1.Condition{Type: scheduleWindowCondition, Status: metav1.ConditionTrue, Reason: leadTimeReason, Message: "The buffer: " + window.Message()}
+	default:
+		return &metav1.Condition{Type: scheduleWindowCondition, Status: metav1.ConditionFalse, Reason: windowClosedReason, Message: "The buffer: " + window.Message()}
+	}
 }

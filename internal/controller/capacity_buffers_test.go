@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
+	"github.com/onsi/gomega/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -65,8 +66,16 @@ var _ = Describe("Capacity buffers", func() {
 		GinkgoHelper()
 		list, err := lister.ListBuffers(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		// As the engine's Active actuation does once the loop is planned.
-		lister.WriteStatus(ctx)
+		// As the engine's Active actuation does once the loop is planned,
+		// with the windows of the scheduled buffers at the default lead
+		// time of 15m.
+		windows := map[string]buffers.Window{}
+		for _, buffer := range list {
+			if buffer.Schedule != nil {
+				windows[buffer.Key()] = buffer.Schedule.At(clock.Now(), 15*time.Minute)
+			}
+		}
+		lister.WriteStatus(ctx, windows)
 		return list
 	}
 
@@ -132,6 +141,61 @@ var _ = Describe("Capacity buffers", func() {
 		buffer.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		Expect(k8sClient.Update(ctx, buffer)).To(Succeed())
 		Expect(listBuffers()).To(ConsistOf(HaveField("Replicas", int32(2))), "a new generation is resolved at once")
+	})
+
+	It("says where a scheduled buffer stands in its schedule, when its window changes, and why a bad schedule is ignored", func() {
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Template: corev1.PodTemplateSpec{Spec: webSpec}})).To(Succeed())
+		buffer := createBuffer("office-hours", capacitybufferv1beta1.CapacityBufferSpec{
+			PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "web"}, Replicas: ptr.To[int32](2),
+		})
+		paris, err := time.LoadLocation("Europe/Paris")
+		Expect(err).NotTo(HaveOccurred())
+		// Ten seconds before the lead time of the Monday window.
+		clock.SetTime(time.Date(2026, time.December, 7, 7, 44, 50, 0, paris))
+		annotate := func(annotations map[string]string) {
+			GinkgoHelper()
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(buffer), buffer)).To(Succeed())
+			buffer.Annotations = annotations
+			Expect(k8sClient.Update(ctx, buffer)).To(Succeed())
+		}
+		annotate(map[string]string{
+			buffers.ScheduleAnnotation: "0 8 * * 1-5", buffers.ScheduleTimeZoneAnnotation: "Europe/Paris", buffers.ScheduleDurationAnnotation: "10h",
+		})
+		conditions := func() []metav1.Condition { GinkgoHelper(); return bufferStatus("office-hours").Conditions }
+		condition := func(conditionType string, status metav1.ConditionStatus, reason, message string) types.GomegaMatcher {
+			return ContainElement(SatisfyAll(HaveField("Type", conditionType), HaveField("Status", status),
+				HaveField("Reason", reason), HaveField("Message", ContainSubstring(message))))
+		}
+
+		Eventually(listBuffers).Should(ConsistOf(HaveField("Schedule", Not(BeNil()))))
+		Expect(conditions()).To(SatisfyAll(
+			condition(scheduleWindowCondition, metav1.ConditionFalse, windowClosedReason, "the next opens at 2026-12-07T08:00:00+01:00 and closes at 2026-12-07T18:00:00+01:00"),
+			condition(capacitybufferv1beta1.ProvisioningCondition, metav1.ConditionFalse, windowClosedReason, "outside the buffer's schedule windows"),
+		))
+
+		By("holding the room from the lead time before the window, though the buffer is not resolved again")
+		clock.Step(20 * time.Second)
+		listBuffers()
+		Expect(conditions()).To(SatisfyAll(
+			condition(scheduleWindowCondition, metav1.ConditionTrue, leadTimeReason, "holds its room from 15m0s before"),
+			condition(capacitybufferv1beta1.ProvisioningCondition, metav1.ConditionTrue, capacitybufferv1beta1.FakePodsInjectedReason, "room for 2 pod(s)"),
+		))
+
+		By("ignoring a bad schedule: the room is held as without one")
+		annotate(map[string]string{
+			buffers.ScheduleAnnotation: "0 8 * * 1-5", buffers.ScheduleTimeZoneAnnotation: "Europe/Pariss", buffers.ScheduleDurationAnnotation: "10h",
+		})
+		Eventually(listBuffers).Should(ConsistOf(HaveField("ScheduleProblem", ContainSubstring(`unknown time zone "Europe/Pariss"`))))
+		Expect(conditions()).To(SatisfyAll(
+			condition(scheduleWindowCondition, metav1.ConditionUnknown, invalidScheduleReason, `holds its room at all times as without one: unknown time zone "Europe/Pariss"`),
+			condition(capacitybufferv1beta1.ProvisioningCondition, metav1.ConditionTrue, capacitybufferv1beta1.FakePodsInjectedReason, "room for 2 pod(s)"),
+		))
+
+		By("saying nothing of a schedule once the annotations are gone")
+		annotate(nil)
+		Eventually(listBuffers).Should(ConsistOf(HaveField("ScheduleProblem", "")))
+		Expect(meta.FindStatusCondition(conditions(), scheduleWindowCondition)).To(BeNil())
 	})
 
 	It("reports a buffer it cannot resolve, and keeps no room for it", func() {

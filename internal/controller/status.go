@@ -171,8 +171,11 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 		}
 		room := autoscalingv1alpha1.CapacityBufferRoom{Name: buffer.Buffer, Replicas: int32(buffer.Replicas),
 			Held: int32(buffer.Held), Upcoming: int32(buffer.Upcoming), Unplaceable: int32(buffer.Unplaceable)}
-		if len(buffer.Reasons) > 0 {
+		switch {
+		case len(buffer.Reasons) > 0:
 			room.Message = truncate(buffer.Reasons[0].Reason, maxReasonLength)
+		case buffer.Schedule != "":
+			room.Message = truncate(buffer.Schedule, maxReasonLength)
 		}
 		ca.Status.CapacityBuffers = append(ca.Status.CapacityBuffers, room)
 	}

@@ -27,6 +27,21 @@ func TestSetStatusFromLoop(t *testing.T) {
 		expect     func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler)
 	}{
 		{
+			name: "capacity buffers: why room is unplaceable, else where a scheduled buffer stands",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true, Buffers: []autoscaler.BufferStatus{
+				{Buffer: "ns/stuck", Replicas: 2, Unplaceable: 2, Reasons: []autoscaler.ReasonCount{{Reason: "no group fits", Pods: 2}}, Schedule: "its schedule's window opened at 08:00"},
+				{Buffer: "ns/night", Schedule: "outside its schedule's windows it holds no room"},
+				{Buffer: "ns/always", Replicas: 1, Held: 1},
+			}},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(ca.Status.CapacityBuffers).To(Equal([]autoscalingv1alpha1.CapacityBufferRoom{
+					{Name: "ns/stuck", Replicas: 2, Unplaceable: 2, Message: "no group fits"},
+					{Name: "ns/night", Message: "outside its schedule's windows it holds no room"},
+					{Name: "ns/always", Replicas: 1, Held: 1},
+				}))
+			},
+		},
+		{
 			name: "a healthy loop",
 			status: autoscaler.Status{
 				Time: loopTime, ClusterHealthy: true, ScalingActive: true, Nodes: 3, ReadyNodes: 2, UnschedulablePods: 4,
