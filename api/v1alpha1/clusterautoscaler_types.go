@@ -905,7 +905,8 @@ type CapacityBufferRoom struct {
 	Unplaceable int32 `json:"unplaceable,omitempty"`
 
 	// message says why some pods of the buffer have no room, the most
-	// frequent reason first.
+	// frequent reason first; otherwise, for a buffer on a schedule, where
+	// its window stands.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
