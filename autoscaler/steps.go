@@ -31,6 +31,9 @@ const (
 	// EventNodeNotDeleted says that a group did not remove a node it was
 	// handed for deletion, which was given back.
 	EventNodeNotDeleted = "NodeNotDeleted"
+	// EventConsolidation, on the groups of the nodes consolidation
+	// removes, names them and what removing them saves.
+	EventConsolidation = "Consolidation"
 )
 
 // steps are the parts of a loop, built for one configuration. What must
