@@ -251,12 +251,29 @@ func (a active) increase(ctx context.Context, l *loop, increase scaleup.Increase
 }
 
 func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
+	if consolidation := plan.Consolidation; consolidation != nil {
+		message := consolidation.Message()
+		klog.FromContext(ctx).Info("Consolidating", "message", message)
+		for _, id := range groupsOf(consolidation.Removals) {
+			a.groupEvent(id, corev1.EventTypeNormal, EventConsolidation, message)
+		}
+	}
 	if len(plan.Empty)+len(plan.Drain) > 0 {
 		klog.FromContext(ctx).Info("Scaling down", "emptyNodes", len(plan.Empty), "drainedNodes", len(plan.Drain))
 		// Outside the planning fork: the pods to evict are those read
 		// from the cluster, not the pending pods placed to plan.
 		a.s.actuator.Start(ctx, plan, l.snapshot)
 	}
+}
+
+// groupsOf are the IDs of the groups of removals, sorted.
+func groupsOf(removals []scaledown.Removal) []string {
+	ids := make([]string, 0, len(removals))
+	for _, removal := range removals {
+		ids = append(ids, removal.Group.ID())
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 func (a active) startAtomicScaleUp(ctx context.Context, l *loop, request *provisioning.Request, plan *scaleup.Plan, pods int, answer provisioning.Answer) provisioning.Answer {

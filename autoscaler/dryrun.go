@@ -82,6 +82,9 @@ type Decision struct {
 	// Answer is the condition an answer would have set on Request: the
 	// one that tells the answer (provisioning.Answer.Conditions).
 	Answer *provisioning.Condition
+	// Reason says why a scale-down would have removed its nodes when it
+	// was not because they were unneeded: consolidation's message.
+	Reason string
 }
 
 // GroupDelta is a change of one group's size.
@@ -121,7 +124,11 @@ func (d Decision) Message() string {
 	case AnswerDecision:
 		return fmt.Sprintf("Would set %s=%s (%s) on ProvisioningRequest %s: %s", d.Answer.Type, d.Answer.Status, d.Answer.Reason, d.Request, d.Answer.Message)
 	default:
-		return fmt.Sprintf("Would remove node(s) %s [%s]", strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
+		message := fmt.Sprintf("Would remove node(s) %s [%s]", strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
+		if d.Reason != "" {
+			message += ": " + d.Reason
+		}
+		return message
 	}
 }
 
@@ -241,6 +248,9 @@ func (d dryRun) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 		return
 	}
 	decision := Decision{Kind: ScaleDownDecision, Time: l.now}
+	if plan.Consolidation != nil {
+		decision.Reason = plan.Consolidation.Message()
+	}
 	deltas := map[string]int{}
 	for _, removal := range removals {
 		decision.Nodes = append(decision.Nodes, removal.Node.Name)

@@ -58,6 +58,9 @@ type NodeDecision struct {
 	// why it stays otherwise.
 	Removing bool
 	Kept     scaledown.Decision
+	// Consolidation is, for a node consolidation removes, its message:
+	// the nodes removed together and what that saves.
+	Consolidation string
 	// UnneededSince is when the node was first found unneeded, or zero.
 	UnneededSince time.Time
 	// Utilization is what the node was judged on, when Measured.
@@ -141,6 +144,17 @@ func explainNodes(plan *scaledown.Plan, snap *snapshot.Snapshot) []NodeDecision 
 		d := decision(removal.Node.Name)
 		d.Removing = true
 		decisions = append(decisions, d)
+	}
+	if consolidation := plan.Consolidation; consolidation != nil {
+		consolidated := make(map[string]bool, len(consolidation.Removals))
+		for _, removal := range consolidation.Removals {
+			consolidated[removal.Node.Name] = true
+		}
+		for i := range decisions {
+			if consolidated[decisions[i].Name] {
+				decisions[i].Consolidation = consolidation.Message()
+			}
+		}
 	}
 	slices.SortFunc(decisions, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
 	return decisions

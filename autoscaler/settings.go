@@ -110,6 +110,13 @@ func scaleDownOptions(config Config) scaledown.Options {
 		MaxParallelDrains:                 sd.MaxParallelDrains,
 		Minimums:                          scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory},
 		NodeRules:                         config.Taints.rules(),
+		Consolidation: scaledown.ConsolidationOptions{
+			Policy:           config.Consolidation.Policy,
+			ConsolidateAfter: config.Consolidation.ConsolidateAfter,
+			Budget:           config.Consolidation.Budget,
+			Prices:           config.InstanceTypePrices,
+			MaxSimulations:   config.Consolidation.MaxSimulations,
+		},
 	}
 	for name, r := range config.Limits.GPUs {
 		if r.Min > 0 {

@@ -39,6 +39,9 @@ const (
 	// EventInvalidBufferSchedule says that a capacity buffer's schedule
 	// is ignored.
 	EventInvalidBufferSchedule = "InvalidCapacityBufferSchedule"
+	// EventConsolidation, on the groups of the nodes consolidation
+	// removes, names them and what removing them saves.
+	EventConsolidation = "Consolidation"
 )
 
 // steps are the parts of a loop, built for one configuration. What must

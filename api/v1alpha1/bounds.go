@@ -30,6 +30,9 @@ const (
 	MaxNodeGroupIDPatternLength = 512
 	// MaxClusterNameLength is the longest spec.clusterName.
 	MaxClusterNameLength = 63
+	// DisruptionBudgetPattern is what spec.consolidation.budget.nodes is
+	// written as: a number of nodes, or a percentage from 0% to 100%.
+	DisruptionBudgetPattern = `^((100|[0-9]{1,2})%|[0-9]{1,9})$`
 )
 
 // MinScanInterval is the shortest spec.scanInterval.

@@ -49,6 +49,8 @@ func TestBoundsAreTheCRDs(t *testing.T) {
 	g.Expect(patterns.Items.Schema.MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxNodeGroupIDPatternLength)))
 	g.Expect(property("instanceTypePrices").Items.Schema.Properties["price"].Pattern).To(Equal(pricing.DecimalPattern))
 	g.Expect(property("expanders").MaxItems).To(HaveValue(BeNumerically("==", len(property("expanders").Items.Schema.Enum))), "every expander once")
+	g.Expect(property("consolidation.budget.nodes").Pattern).To(Equal(autoscalingv1alpha1.DisruptionBudgetPattern))
+	g.Expect(property("consolidation.policy").Enum).To(HaveLen(2), "Disabled and Delete")
 	g.Expect(property("clusterName").MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxClusterNameLength)))
 	g.Expect(property("scanInterval").XValidations).To(ContainElement(HaveField("Rule",
 		ContainSubstring("duration('"+autoscalingv1alpha1.MinScanInterval.String()+"')"))))

@@ -137,6 +137,14 @@ type ClusterAutoscalerSpec struct {
 	// +kubebuilder:default={}
 	ScaleDown *ScaleDownConfig `json:"scaleDown,omitempty"`
 
+	// consolidation removes, on top of the underutilized nodes scale-down
+	// removes, the nodes whose removal saves money while their pods fit on
+	// the nodes that remain (docs/cost.md). Off by default. It runs only
+	// while scale-down is enabled.
+	// +optional
+	// +kubebuilder:default={}
+	Consolidation *ConsolidationConfig `json:"consolidation,omitempty"`
+
 	// balanceSimilarNodeGroups spreads new nodes evenly over node groups with
 	// the same capacity and labels, e.g. one MachineDeployment per zone.
 	// +optional
@@ -544,6 +552,54 @@ type ScaleDownConfig struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="nodeDeletionTimeout must be at least 10s"
 	NodeDeletionTimeout *metav1.Duration `json:"nodeDeletionTimeout,omitempty"`
+}
+
+// ConsolidationPolicy says what consolidation may do.
+// +kubebuilder:validation:Enum=Disabled;Delete
+type ConsolidationPolicy string
+
+const (
+	// ConsolidationDisabled: nodes go only when scale-down finds them
+	// unneeded, as with the upstream cluster-autoscaler.
+	ConsolidationDisabled ConsolidationPolicy = "Disabled"
+	// ConsolidationDelete: nodes also go, several at once and whatever
+	// their utilization, when all their pods fit on the nodes that remain;
+	// the set that saves the most is chosen.
+	ConsolidationDelete ConsolidationPolicy = "Delete"
+)
+
+// ConsolidationConfig configures consolidation.
+type ConsolidationConfig struct {
+	// policy is Disabled (the default) or Delete.
+	// +optional
+	// +kubebuilder:default=Disabled
+	Policy ConsolidationPolicy `json:"policy,omitempty"`
+
+	// consolidateAfter is how long the cluster's nodes, and the pods of a
+	// node, must have stayed the same before consolidation considers the
+	// node: a cluster that is still changing is left to settle, and no pod
+	// is moved twice within it.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="consolidateAfter must not be negative"
+	ConsolidateAfter *metav1.Duration `json:"consolidateAfter,omitempty"`
+
+	// budget bounds the disruption consolidation causes.
+	// +optional
+	// +kubebuilder:default={}
+	Budget *DisruptionBudget `json:"budget,omitempty"`
+}
+
+// DisruptionBudget bounds how many nodes consolidation removes at once.
+type DisruptionBudget struct {
+	// nodes is the most nodes of one node group that one consolidation
+	// removes: a number such as "2", or a percentage of the group's nodes
+	// such as "10%", rounded up. "0" stops consolidation.
+	// +optional
+	// +kubebuilder:default="10%"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^((100|[0-9]{1,2})%|[0-9]{1,9})$`
+	Nodes *string `json:"nodes,omitempty"`
 }
 
 // BackoffConfig configures the backoff of node groups that failed to scale up.

@@ -67,6 +67,12 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Expect(spec.ScaleDown.MaxDrainParallelism).To(HaveValue(BeEquivalentTo(1)))
 		Expect(spec.ScaleDown.CordonNodeBeforeTerminating).To(HaveValue(BeFalse()))
 
+		Expect(spec.Consolidation).NotTo(BeNil())
+		Expect(spec.Consolidation.Policy).To(Equal(autoscalingv1alpha1.ConsolidationDisabled), "off, as upstream has none")
+		Expect(spec.Consolidation.ConsolidateAfter).To(Equal(duration("10m")))
+		Expect(spec.Consolidation.Budget).NotTo(BeNil())
+		Expect(spec.Consolidation.Budget.Nodes).To(HaveValue(Equal("10%")))
+
 		Expect(spec.Backoff).NotTo(BeNil())
 		Expect(spec.Backoff.Initial).To(Equal(duration("5m")))
 		Expect(spec.Backoff.Max).To(Equal(duration("30m")))
@@ -93,6 +99,10 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 				UtilizationThreshold: ptr.To("0.65"), UnneededTime: duration("1m30s"),
 				SkipNodesWithLocalStorage: ptr.To(false), SkipNodesWithSystemPods: ptr.To(false), SkipNodesWithCustomControllerPods: ptr.To(false),
 				IgnoreDaemonSetsUtilization: ptr.To(true), MaxDrainParallelism: ptr.To[int32](10), CordonNodeBeforeTerminating: ptr.To(true),
+			}
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{
+				Policy: autoscalingv1alpha1.ConsolidationDelete, ConsolidateAfter: duration("0s"),
+				Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("100%")},
 			}
 			spec.StartupTaints = []autoscalingv1alpha1.TaintKey{"example.com/cni-not-ready", "NodeNotInitialized"}
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{"example.com/gpu-health"}
@@ -173,6 +183,18 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("an instance type priced twice", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "0.192"}, {InstanceType: "m5.xlarge", Price: "0.2"}}
 		}, "spec.instanceTypePrices[1]: Duplicate value"),
+		Entry("unknown consolidation policy", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Policy: "Replace"}
+		}, "spec.consolidation.policy: Unsupported value: \"Replace\": supported values: \"Disabled\", \"Delete\""),
+		Entry("negative consolidateAfter", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{ConsolidateAfter: duration("-1m")}
+		}, "consolidateAfter must not be negative"),
+		Entry("disruption budget over 100%", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("101%")}}
+		}, "spec.consolidation.budget.nodes in body should match"),
+		Entry("disruption budget that is no number", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("-1")}}
+		}, "spec.consolidation.budget.nodes in body should match"),
 		Entry("priority expander without priorities", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		}, "expanderPriorities must be set when the priority expander is used"),

@@ -119,6 +119,10 @@ const (
 	NodeKept NodeScaleDown = "Kept"
 )
 
+// ConsolidationReason is the Reason of a node that consolidation removes;
+// its Message names the nodes removed together and what that saves.
+const ConsolidationReason = "Consolidation"
+
 // NodeExplanation says whether scale-down removes a node, and why.
 type NodeExplanation struct {
 	// Name is the Node's name.
@@ -141,7 +145,8 @@ type NodeExplanation struct {
 	UtilizationPercent *int32 `json:"utilizationPercent,omitempty"`
 
 	// Reason is why the node is kept, in one CamelCase word (e.g.
-	// NotUnderutilized, BlockedByPod, NotUnneededLongEnough).
+	// NotUnderutilized, BlockedByPod, NotUnneededLongEnough), or
+	// ConsolidationReason for a node consolidation removes.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 

@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -92,3 +94,41 @@ func BenchmarkPlan(b *testing.B) {
 }
 
 var _ nodegroups.NodeGroup = &st.NodeGroup{}
+
+// BenchmarkConsolidate measures a planning pass with delete consolidation
+// on, over the clusters of 1,000 nodes of BenchmarkPlan under a threshold
+// that keeps every node from scale-down, so that consolidation runs: the
+// nodes it removes are the 9-pod ones, whose pods fit on the others, up
+// to its budget and its simulations. It must take under a second.
+func BenchmarkConsolidate(b *testing.B) {
+	for _, size := range benchmark.PlanSizes {
+		if size.Nodes != 1000 {
+			continue
+		}
+		b.Run(size.Name(podsPerNode), func(b *testing.B) {
+			in := underutilizedCluster(size.Nodes, size.Groups)
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			snap, heap := benchmark.NewSnapshot(in)
+			opts := options(func(o *scaledown.Options) {
+				o.Groups.ScaleDownUtilizationThreshold = 0.1
+				o.Consolidation = scaledown.ConsolidationOptions{
+					Policy: scaledown.ConsolidationDelete, Budget: intstr.FromString("10%"),
+					MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
+				}
+			})
+			b.ReportAllocs()
+			var plan *scaledown.Plan
+			cpu := benchmark.StartCPU(b)
+			for b.Loop() {
+				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+			}
+			cpu.Report()
+			if plan.Consolidation == nil {
+				b.Fatal("consolidation removed nothing")
+			}
+			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
+			heap.Report(b)
+		})
+	}
+}

@@ -54,6 +54,9 @@ type Options struct {
 	Minimums ClusterMinimums
 	// NodeRules tell ready, starting and unready nodes apart.
 	NodeRules nodefacts.Rules
+	// Consolidation removes, on top of the unneeded nodes, those whose
+	// removal saves money while their pods fit elsewhere.
+	Consolidation ConsolidationOptions
 }
 
 // ClusterMinimums bound the totals of the cluster from below. They count
@@ -102,5 +105,5 @@ func (o Options) Validate() error {
 	case o.Groups.ScaleDownUnneededTime < 0 || o.Groups.ScaleDownUnreadyTime < 0 || o.DelayAfterAdd < 0 || o.DelayAfterDelete < 0 || o.DelayAfterFailure < 0:
 		return fmt.Errorf("durations must not be negative")
 	}
-	return nil
+	return o.Consolidation.validate()
 }

@@ -36,6 +36,8 @@ type Planner struct {
 	clock         clock.PassiveClock
 	unneededSince map[string]time.Time
 	lastScaleUp   time.Time
+	// stable is what consolidation remembers; nil while it is off.
+	stable *stability
 	// opts are those of the Plan in progress.
 	opts Options
 }
@@ -86,6 +88,9 @@ type Plan struct {
 	// on (Utilization.Value); nodes kept before they were measured, such
 	// as nodes of no group, have none.
 	Utilization map[string]float64
+	// Consolidation is what consolidation removes, nil when nothing: its
+	// removals are among Empty and Drain.
+	Consolidation *Consolidation
 }
 
 // Removal is a node to remove.
@@ -154,6 +159,11 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 		})
 	}
 	p.choose(now, progress, plan)
+	if opts.Consolidation.deletes() {
+		p.consolidate(ctx, snap, progress, plan, now)
+	} else {
+		p.stable = nil
+	}
 	logger.V(4).Info("Planned scale-down", "unneeded", len(plan.Unneeded), "empty", len(plan.Empty), "drain", len(plan.Drain))
 	return plan
 }

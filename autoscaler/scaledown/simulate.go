@@ -74,19 +74,13 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
+	// Built here, not returned by a function, the pass and its maps stay
+	// on the stack.
 	state := &pass{
 		sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), snap.PodDisruptionBudgets()),
 		movedOnto: map[string][]simulator.Placement{}, scans: sched.NewScans(),
 	}
-	for _, nodeInfo := range snap.NodeInfos() {
-		if !progress.Deleting[nodeInfo.Name()] {
-			state.totals.Add(nodeInfo.LimitCapacity())
-		}
-	}
-	for _, group := range snap.NodeGroups() {
-		state.sizes[group.ID()] = group.TargetSize()
-	}
-	p.removeDeleting(ctx, sched, progress, state)
+	p.startPass(ctx, sched, progress, state)
 
 	logger := klog.FromContext(ctx)
 	var unneeded []*unneededNode
@@ -100,6 +94,22 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 		unneeded = append(unneeded, &unneededNode{candidate: c, empty: empty})
 	}
 	return unneeded
+}
+
+// startPass starts a simulation pass with a new state, in a fork of the
+// scheduler's snapshot: the group sizes and totals of the cluster, and the
+// nodes being deleted gone, their pods moved.
+func (p *Planner) startPass(ctx context.Context, sched *simulator.Scheduler, progress Progress, state *pass) {
+	snap := sched.Snapshot()
+	for _, nodeInfo := range snap.NodeInfos() {
+		if !progress.Deleting[nodeInfo.Name()] {
+			state.totals.Add(nodeInfo.LimitCapacity())
+		}
+	}
+	for _, group := range snap.NodeGroups() {
+		state.sizes[group.ID()] = group.TargetSize()
+	}
+	p.removeDeleting(ctx, sched, progress, state)
 }
 
 // removeDeleting takes the nodes being deleted out of the snapshot and

@@ -188,6 +188,9 @@ func explanationOf(loop autoscaler.Status) autoscalingv1alpha1.Explanation {
 		if decision.Removing {
 			node.ScaleDown = autoscalingv1alpha1.NodeRemoving
 		}
+		if decision.Consolidation != "" {
+			node.Reason, node.Message = autoscalingv1alpha1.ConsolidationReason, truncate(decision.Consolidation, maxReasonLength)
+		}
 		if decision.Measured {
 			node.UtilizationPercent = ptr.To(int32(math.Round(decision.Utilization * 100)))
 		}

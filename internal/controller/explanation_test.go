@@ -29,6 +29,7 @@ func TestExplanationOfALoop(t *testing.T) {
 		Nodes: []autoscaler.NodeDecision{
 			{Name: "a-0", NodeGroup: "MachineDeployment/ns/a", Removing: true, UnneededSince: since, Measured: true, Utilization: 0.104},
 			{Name: "a-1", NodeGroup: "MachineDeployment/ns/a", Kept: scaledown.Decision{Reason: scaledown.ReasonNotUnderutilized, Message: "utilization 0.80 is not below the threshold 0.50"}, Measured: true, Utilization: 0.8},
+			{Name: "b-0", NodeGroup: "MachineDeployment/ns/b", Removing: true, Consolidation: "consolidation: removing nodes b-0 saves 0.2/h", Measured: true, Utilization: 0.5},
 			{Name: "outside", Kept: scaledown.Decision{Reason: scaledown.ReasonNotAutoscaled, Message: "node belongs to no autoscaled node group"}},
 		},
 	}}
@@ -54,6 +55,8 @@ func TestExplanationOfALoop(t *testing.T) {
 			UnneededSince: &metav1.Time{Time: since.Truncate(time.Second)}},
 		{Name: "a-1", NodeGroup: "MachineDeployment/ns/a", ScaleDown: autoscalingv1alpha1.NodeKept, UtilizationPercent: ptr.To[int32](80),
 			Reason: "NotUnderutilized", Message: "utilization 0.80 is not below the threshold 0.50"},
+		{Name: "b-0", NodeGroup: "MachineDeployment/ns/b", ScaleDown: autoscalingv1alpha1.NodeRemoving, UtilizationPercent: ptr.To[int32](50),
+			Reason: "Consolidation", Message: "consolidation: removing nodes b-0 saves 0.2/h"},
 		{Name: "outside", ScaleDown: autoscalingv1alpha1.NodeKept, Reason: "NotAutoscaled", Message: "node belongs to no autoscaled node group"},
 	}))
 	g.Expect(explanation.OmittedNodes).To(BeZero())

@@ -7,21 +7,27 @@ package engineconfig
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // bytesPerGiB converts the GiB of spec.resourceLimits.memory to bytes.
 const bytesPerGiB = 1 << 30
+
+// disruptionBudget is what spec.consolidation.budget.nodes is written as.
+var disruptionBudget = regexp.MustCompile(autoscalingv1alpha1.DisruptionBudgetPattern)
 
 // Settings are the engine settings a ClusterAutoscaler asks for, for an
 // engine on clk, or what the manager refuses in it: the spec converted
@@ -128,6 +134,20 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 				return config, fmt.Errorf("spec.scaleDown.utilizationThreshold %q is not a decimal number: %w", *threshold, err)
 			}
 			sd.UtilizationThreshold = value
+		}
+	}
+
+	if consolidation := spec.Consolidation; consolidation != nil {
+		c := &config.Consolidation
+		if consolidation.Policy != "" {
+			c.Policy = scaledown.ConsolidationPolicy(consolidation.Policy)
+		}
+		c.ConsolidateAfter = duration(consolidation.ConsolidateAfter, c.ConsolidateAfter)
+		if budget := consolidation.Budget; budget != nil && budget.Nodes != nil {
+			if !disruptionBudget.MatchString(*budget.Nodes) {
+				return config, fmt.Errorf("spec.consolidation.budget.nodes %q is neither a number of nodes nor a percentage from 0%% to 100%%", *budget.Nodes)
+			}
+			c.Budget = intstr.Parse(*budget.Nodes)
 		}
 	}
 

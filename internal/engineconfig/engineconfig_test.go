@@ -7,12 +7,14 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 func TestFromSpec(t *testing.T) {
@@ -144,6 +146,31 @@ func TestFromSpec(t *testing.T) {
 			want: func(c *autoscaler.Config) {
 				c.Taints = autoscaler.TaintConfig{StartupTaints: []string{"example.com/cni-not-ready"}, StatusTaints: []string{"example.com/gpu-health"}}
 			},
+		},
+		{
+			name: "delete consolidation, its wait and a budget in nodes",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Policy:           autoscalingv1alpha1.ConsolidationDelete,
+				ConsolidateAfter: &metav1.Duration{Duration: 30 * time.Minute},
+				Budget:           &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("2")},
+			}},
+			want: func(c *autoscaler.Config) {
+				c.Consolidation.Policy = scaledown.ConsolidationDelete
+				c.Consolidation.ConsolidateAfter = 30 * time.Minute
+				c.Consolidation.Budget = intstr.FromInt32(2)
+			},
+		},
+		{
+			name: "a budget in percent of a group",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("25%")},
+			}},
+			want: func(c *autoscaler.Config) { c.Consolidation.Budget = intstr.FromString("25%") },
+		},
+		{
+			name:    "a budget that is neither nodes nor a percentage",
+			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("half")}}},
+			wantErr: true,
 		},
 		{
 			name:    "a price that is not a decimal",

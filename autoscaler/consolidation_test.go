@@ -1,0 +1,115 @@
+package autoscaler_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// halfEmptyCluster is a group of three 4-core 16Gi nodes, priced 0.2 an
+// hour, each half used on one resource at least, so that scale-down keeps
+// them all at its default threshold: the first runs 2 cores, the second
+// 8Gi, the third both. The pods of the first two fit on the third.
+func halfEmptyCluster() (*fakeGroup, []*corev1.Node, []*corev1.Pod) {
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode(), price: ptr.To[pricing.Price](200_000)}
+	nodes := group.addNodes(3)
+	pods := []*corev1.Pod{
+		st.Pod("cpu-0", "2", "", st.OwnedBy("cpu"), st.OnNode(nodes[0].Name)),
+		st.Pod("memory-0", "", "8Gi", st.OwnedBy("memory"), st.OnNode(nodes[1].Name)),
+		st.Pod("both-0", "2", "", st.OwnedBy("both"), st.OnNode(nodes[2].Name)),
+		st.Pod("both-1", "", "8Gi", st.OwnedBy("both"), st.OnNode(nodes[2].Name)),
+	}
+	return group, nodes, pods
+}
+
+// consolidatingConfig turns delete consolidation on, after the default
+// wait, with a budget of every node.
+func consolidatingConfig(config autoscaler.Config) autoscaler.Config {
+	config.Consolidation.Policy = scaledown.ConsolidationDelete
+	config.Consolidation.Budget = intstr.FromString("100%")
+	return config
+}
+
+// evicted are the names of the pods the engine evicted.
+func (f *fixture) evicted() []string {
+	var names []string
+	for _, action := range f.clientset.Actions() {
+		if action.GetVerb() == "create" && action.GetSubresource() == "eviction" {
+			names = append(names, action.(k8stesting.CreateAction).GetObject().(interface{ GetName() string }).GetName())
+		}
+	}
+	return names
+}
+
+func TestConsolidationDrainsTheNodesWhosePodsFitElsewhereOnlyWhenOn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(map[bool]string{false: "off", true: "on"}[on], func(t *testing.T) {
+			g := NewWithT(t)
+			group, nodes, pods := halfEmptyCluster()
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+			config := autoscaler.DefaultConfig()
+			if on {
+				config = consolidatingConfig(config)
+			}
+			f.apply(t, config)
+
+			f.runOnce(t)
+			g.Expect(f.evicted()).To(BeEmpty(), "not before consolidateAfter")
+			f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+			status := f.runOnce(t)
+
+			if !on {
+				g.Expect(f.evicted()).To(BeEmpty())
+				g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventConsolidation))
+				for _, node := range status.Explanation.Nodes {
+					g.Expect(node.Kept.Reason).To(Equal(scaledown.ReasonNotUnderutilized), node.Name)
+				}
+				return
+			}
+			message := "consolidation: removing nodes " + nodes[1].Name + ", " + nodes[0].Name + " saves 0.4/h"
+			g.Expect(f.evicted()).To(ConsistOf("cpu-0", "memory-0"), "both nodes are drained at once")
+			g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{group.id, corev1.EventTypeNormal, autoscaler.EventConsolidation, message}))
+			g.Expect(status.Explanation.Nodes).To(ConsistOf(
+				SatisfyAll(HaveField("Name", nodes[0].Name), HaveField("Removing", true), HaveField("Consolidation", message)),
+				SatisfyAll(HaveField("Name", nodes[1].Name), HaveField("Removing", true), HaveField("Consolidation", message)),
+				SatisfyAll(HaveField("Name", nodes[2].Name), HaveField("Removing", false), HaveField("Kept.Reason", scaledown.ReasonNotUnderutilized)),
+			))
+		})
+	}
+}
+
+// A DryRun engine records what consolidation would remove, and why, as a
+// scale-down decision, and writes nothing: no taint, no eviction, no event.
+func TestDryRunRecordsConsolidationAndWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	group, nodes, pods := halfEmptyCluster()
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+	config := consolidatingConfig(dryRunConfig())
+	f.apply(t, config)
+
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	status := f.runOnce(t)
+
+	g.Expect(status.Decisions).To(ConsistOf(SatisfyAll(
+		HaveField("Kind", autoscaler.ScaleDownDecision),
+		HaveField("Nodes", []string{nodes[0].Name, nodes[1].Name}),
+		HaveField("Groups", []autoscaler.GroupDelta{{ID: group.id, Delta: -2}}),
+	)))
+	g.Expect(status.Decisions[0].Message()).To(Equal("Would remove node(s) " + nodes[0].Name + ", " + nodes[1].Name + " [" + group.id + " -2]: " +
+		"consolidation: removing nodes " + nodes[1].Name + ", " + nodes[0].Name + " saves 0.4/h"))
+	f.expectNoWrites(g)
+	g.Expect(group.deletedNodes).To(BeEmpty())
+	g.Expect(group.decreases).To(BeEmpty())
+	g.Expect(f.groupRecorder.events).To(BeEmpty(), "no event on the objects behind node groups")
+}

@@ -1,0 +1,294 @@
+package scaledown_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// appPod returns a running pod of the ReplicaSet "app" labelled app=label
+// on the node.
+func appPod(name, cpu, memory, nodeName, label string, opts ...st.PodOption) *corev1.Pod {
+	return st.Pod(name, cpu, memory, append([]st.PodOption{st.OwnedBy("app"), st.OnNode(nodeName), st.WithPodLabels("app", label)}, opts...)...)
+}
+
+// halfEmpty are three 4-core 16Gi nodes, each half used on one resource at
+// least, so at the threshold 0.5 and kept by scale-down: "a" runs 2 cores,
+// "b" 8Gi, "c" 2 cores and 8Gi. Together their pods fill one node: "a" and
+// "b" can go, their pods moved onto "c" (directly or through each other).
+// The pod of "b" is labelled app=db, the others app=web; bPodOpts change it.
+func halfEmpty(bPodOpts ...st.PodOption) cluster {
+	return cluster{
+		nodes: []*corev1.Node{node("a"), node("b"), node("c")},
+		pods: []*corev1.Pod{
+			appPod("a-0", "2", "", "a", "web"),
+			appPod("b-0", "", "8Gi", "b", "db", bPodOpts...),
+			appPod("c-0", "2", "", "c", "web"), appPod("c-1", "", "8Gi", "c", "web"),
+		},
+	}
+}
+
+// consolidating are the test options with delete consolidation on, after
+// no wait, with a budget of every node.
+func consolidating(change ...func(*scaledown.Options)) scaledown.Options {
+	return options(append([]func(*scaledown.Options){func(o *scaledown.Options) {
+		o.Consolidation = scaledown.ConsolidationOptions{
+			Policy: scaledown.ConsolidationDelete, Budget: intstr.FromString("100%"), MaxSimulations: 100,
+		}
+	}}, change...)...)
+}
+
+// dbPDB is a budget over the pods labelled app=db, allowing no disruption.
+func dbPDB() *policyv1.PodDisruptionBudget {
+	budget := pdb("default", 0)
+	budget.Spec.Selector.MatchLabels = map[string]string{"app": "db"}
+	return budget
+}
+
+// A 4-core 16Gi node at the default rates.
+const defaultNodePrice = 4*pricing.DefaultPerCPU + 16*pricing.DefaultPerGiB
+
+func TestConsolidationRemovesTheNodesWhosePodsFitElsewhere(t *testing.T) {
+	const notUnder = scaledown.ReasonNotUnderutilized
+	tests := []struct {
+		name     string
+		cluster  cluster
+		group    func(*testGroup)
+		opts     scaledown.Options
+		progress scaledown.Progress
+		// wantRemoved are the nodes consolidation drains; nil when it
+		// decides nothing.
+		wantRemoved []string
+		wantKept    map[string]scaledown.Reason
+		wantSavings pricing.Price
+	}{
+		{
+			name:     "off, nothing happens: every node is at the threshold",
+			cluster:  halfEmpty(),
+			opts:     options(),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+		},
+		{
+			name:     "disabled, nothing happens",
+			cluster:  halfEmpty(),
+			opts:     consolidating(func(o *scaledown.Options) { o.Consolidation.Policy = scaledown.ConsolidationDisabled }),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+		},
+		{
+			name:        "on, two of the three half-empty nodes go together",
+			cluster:     halfEmpty(),
+			opts:        consolidating(),
+			wantRemoved: []string{"b", "a"},
+			wantKept:    map[string]scaledown.Reason{"c": notUnder},
+			wantSavings: 2 * defaultNodePrice,
+		},
+		{
+			name:        "a pod with safe-to-evict=false keeps its node",
+			cluster:     halfEmpty(withPodAnnotation(scaledown.SafeToEvictAnnotation, "false")),
+			opts:        consolidating(),
+			wantRemoved: []string{"a", "c"},
+			wantKept:    map[string]scaledown.Reason{"b": notUnder},
+			wantSavings: 2 * defaultNodePrice,
+		},
+		{
+			name:        "a pod with karpenter.sh/do-not-disrupt=true keeps its node",
+			cluster:     halfEmpty(withPodAnnotation(scaledown.DoNotDisruptAnnotation, "true")),
+			opts:        consolidating(),
+			wantRemoved: []string{"a", "c"},
+			wantKept:    map[string]scaledown.Reason{"b": notUnder},
+			wantSavings: 2 * defaultNodePrice,
+		},
+		{
+			name: "a PodDisruptionBudget that allows no disruption keeps its pod's node",
+			cluster: func() cluster {
+				c := halfEmpty()
+				c.pdbs = []*policyv1.PodDisruptionBudget{dbPDB()}
+				return c
+			}(),
+			opts:        consolidating(),
+			wantRemoved: []string{"a", "c"},
+			wantKept:    map[string]scaledown.Reason{"b": notUnder},
+			wantSavings: 2 * defaultNodePrice,
+		},
+		{
+			name:        "the group keeps its min size",
+			cluster:     halfEmpty(),
+			group:       func(g *testGroup) { g.Min = 2 },
+			opts:        consolidating(),
+			wantRemoved: []string{"b"},
+			wantKept:    map[string]scaledown.Reason{"a": notUnder, "c": notUnder},
+			wantSavings: defaultNodePrice,
+		},
+		{
+			name:        "a budget of one node removes one node",
+			cluster:     halfEmpty(),
+			opts:        consolidating(func(o *scaledown.Options) { o.Consolidation.Budget = intstr.FromInt32(1) }),
+			wantRemoved: []string{"b"},
+			wantKept:    map[string]scaledown.Reason{"a": notUnder, "c": notUnder},
+			wantSavings: defaultNodePrice,
+		},
+		{
+			name:        "a budget in percent of the group is rounded up: 10% of 3 nodes is one",
+			cluster:     halfEmpty(),
+			opts:        consolidating(func(o *scaledown.Options) { o.Consolidation.Budget = intstr.FromString("10%") }),
+			wantRemoved: []string{"b"},
+			wantKept:    map[string]scaledown.Reason{"a": notUnder, "c": notUnder},
+			wantSavings: defaultNodePrice,
+		},
+		{
+			name:     "a budget of 0 removes nothing",
+			cluster:  halfEmpty(),
+			opts:     consolidating(func(o *scaledown.Options) { o.Consolidation.Budget = intstr.FromInt32(0) }),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+		},
+		{
+			name:     "one simulation per pass tries the first candidate only",
+			cluster:  halfEmpty(),
+			opts:     consolidating(func(o *scaledown.Options) { o.Consolidation.MaxSimulations = 1 }),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "c": notUnder},
+			// "b" runs the pods worth least for its price.
+			wantRemoved: []string{"b"},
+			wantSavings: defaultNodePrice,
+		},
+		{
+			name:     "nodes that cost nothing save nothing",
+			cluster:  halfEmpty(),
+			group:    func(g *testGroup) { g.options.Price = ptr.To[pricing.Price](0) },
+			opts:     consolidating(),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+		},
+		{
+			name:     "it waits while nodes are being removed",
+			cluster:  cluster{nodes: []*corev1.Node{node("a"), node("b"), node("c"), node("going")}, pods: halfEmpty().pods},
+			opts:     consolidating(),
+			progress: scaledown.Progress{Deleting: map[string]bool{"going": true}, Draining: 1},
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder, "going": scaledown.ReasonCurrentlyBeingDeleted},
+		},
+		{
+			name: "it waits while scale-down removes an unneeded node",
+			cluster: func() cluster {
+				c := halfEmpty()
+				c.nodes = append(c.nodes, node("idle"))
+				return c
+			}(),
+			opts:     consolidating(),
+			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			g.Expect(tt.opts.Validate()).To(Succeed())
+			planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+			snap := tt.cluster.snapshot(tt.group)
+
+			plan := planner.Plan(ctx, snap, tt.opts, tt.progress)
+
+			g.Expect(reasons(plan.Kept)).To(Equal(tt.wantKept), "nodes kept")
+			if tt.wantRemoved == nil {
+				g.Expect(plan.Consolidation).To(BeNil())
+				return
+			}
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			g.Expect(names(plan.Consolidation.Removals)).To(Equal(tt.wantRemoved), "in the order chosen")
+			g.Expect(names(plan.Drain)).To(ConsistOf(tt.wantRemoved), "drained through the safe path")
+			g.Expect(plan.Empty).To(BeEmpty())
+			g.Expect(plan.Consolidation.Savings).To(Equal(tt.wantSavings))
+		})
+	}
+}
+
+func TestConsolidationMessageNamesTheNodesAndTheSavings(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+	plan := planner.Plan(ctx, halfEmpty().snapshot(func(g *testGroup) { g.options.Price = ptr.To[pricing.Price](192_000) }), consolidating(), scaledown.Progress{})
+	g.Expect(plan.Consolidation).NotTo(BeNil())
+	g.Expect(plan.Consolidation.Message()).To(Equal("consolidation: removing nodes b, a saves 0.384/h"))
+}
+
+// A node is a candidate once the cluster's nodes and its own pods have
+// stayed the same for consolidateAfter; a change starts the wait again.
+func TestConsolidationWaitsForTheClusterToSettle(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	planner := scaledown.NewPlanner(clk)
+	opts := consolidating(func(o *scaledown.Options) { o.Consolidation.ConsolidateAfter = 5 * time.Minute })
+	removed := func(c cluster) []string {
+		plan := planner.Plan(ctx, c.snapshot(nil), opts, scaledown.Progress{})
+		if plan.Consolidation == nil {
+			return nil
+		}
+		return names(plan.Consolidation.Removals)
+	}
+
+	g.Expect(removed(halfEmpty())).To(BeEmpty(), "the first sight starts the wait")
+	clk.Step(4 * time.Minute)
+	g.Expect(removed(halfEmpty())).To(BeEmpty())
+
+	// A new pod on "b", which requests nothing: its wait starts again, the
+	// others' goes on.
+	moved := halfEmpty()
+	moved.pods = append(moved.pods, appPod("b-1", "", "", "b", "web"))
+	clk.Step(time.Minute)
+	g.Expect(removed(moved)).To(Equal([]string{"a", "c"}), "b's pods changed a minute ago")
+	clk.Step(5 * time.Minute)
+	g.Expect(removed(moved)).To(Equal([]string{"b", "a"}))
+
+	// A node that joins the cluster starts the wait of all.
+	grown := moved
+	grown.nodes = append(grown.nodes[:3:3], node("d", st.WithTaint("dedicated", "other", corev1.TaintEffectNoSchedule)))
+	grown.pods = append(grown.pods[:len(grown.pods):len(grown.pods)], appPod("d-0", "4", "", "d", "web"))
+	clk.Step(time.Minute)
+	g.Expect(removed(grown)).To(BeEmpty(), "a node joined a minute ago")
+	clk.Step(5 * time.Minute)
+	g.Expect(removed(grown)).NotTo(BeEmpty())
+
+	// Turned off, it forgets: turned on again, it waits again.
+	planner.Plan(ctx, grown.snapshot(nil), options(), scaledown.Progress{})
+	g.Expect(removed(grown)).To(BeEmpty(), "turned on again just now")
+}
+
+func TestConsolidationOptionsAreValidated(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*scaledown.ConsolidationOptions)
+		wantErr string
+	}{
+		{name: "valid", change: func(*scaledown.ConsolidationOptions) {}},
+		{name: "off needs nothing else", change: func(o *scaledown.ConsolidationOptions) {
+			*o = scaledown.ConsolidationOptions{Policy: scaledown.ConsolidationDisabled}
+		}},
+		{name: "an unknown policy", change: func(o *scaledown.ConsolidationOptions) { o.Policy = "Replace" }, wantErr: "consolidation policy must be"},
+		{name: "a negative wait", change: func(o *scaledown.ConsolidationOptions) { o.ConsolidateAfter = -time.Second }, wantErr: "consolidateAfter"},
+		{name: "no simulation", change: func(o *scaledown.ConsolidationOptions) { o.MaxSimulations = 0 }, wantErr: "at least 1 simulation"},
+		{name: "a budget that is no number", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromString("many") }, wantErr: "neither a number nor a percentage"},
+		{name: "a budget over 100%", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromString("101%") }, wantErr: "from 0% to 100%"},
+		{name: "a negative budget", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromInt32(-1) }, wantErr: "from 0% to 100%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := consolidating()
+			tt.change(&opts.Consolidation)
+			err := opts.Validate()
+			if tt.wantErr == "" {
+				NewWithT(t).Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+		})
+	}
+}
