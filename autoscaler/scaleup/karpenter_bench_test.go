@@ -22,14 +22,16 @@ import (
 
 // BenchmarkKarpenterMix times one scale-up decision for the pods of
 // Karpenter's scheduling benchmark on an empty cluster with a node group
-// per instance type of Karpenter's fake catalogue (400), as
-// hack/karpenter-compare's BenchmarkCapiAutoscaler does without
-// Karpenter's modules, on 1 and 2 workers: the plans are the same.
+// per instance type of Karpenter's fake catalogue (400), or per 20th type
+// (20), as hack/karpenter-compare's BenchmarkCapiAutoscaler does without
+// Karpenter's modules, on 1 and 2 workers: the plans are the same. 20
+// groups and 500 pods are DefaultMinParallelWork; 100 pods stay on one
+// goroutine.
 func BenchmarkKarpenterMix(b *testing.B) {
-	for _, pods := range []int{1000} {
-		in := karpenterCluster(karpenterPods(pods), 400)
+	for _, size := range []struct{ every, pods int }{{1, 1000}, {20, 1000}, {20, 500}, {20, 100}} {
+		in := karpenterCluster(karpenterPods(size.pods), size.every)
 		for _, workers := range []int{1, 2} {
-			b.Run(fmt.Sprintf("groups=400/pods=%d/workers=%d", pods, workers), func(b *testing.B) {
+			b.Run(fmt.Sprintf("groups=%d/pods=%d/workers=%d", 400/size.every, size.pods, workers), func(b *testing.B) {
 				ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 				planner, err := scaleup.New(scaleup.Options{
 					PriorityCutoff:  -10,
@@ -63,13 +65,17 @@ func BenchmarkKarpenterMix(b *testing.B) {
 	}
 }
 
-// karpenterCluster is an empty cluster with a node group per instance type
-// of Karpenter's fake catalogue (cloudprovider/fake.InstanceTypes: the
-// i-th has i+1 cpus, 2(i+1) GiB and 10(i+1) pods), each in one zone of
-// three in turn, and pods pending as kube-scheduler leaves them.
-func karpenterCluster(pods []*corev1.Pod, instanceTypes int) snapshot.Input {
+// karpenterCluster is an empty cluster with a node group for every
+// every-th instance type of Karpenter's fake catalogue of 400
+// (cloudprovider/fake.InstanceTypes: the i-th has i+1 cpus, 2(i+1) GiB and
+// 10(i+1) pods), each in one zone of three in turn, and pods pending as
+// kube-scheduler leaves them.
+func karpenterCluster(pods []*corev1.Pod, every int) snapshot.Input {
 	in := snapshot.Input{}
-	for i := range instanceTypes {
+	for i := range 400 {
+		if (i+1)%every != 0 {
+			continue
+		}
 		name := fmt.Sprintf("fake-it-%d", i)
 		template := st.Node(name, fmt.Sprint(i+1), fmt.Sprintf("%dGi", 2*(i+1)),
 			st.WithAllocatable(corev1.ResourcePods, fmt.Sprint(10*(i+1))),
