@@ -1,6 +1,8 @@
 package scaleup
 
 import (
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -36,7 +38,9 @@ func podsOf(podGroups []*simulator.PodGroup) int {
 // forEach calls do for every i below n, with one of scheds: with one, in
 // order; with more, on a goroutine per scheduler, each taking the next i
 // until none is left. do keeps its result by i, so that the results are
-// in order whichever goroutine had which.
+// in order whichever goroutine had which. A panic of do panics on the
+// caller's goroutine, where the engine recovers it, with the worker's
+// stack: on its own goroutine it would end the process.
 func forEach(scheds []*simulator.Scheduler, n int, do func(sched *simulator.Scheduler, i int)) {
 	if len(scheds) == 1 {
 		for i := range n {
@@ -46,12 +50,22 @@ func forEach(scheds []*simulator.Scheduler, n int, do func(sched *simulator.Sche
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var panicked atomic.Pointer[string]
 	for _, sched := range scheds {
 		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					why := fmt.Sprintf("planning worker: %v\n%s", r, debug.Stack())
+					panicked.CompareAndSwap(nil, &why)
+				}
+			}()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				do(sched, i)
 			}
 		})
 	}
 	wg.Wait()
+	if why := panicked.Load(); why != nil {
+		panic(*why)
+	}
 }
