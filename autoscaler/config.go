@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,11 @@ type Config struct {
 	BalanceSimilarNodeGroups bool
 	// BalancingIgnoredLabels may differ between similar groups.
 	BalancingIgnoredLabels []string
+	// PlanningWorkers is how many goroutines a scale-up plan uses when a
+	// round has enough work (scaleup.Options.Workers); the plan is the
+	// same on any number. Not in the API: the process decides, by default
+	// GOMAXPROCS.
+	PlanningWorkers int
 
 	ScaleDown ScaleDownConfig
 	// Consolidation removes, while scale-down is on, the nodes whose
@@ -217,7 +223,8 @@ func DefaultConfig() Config {
 		MaxPendingPodsPerLoop: 10000,
 		MaxNodeProvisionTime:  15 * time.Minute,
 		// Upstream's default since cluster-autoscaler 1.33 (was random).
-		Expanders: []string{scaleup.ExpanderLeastWaste},
+		Expanders:       []string{scaleup.ExpanderLeastWaste},
+		PlanningWorkers: runtime.GOMAXPROCS(0),
 		ScaleDown: ScaleDownConfig{
 			Enabled:                true,
 			DelayAfterAdd:          10 * time.Minute,

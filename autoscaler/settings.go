@@ -84,6 +84,8 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 		BalancingIgnoredLabels:   config.BalancingIgnoredLabels,
 		NodeRules:                config.Taints.rules(),
 		Clock:                    clk,
+		Workers:                  config.PlanningWorkers,
+		MinParallelWork:          scaleup.DefaultMinParallelWork,
 	}
 	if len(config.Limits.GPUs) > 0 {
 		opts.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{}

@@ -51,6 +51,15 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Rand drives ExpanderRandom; nil seeds one from the clock.
 	Rand *rand.Rand
+	// Workers is how many goroutines a round of planning probes and
+	// estimates the node groups on, each on a branch of the simulator,
+	// when there is enough work; the plan is the same as on one. 0 or 1
+	// plans on the caller's goroutine alone.
+	Workers int
+	// MinParallelWork is the least work, node groups estimated times
+	// pending pods, for which a round uses Workers: below it, the branches
+	// cost more than they save (DefaultMinParallelWork).
+	MinParallelWork int
 }
 
 // Expander names.
@@ -89,6 +98,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxNodesPerScaleUp < 0 {
 		return fmt.Errorf("maxNodesPerScaleUp must not be negative, got %d", o.MaxNodesPerScaleUp)
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("workers must not be negative, got %d", o.Workers)
 	}
 	if o.MaxPendingPodsPerLoop < 0 {
 		return fmt.Errorf("maxPendingPodsPerLoop must not be negative, got %d", o.MaxPendingPodsPerLoop)

@@ -338,33 +338,54 @@ func (s *ScaleUp) round(sched *simulator.Scheduler, growable []*candidate, podGr
 			r.groupReasons[c.group.ID()] = ReasonMaxGroupSize
 			continue
 		}
-		probeCandidate(sched, c, podGroups)
 		candidates = append(candidates, c)
 	}
+	workers := s.workers(sched, len(candidates), podGroups)
+	// Every probe before any binpacking: binpacking reads the probes of
+	// the similar groups too.
+	forEach(workers, len(candidates), func(sched *simulator.Scheduler, i int) {
+		probeCandidate(sched, candidates[i], podGroups)
+	})
 	totals := totalsOf(sched.Snapshot().NodeInfos())
 	classes := simulator.FitClasses(podGroups)
-	balanced := map[string]*estimate{}
-	for _, c := range candidates {
+	// The estimate of each candidate, by the binpacking it takes: balanced,
+	// the nodes do not depend on which member leads, and the candidates
+	// with the same members share the first one's.
+	var binpacks []binpackOptions
+	binpackOf := make([]int, len(candidates))
+	balanced := map[string]int{}
+	for i, c := range candidates {
+		binpackOf[i] = -1
 		maxNodes, capReason := s.nodesAllowed(totals, c.template, planned)
 		if maxNodes <= 0 {
 			r.groupReasons[c.group.ID()] = capReason
 			continue
 		}
 		members := c.members()
-		// Balanced, the nodes do not depend on which member leads.
 		key := membersKey(members)
-		est := balanced[key]
-		if est == nil {
-			est = binpack(sched, binpackOptions{
-				members: members, balance: s.opts.BalanceSimilarNodeGroups,
-				podGroups: podGroups, maxNodes: maxNodes, capReason: capReason, classes: classes,
-			})
-			if s.opts.BalanceSimilarNodeGroups {
-				balanced[key] = est
-			}
+		if j, ok := balanced[key]; ok {
+			binpackOf[i] = j
+			continue
+		}
+		binpackOf[i] = len(binpacks)
+		if s.opts.BalanceSimilarNodeGroups {
+			balanced[key] = binpackOf[i]
+		}
+		binpacks = append(binpacks, binpackOptions{
+			members: members, balance: s.opts.BalanceSimilarNodeGroups,
+			podGroups: podGroups, maxNodes: maxNodes, capReason: capReason, classes: classes,
+		})
+	}
+	estimates := make([]*estimate, len(binpacks))
+	forEach(workers, len(binpacks), func(sched *simulator.Scheduler, j int) {
+		estimates[j] = binpack(sched, binpacks[j])
+	})
+	for i, c := range candidates {
+		if binpackOf[i] < 0 {
+			continue
 		}
 		// The same nodes, as the option of this group.
-		named := *est
+		named := *estimates[binpackOf[i]]
 		named.group, named.template = c.group, c.template
 		r.estimates = append(r.estimates, &named)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +130,20 @@ func (idx *draIndex) allocatePlaced(snap *snapshot.Snapshot) {
 				claims.place(nodeInfo)
 			}
 		}
+	}
+}
+
+// branch returns a copy of the index for a scheduler on a branch of the
+// snapshot, without forks: the branch's forks start from its allocations.
+func (idx *draIndex) branch() *draIndex {
+	onNode := make(map[string]sets.Set[string], len(idx.onNode))
+	for node, keys := range idx.onNode {
+		onNode[node] = keys.Clone()
+	}
+	return &draIndex{
+		ctx: idx.ctx, dra: idx.dra, celCache: idx.celCache,
+		allocations: maps.Clone(idx.allocations), generation: idx.generation,
+		allocated: idx.allocated.Clone(), holders: maps.Clone(idx.holders), onNode: onNode,
 	}
 }
 

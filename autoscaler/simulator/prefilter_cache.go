@@ -53,6 +53,13 @@ type preFilterCache struct {
 	resyncs int
 	// forks saves the cache at each fork; len(forks) is the fork level.
 	forks []savedCache
+	// shared is, in a branch (branch), its first fork level: the states
+	// of lower levels are shared with the cache it was branched from and
+	// the other branches. A copy of one takes the branch's own matches,
+	// by original in sharedMatches, which every fork of the branch adds
+	// to as forks of the original add to its matches.
+	shared        int
+	sharedMatches map[*podState]map[*snapshot.Identity]podMatch
 }
 
 // partStates are the states of one part, keyed by the parsed pod of the
@@ -128,6 +135,43 @@ func (c *preFilterCache) fork() {
 	})
 }
 
+// branch returns a copy of the cache, up to date, for a scheduler on a
+// branch of the snapshot (snapshot.Snapshot.Branch), one level deeper so
+// that the states both hold are copied before either changes them. The
+// slices are clipped: what the copy appends goes to arrays of its own.
+func (c *preFilterCache) branch(snap *snapshot.Snapshot) preFilterCache {
+	c.sync()
+	b := preFilterCache{
+		snap: snap, logger: c.logger, version: c.version,
+		antiAffinityPods: slices.Clip(c.antiAffinityPods),
+		states:           clonePartStates(c.states), tracked: clonePartStates(c.tracked),
+		stateKeys: [partCount]map[*snapshot.PodInfo]*snapshot.PodInfo{
+			maps.Clone(c.stateKeys[termsPart]), maps.Clone(c.stateKeys[labelsPart]),
+		},
+		keys:    maps.Clone(c.keys),
+		changes: slices.Clip(c.changes), lastAntiAffinity: c.lastAntiAffinity, resyncs: c.resyncs,
+		forks: slices.Clip(c.forks), sharedMatches: map[*podState]map[*snapshot.Identity]podMatch{},
+	}
+	b.fork()
+	b.shared = b.level()
+	return b
+}
+
+// own returns a copy of st for the current fork level to change.
+func (c *preFilterCache) own(st *podState) *podState {
+	copied := st.clone(c.level())
+	if st.level < c.shared && st.matches != nil {
+		// Other branches read the original's.
+		matches, ok := c.sharedMatches[st]
+		if !ok {
+			matches = maps.Clone(st.matches)
+			c.sharedMatches[st] = matches
+		}
+		copied.matches = matches
+	}
+	return copied
+}
+
 // revert restores the cache saved by the last fork, which must be there,
 // as the snapshot reverts to what it was then.
 func (c *preFilterCache) revert() {
@@ -154,7 +198,11 @@ func (c *preFilterCache) commit() {
 	// saved cache refers to them.
 	for _, states := range c.states {
 		for _, st := range states {
-			st.level = min(st.level, c.level())
+			// Written only when it changes: a branch's lower levels hold
+			// states that other branches read.
+			if st.level > c.level() {
+				st.level = c.level()
+			}
 		}
 	}
 }
@@ -221,7 +269,7 @@ func (c *preFilterCache) catchUp(st *podState) *podState {
 		return st
 	}
 	if st.level != c.level() {
-		st = st.clone(c.level())
+		st = c.own(st)
 		c.states[st.part][st.info], c.tracked[st.part][st.info] = st, st
 	}
 	for _, ch := range c.changes[st.synced:] {
@@ -254,7 +302,7 @@ func (c *preFilterCache) staleState(key *snapshot.PodInfo, part statePart) *podS
 		return nil
 	}
 	if st.level != c.level() {
-		st = st.clone(c.level())
+		st = c.own(st)
 		c.states[part][key] = st
 	}
 	return st

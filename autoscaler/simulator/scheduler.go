@@ -68,6 +68,38 @@ func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	return s
 }
 
+// CanBranch tells whether Branches may simulate the groups: pods with DRA
+// claims follow the allocations of one scheduler in their group, and the
+// volume index remembers what the pods with volume claims attach.
+func CanBranch(groups []*PodGroup) bool {
+	return !slices.ContainsFunc(groups, func(group *PodGroup) bool {
+		return len(group.first.Spec.ResourceClaims) > 0 || len(group.info.Claims) > 0
+	})
+}
+
+// Branches returns n schedulers, each on a branch of the snapshot
+// (snapshot.Snapshot.Branch) with what s derived so far, for simulations
+// of groups on n goroutines that start from the state of s: they give the
+// answers s would. It first derives what the scheduler keeps in the groups
+// themselves, so that the branches only read the groups. Only groups that
+// CanBranch may be simulated. s must not be used while its branches are,
+// and a branch's Revert and Commit must not go below the fork it starts
+// in.
+func (s *Scheduler) Branches(n int, groups []*PodGroup) []*Scheduler {
+	for _, group := range groups {
+		s.state(group)
+	}
+	branches := make([]*Scheduler, n)
+	for i := range branches {
+		snap := s.snap.Branch()
+		branches[i] = &Scheduler{
+			snap: snap, logger: s.logger,
+			cache: s.cache.branch(snap), volumes: s.volumes, dra: s.dra.branch(),
+		}
+	}
+	return branches
+}
+
 // Snapshot is the snapshot the scheduler works on.
 func (s *Scheduler) Snapshot() *snapshot.Snapshot { return s.snap }
 

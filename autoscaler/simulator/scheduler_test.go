@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -517,4 +518,75 @@ func TestSchedulerAgreesWithARebuiltOneOnPodsWithoutOwners(t *testing.T) {
 		}
 		g.Expect(verdicts(sched)).To(Equal(verdicts(nil)), "step %d", step)
 	}
+}
+
+// TestBranchesSimulateAsTheSchedulerWould runs the same simulations, each
+// in a fork with a node added, on a scheduler and on two branches of it on
+// goroutines of their own: the branches place every pod where the
+// scheduler does, and leave it, and its snapshot, as they were. Run with
+// -race, it also tells that the branches write nothing they share.
+func TestBranchesSimulateAsTheSchedulerWould(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	rnd := rand.New(rand.NewPCG(3, 5))
+	pick := func(values ...string) string { return values[rnd.IntN(len(values))] }
+	node := func(name, zone string) *corev1.Node {
+		return st.Node(name, "4", "8Gi", st.WithNodeLabels(zoneKey, zone, corev1.LabelHostname, name))
+	}
+	pod := func(i int) *corev1.Pod {
+		label := pick("a", "b", "c")
+		opts := []st.PodOption{st.WithPodLabels("app", label)}
+		switch i % 4 {
+		case 1:
+			opts = append(opts, zoneSpreadConstraint("app", label))
+		case 2:
+			opts = append(opts, requiredPodAffinity(podAffinityTerm(zoneKey, "app", label)))
+		case 3:
+			opts = append(opts, requiredPodAntiAffinity(podAffinityTerm(corev1.LabelHostname, "app", label)))
+		}
+		return st.Pod(fmt.Sprintf("p%d", i), pick("100m", "500m", "1"), pick("256Mi", "1Gi"), opts...)
+	}
+	var nodes []*corev1.Node
+	for i := range 5 {
+		nodes = append(nodes, node(fmt.Sprintf("n%d", i), pick("z1", "z2", "z3")))
+	}
+	sched := simulator.NewScheduler(ctx, snapshot.New(snapshot.Input{Nodes: nodes}))
+	var placed, pending []*corev1.Pod
+	for i := range 40 {
+		placed = append(placed, pod(i))
+		pending = append(pending, pod(100+i))
+	}
+	// The branches start from a fork with pods and a node added, as a
+	// plan's rounds leave it.
+	sched.Fork()
+	sched.SchedulePods(placed, simulator.ScheduleOptions{})
+	groups := simulator.GroupPods(pending)
+	sched.Prepare(groups...)
+	sched.Fork()
+	g.Expect(sched.AddNode(snapshot.NewNodeInfo(node("added", "z1")))).To(Succeed())
+	simulate := func(sched *simulator.Scheduler, i int) map[string]string {
+		sched.Fork()
+		defer sched.Revert()
+		g.Expect(sched.AddNode(snapshot.NewNodeInfo(node(fmt.Sprintf("new-%d", i), fmt.Sprintf("z%d", i%3+1))))).To(Succeed())
+		return placements(sched.ScheduleGroups(groups[i%len(groups):], simulator.ScheduleOptions{}))
+	}
+	const simulations = 12
+	// The branches first: what they derive, the scheduler has not.
+	got := make([]map[string]string, simulations)
+	var wg sync.WaitGroup
+	for b, branch := range sched.Branches(2, groups) {
+		wg.Go(func() {
+			for i := b; i < simulations; i += 2 {
+				got[i] = simulate(branch, i)
+			}
+		})
+	}
+	wg.Wait()
+	before := sched.Snapshot().NodeInfos()
+	var want []map[string]string
+	for i := range simulations {
+		want = append(want, simulate(sched, i))
+	}
+	g.Expect(got).To(Equal(want))
+	g.Expect(sched.Snapshot().NodeInfos()).To(Equal(before), "the scheduler's snapshot is as it was")
 }

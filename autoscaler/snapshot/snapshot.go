@@ -202,6 +202,22 @@ func (s *Snapshot) Fork() {
 	s.layers = append(s.layers, l)
 }
 
+// Branch returns a snapshot that shows what s shows now and changes apart
+// from it, in a fork of its own, so that simulations on several goroutines
+// can start from one state: a branch writes nothing that s or another
+// branch holds. s must not change while its branches are in use, and a
+// branch must not be reverted or committed below the fork it starts in.
+func (s *Snapshot) Branch() *Snapshot {
+	// The lists of the shared layers, built now: a branch that read them
+	// first would write them.
+	s.NodeInfos()
+	branch := *s
+	// Clipped: the branch's forks append to an array of its own.
+	branch.layers = slices.Clip(s.layers)
+	branch.Fork()
+	return &branch
+}
+
 // Revert drops the changes made since the last Fork. It does nothing when
 // there is no fork.
 func (s *Snapshot) Revert() {
