@@ -394,7 +394,8 @@ func kubeletDown(ctx context.Context, env *Env, op Operation) (Result, error) {
 	result := Result{Target: fmt.Sprintf("Node %s, pod %s stuck Terminating", name, klog.KObj(pod)), Undo: &Undo{
 		After: op.For, Name: "kubelet of Node " + name + " back",
 		Do: func(ctx context.Context, env *Env) error {
-			return errors.Join(env.setNodeLabel(ctx, name, label, ""), env.releasePod(ctx, pod))
+			// Deleted again, should its first deletion have failed.
+			return errors.Join(env.setNodeLabel(ctx, name, label, ""), ignoreGone(env.Stack.Workload.Client.Delete(ctx, pod)), env.releasePod(ctx, pod))
 		},
 	}}
 	if err := workload.Create(ctx, pod); err != nil {
