@@ -156,10 +156,10 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 		expectReady(ctx, mgmt, ca)
 
 		waited := latencies.Waited()
-		figures := fmt.Sprintf("soak %s, seed %d: %s of operations; %s; %d requests of the autoscaler, %d faults injected %v; %d invariant checks, %d violations; %d pods waited for a node: p50 %s, p99 %s, max %s; settled %s after the last operation",
+		figures := fmt.Sprintf("soak %s, seed %d: %s of operations; %s; %d requests of the autoscaler, %d faults injected %v; %d invariant checks, %d violations, %d Machines remediated by a MachineHealthCheck; %d pods waited for a node: p50 %s, p99 %s, max %s; settled %s after the last operation",
 			input.Stack.Topology(), input.Seed, soaked.Round(time.Second), soak.Summary(history),
 			faults.Requests-before.Requests, faults.Injected()-before.Injected(), faultCounts(before, faults),
-			invariants.Events(), len(invariants.Violations()),
+			invariants.Events(), len(invariants.Violations()), len(invariants.Accepted(framework.DeletedByRemediation)),
 			len(waited), soak.Percentile(waited, 50).Round(100*time.Millisecond), soak.Percentile(waited, 99).Round(100*time.Millisecond),
 			soak.Percentile(waited, 100).Round(100*time.Millisecond), quiescence.Round(time.Second))
 		AddReportEntry("soak", figures)
