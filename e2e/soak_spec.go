@@ -50,14 +50,19 @@ const soakQuiescenceTimeout = 5 * time.Minute
 // ClusterAutoscaler: workloads scaled, bursts with anti-affinity and
 // spread, pods that fit nowhere, pods deleted, PDBs; replicas written by
 // another client, bounds changed or removed, the group or the Cluster
-// paused, Machines and Nodes deleted by hand, rollouts; a DryRun
-// ClusterAutoscaler beside the Active one, its configuration changed, the
-// workload kubeconfig Secret rewritten, a CapacityBuffer resized; faults
-// through both proxies and the manager killed and started again. The
-// invariant watcher is checked after every operation; once the operations
-// are over and undone, every pod that fits a group must run, each group
-// settle with Ready Nodes, nothing of the autoscaler's be left, and the
-// manager be healthy. A violation names the seed and the operations
+// paused, Machines and Nodes deleted by hand, rollouts, a
+// MachineHealthCheck remediating a NotReady Node's Machine, a kubelet down
+// with a pod stuck Terminating; a DryRun ClusterAutoscaler beside the
+// Active one, its configuration changed, the workload kubeconfig Secret
+// rewritten, a CapacityBuffer resized, ProvisioningRequests of both
+// classes created and deleted; faults through both proxies, the workload
+// API server unreachable, and the manager killed and started again. The
+// invariant watcher, which accepts the deletions of Machines a rollout or
+// a remediation removes, is checked after every operation; once the
+// operations are over and undone, every pod that fits a group must run,
+// each group settle with Ready Nodes, no ProvisioningRequest be left
+// half-provisioned, nothing of the autoscaler's be left, and the manager
+// be healthy. A violation names the seed and the operations
 // before it. The figures go to the report and to soak.txt in the stack's
 // log directory.
 func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
@@ -96,7 +101,7 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 		bufferTemplate := soak.BufferPodTemplate(namespace.Name, cluster.Name)
 		Expect(workload.Create(ctx, bufferTemplate)).To(Succeed())
 
-		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true, AcceptRemediation: true})
 		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 		latencies := soak.WatchPodLatencies(ctx, input.Stack, namespace.Name)
 
@@ -118,10 +123,12 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 			framework.DeleteClusterAutoscaler(ctx, mgmt, trial)
 			framework.DeleteClusterAutoscaler(ctx, mgmt, ca)
 		})
-		// Should the spec fail in the middle of a restart or of faults,
-		// the next specs get a manager and no faults.
+		// Should the spec fail in the middle of a restart, of faults or of
+		// a kubelet down, the next specs get a manager, no faults and the
+		// soak's namespace deleted.
 		DeferCleanup(func() {
 			env.StopFaults()
+			Expect(env.ReleaseStuckPods(ctx)).To(Succeed())
 			select {
 			case <-input.Manager().Exited():
 				Expect(env.StartManager(ctx, "capi-autoscaler-soak-after-failure")).To(Succeed())
@@ -149,10 +156,10 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 		expectReady(ctx, mgmt, ca)
 
 		waited := latencies.Waited()
-		figures := fmt.Sprintf("soak %s, seed %d: %s of operations; %s; %d requests of the autoscaler, %d faults injected %v; %d invariant checks, %d violations; %d pods waited for a node: p50 %s, p99 %s, max %s; settled %s after the last operation",
+		figures := fmt.Sprintf("soak %s, seed %d: %s of operations; %s; %d requests of the autoscaler, %d faults injected %v; %d invariant checks, %d violations, %d Machines remediated by a MachineHealthCheck; %d pods waited for a node: p50 %s, p99 %s, max %s; settled %s after the last operation",
 			input.Stack.Topology(), input.Seed, soaked.Round(time.Second), soak.Summary(history),
 			faults.Requests-before.Requests, faults.Injected()-before.Injected(), faultCounts(before, faults),
-			invariants.Events(), len(invariants.Violations()),
+			invariants.Events(), len(invariants.Violations()), len(invariants.Accepted(framework.DeletedByRemediation)),
 			len(waited), soak.Percentile(waited, 50).Round(100*time.Millisecond), soak.Percentile(waited, 99).Round(100*time.Millisecond),
 			soak.Percentile(waited, 100).Round(100*time.Millisecond), quiescence.Round(time.Second))
 		AddReportEntry("soak", figures)

@@ -16,9 +16,11 @@ var (
 	soakDuration = flag.Duration("e2e.soak.duration", 10*time.Minute, "How long the soak (label soak) applies operations")
 )
 
-// ciSoakSeed is the seed of the short soak make test runs: a scale-up
-// while a group is paused, then its bounds removed and others changed.
-const ciSoakSeed = 16
+// ciSoakSeed is the seed of the short soak make test runs: a
+// check-capacity ProvisioningRequest, a scale-up (a spread burst) while a
+// group is paused, bounds changed, the workload API server black-holed,
+// then the other group paused.
+const ciSoakSeed = 141
 
 // The seeded soak (issue 46): operations, features and faults interleaved
 // from a seed, invariants checked over the whole history. It kills and

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,7 +67,12 @@ const (
 	DropWatch Fault = "DropWatch"
 )
 
-// AllFaults are every fault kind.
+// Unreachable counts, in Stats.Faults, the targeted requests an Outage
+// refused, black-holed or cut: it is not drawn at a rate, and not one of
+// AllFaults.
+const Unreachable Fault = "Unreachable"
+
+// AllFaults are every fault kind drawn at Faults.Rate.
 var AllFaults = []Fault{TooManyRequests, InternalError, ServiceUnavailable, Timeout, Delay, Conflict, DropWatch}
 
 // Faults say how often targeted requests fail, and how.
@@ -79,6 +85,29 @@ type Faults struct {
 	// Hold bounds Timeout's hold, Delay's delay and DropWatch's stream
 	// life; 5s when zero.
 	Hold time.Duration
+}
+
+// OutageMode is how an API server is unreachable.
+type OutageMode string
+
+const (
+	// Refuse closes the connection of each request without an answer, as
+	// a host whose API server is down resets it.
+	Refuse OutageMode = "Refuse"
+	// BlackHole holds each request unanswered until the outage ends or
+	// the client gives up, then closes its connection, as a network
+	// partition does.
+	BlackHole OutageMode = "BlackHole"
+)
+
+// Outage makes the API server unreachable for some targeted requests: new
+// ones are refused or black-holed, and those in flight, watches included,
+// are cut when it starts. The zero Outage ends it.
+type Outage struct {
+	Mode OutageMode
+	// Of picks the targeted requests the API server is unreachable for;
+	// every targeted request when nil.
+	Of func(*http.Request) bool
 }
 
 // Request is a targeted request as the proxy answered it.
@@ -178,8 +207,15 @@ type Proxy struct {
 	// upstreamDown is set while the API server is stopped or starting.
 	upstreamDown atomic.Bool
 
-	mu       sync.Mutex
-	faults   Faults
+	mu     sync.Mutex
+	faults Faults
+	outage Outage
+	// outageChanged is closed, and replaced, when the outage changes: it
+	// lets black-holed requests go.
+	outageChanged chan struct{}
+	// inFlight cancel the targeted requests being answered, to cut them
+	// when an outage starts.
+	inFlight map[*http.Request]context.CancelCauseFunc
 	random   *rand.Rand
 	stats    Stats
 	observer func(Request)
@@ -215,8 +251,10 @@ func Start(opts Options) (*Proxy, error) {
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
-		random: rand.New(rand.NewPCG(opts.Seed, opts.Seed)),
-		stats:  Stats{Faults: map[Fault]int{}, Forbidden: sets.New[string](), Used: sets.New[string](), CertificateRequests: sets.New[string]()},
+		random:        rand.New(rand.NewPCG(opts.Seed, opts.Seed)),
+		outageChanged: make(chan struct{}),
+		inFlight:      map[*http.Request]context.CancelCauseFunc{},
+		stats:         Stats{Faults: map[Fault]int{}, Forbidden: sets.New[string](), Used: sets.New[string](), CertificateRequests: sets.New[string]()},
 	}
 	p.asFrontProxy = p.reverseProxy(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{frontProxyCert}, MinVersion: tls.VersionTLS12})
 	p.asCaller = p.reverseProxy(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
@@ -251,6 +289,53 @@ func (p *Proxy) SetFaults(faults Faults) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.faults = faults
+}
+
+// SetOutage starts or, with the zero Outage, ends an outage from the next
+// request on, and cuts the requests in flight it applies to.
+func (p *Proxy) SetOutage(outage Outage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outage = outage
+	close(p.outageChanged)
+	p.outageChanged = make(chan struct{})
+	if outage.Mode == "" {
+		return
+	}
+	for req, cancel := range p.inFlight {
+		if outage.Of == nil || outage.Of(req) {
+			cancel(errCut)
+		}
+	}
+}
+
+// errCut cancels a request in flight that an outage cuts.
+var errCut = errors.New("cut by an outage")
+
+// unreachable is how the API server is unreachable for req, if it is, and
+// a channel closed when that changes.
+func (p *Proxy) unreachable(req *http.Request) (OutageMode, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outage.Mode == "" || (p.outage.Of != nil && !p.outage.Of(req)) {
+		return "", nil
+	}
+	return p.outage.Mode, p.outageChanged
+}
+
+// track registers a targeted request in flight, with a context an outage
+// cancels, until untrack is called.
+func (p *Proxy) track(req *http.Request) (tracked *http.Request, untrack func()) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight[req] = cancel
+	return req.WithContext(ctx), func() {
+		p.mu.Lock()
+		delete(p.inFlight, req)
+		p.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // SetUpstreamReady tells the proxy whether its API server is ready. While
@@ -305,6 +390,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
+	if mode, changed := p.unreachable(req); mode != "" {
+		p.record(Request{Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+			Namespace: info.Namespace, Name: nameOf(info, req), UserAgent: req.UserAgent(), Status: 499, Fault: Unreachable})
+		if mode == BlackHole {
+			select {
+			case <-changed:
+			case <-req.Context().Done():
+			}
+		}
+		// Closes the connection without an answer.
+		panic(http.ErrAbortHandler)
+	}
+	req, untrack := p.track(req)
+	defer untrack()
 	if p.opts.TargetsNeedTokens && forward == p.asFrontProxy {
 		// Authenticated by its client certificate.
 		p.refuseCertificate(w, Request{Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
@@ -328,11 +427,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Deferred: the reverse proxy aborts the handler with a panic when a
 	// stream it copies is cut.
 	defer func() {
+		if errors.Is(context.Cause(req.Context()), errCut) {
+			fault = Unreachable
+		}
 		p.record(Request{
 			Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: nameOf(info, req), UserAgent: req.UserAgent(),
 			Status: recorder.status(), Fault: fault, Denied: denied.Load(), Body: body,
 		})
+	}()
+	// A request an outage cuts gets no answer: its connection is closed,
+	// after whatever it streamed.
+	defer func() {
+		if errors.Is(context.Cause(req.Context()), errCut) {
+			panic(http.ErrAbortHandler)
+		}
 	}()
 	switch fault {
 	case "":
@@ -603,4 +712,29 @@ func (r *statusRecorder) status() int {
 		return 499
 	}
 	return r.code
+}
+
+// ServiceAccountCaller picks the requests that authenticate with a token
+// of the ServiceAccount namespace/name, as its subject claim says: the
+// proxy passes tokens on without verifying them, the API server does.
+func ServiceAccountCaller(namespace, name string) func(*http.Request) bool {
+	subject := "system:serviceaccount:" + namespace + ":" + name
+	return func(req *http.Request) bool {
+		token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			return false
+		}
+		parts := strings.Split(token, ".")
+		if len(parts) != 3 {
+			return false
+		}
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			return false
+		}
+		var claims struct {
+			Subject string `json:"sub"`
+		}
+		return json.Unmarshal(payload, &claims) == nil && claims.Subject == subject
+	}
 }

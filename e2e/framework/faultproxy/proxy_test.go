@@ -3,6 +3,7 @@ package faultproxy_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
@@ -344,4 +345,77 @@ func TestAnswersItselfWhileTheUpstreamIsNotReady(t *testing.T) {
 	f.proxy.SetUpstreamReady(true)
 	code, _, _ := f.do(g, f.admin, http.MethodGet, "/api/v1/nodes", "capi-autoscaler")
 	g.Expect(code).To(Equal(http.StatusOK))
+}
+
+// serviceAccountToken is an unsigned token whose subject is the
+// ServiceAccount namespace/name: the proxy reads the claim, the fake API
+// server checks nothing.
+func serviceAccountToken(namespace, name string) string {
+	payload, _ := json.Marshal(map[string]string{"sub": "system:serviceaccount:" + namespace + ":" + name})
+	return "e30." + base64.RawURLEncoding.EncodeToString(payload) + ".c2ln"
+}
+
+// get sends a GET with a bearer token; the error is the connection's.
+func (f fixture) get(path, userAgent, token string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, f.proxy.URL()+path, http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Authorization", "Bearer "+token)
+	return f.token.Do(req)
+}
+
+func TestRefusesTheRequestsOfAnOutage(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{Target: isAutoscaler})
+	workload, manager := serviceAccountToken("kube-system", "capi-autoscaler"), serviceAccountToken("capi-autoscaler-system", "manager")
+	f.proxy.SetOutage(faultproxy.Outage{Mode: faultproxy.Refuse, Of: faultproxy.ServiceAccountCaller("kube-system", "capi-autoscaler")})
+
+	_, err := f.get("/api/v1/nodes", "capi-autoscaler", workload)
+	g.Expect(err).To(HaveOccurred(), "the connection is closed without an answer")
+	for _, caller := range []struct{ userAgent, token string }{{"capi-autoscaler", manager}, {"kube-scheduler", workload}} {
+		resp, err := f.get("/api/v1/nodes", caller.userAgent, caller.token)
+		g.Expect(err).NotTo(HaveOccurred(), "%s is not cut off", caller.userAgent)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		_ = resp.Body.Close()
+	}
+	g.Expect(f.proxy.Stats().Faults).To(Equal(map[faultproxy.Fault]int{faultproxy.Unreachable: 1}))
+
+	f.proxy.SetOutage(faultproxy.Outage{})
+	resp, err := f.get("/api/v1/nodes", "capi-autoscaler", workload)
+	g.Expect(err).NotTo(HaveOccurred(), "the zero Outage ends it")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+}
+
+func TestBlackHolesRequestsAndCutsWatchesUntilTheOutageEnds(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, faultproxy.Options{Target: isAutoscaler})
+	token := serviceAccountToken("kube-system", "capi-autoscaler")
+	watch, err := f.get("/api/v1/pods?watch=true", "capi-autoscaler", token)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer watch.Body.Close()
+	streamed := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(watch.Body)
+		streamed <- err
+	}()
+
+	f.proxy.SetOutage(faultproxy.Outage{Mode: faultproxy.BlackHole})
+	g.Eventually(streamed).Should(Receive(HaveOccurred()), "the watch in flight is cut, not ended cleanly")
+	answered := make(chan error, 1)
+	started := time.Now()
+	go func() {
+		resp, err := f.get("/api/v1/nodes", "capi-autoscaler", token)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		answered <- err
+	}()
+	g.Consistently(answered, 300*time.Millisecond).ShouldNot(Receive(), "a new request is held")
+	f.proxy.SetOutage(faultproxy.Outage{})
+	g.Eventually(answered).Should(Receive(HaveOccurred()), "let go without an answer once the outage ends")
+	g.Expect(time.Since(started)).To(BeNumerically("<", 5*time.Second), "not left to the client's timeout")
+	g.Expect(f.proxy.Stats().Faults).To(Equal(map[faultproxy.Fault]int{faultproxy.Unreachable: 2}))
 }

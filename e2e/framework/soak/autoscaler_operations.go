@@ -2,16 +2,19 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 )
@@ -97,4 +100,45 @@ func BufferPodTemplate(namespace, cluster string) *corev1.PodTemplate {
 			}},
 		}},
 	}
+}
+
+// provision creates a PodTemplate of pods of op.CPUMilli on the soak's
+// Cluster and a ProvisioningRequest of op.Class for op.Replicas of them,
+// both named op.Request.
+func provision(ctx context.Context, env *Env, op Operation) (Result, error) {
+	workload := env.Stack.Workload.Client
+	template := &corev1.PodTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: op.Request},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{framework.ClusterLabel: env.Cluster.Name},
+			Containers: []corev1.Container{{
+				Name: "worker", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: *resource.NewMilliQuantity(op.CPUMilli, resource.DecimalSI),
+				}},
+			}},
+		}},
+	}
+	request := &provisioningv1.ProvisioningRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: op.Request},
+		Spec: provisioningv1.ProvisioningRequestSpec{
+			ProvisioningClassName: op.Class,
+			PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: template.Name}, Count: int32(op.Replicas)}},
+		},
+	}
+	result := Result{Target: "ProvisioningRequest " + klog.KObj(request).String()}
+	if err := workload.Create(ctx, template); err != nil {
+		return result, err
+	}
+	return result, workload.Create(ctx, request)
+}
+
+// endProvision deletes the ProvisioningRequest op.Request and its
+// PodTemplate.
+func endProvision(ctx context.Context, env *Env, op Operation) (Result, error) {
+	workload := env.Stack.Workload.Client
+	request := &provisioningv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: op.Request}}
+	template := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: op.Request}}
+	return Result{Target: "ProvisioningRequest " + klog.KObj(request).String()},
+		errors.Join(ignoreGone(workload.Delete(ctx, request)), ignoreGone(workload.Delete(ctx, template)))
 }

@@ -9,10 +9,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
@@ -20,9 +23,11 @@ import (
 
 // Checker checks a soak's invariants over its whole history: the
 // invariant watcher's (no Machine deleted without the autoscaler's mark
-// but those the soak deleted by hand or rolled out, replicas within
-// bounds) after every step, and, once the soak is quiet, that every pod
-// that fits runs and nothing of the autoscaler's is left. Each violation
+// but those the soak deleted by hand, rolled out or had a
+// MachineHealthCheck remediate, replicas within bounds) after every step,
+// and, once the soak is quiet, that every pod that fits runs, no
+// ProvisioningRequest is half-provisioned and nothing of the autoscaler's
+// is left. Each violation
 // names the seed, when it was seen, the operations before it and the
 // objects.
 type Checker struct {
@@ -77,9 +82,10 @@ type ExpectQuiescenceInput struct {
 
 // ExpectQuiescence waits until the soak's Cluster has settled once the
 // operations are over and their effects undone: every pod that fits some
-// group's template (FitsLabel) is Running, and every group has as many
+// group's template (FitsLabel) is Running, every group has as many
 // Machines as replicas, none being deleted, each Running with a Ready
-// Node. It returns how long that took.
+// Node, and no ProvisioningRequest is left half-provisioned. It returns
+// how long that took.
 func (c *Checker) ExpectQuiescence(ctx context.Context, input ExpectQuiescenceInput) time.Duration {
 	GinkgoHelper()
 	env := input.Env
@@ -97,6 +103,7 @@ func (c *Checker) ExpectQuiescence(ctx context.Context, input ExpectQuiescenceIn
 		for _, group := range env.Groups {
 			expectGroupSettled(ctx, g, env, group)
 		}
+		expectRequestsSettled(ctx, g, env)
 	}, input.Timeout, framework.AutoscalerPoll).Should(Succeed(), func() string {
 		return c.Report(time.Now(), fmt.Sprintf("the Cluster did not settle within %s of the last operation", input.Timeout))
 	})
@@ -116,6 +123,33 @@ func expectGroupSettled(ctx context.Context, g Gomega, env *Env, group client.Ob
 		node := &corev1.Node{}
 		g.Expect(env.Stack.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
 		g.Expect(nodefacts.KubeletReady(node)).To(BeTrue(), "Node %s is not Ready", node.Name)
+	}
+}
+
+// expectRequestsSettled expects no ProvisioningRequest of the soak left
+// half-provisioned: none with an atomic scale-up in progress (in its
+// status or its Provisioned condition); an atomic one Provisioned, which
+// the engine answers once every node of its scale-up is up and all its
+// pods fit, or Failed, which it answers once the nodes it added are
+// removed (the groups settled shows they are); a check-capacity one
+// answered. Booked capacity is not checked as free room: the scheduler
+// may place later pods in it, as upstream, and the engine keeps it only
+// from scale-down.
+func expectRequestsSettled(ctx context.Context, g Gomega, env *Env) {
+	requests := &provisioningv1.ProvisioningRequestList{}
+	g.Expect(env.Stack.Workload.Client.List(ctx, requests, client.InNamespace(env.Namespace))).To(Succeed())
+	for _, r := range requests.Items {
+		conditions := r.Status.Conditions
+		g.Expect(r.Status.ProvisioningClassDetails).NotTo(HaveKey(provisioningv1.ScaleUpDetail), "ProvisioningRequest %s keeps a scale-up in progress: %v", r.Name, conditions)
+		if meta.IsStatusConditionTrue(conditions, provisioningv1.FailedCondition) || meta.IsStatusConditionTrue(conditions, provisioningv1.BookingExpiredCondition) {
+			continue
+		}
+		provisioned := meta.FindStatusCondition(conditions, provisioningv1.ProvisionedCondition)
+		g.Expect(provisioned).NotTo(BeNil(), "ProvisioningRequest %s is not answered: %v", r.Name, conditions)
+		g.Expect(provisioned.Reason).NotTo(Equal(provisioningv1.ScaleUpInProgressReason), "ProvisioningRequest %s keeps a scale-up in progress", r.Name)
+		if r.Spec.ProvisioningClassName == provisioningv1.BestEffortAtomicScaleUpProvisioningClass {
+			g.Expect(provisioned.Status).To(Equal(metav1.ConditionTrue), "atomic ProvisioningRequest %s is neither Provisioned nor Failed: %v", r.Name, conditions)
+		}
 	}
 }
 

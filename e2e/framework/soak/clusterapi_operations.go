@@ -17,6 +17,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
 
 // group is the soak's node group at index i, to read again.
@@ -299,4 +300,142 @@ func rollout(ctx context.Context, env *Env, op Operation) (Result, error) {
 		md.Spec.Template.Spec.InfrastructureRef.Name = next.Name
 		return nil
 	})
+}
+
+// remediationTimeout is how long a Node must be NotReady before the
+// soak's MachineHealthChecks find its Machine unhealthy.
+const remediationTimeout = 5
+
+// remediate puts a MachineHealthCheck on the group and makes the Node of
+// one of its Machines, op.Pick among them, NotReady: the
+// MachineHealthCheck finds the Machine unhealthy and Cluster API deletes
+// it (the invariant watcher accepts remediation) and its MachineSet
+// replaces it. After op.For the MachineHealthCheck goes and the Node, if
+// it is still there (a paused Cluster or group holds remediation off),
+// is Ready again.
+func remediate(ctx context.Context, env *Env, op Operation) (Result, error) {
+	mgmt := env.Stack.Management.Client
+	md := env.group(op.Group)
+	machines, err := env.liveMachines(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	var nodes []string
+	for _, m := range machines {
+		if m.Labels[clusterv1.MachineDeploymentNameLabel] == md.Name && m.Status.NodeRef.IsDefined() {
+			nodes = append(nodes, m.Status.NodeRef.Name)
+		}
+	}
+	node, ok := pick(nodes, op.Pick)
+	if !ok {
+		return Result{Target: groupTarget(md), Skipped: "no Machine with a Node"}, nil
+	}
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: md.Namespace, Name: fmt.Sprintf("%s-%d", md.Name, op.Seq)},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: env.Cluster.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: md.Name}},
+			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](remediationTimeout),
+			}}},
+		},
+	}
+	result := Result{Target: fmt.Sprintf("MachineHealthCheck %s, Node %s NotReady", klog.KObj(mhc), node)}
+	if err := mgmt.Create(ctx, mhc); err != nil {
+		return result, err
+	}
+	result.Undo = &Undo{After: op.For, Name: fmt.Sprintf("MachineHealthCheck %s deleted, Node %s Ready", mhc.Name, node), Do: func(ctx context.Context, env *Env) error {
+		return errors.Join(ignoreGone(env.Stack.Management.Client.Delete(ctx, mhc)), env.setNodeLabel(ctx, node, localstack.NodeNotReadyLabel, ""))
+	}}
+	return result, env.setNodeLabel(ctx, node, localstack.NodeNotReadyLabel, "true")
+}
+
+// kubeletGoneFinalizer holds a pod Terminating as a kubelet that is down
+// does: nothing confirms that its containers ended.
+const kubeletGoneFinalizer = "soak.e2e.capi-autoscaler.io/kubelet-gone"
+
+// stuckGracePeriod is the grace period of the pod KubeletDown leaves
+// Terminating: longer than any soak.
+const stuckGracePeriod = 3600
+
+// kubeletDown takes the kubelet of a Node of the soak's Cluster, op.Pick
+// among them, down for op.For: it reports the Node NotReady or, op.Dead,
+// stops posting its status (its conditions turn Unknown). A pod on the
+// Node, with a long grace period, is deleted meanwhile and stays
+// Terminating until the kubelet is back.
+func kubeletDown(ctx context.Context, env *Env, op Operation) (Result, error) {
+	workload := env.Stack.Workload.Client
+	nodes := &corev1.NodeList{}
+	if err := workload.List(ctx, nodes, client.MatchingLabels{framework.ClusterLabel: env.Cluster.Name}); err != nil {
+		return Result{}, err
+	}
+	var names []string
+	for _, node := range nodes.Items {
+		if node.DeletionTimestamp == nil {
+			names = append(names, node.Name)
+		}
+	}
+	name, ok := pick(names, op.Pick)
+	if !ok {
+		return Result{Skipped: "no Node"}, nil
+	}
+	label := localstack.NodeNotReadyLabel
+	if op.Dead {
+		label = localstack.NodeKubeletDeadLabel
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: fmt.Sprintf("stuck-%d", op.Seq), Finalizers: []string{kubeletGoneFinalizer}},
+		Spec: corev1.PodSpec{
+			NodeName:                      name,
+			TerminationGracePeriodSeconds: ptr.To[int64](stuckGracePeriod),
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	result := Result{Target: fmt.Sprintf("Node %s, pod %s stuck Terminating", name, klog.KObj(pod)), Undo: &Undo{
+		After: op.For, Name: "kubelet of Node " + name + " back",
+		Do: func(ctx context.Context, env *Env) error {
+			// Deleted again, should its first deletion have failed.
+			return errors.Join(env.setNodeLabel(ctx, name, label, ""), ignoreGone(env.Stack.Workload.Client.Delete(ctx, pod)), env.releasePod(ctx, pod))
+		},
+	}}
+	if err := workload.Create(ctx, pod); err != nil {
+		return Result{Target: result.Target}, err
+	}
+	return result, errors.Join(env.setNodeLabel(ctx, name, label, "true"), workload.Delete(ctx, pod))
+}
+
+// setNodeLabel sets a label of a Node, or removes it when value is empty;
+// a Node that is gone needs none.
+func (env *Env) setNodeLabel(ctx context.Context, name, key, value string) error {
+	return ignoreGone(update(ctx, env.Stack.Workload.Client, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, func(node *corev1.Node) error {
+		labels := node.GetLabels()
+		framework.SetOrDelete(&labels, key, value)
+		node.SetLabels(labels)
+		return nil
+	}))
+}
+
+// ReleaseStuckPods lets the pods KubeletDown left Terminating go, for a
+// soak that failed before undoing it: they would hold their namespace's
+// deletion.
+func (env *Env) ReleaseStuckPods(ctx context.Context) error {
+	pods := &corev1.PodList{}
+	if err := env.Stack.Workload.Client.List(ctx, pods, client.InNamespace(env.Namespace)); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range pods.Items {
+		if slices.Contains(pods.Items[i].Finalizers, kubeletGoneFinalizer) {
+			errs = append(errs, env.releasePod(ctx, &pods.Items[i]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releasePod removes the finalizer that holds a pod Terminating.
+func (env *Env) releasePod(ctx context.Context, pod *corev1.Pod) error {
+	return ignoreGone(update(ctx, env.Stack.Workload.Client, pod, func(p *corev1.Pod) error {
+		p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == kubeletGoneFinalizer })
+		return nil
+	}))
 }

@@ -41,6 +41,9 @@ type Env struct {
 	// faults counts the Faults operations, so that the end of one does
 	// not stop a later one.
 	faults int
+	// outages counts the WorkloadUnreachable operations, so that the end
+	// of one does not end a later one.
+	outages int
 }
 
 // Undo is what an operation does later, when its effect ends: a pause
@@ -82,6 +85,7 @@ var appliers = map[Kind]func(ctx context.Context, env *Env, op Operation) (Resul
 	DeleteMachine: deleteMachine, DeleteNode: deleteNode, Rollout: rollout,
 	ToggleDryRun: toggleDryRun, Configure: configure, RotateKubeconfig: rotateKubeconfig, SetBuffer: setBuffer,
 	Faults: injectFaults, RestartManager: restartManager,
+	Remediate: remediate, KubeletDown: kubeletDown, Provision: provision, EndProvision: endProvision, WorkloadUnreachable: workloadUnreachable,
 }
 
 // update reads obj again, changes it with mutate and patches it with an

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 )
 
 // Kind is what an operation does.
@@ -54,6 +56,18 @@ const (
 	Rollout Kind = "Rollout"
 )
 
+// Cluster API operations on a group's Nodes, in the workload cluster.
+const (
+	// Remediate puts a MachineHealthCheck on a group and makes a Node of
+	// it NotReady: Cluster API deletes and replaces its Machine. The
+	// MachineHealthCheck goes, and the Node is Ready again if it is still
+	// there, after a while.
+	Remediate Kind = "Remediate"
+	// KubeletDown takes a Node's kubelet down for a while, NotReady or
+	// dead (no more status), with a pod on it stuck Terminating.
+	KubeletDown Kind = "KubeletDown"
+)
+
 // Autoscaler operations.
 const (
 	// ToggleDryRun creates, or deletes, a DryRun ClusterAutoscaler beside
@@ -69,6 +83,15 @@ const (
 	SetBuffer Kind = "SetBuffer"
 )
 
+// ProvisioningRequests, in the workload cluster.
+const (
+	// Provision creates a ProvisioningRequest, of either class the
+	// autoscaler serves, for pods that fit.
+	Provision Kind = "Provision"
+	// EndProvision deletes a ProvisioningRequest Provision created.
+	EndProvision Kind = "EndProvision"
+)
+
 // Faults.
 const (
 	// Faults makes the fault proxies fail a share of the autoscaler's
@@ -76,6 +99,14 @@ const (
 	Faults Kind = "Faults"
 	// RestartManager kills the manager (SIGKILL) and starts it again.
 	RestartManager Kind = "RestartManager"
+)
+
+// Faults of reach.
+const (
+	// WorkloadUnreachable makes the workload API server unreachable for
+	// the autoscaler's workload requests for a while: refused, or
+	// black-holed.
+	WorkloadUnreachable Kind = "WorkloadUnreachable"
 )
 
 // Placement of a Burst's pods.
@@ -97,11 +128,13 @@ const (
 const (
 	// SteadyWorkloads is how many steady Deployments ScaleWorkload scales.
 	SteadyWorkloads = 3
-	// DemandBudgetMilli bounds the cpu of the fitting pods and buffers
-	// that exist at any time, in millicores.
+	// DemandBudgetMilli bounds the cpu of the fitting pods, buffers and
+	// ProvisioningRequests that exist at any time, in millicores.
 	DemandBudgetMilli = 7000
 	// maxBursts bounds the Bursts alive at once.
 	maxBursts = 3
+	// maxRequests bounds the ProvisioningRequests alive at once.
+	maxRequests = 2
 	// maxAntiAffine bounds a Burst's pods that need a node each: the
 	// groups at their base max sizes have at least this many nodes.
 	maxAntiAffine = 3
@@ -166,6 +199,17 @@ type Operation struct {
 	Rate float64
 	// UnneededTime Configure sets.
 	UnneededTime time.Duration
+	// Class of the ProvisioningRequest Provision creates.
+	Class string
+	// Request names the ProvisioningRequest that Provision creates (of
+	// Replicas pods of CPUMilli) and EndProvision deletes.
+	Request string
+	// Dead says KubeletDown kills the kubelet, which stops posting the
+	// Node's status, rather than have it report the Node NotReady.
+	Dead bool
+	// BlackHole says WorkloadUnreachable holds requests unanswered rather
+	// than refuse them.
+	BlackHole bool
 }
 
 // Name says what the operation does, parameters included.
@@ -202,6 +246,16 @@ func (op Operation) Name() string {
 		return fmt.Sprintf("%s to %d", op.Kind, op.Replicas)
 	case Faults:
 		return fmt.Sprintf("%s %.0f%% for %s", op.Kind, op.Rate*100, op.For)
+	case Provision:
+		return fmt.Sprintf("%s %s: %s, %d pods of %dm", op.Kind, op.Request, op.Class, op.Replicas, op.CPUMilli)
+	case EndProvision:
+		return fmt.Sprintf("%s %s", op.Kind, op.Request)
+	case Remediate:
+		return fmt.Sprintf("%s group %d, #%d, for %s", op.Kind, op.Group, op.Pick, op.For)
+	case KubeletDown:
+		return fmt.Sprintf("%s #%d, %s for %s", op.Kind, op.Pick, map[bool]string{false: "NotReady", true: "dead"}[op.Dead], op.For)
+	case WorkloadUnreachable:
+		return fmt.Sprintf("%s, %s, for %s", op.Kind, map[bool]string{false: "refused", true: "black-holed"}[op.BlackHole], op.For)
 	}
 	return string(op.Kind)
 }
@@ -228,6 +282,9 @@ type Generator struct {
 	bursts    []burst
 	bufferPod int
 	bursted   int
+
+	requests  []burst
+	requested int
 }
 
 type burst struct {
@@ -247,8 +304,11 @@ var weights = []struct {
 }{
 	{ScaleWorkload, 10}, {Burst, 6}, {EndBurst, 5}, {UnfitPods, 1}, {DeletePod, 4}, {TogglePDB, 2},
 	{WriteReplicas, 3}, {SetBounds, 3}, {PauseGroup, 2}, {PauseCluster, 1}, {DeleteMachine, 2}, {DeleteNode, 2}, {Rollout, 1},
+	{Remediate, 1}, {KubeletDown, 2},
 	{ToggleDryRun, 2}, {Configure, 2}, {RotateKubeconfig, 2}, {SetBuffer, 2},
+	{Provision, 3}, {EndProvision, 2},
 	{Faults, 3}, {RestartManager, 1},
+	{WorkloadUnreachable, 2},
 }
 
 // Kinds are every kind the generator draws.
@@ -335,7 +395,36 @@ func (g *Generator) fill(op *Operation) {
 		g.bufferPod = op.Replicas
 	case Faults:
 		op.Rate = []float64{0.1, 0.3, 0.5}[g.rng.IntN(3)]
+	case Provision:
+		op.Class = []string{provisioningv1.CheckCapacityProvisioningClass, provisioningv1.BestEffortAtomicScaleUpProvisioningClass}[g.rng.IntN(2)]
+		op.CPUMilli = []int64{500, 1000}[g.rng.IntN(2)]
+		op.Replicas = min(1+g.rng.IntN(3), int((DemandBudgetMilli-g.demand())/op.CPUMilli))
+		if op.Replicas == 0 || len(g.requests) == maxRequests {
+			g.endRequest(op)
+			return
+		}
+		g.requested++
+		op.Request = fmt.Sprintf("request-%d", g.requested)
+		g.requests = append(g.requests, burst{name: op.Request, milli: int64(op.Replicas) * op.CPUMilli})
+	case EndProvision:
+		g.endRequest(op)
+	case KubeletDown:
+		op.Dead = g.rng.IntN(2) == 0
+	case WorkloadUnreachable:
+		op.BlackHole = g.rng.IntN(2) == 0
 	}
+}
+
+// endRequest makes op delete the oldest ProvisioningRequest, or end a
+// burst when there is none.
+func (g *Generator) endRequest(op *Operation) {
+	if len(g.requests) == 0 {
+		g.endBurst(op)
+		return
+	}
+	op.Kind = EndProvision
+	op.Request = g.requests[0].name
+	g.requests = g.requests[1:]
 }
 
 // endBurst makes op end the oldest burst, or scale a steady Deployment to
@@ -353,7 +442,8 @@ func (g *Generator) endBurst(op *Operation) {
 	g.bursts = g.bursts[1:]
 }
 
-// demand is the cpu the fitting pods and the buffer of the model request.
+// demand is the cpu the fitting pods, the buffer and the
+// ProvisioningRequests of the model request.
 func (g *Generator) demand() int64 {
 	var milli int64
 	for i, replicas := range g.steady {
@@ -361,6 +451,10 @@ func (g *Generator) demand() int64 {
 	}
 	for _, b := range g.bursts {
 		milli += b.milli
+	}
+	// A ProvisioningRequest's pods are booked their room.
+	for _, r := range g.requests {
+		milli += r.milli
 	}
 	return milli + int64(g.bufferPod)*BufferCPUMilli
 }

@@ -1,9 +1,12 @@
 package soak
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
+
+	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 )
 
 func plan(seed uint64, n int) []Operation {
@@ -46,18 +49,46 @@ func TestDifferentSeedsDifferentOperations(t *testing.T) {
 // soak knows, so that none is dead weight.
 func TestEveryKindDrawn(t *testing.T) {
 	drawn := map[Kind]int{}
+	variants := map[string]int{}
 	for _, op := range plan(7, 2000) {
 		drawn[op.Kind]++
+		switch op.Kind {
+		case Provision:
+			variants[op.Class]++
+		case KubeletDown:
+			variants[fmt.Sprintf("dead kubelet %t", op.Dead)]++
+		case WorkloadUnreachable:
+			variants[fmt.Sprintf("black hole %t", op.BlackHole)]++
+		}
 	}
 	for _, kind := range Kinds() {
 		if drawn[kind] == 0 {
 			t.Errorf("%s never drawn in 2000 operations: %v", kind, drawn)
 		}
 	}
+	for _, variant := range []string{
+		provisioningv1.CheckCapacityProvisioningClass, provisioningv1.BestEffortAtomicScaleUpProvisioningClass,
+		"dead kubelet true", "dead kubelet false", "black hole true", "black hole false",
+	} {
+		if variants[variant] == 0 {
+			t.Errorf("%s never drawn in 2000 operations: %v", variant, variants)
+		}
+	}
+}
+
+// TestEveryKindHasAnApplier checks that the runner can apply every kind
+// the generator draws, rather than fail the operation at run time.
+func TestEveryKindHasAnApplier(t *testing.T) {
+	for _, kind := range Kinds() {
+		if _, ok := appliers[kind]; !ok {
+			t.Errorf("no applier for %s", kind)
+		}
+	}
 }
 
 // TestDemandWithinBudget replays the model's own bookkeeping from the
-// operations alone: the fitting pods and the buffer never ask for more
+// operations alone: the fitting pods, the buffer and the
+// ProvisioningRequests never ask for more
 // than DemandBudgetMilli, and anti-affine bursts never need more nodes
 // than the groups have at their base max sizes.
 func TestDemandWithinBudget(t *testing.T) {
@@ -67,7 +98,7 @@ func TestDemandWithinBudget(t *testing.T) {
 	}
 	for seed := uint64(0); seed < 20; seed++ {
 		var steady [SteadyWorkloads]int64
-		bursts := map[string]int64{}
+		bursts, requests := map[string]int64{}, map[string]int64{}
 		var buffer int64
 		for _, op := range plan(seed, 1000) {
 			switch op.Kind {
@@ -86,6 +117,16 @@ func TestDemandWithinBudget(t *testing.T) {
 					t.Fatalf("seed %d, %s: no such burst", seed, op.Name())
 				}
 				delete(bursts, op.Burst)
+			case Provision:
+				if op.Replicas < 1 {
+					t.Fatalf("seed %d, %s: an empty request", seed, op.Name())
+				}
+				requests[op.Request] = int64(op.Replicas) * op.CPUMilli
+			case EndProvision:
+				if _, ok := requests[op.Request]; !ok {
+					t.Fatalf("seed %d, %s: no such request", seed, op.Name())
+				}
+				delete(requests, op.Request)
 			case SetBuffer:
 				buffer = int64(op.Replicas) * BufferCPUMilli
 			case SetBounds:
@@ -100,11 +141,17 @@ func TestDemandWithinBudget(t *testing.T) {
 			for _, milli := range bursts {
 				demand += milli
 			}
+			for _, milli := range requests {
+				demand += milli
+			}
 			if demand > DemandBudgetMilli {
 				t.Fatalf("seed %d, after %s: demand %dm over the budget", seed, op.Name(), demand)
 			}
 			if len(bursts) > maxBursts {
 				t.Fatalf("seed %d, after %s: %d bursts", seed, op.Name(), len(bursts))
+			}
+			if len(requests) > maxRequests {
+				t.Fatalf("seed %d, after %s: %d requests", seed, op.Name(), len(requests))
 			}
 		}
 	}
