@@ -78,6 +78,41 @@ const (
 	RestartManager Kind = "RestartManager"
 )
 
+// Managers beside the suite's, and crashes of the one that acts.
+const (
+	// SecondManager starts a second manager beside the suite's for a
+	// while: only the holder of the Cluster's Lease may act.
+	SecondManager Kind = "SecondManager"
+	// KillLeader kills (SIGKILL) whichever manager holds the Cluster's
+	// Lease while a second one runs, starting one first if none does: the
+	// other takes over.
+	KillLeader Kind = "KillLeader"
+	// CrashAtWrite kills the manager that acts right after the API server
+	// accepted its Nth write of a kind (a CrashPoint), as a crash there
+	// would, and starts it again.
+	CrashAtWrite Kind = "CrashAtWrite"
+)
+
+// CrashPoint is the kind of write of the autoscaler right after which
+// CrashAtWrite kills the manager.
+type CrashPoint string
+
+const (
+	// CrashAfterScale is a /scale write of a MachineDeployment.
+	CrashAfterScale CrashPoint = "Scale"
+	// CrashAfterNodeWrite is a write of a Node: a deletion taint or a
+	// cordon placed or taken back.
+	CrashAfterNodeWrite CrashPoint = "NodeWrite"
+	// CrashAfterEviction is the eviction of a pod of a node being drained.
+	CrashAfterEviction CrashPoint = "Eviction"
+	// CrashAfterMark is a write of a Machine: its delete-machine mark
+	// placed or taken back.
+	CrashAfterMark CrashPoint = "Mark"
+)
+
+// CrashPoints are every CrashPoint, in the order a scale-down reaches them.
+var CrashPoints = []CrashPoint{CrashAfterScale, CrashAfterNodeWrite, CrashAfterEviction, CrashAfterMark}
+
 // Placement of a Burst's pods.
 type Placement string
 
@@ -166,6 +201,10 @@ type Operation struct {
 	Rate float64
 	// UnneededTime Configure sets.
 	UnneededTime time.Duration
+	// Point and Nth are the write CrashAtWrite kills the manager after:
+	// the Nth of its kind from when it is applied.
+	Point CrashPoint
+	Nth   int
 }
 
 // Name says what the operation does, parameters included.
@@ -202,6 +241,10 @@ func (op Operation) Name() string {
 		return fmt.Sprintf("%s to %d", op.Kind, op.Replicas)
 	case Faults:
 		return fmt.Sprintf("%s %.0f%% for %s", op.Kind, op.Rate*100, op.For)
+	case SecondManager:
+		return fmt.Sprintf("%s for %s", op.Kind, op.For)
+	case CrashAtWrite:
+		return fmt.Sprintf("%s after %s write #%d, within %s", op.Kind, op.Point, op.Nth, op.For)
 	}
 	return string(op.Kind)
 }
@@ -249,6 +292,7 @@ var weights = []struct {
 	{WriteReplicas, 3}, {SetBounds, 3}, {PauseGroup, 2}, {PauseCluster, 1}, {DeleteMachine, 2}, {DeleteNode, 2}, {Rollout, 1},
 	{ToggleDryRun, 2}, {Configure, 2}, {RotateKubeconfig, 2}, {SetBuffer, 2},
 	{Faults, 3}, {RestartManager, 1},
+	{SecondManager, 2}, {KillLeader, 1}, {CrashAtWrite, 1},
 }
 
 // Kinds are every kind the generator draws.
@@ -335,6 +379,9 @@ func (g *Generator) fill(op *Operation) {
 		g.bufferPod = op.Replicas
 	case Faults:
 		op.Rate = []float64{0.1, 0.3, 0.5}[g.rng.IntN(3)]
+	case CrashAtWrite:
+		op.Point = CrashPoints[g.rng.IntN(len(CrashPoints))]
+		op.Nth = 1 + g.rng.IntN(2)
 	}
 }
 

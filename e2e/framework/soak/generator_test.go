@@ -53,6 +53,29 @@ func TestEveryKindDrawn(t *testing.T) {
 		if drawn[kind] == 0 {
 			t.Errorf("%s never drawn in 2000 operations: %v", kind, drawn)
 		}
+		if _, ok := appliers[kind]; !ok {
+			t.Errorf("%s has no applier", kind)
+		}
+	}
+}
+
+// TestEveryCrashPointDrawn checks that CrashAtWrite kills after every
+// kind of write, the first or the second of its kind.
+func TestEveryCrashPointDrawn(t *testing.T) {
+	drawn := map[CrashPoint]map[int]bool{}
+	for _, op := range plan(7, 5000) {
+		if op.Kind != CrashAtWrite {
+			continue
+		}
+		if drawn[op.Point] == nil {
+			drawn[op.Point] = map[int]bool{}
+		}
+		drawn[op.Point][op.Nth] = true
+	}
+	for _, point := range CrashPoints {
+		if !drawn[point][1] || !drawn[point][2] {
+			t.Errorf("%s not drawn as the first and the second write: %v", point, drawn)
+		}
 	}
 }
 
