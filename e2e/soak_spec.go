@@ -150,6 +150,7 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 			Generator: soak.GeneratorOptions{Seed: input.Seed, MinWait: input.MinWait, MaxWait: input.MaxWait, MaxFor: input.MaxFor},
 		})
 		soaked := time.Since(started)
+		AddReportEntry("soak history", soak.Format(history.Entries()))
 		faults := statsOf(proxies)
 
 		By("Waiting for the Cluster to settle: every pod that fits runs, every group has its Ready Nodes")
