@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
@@ -25,7 +26,8 @@ type SoakSpecInput struct {
 	// workload cluster with (framework.CreateSimulatedClusterInput).
 	WorkloadKubeconfig []byte
 	// Manager returns the running manager; the soak kills it and starts
-	// its binary again with ManagerArgs, and tells Restarted.
+	// its binary again with ManagerArgs, and tells Restarted. Second
+	// managers run the same binary with the same arguments.
 	Manager     func() *localstack.Process
 	ManagerArgs []string
 	Restarted   func(*localstack.Process)
@@ -56,14 +58,19 @@ const soakQuiescenceTimeout = 5 * time.Minute
 // Active one, its configuration changed, the workload kubeconfig Secret
 // rewritten, a CapacityBuffer resized, ProvisioningRequests of both
 // classes created and deleted; faults through both proxies, the workload
-// API server unreachable, and the manager killed and started again. The
-// invariant watcher, which accepts the deletions of Machines a rollout or
-// a remediation removes, is checked after every operation; once the
-// operations are over and undone, every pod that fits a group must run,
-// each group settle with Ready Nodes, no ProvisioningRequest be left
-// half-provisioned, nothing of the autoscaler's be left, and the manager
-// be healthy. A violation names the seed and the operations
-// before it. The figures go to the report and to soak.txt in the stack's
+// API server unreachable, and the manager killed and started again; a
+// second manager beside the suite's for a while, the holder of the
+// Cluster's Lease killed while both run, the acting manager killed right
+// after one of its writes. The invariant watcher (evictions included; it
+// accepts the deletions of Machines a rollout or a remediation removes),
+// the managers' logs (at most one engine acting, only in the Lease's
+// holder, no panic) and the DryRun ClusterAutoscaler (nothing written,
+// stamped or recorded but Would* events) are checked after every
+// operation; once the operations are over and undone, every pod that fits
+// a group must run, each group settle with Ready Nodes, no
+// ProvisioningRequest be left half-provisioned, nothing of the
+// autoscaler's be left, and the manager be healthy. A violation names the
+// seed and the operations before it. The figures go to the report and to soak.txt in the stack's
 // log directory.
 func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 	var input SoakSpecInput
@@ -101,18 +108,21 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 		bufferTemplate := soak.BufferPodTemplate(namespace.Name, cluster.Name)
 		Expect(workload.Create(ctx, bufferTemplate)).To(Succeed())
 
-		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true, AcceptRemediation: true})
+		invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, AcceptRollouts: true, AcceptRemediation: true, CheckEvictions: true})
 		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
 		latencies := soak.WatchPodLatencies(ctx, input.Stack, namespace.Name)
 
+		managers := &soak.Managers{ClusterAutoscaler: client.ObjectKeyFromObject(ca), Cluster: cluster.Name}
+		managers.Add(input.Manager())
 		env := &soak.Env{
 			Stack: input.Stack, Namespace: namespace.Name, Cluster: cluster, Groups: groups,
 			ClusterAutoscaler: ca, BufferTemplate: bufferTemplate.Name, Invariants: invariants,
-			Manager: input.Manager,
+			Manager: input.Manager, ManagerArgs: input.ManagerArgs, Managers: managers,
 			StartManager: func(ctx context.Context, name string) error {
 				p, err := input.Stack.StartProcess(ctx, name, input.Manager().Binary(), input.ManagerArgs...)
 				if err == nil {
 					input.Restarted(p)
+					managers.Add(p)
 				}
 				return err
 			},
@@ -129,6 +139,7 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 		DeferCleanup(func() {
 			env.StopFaults()
 			Expect(env.ReleaseStuckPods(ctx)).To(Succeed())
+			Expect(env.StopObserving()).To(Succeed())
 			select {
 			case <-input.Manager().Exited():
 				Expect(env.StartManager(ctx, "capi-autoscaler-soak-after-failure")).To(Succeed())
@@ -138,13 +149,15 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 
 		proxies := framework.ProxiesOf(input.Stack)
 		before := statsOf(proxies)
-		checker := &soak.Checker{Seed: input.Seed, History: &soak.History{Seed: input.Seed}, Invariants: invariants, Manager: input.Manager}
+		checker := &soak.Checker{Seed: input.Seed, History: &soak.History{Seed: input.Seed}, Invariants: invariants, Manager: input.Manager, Env: env}
+		checker.Watch()
 		started := time.Now()
 		history := soak.Run(ctx, soak.RunInput{
 			Env: env, Checker: checker, Duration: input.Duration,
 			Generator: soak.GeneratorOptions{Seed: input.Seed, MinWait: input.MinWait, MaxWait: input.MaxWait, MaxFor: input.MaxFor},
 		})
 		soaked := time.Since(started)
+		AddReportEntry("soak history", soak.Format(history.Entries()))
 		faults := statsOf(proxies)
 
 		By("Waiting for the Cluster to settle: every pod that fits runs, every group has its Ready Nodes")

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -37,6 +38,9 @@ type WatchInvariantsInput struct {
 	// AcceptRemediation accepts the deletion of an unmarked Machine that a
 	// MachineHealthCheck found unhealthy: its owner remediates it.
 	AcceptRemediation bool
+	// CheckEvictions checks that the autoscaler removes no node with a pod
+	// it did not evict (UnevictedPods).
+	CheckEvictions bool
 }
 
 // What removed an unmarked Machine, when the spec accepts it.
@@ -55,7 +59,9 @@ const (
 //   - a Machine deleted that the autoscaler did not choose: it carries no
 //     delete-machine mark when Cluster API starts deleting it (unless the
 //     spec accepts rollouts and a newer MachineSet replaces the Machine's,
-//     or accepts remediation and a MachineHealthCheck found it unhealthy).
+//     or accepts remediation and a MachineHealthCheck found it unhealthy);
+//   - with CheckEvictions, a node the autoscaler removes with a pod it did
+//     not evict (UnevictedPods).
 //
 // It also records each MachineDeployment's replicas as they change, for
 // the specs that check a trajectory (e.g. that no group was scaled twice).
@@ -75,6 +81,11 @@ type Invariants struct {
 	events int
 	// replicas are the replicas each MachineDeployment had, by name.
 	replicas map[string][]ReplicasSeen
+	// podsOn lists the pods bound to a node of the workload cluster, with
+	// CheckEvictions; evictionsChecked are the Machines whose node's pods
+	// were checked.
+	podsOn           func(node string) ([]corev1.Pod, error)
+	evictionsChecked map[string]bool
 }
 
 // ReplicasSeen is a MachineDeployment's replicas from the moment the watch
@@ -97,6 +108,16 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		replicas:       map[string][]ReplicasSeen{},
 		acceptRollouts: input.AcceptRollouts, acceptRemediation: input.AcceptRemediation,
 		accepted: map[string][]string{}, byHand: map[string]string{},
+		evictionsChecked: map[string]bool{},
+	}
+	if input.CheckEvictions {
+		inv.podsOn = func(node string) ([]corev1.Pod, error) {
+			listCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			pods := &corev1.PodList{}
+			err := input.Stack.Workload.Client.List(listCtx, pods, client.MatchingFields{"spec.nodeName": node})
+			return pods.Items, err
+		}
 	}
 	watch := func(obj client.Object, check func(obj any)) {
 		informer, err := informers.GetInformer(ctx, obj)
@@ -160,7 +181,7 @@ func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
 		return
 	}
 	if _, marked := machine.Annotations[clusterv1.DeleteMachineAnnotation]; marked {
-		inv.record("")
+		inv.record(inv.checkEvictions(machine))
 		return
 	}
 	if cause := inv.acceptedCause(machine); cause != "" {
@@ -169,6 +190,65 @@ func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
 		return
 	}
 	inv.record(fmt.Sprintf("Machine %s is being deleted without the autoscaler's delete-machine mark", klog.KObj(machine)))
+}
+
+// checkEvictions checks, the first time the watch sees a Machine that
+// the autoscaler marked being deleted, that every pod of its node was
+// evicted or terminating (UnevictedPods). The Machine's deletion is when
+// the autoscaler's removal takes effect: Cluster API drains the node
+// next, and would evict what the autoscaler left. A Machine the spec
+// deleted by hand is not the autoscaler's removal.
+func (inv *Invariants) checkEvictions(machine *clusterv1.Machine) string {
+	if inv.podsOn == nil || !scalable.IsMarkedByAutoscaler(machine) || !machine.Status.NodeRef.IsDefined() {
+		return ""
+	}
+	inv.mu.Lock()
+	_, byHand := inv.byHand[machine.Name]
+	checked := inv.evictionsChecked[machine.Name]
+	inv.evictionsChecked[machine.Name] = true
+	inv.mu.Unlock()
+	if byHand || checked {
+		return ""
+	}
+	node := machine.Status.NodeRef.Name
+	pods, err := inv.podsOn(node)
+	if err != nil {
+		GinkgoWriter.Printf("Not checking the evictions of Node %s: %v\n", node, err)
+		return ""
+	}
+	if unevicted := UnevictedPods(pods, machine.DeletionTimestamp.Time); len(unevicted) > 0 {
+		return fmt.Sprintf("Machine %s is being deleted, marked by the autoscaler, with pods on its Node %s that were neither evicted nor terminating: %s",
+			klog.KObj(machine), node, strings.Join(unevicted, ", "))
+	}
+	return ""
+}
+
+// UnevictedPods are the pods of a node removed at a time that were
+// neither evicted nor terminating by then: of those bound to it, not of a
+// DaemonSet, not mirror pods, not finished, and whose deletion, if any,
+// started after. An evicted pod is gone, or terminating since before
+// its node's removal.
+func UnevictedPods(pods []corev1.Pod, removed time.Time) []string {
+	var unevicted []string
+	for _, pod := range pods {
+		if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		if owner := metav1.GetControllerOf(&pod); owner != nil && owner.Kind == "DaemonSet" {
+			continue
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
+			if !pod.DeletionTimestamp.Add(-grace).After(removed) {
+				continue
+			}
+		}
+		unevicted = append(unevicted, klog.KObj(&pod).String())
+	}
+	return unevicted
 }
 
 // acceptedCause is the cause the spec accepts for the deletion of an

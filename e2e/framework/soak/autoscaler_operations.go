@@ -37,6 +37,9 @@ func toggleDryRun(ctx context.Context, env *Env, _ Operation) (Result, error) {
 	if apierrors.IsAlreadyExists(err) {
 		return Result{Target: target + " (deleted)"}, ignoreGone(mgmt.Delete(ctx, trial))
 	}
+	if err == nil {
+		env.dryRuns = append(env.dryRuns, trial.UID)
+	}
 	return Result{Target: target + " (created)"}, err
 }
 

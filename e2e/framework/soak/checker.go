@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,28 +25,46 @@ import (
 // Checker checks a soak's invariants over its whole history: the
 // invariant watcher's (no Machine deleted without the autoscaler's mark
 // but those the soak deleted by hand, rolled out or had a
-// MachineHealthCheck remediate, replicas within bounds) after every step,
-// and, once the soak is quiet, that every pod that fits runs, no
-// ProvisioningRequest is half-provisioned and nothing of the autoscaler's
-// is left. Each violation
-// names the seed, when it was seen, the operations before it and the
-// objects.
+// MachineHealthCheck remediate, replicas within bounds, no node removed by
+// the autoscaler with a pod it did not evict) after every step, and, once
+// the soak is quiet, that every pod that fits runs, no ProvisioningRequest
+// is half-provisioned and nothing of the autoscaler's is left. After every
+// step too, from the managers' logs, that at most one engine of the
+// Active ClusterAutoscaler acts at any time, only in the holder of the
+// Cluster's Lease, and that no manager panicked or exited unbidden; and
+// that the DryRun ClusterAutoscaler changed nothing: no write of its
+// engine but its Would* events, no mark, taint or cordon of its stamp, no
+// event of an action. Each violation names the seed, when it was seen, the
+// operations before it and the objects.
 type Checker struct {
 	Seed       uint64
 	History    *History
 	Invariants *framework.Invariants
 	// Manager is the running manager, which must not exit.
 	Manager func() *localstack.Process
+	// Env is the soak's: its managers, and its DryRun ClusterAutoscalers.
+	Env *Env
 	// checked are the watcher's violations already checked.
 	checked int
+	// dryRunWrites are the writes of the DryRun ClusterAutoscaler's
+	// engines, once Watch was called.
+	dryRunWrites *dryRunWrites
+}
+
+// Watch starts watching the fault proxies for writes of the DryRun
+// ClusterAutoscaler's engines, until the spec ends.
+func (c *Checker) Watch() {
+	c.dryRunWrites = &dryRunWrites{trial: types.NamespacedName{Namespace: c.Env.Namespace, Name: c.Env.DryRunName()}}
+	DeferCleanup(c.Env.observe(c.dryRunWrites.observe))
 }
 
 // historyShown is how many operations a violation shows before it.
 const historyShown = 15
 
 // Check fails the spec at the first violation the watcher saw since the
-// last check, or once the manager has exited.
-func (c *Checker) Check(context.Context) {
+// last check, once the manager has exited, or at the first violation of
+// the managers' logs or of the DryRun ClusterAutoscaler.
+func (c *Checker) Check(ctx context.Context) {
 	GinkgoHelper()
 	select {
 	case <-c.Manager().Exited():
@@ -53,12 +72,33 @@ func (c *Checker) Check(context.Context) {
 	default:
 	}
 	violations := c.Invariants.TimedViolations()
-	if len(violations) == c.checked {
+	if len(violations) > c.checked {
+		first := violations[c.checked]
+		c.checked = len(violations)
+		c.Fail(first.At, first.Message)
+	}
+	if c.Env == nil {
 		return
 	}
-	first := violations[c.checked]
-	c.checked = len(violations)
-	c.Fail(first.At, first.Message)
+	now := time.Now()
+	histories, err := c.Env.Managers.histories()
+	Expect(err).NotTo(HaveOccurred(), "reading the managers' logs")
+	if violations := managerViolations(histories, now); len(violations) > 0 {
+		c.Fail(now, violations[0])
+	}
+	if c.dryRunWrites != nil {
+		if writes := c.dryRunWrites.take(); len(writes) > 0 {
+			c.Fail(writes[0].At, writes[0].Message)
+		}
+	}
+	stamps, err := c.checkDryRun(ctx)
+	if err != nil {
+		// A fault of the API server the soak reads through is no
+		// violation: the next check sees.
+		GinkgoWriter.Printf("checking the DryRun ClusterAutoscaler: %v\n", err)
+	} else if len(stamps) > 0 {
+		c.Fail(now, stamps[0])
+	}
 }
 
 // Fail fails the spec with a violation seen at a time.

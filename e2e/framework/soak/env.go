@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,20 @@ type Env struct {
 	// outages counts the WorkloadUnreachable operations, so that the end
 	// of one does not end a later one.
 	outages int
+
+	// ManagerArgs are the arguments a second manager is started with, the
+	// suite manager's.
+	ManagerArgs []string
+	// Managers are every manager the soak ran, StartManager's included.
+	Managers *Managers
+	// second is the last second manager started.
+	second *localstack.Process
+	// requests pass the fault proxies' requests to the operations and
+	// checks that observe them.
+	requests requestObservers
+	// dryRuns are the UIDs of the DryRun ClusterAutoscalers ToggleDryRun
+	// created.
+	dryRuns []types.UID
 }
 
 // Undo is what an operation does later, when its effect ends: a pause

@@ -84,6 +84,7 @@ func restartManager(ctx context.Context, env *Env, op Operation) (Result, error)
 	if err := manager.Kill(); err != nil {
 		return Result{}, err
 	}
+	env.Managers.Ended(manager, time.Now(), true)
 	select {
 	case <-manager.Exited():
 	case <-ctx.Done():

@@ -109,6 +109,41 @@ const (
 	WorkloadUnreachable Kind = "WorkloadUnreachable"
 )
 
+// Managers beside the suite's, and crashes of the one that acts.
+const (
+	// SecondManager starts a second manager beside the suite's for a
+	// while: only the holder of the Cluster's Lease may act.
+	SecondManager Kind = "SecondManager"
+	// KillLeader kills (SIGKILL) whichever manager holds the Cluster's
+	// Lease while a second one runs, starting one first if none does: the
+	// other takes over.
+	KillLeader Kind = "KillLeader"
+	// CrashAtWrite kills the manager that acts right after the API server
+	// accepted its Nth write of a kind (a CrashPoint), as a crash there
+	// would, and starts it again.
+	CrashAtWrite Kind = "CrashAtWrite"
+)
+
+// CrashPoint is the kind of write of the autoscaler right after which
+// CrashAtWrite kills the manager.
+type CrashPoint string
+
+const (
+	// CrashAfterScale is a /scale write of a MachineDeployment.
+	CrashAfterScale CrashPoint = "Scale"
+	// CrashAfterNodeWrite is a write of a Node: a deletion taint or a
+	// cordon placed or taken back.
+	CrashAfterNodeWrite CrashPoint = "NodeWrite"
+	// CrashAfterEviction is the eviction of a pod of a node being drained.
+	CrashAfterEviction CrashPoint = "Eviction"
+	// CrashAfterMark is a write of a Machine: its delete-machine mark
+	// placed or taken back.
+	CrashAfterMark CrashPoint = "Mark"
+)
+
+// CrashPoints are every CrashPoint, in the order a scale-down reaches them.
+var CrashPoints = []CrashPoint{CrashAfterScale, CrashAfterNodeWrite, CrashAfterEviction, CrashAfterMark}
+
 // Placement of a Burst's pods.
 type Placement string
 
@@ -210,6 +245,10 @@ type Operation struct {
 	// BlackHole says WorkloadUnreachable holds requests unanswered rather
 	// than refuse them.
 	BlackHole bool
+	// Point and Nth are the write CrashAtWrite kills the manager after:
+	// the Nth of its kind from when it is applied.
+	Point CrashPoint
+	Nth   int
 }
 
 // Name says what the operation does, parameters included.
@@ -256,6 +295,10 @@ func (op Operation) Name() string {
 		return fmt.Sprintf("%s #%d, %s for %s", op.Kind, op.Pick, map[bool]string{false: "NotReady", true: "dead"}[op.Dead], op.For)
 	case WorkloadUnreachable:
 		return fmt.Sprintf("%s, %s, for %s", op.Kind, map[bool]string{false: "refused", true: "black-holed"}[op.BlackHole], op.For)
+	case SecondManager:
+		return fmt.Sprintf("%s for %s", op.Kind, op.For)
+	case CrashAtWrite:
+		return fmt.Sprintf("%s after %s write #%d, within %s", op.Kind, op.Point, op.Nth, op.For)
 	}
 	return string(op.Kind)
 }
@@ -309,6 +352,7 @@ var weights = []struct {
 	{Provision, 3}, {EndProvision, 2},
 	{Faults, 3}, {RestartManager, 1},
 	{WorkloadUnreachable, 2},
+	{SecondManager, 2}, {KillLeader, 1}, {CrashAtWrite, 1},
 }
 
 // Kinds are every kind the generator draws.
@@ -412,6 +456,9 @@ func (g *Generator) fill(op *Operation) {
 		op.Dead = g.rng.IntN(2) == 0
 	case WorkloadUnreachable:
 		op.BlackHole = g.rng.IntN(2) == 0
+	case CrashAtWrite:
+		op.Point = CrashPoints[g.rng.IntN(len(CrashPoints))]
+		op.Nth = 1 + g.rng.IntN(2)
 	}
 }
 

@@ -76,6 +76,26 @@ func TestEveryKindDrawn(t *testing.T) {
 	}
 }
 
+// TestEveryCrashPointDrawn checks that CrashAtWrite kills after every
+// kind of write, the first or the second of its kind.
+func TestEveryCrashPointDrawn(t *testing.T) {
+	drawn := map[CrashPoint]map[int]bool{}
+	for _, op := range plan(7, 5000) {
+		if op.Kind != CrashAtWrite {
+			continue
+		}
+		if drawn[op.Point] == nil {
+			drawn[op.Point] = map[int]bool{}
+		}
+		drawn[op.Point][op.Nth] = true
+	}
+	for _, point := range CrashPoints {
+		if !drawn[point][1] || !drawn[point][2] {
+			t.Errorf("%s not drawn as the first and the second write: %v", point, drawn)
+		}
+	}
+}
+
 // TestEveryKindHasAnApplier checks that the runner can apply every kind
 // the generator draws, rather than fail the operation at run time.
 func TestEveryKindHasAnApplier(t *testing.T) {

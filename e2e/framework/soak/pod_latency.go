@@ -19,12 +19,16 @@ import (
 
 // PodLatencies watches the soak's pods that fit a group (FitsLabel) and
 // records, for each that kube-scheduler found Unschedulable, how long it
-// waited for a node: from when the watch first saw it Unschedulable to
-// when it first saw it bound.
+// waited for a node: from its creation, the wait its owner sees,
+// to when the watch first saw it bound.
 type PodLatencies struct {
-	mu            sync.Mutex
+	mu sync.Mutex
+	// unschedulable are the creation times of the pods seen
+	// Unschedulable and not bound yet; zero once counted.
 	unschedulable map[types.UID]time.Time
 	waited        []time.Duration
+	// now is the clock the binding is seen by.
+	now func() time.Time
 }
 
 // WatchPodLatencies starts watching the pods of namespace in the workload
@@ -36,7 +40,7 @@ func WatchPodLatencies(ctx context.Context, stack *localstack.Stack, namespace s
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	latencies := &PodLatencies{unschedulable: map[types.UID]time.Time{}}
+	latencies := newPodLatencies(time.Now)
 	informer, err := informers.GetInformer(ctx, &corev1.Pod{})
 	Expect(err).NotTo(HaveOccurred())
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -53,18 +57,25 @@ func (l *PodLatencies) see(obj any) {
 	if !ok || pod.Labels[FitsLabel] != "true" {
 		return
 	}
-	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	since, waiting := l.unschedulable[pod.UID]
+	created, waiting := l.unschedulable[pod.UID]
 	switch {
-	case pod.Spec.NodeName != "" && waiting && !since.IsZero():
-		l.waited = append(l.waited, now.Sub(since))
+	case pod.Spec.NodeName != "" && waiting && !created.IsZero():
+		l.waited = append(l.waited, l.now().Sub(created))
 		// Zero: counted, and never again.
 		l.unschedulable[pod.UID] = time.Time{}
 	case pod.Spec.NodeName == "" && !waiting && unschedulable(pod):
-		l.unschedulable[pod.UID] = now
+		// The watch may see it Unschedulable late, after a restart or
+		// while the scheduler retries: its wait started when it was
+		// created.
+		l.unschedulable[pod.UID] = pod.CreationTimestamp.Time
 	}
+}
+
+// newPodLatencies returns latencies measured with the clock now.
+func newPodLatencies(now func() time.Time) *PodLatencies {
+	return &PodLatencies{unschedulable: map[types.UID]time.Time{}, now: now}
 }
 
 func unschedulable(pod *corev1.Pod) bool {
