@@ -98,7 +98,7 @@ func TestAt(t *testing.T) {
 				t.Errorf("open: got %s, want none", open)
 			case tt.open[0] != "" && open == nil:
 				t.Errorf("open: got none, want %s", window(tt.open))
-			case open != nil && !(open.Opens.Equal(window(tt.open).Opens) && open.Closes.Equal(window(tt.open).Closes)):
+			case open != nil && (!open.Opens.Equal(window(tt.open).Opens) || !open.Closes.Equal(window(tt.open).Closes)):
 				t.Errorf("open: got %s, want %s", open, window(tt.open))
 			}
 			if want := window(tt.next); !next.Opens.Equal(want.Opens) || !next.Closes.Equal(want.Closes) {
