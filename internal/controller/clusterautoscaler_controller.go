@@ -318,10 +318,12 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		s.otherOwner = owner
 	}
 	if annotations.IsPaused(cluster, ca) {
-		r.Leases.Release(key)
 		if r.stopEngine(ctx, key) {
 			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, autoscaleAction, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
 		}
+		// Once the engine's loop has returned: another manager's engine
+		// may act as soon as the Lease is given back.
+		r.Leases.Release(key)
 		s.stop(autoscalingv1alpha1.ClusterPausedReason, fmt.Sprintf(
 			"Nothing is scaled while Cluster %s has spec.paused or the ClusterAutoscaler has the %s annotation", clusterKey(ca), clusterv1.PausedAnnotation))
 		return ctrl.Result{}, nil

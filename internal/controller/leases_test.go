@@ -10,12 +10,16 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 )
@@ -257,4 +261,63 @@ func TestAClusterLeaseTellsItsCurrentOwnerWhenTaken(t *testing.T) {
 		return toldNames
 	}).Should(ContainElement(second.Name), "the ClusterAutoscaler that owns the Lease is told")
 	g.Expect(toldNames).NotTo(ContainElement(first.Name), "the ClusterAutoscaler that no longer owns the Lease is told")
+}
+
+// Pausing a Cluster stops its engine before giving the Lease back: an
+// engine stopped while in a loop may be between a delete-machine mark and
+// the replicas write, and another manager that took the Lease meanwhile
+// would start an engine of its own on the Cluster.
+func TestAPausedClusterKeepsItsLeaseUntilItsEngineHasStopped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	g.Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workload"},
+		Spec:       clusterv1.ClusterSpec{Paused: ptr.To(true)},
+	}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "autoscaler"},
+		Spec:       autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: cluster.Name},
+	}
+	key := client.ObjectKeyFromObject(ca)
+	clientset := kubefake.NewClientset()
+	r := &ClusterAutoscalerReconciler{
+		Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, ca).
+			WithIndex(&autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName).Build(),
+		Recorder: events.NewFakeRecorder(10),
+		Leases: &ClusterLeases{Client: clientset.CoordinationV1(), Identity: "this-manager",
+			Timings: ClusterLeaseTimings{LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}},
+	}
+	defer r.Leases.ReleaseAll()
+	g.Eventually(func() bool {
+		held, _ := r.Leases.Hold(ctx, clusterKey(ca), key, func() {})
+		return held
+	}, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
+
+	// The engine's loop, stopped while it acts, reads who holds the
+	// Lease when it returns.
+	desired, err := desiredConfig(ca, clocktesting.NewFakeClock(time.Now()))
+	g.Expect(err).NotTo(HaveOccurred())
+	loopCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var holderAtLoopEnd string
+	go func() {
+		defer close(done)
+		<-loopCtx.Done()
+		lease, err := clientset.CoordinationV1().Leases(ca.Namespace).Get(ctx, ClusterLeaseName(cluster.Name), metav1.GetOptions{})
+		if err == nil {
+			holderAtLoopEnd = ptr.Deref(lease.Spec.HolderIdentity, "")
+		}
+	}()
+	r.engines.put(key, &runningEngine{cluster: clusterKey(ca), applied: desired, cancel: cancel, done: done})
+
+	_, err = r.reconcileNormal(ctx, newReconcileScope(ca))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.engines.get(key)).To(BeNil(), "the engine of a paused Cluster is stopped")
+	g.Expect(holderAtLoopEnd).To(Equal("this-manager"), "the Lease was given back while the engine's loop still acted")
+	lease, err := clientset.CoordinationV1().Leases(ca.Namespace).Get(ctx, ClusterLeaseName(cluster.Name), metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(BeEmpty(), "the Lease is given back once the engine has stopped")
 }
