@@ -377,6 +377,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		running.engine.Apply(desired.settings)
 		running.verbosity.Store(desired.verbosity)
 		running.applied = desired
+		running.everActive = running.everActive || !desired.settings.Config().DryRun
 		ctrl.LoggerFrom(ctx).Info("Applied a new configuration", "generation", desired.generation)
 		if leavingActive {
 			// The same engine goes on, dry: what it placed while it acted
@@ -388,11 +389,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	}
 	s.engine = running
 	s.loop = running.engine.Status()
-	// An engine that leaves Active mode may be in a loop that started
-	// Active and still acts: the Lease is kept until a dry loop has run,
-	// so that no other manager's engine acts meanwhile. Every loop
-	// reconciles again (OnStatus).
-	if givesLeaseBack && (s.loop.DryRun || s.loop.Time.IsZero()) {
+	if givesLeaseBack && running.actsNoMore(s.loop) {
 		r.Leases.Release(key)
 	}
 	recheck := r.watchLoopProgress(ctx, s)

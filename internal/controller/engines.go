@@ -60,6 +60,9 @@ type runningEngine struct {
 	startedAt time.Time
 	// applied is the configuration the engine runs with.
 	applied engineConfig
+	// everActive is set once the engine has run with an Active
+	// configuration: until a dry loop has run, a loop of it may act.
+	everActive bool
 	// verbosity is the log level of the engine's loop (spec.logVerbosity).
 	verbosity *atomic.Int32
 	// kubeconfigChecked is the last reading of the workload kubeconfig
@@ -146,6 +149,16 @@ func (r *engineRegistry) remove(key types.NamespacedName) *runningEngine {
 	engine := r.engines[key]
 	delete(r.engines, key)
 	return engine
+}
+
+// actsNoMore tells whether no loop of the engine can act any more, so
+// that a DryRun engine may give the Cluster's Lease back: its last loop
+// was dry, or it never ran Active and has not finished a loop yet. An
+// engine that leaves Active mode may be in a loop that started Active and
+// still acts: the Lease is kept until a dry loop has run, so that no other
+// manager's engine acts meanwhile. Every loop reconciles again (OnStatus).
+func (e *runningEngine) actsNoMore(last autoscaler.Status) bool {
+	return last.DryRun || (last.Time.IsZero() && !e.everActive)
 }
 
 // list returns the engines of the registry.
@@ -263,6 +276,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 		credentials: credentials,
 		startedAt:   r.Clock.Now(),
 		applied:     desired,
+		everActive:  !desired.settings.Config().DryRun,
 		verbosity:   verbosity,
 		cancel:      cancel,
 		done:        make(chan struct{}),

@@ -130,3 +130,31 @@ func TestEventsAndWritesOfAnEngineHaveRateLimitsOfTheirOwn(t *testing.T) {
 		g.Eventually(events.Load, 10*time.Second).Should(BeEquivalentTo(burst))
 	})
 }
+
+// A DryRun engine gives the Cluster's Lease back only once none of its
+// loops can act: an engine switched from Active to DryRun before its
+// first loop ended may be in that loop, between a mark and its write of
+// the replicas.
+func TestAnEngineThatRanActiveKeepsTheLeaseUntilADryLoopHasRun(t *testing.T) {
+	ended := autoscaler.Status{Time: time.Now()}
+	endedDry := autoscaler.Status{Time: time.Now(), DryRun: true}
+	for _, tc := range []struct {
+		name       string
+		everActive bool
+		last       autoscaler.Status
+		want       bool
+	}{
+		{name: "started dry, no loop ended yet", want: true},
+		{name: "started dry, a dry loop ended", last: endedDry, want: true},
+		{name: "switched from Active before its first loop ended", everActive: true, want: false},
+		{name: "switched from Active, its last loop ran Active", everActive: true, last: ended, want: false},
+		{name: "switched from Active, a dry loop ended since", everActive: true, last: endedDry, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			engine := &runningEngine{everActive: tc.everActive}
+			if got := engine.actsNoMore(tc.last); got != tc.want {
+				t.Errorf("actsNoMore = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
