@@ -223,7 +223,7 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 			continue
 		}
 		allowed[id] = left - 1
-		removal := Removal{Node: c.nodeInfo.Node(), Group: c.group}
+		removal := Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}
 		if empty {
 			plan.Empty = append(plan.Empty, removal)
 		} else {
