@@ -1,11 +1,13 @@
 package autoscaler_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -109,7 +111,44 @@ func TestDryRunRecordsConsolidationAndWritesNothing(t *testing.T) {
 	g.Expect(status.Decisions[0].Message()).To(Equal("Would remove node(s) " + nodes[0].Name + ", " + nodes[1].Name + " [" + group.id + " -2]: " +
 		"consolidation: removing nodes " + nodes[1].Name + ", " + nodes[0].Name + " saves 0.4/h"))
 	f.expectNoWrites(g)
+	g.Expect(f.scaledDown(t, "consolidation", "DryRun")).To(Equal(2.0), "counted as consolidation, not as unneeded")
+	g.Expect(f.scaledDown(t, "underutilized", "DryRun")).To(BeZero())
 	g.Expect(group.deletedNodes).To(BeEmpty())
 	g.Expect(group.decreases).To(BeEmpty())
 	g.Expect(f.groupRecorder.events).To(BeEmpty(), "no event on the objects behind node groups")
+}
+
+// scaledDown is the scale-down counter of reason and mode.
+func (f *fixture) scaledDown(t *testing.T, reason, mode string) float64 {
+	t.Helper()
+	return f.metricWith(t, "cluster_autoscaler_scaled_down_nodes_total", map[string]string{"reason": reason, "mode": mode})
+}
+
+// The nodes consolidation removes are counted under a reason of their own,
+// not as the unneeded nodes scale-down removes: an operator tells what
+// consolidation costs in disruption from what scale-down does.
+func TestConsolidatedNodesAreCountedUnderTheirOwnReason(t *testing.T) {
+	g := NewWithT(t)
+	group, nodes, pods := halfEmptyCluster()
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+	config := consolidatingConfig(autoscaler.DefaultConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	f.runOnce(t)
+	g.Expect(f.evicted()).To(ConsistOf("cpu-0", "memory-0"))
+
+	// The evicted pods end, in the cache and in the API; the drained nodes
+	// are deleted.
+	for _, name := range f.evicted() {
+		ctx := context.Background()
+		g.Expect(f.cluster.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}})).To(Succeed())
+		g.Expect(f.clientset.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+	}
+	f.clock.Step(10 * time.Second)
+	f.runOnce(t)
+
+	g.Expect(group.deletedNodes).To(ConsistOf(nodes[0].Name, nodes[1].Name))
+	g.Expect(f.scaledDown(t, "consolidation", "Active")).To(Equal(2.0))
+	g.Expect(f.scaledDown(t, "underutilized", "Active")).To(BeZero())
 }

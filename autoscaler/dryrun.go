@@ -343,6 +343,11 @@ func (d dryRun) publishDecision(ctx context.Context, key string, decision Decisi
 	case ScaleUpDecision:
 		s.opts.Metrics.recordScaleUp(s.opts.ClusterName, modeDryRun, nodes)
 	case ScaleDownDecision:
-		s.opts.Metrics.recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeDryRun, nodes)
+		// Only consolidation gives a scale-down a reason.
+		reason := scaleDownUnderutilized
+		if decision.Reason != "" {
+			reason = scaleDownConsolidation
+		}
+		s.opts.Metrics.recordScaleDown(s.opts.ClusterName, reason, modeDryRun, nodes)
 	}
 }

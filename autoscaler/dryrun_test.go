@@ -91,7 +91,7 @@ func TestDryRunPublishesTheNodesItWouldRemove(t *testing.T) {
 	g.Expect(decision.Nodes).To(Equal([]string{nodes[1].Name, nodes[2].Name}), "the empty node, and one to drain")
 	g.Expect(decision.Groups).To(Equal([]autoscaler.GroupDelta{{ID: group.id, Delta: -2}}))
 	g.Expect(decision.Message()).To(Equal(fmt.Sprintf("Would remove node(s) %s, %s [MachineDeployment/default/md-0 -2]", nodes[1].Name, nodes[2].Name)))
-	g.Expect(f.dryRunMetric(t, "cluster_autoscaler_scaled_down_nodes_total")).To(Equal(2.0))
+	g.Expect(f.metricWith(t, "cluster_autoscaler_scaled_down_nodes_total", map[string]string{"reason": "underutilized", "mode": "DryRun"})).To(Equal(2.0))
 
 	f.clock.Step(10 * time.Second)
 	status = f.runOnce(t)

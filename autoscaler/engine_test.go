@@ -1001,7 +1001,7 @@ func TestUnneededNodesAreRemovedAfterTheUnneededTime(t *testing.T) {
 
 	g.Expect(group.deletedNodes).To(ConsistOf(nodes[1].Name, nodes[2].Name), "the empty nodes go, in bulk, down to the min size")
 	g.Expect(status.LastScaleDown).To(Equal(f.clock.Now()))
-	g.Expect(f.metric(t, "cluster_autoscaler_scaled_down_nodes_total", "")).To(Equal(2.0))
+	g.Expect(f.metricWith(t, "cluster_autoscaler_scaled_down_nodes_total", map[string]string{"reason": "underutilized", "mode": "Active"})).To(Equal(2.0))
 	g.Expect(f.metric(t, "cluster_autoscaler_unneeded_nodes_count", "")).To(Equal(2.0))
 }
 

@@ -82,8 +82,10 @@ const (
 	modeDryRun = "DryRun"
 
 	// scaleDownUnderutilized is the reason of the nodes removed because
-	// they were unneeded.
+	// they were unneeded; scaleDownConsolidation of those consolidation
+	// removed, which upstream does not have.
 	scaleDownUnderutilized = "underutilized"
+	scaleDownConsolidation = "consolidation"
 )
 
 const namespace = "cluster_autoscaler"
@@ -161,6 +163,7 @@ func (m *Metrics) start(cluster string) {
 	for _, mode := range []string{modeActive, modeDryRun} {
 		m.scaledUpNodes.WithLabelValues(cluster, mode)
 		m.scaledDownNodes.WithLabelValues(cluster, scaleDownUnderutilized, mode)
+		m.scaledDownNodes.WithLabelValues(cluster, scaleDownConsolidation, mode)
 	}
 	m.errors.WithLabelValues(cluster, errorLoop)
 }

@@ -175,7 +175,10 @@ func (s *steps) fillStatus(l *loop) {
 	status.LastScaleUp = s.history.lastScaleUp
 	progress := s.actuator.Progress()
 	status.LastScaleDown = progress.LastDeletion
-	s.metrics().recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeActive, progress.DeletedNodes-s.history.scaleDownProgress.DeletedNodes)
+	last := s.history.scaleDownProgress
+	consolidated := progress.ConsolidatedNodes - last.ConsolidatedNodes
+	s.metrics().recordScaleDown(s.opts.ClusterName, scaleDownUnderutilized, modeActive, progress.DeletedNodes-last.DeletedNodes-consolidated)
+	s.metrics().recordScaleDown(s.opts.ClusterName, scaleDownConsolidation, modeActive, consolidated)
 	s.metrics().recordEvictions(s.opts.ClusterName, progress.EvictedPods-s.history.scaleDownProgress.EvictedPods)
 	s.history.scaleDownProgress = progress
 	for _, pod := range l.snapshot.PendingPods() {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,11 +39,14 @@ type nodeGroup struct {
 	hints    template.Hints
 	hintsErr error
 	// price is the group's price annotation; nil without a valid one.
-	price         *pricing.Price
-	reader        client.Reader
-	recorder      EventRecorder
-	members       []member
-	rolloutReason string
+	price *pricing.Price
+	// consolidationBudget is the group's consolidation budget annotation;
+	// nil without a valid one.
+	consolidationBudget *intstr.IntOrString
+	reader              client.Reader
+	recorder            EventRecorder
+	members             []member
+	rolloutReason       string
 }
 
 var _ nodegroups.NodeGroup = &nodeGroup{}
@@ -52,6 +56,8 @@ type nodeGroupOptions struct {
 	hints    template.Hints
 	hintsErr error
 	price    *pricing.Price
+	// consolidationBudget is the group's own consolidation budget, if any.
+	consolidationBudget *intstr.IntOrString
 	// reader reads infrastructure templates in the management cluster,
 	// each read within a bound of its own.
 	reader   client.Reader
@@ -72,7 +78,7 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	if err != nil {
 		return nil, err
 	}
-	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, price: opts.price, reader: opts.reader, recorder: opts.recorder, rolloutReason: rolloutReason}
+	group := &nodeGroup{resource: opts.resource, hints: opts.hints, hintsErr: opts.hintsErr, price: opts.price, consolidationBudget: opts.consolidationBudget, reader: opts.reader, recorder: opts.recorder, rolloutReason: rolloutReason}
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, machine := range machines {
 		node := opts.nodes.nodeFor(machine)
@@ -89,10 +95,11 @@ func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas
 func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
 
 // Options are the overrides of the group's autoscaling-options annotations
-// and the price of its price annotation.
+// and the price and consolidation budget of its annotations.
 func (g *nodeGroup) Options() nodegroups.GroupOptions {
 	options := g.resource.Options()
 	options.Price = g.price
+	options.ConsolidationBudget = g.consolidationBudget
 	return options
 }
 

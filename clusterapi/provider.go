@@ -38,6 +38,11 @@ const (
 // from a bad capacity annotation of the same group.
 const ReasonInvalidPrice = "InvalidPriceAnnotation"
 
+// ReasonInvalidConsolidationBudget is the reason of the problem of a group
+// whose consolidation budget annotation is no budget: the group is
+// autoscaled, consolidated within the ClusterAutoscaler's budget.
+const ReasonInvalidConsolidationBudget = "InvalidConsolidationBudgetAnnotation"
+
 // ReasonDeletedWithoutMachine is the reason of the Warning event recorded
 // when nodes of a MachinePool without MachinePool Machines are removed by
 // lowering its replicas, leaving the choice of instances to its provider.
@@ -162,7 +167,12 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidPrice, Kept: true,
 				Message: priceErr.Error() + "; until it is fixed, the group's nodes cost the price of their instance type or the default for their capacity"})
 		}
-		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, price: price,
+		budget, budgetErr := scalable.ParseConsolidationBudget(resource.ID(), resource.Annotations())
+		if budgetErr != nil {
+			list.Problems = append(list.Problems, nodegroups.Problem{ID: resource.ID(), Reason: ReasonInvalidConsolidationBudget, Kept: true,
+				Message: budgetErr.Error() + "; until it is fixed, consolidation disrupts the group within the ClusterAutoscaler's budget"})
+		}
+		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, price: price, consolidationBudget: budget,
 			reader: p.templates, recorder: p.recorder, nodes: index})
 		if err != nil {
 			return list, err

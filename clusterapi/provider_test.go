@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -273,6 +274,24 @@ var _ = Describe("Provider", func() {
 			options := groupIn(list, "MachineSet", "ms-0").Options()
 			Expect(options.Price).To(BeNil())
 			Expect(options.ScaleDownUtilizationThreshold).To(HaveValue(Equal(0.3)), "the other options hold")
+		})
+
+		It("passes the consolidation budget annotation on, and keeps a group whose budget is no budget, with the ClusterAutoscaler's, saying why", func() {
+			frozen, bad := sizeAnnotations(0, 3), sizeAnnotations(0, 3)
+			frozen[scalable.ConsolidationBudgetAnnotation] = "0"
+			bad[scalable.ConsolidationBudgetAnnotation] = "120%"
+			f.Create(ctx, f.MachineSet("ms-frozen", 1, frozen, nil), f.MachineSet("ms-bad", 1, bad, nil))
+
+			list := discover()
+			Expect(groupIDs(list)).To(ConsistOf(id("MachineSet", "ms-frozen"), id("MachineSet", "ms-bad")))
+			Expect(groupIn(list, "MachineSet", "ms-frozen").Options().ConsolidationBudget).To(HaveValue(Equal(intstr.FromInt32(0))))
+			Expect(list.Problems).To(ConsistOf(And(
+				HaveField("ID", id("MachineSet", "ms-bad")),
+				HaveField("Reason", ReasonInvalidConsolidationBudget),
+				HaveField("Message", And(ContainSubstring(scalable.ConsolidationBudgetAnnotation), ContainSubstring("120%"), ContainSubstring("ClusterAutoscaler's budget"))),
+				HaveField("Kept", BeTrue()),
+			)))
+			Expect(groupIn(list, "MachineSet", "ms-bad").Options().ConsolidationBudget).To(BeNil())
 		})
 
 		It("does not scale the node groups of a paused Cluster", func() {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -23,6 +24,12 @@ const (
 	ScaleDownUnreadyTimeAnnotation          = "cluster.x-k8s.io/autoscaling-options-scaledownunreadytime"
 	MaxNodeProvisionTimeAnnotation          = "cluster.x-k8s.io/autoscaling-options-maxnodeprovisiontime"
 )
+
+// ConsolidationBudgetAnnotation is the most nodes of the group consolidation
+// disrupts at once, a number or a percentage of the group as
+// spec.consolidation.budget.nodes, in place of that budget; "0" keeps
+// consolidation away from the group. Upstream has no such annotation.
+const ConsolidationBudgetAnnotation = "autoscaling.cluster.x-k8s.io/consolidation-budget"
 
 // AnnotationError says which annotation on which object is wrong. A resource
 // with an AnnotationError is not a node group; nothing else is affected.
@@ -83,6 +90,26 @@ func parseSize(id, annotation, value string) (int, error) {
 		return 0, &AnnotationError{ID: id, Annotation: annotation, Value: value, Reason: "negative"}
 	}
 	return size, nil
+}
+
+// ParseConsolidationBudget reads ConsolidationBudgetAnnotation; nil
+// without it. A bad value is an *AnnotationError that leaves the group a
+// node group, with the ClusterAutoscaler's budget: a typo in a budget must
+// not stop the group's autoscaling.
+func ParseConsolidationBudget(id string, annotations map[string]string) (*intstr.IntOrString, error) {
+	value, ok := annotations[ConsolidationBudgetAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	budget := intstr.FromString(value)
+	// Numbers past int32 stay strings, which are no budget.
+	if nodes, err := strconv.ParseInt(value, 10, 32); err == nil {
+		budget = intstr.FromInt32(int32(nodes))
+	}
+	if err := nodegroups.CheckConsolidationBudget(budget); err != nil {
+		return nil, &AnnotationError{ID: id, Annotation: ConsolidationBudgetAnnotation, Value: value, Reason: err.Error()}
+	}
+	return &budget, nil
 }
 
 // groupOptions reads the per-group overrides of the engine's defaults.

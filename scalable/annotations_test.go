@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -105,4 +106,47 @@ func expectAnnotationError(g Gomega, err error, annotation string) {
 	g.ExpectWithOffset(1, annotationErr.ID).To(Equal(testID))
 	g.ExpectWithOffset(1, annotationErr.Annotation).To(Equal(annotation))
 	g.ExpectWithOffset(1, err.Error()).To(And(ContainSubstring(testID), ContainSubstring(annotation)))
+}
+
+func TestParseConsolidationBudget(t *testing.T) {
+	tests := []struct {
+		name  string
+		value *string
+		// want is the budget read, nil for none.
+		want *intstr.IntOrString
+		// wantReason, when set, is part of the error's reason.
+		wantReason string
+	}{
+		{name: "no annotation"},
+		{name: "a number of nodes", value: ptr.To("3"), want: ptr.To(intstr.FromInt32(3))},
+		{name: "0 keeps consolidation away", value: ptr.To("0"), want: ptr.To(intstr.FromInt32(0))},
+		{name: "a percentage", value: ptr.To("25%"), want: ptr.To(intstr.FromString("25%"))},
+		{name: "100%", value: ptr.To("100%"), want: ptr.To(intstr.FromString("100%"))},
+		{name: "0%", value: ptr.To("0%"), want: ptr.To(intstr.FromString("0%"))},
+		{name: "empty", value: ptr.To(""), wantReason: "neither a number nor a percentage"},
+		{name: "a word", value: ptr.To("two"), wantReason: "neither a number nor a percentage"},
+		{name: "a fraction", value: ptr.To("1.5"), wantReason: "neither a number nor a percentage"},
+		{name: "a negative number", value: ptr.To("-1"), wantReason: "from 0% to 100%"},
+		{name: "over 100%", value: ptr.To("101%"), wantReason: "from 0% to 100%"},
+		{name: "a negative percentage", value: ptr.To("-5%"), wantReason: "from 0% to 100%"},
+		{name: "a number past int32, which would wrap around", value: ptr.To("4294967297"), wantReason: "neither a number nor a percentage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			annotations := map[string]string{MaxSizeAnnotation: "3"}
+			if tt.value != nil {
+				annotations[ConsolidationBudgetAnnotation] = *tt.value
+			}
+			budget, err := ParseConsolidationBudget(testID, annotations)
+			if tt.wantReason != "" {
+				expectAnnotationError(g, err, ConsolidationBudgetAnnotation)
+				g.Expect(err.Error()).To(ContainSubstring(tt.wantReason))
+				g.Expect(budget).To(BeNil())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(budget).To(Equal(tt.want))
+		})
+	}
 }

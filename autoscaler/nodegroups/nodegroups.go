@@ -4,9 +4,11 @@ package nodegroups
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
@@ -213,6 +215,24 @@ type GroupOptions struct {
 	// Price is what a node of the group costs per hour, when the group
 	// says; nil prices it by its instance type or capacity.
 	Price *pricing.Price
+	// ConsolidationBudget is the most nodes of the group consolidation
+	// disrupts at once, in place of the ClusterAutoscaler's budget; nil
+	// uses that. CheckConsolidationBudget has accepted it.
+	ConsolidationBudget *intstr.IntOrString
+}
+
+// CheckConsolidationBudget tells whether budget is a consolidation budget:
+// a number of nodes, or a percentage of the group from 0% to 100%.
+func CheckConsolidationBudget(budget intstr.IntOrString) error {
+	percent := budget.Type == intstr.String
+	value, err := intstr.GetScaledValueFromIntOrPercent(&budget, 100, true)
+	switch {
+	case err != nil:
+		return errors.New("neither a number nor a percentage")
+	case value < 0 || percent && value > 100:
+		return errors.New("not a number of nodes or a percentage from 0% to 100%")
+	}
+	return nil
 }
 
 // MinMaxNodeProvisionTime is the shortest MaxNodeProvisionTime accepted, for

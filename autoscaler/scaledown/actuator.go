@@ -102,13 +102,16 @@ type Actuator struct {
 	handedOver                map[string]*handOver
 	lastDeletion, lastFailure time.Time
 	deletedNodes, evictedPods int
+	// consolidatedNodes are those of deletedNodes consolidation chose.
+	consolidatedNodes int
 }
 
 // drain is a node being drained.
 type drain struct {
-	node      *corev1.Node
-	group     nodegroups.NodeGroup
-	startedAt time.Time
+	node            *corev1.Node
+	group           nodegroups.NodeGroup
+	byConsolidation bool
+	startedAt       time.Time
 	// taintVersion is the node's resourceVersion once it carried the
 	// deletion taint.
 	taintVersion string
@@ -190,7 +193,7 @@ func (a *Actuator) Progress() Progress {
 	return Progress{
 		Deleting: deleting, Deleted: deleted, Draining: len(a.drains),
 		LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
-		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods,
+		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods, ConsolidatedNodes: a.consolidatedNodes,
 	}
 }
 
@@ -429,7 +432,9 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	now := a.opts.Clock.Now()
 	groups := map[string]nodegroups.NodeGroup{}
 	byGroup := map[string][]*corev1.Node{}
+	byConsolidation := map[string]bool{}
 	for _, removal := range removals {
+		byConsolidation[removal.Node.Name] = removal.ByConsolidation
 		groups[removal.Group.ID()] = removal.Group
 		byGroup[removal.Group.ID()] = append(byGroup[removal.Group.ID()], removal.Node)
 	}
@@ -469,6 +474,9 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 		a.lastDeletion = now
 		a.deletedNodes += len(empty)
 		for _, node := range empty {
+			if byConsolidation[node.Name] {
+				a.consolidatedNodes++
+			}
 			a.handedOver[node.Name] = &handOver{node: node, group: group, at: now}
 			logger.Info("Removed empty node", "node", klog.KObj(node), "nodeGroup", id)
 		}
@@ -492,7 +500,7 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal, pods NodePod
 		return
 	}
 	klog.FromContext(ctx).Info("Draining node", "node", klog.KObj(node), "nodeGroup", removal.Group.ID())
-	d := &drain{node: node, group: removal.Group, startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{}}
+	d := &drain{node: node, group: removal.Group, byConsolidation: removal.ByConsolidation, startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{}}
 	a.drains[node.Name] = d
 	a.step(ctx, d, pods)
 }

@@ -202,6 +202,22 @@ func TestEmptyNodesAreDeletedInBulk(t *testing.T) {
 	}), "deleted nodes stay in progress while they are listed")
 }
 
+// The empty nodes consolidation chose are counted apart, for the reason
+// label of the scale-down metric.
+func TestEmptyNodesOfConsolidationAreCountedApart(t *testing.T) {
+	g := NewWithT(t)
+	a1, a2 := node("a1"), node("a2")
+	f := newActuatorFixture(t, a1, a2)
+	group := newGroup("ng", a1, a2)
+
+	f.start(g, &scaledown.Plan{Empty: []scaledown.Removal{{Node: a1, Group: group, ByConsolidation: true}, {Node: a2, Group: group}}})
+
+	g.Expect(group.Deleted).To(Equal([]string{"a1", "a2"}))
+	progress := f.actuator.Progress()
+	g.Expect(progress.DeletedNodes).To(Equal(2))
+	g.Expect(progress.ConsolidatedNodes).To(Equal(1))
+}
+
 func TestEmptyNodeThatGotAPodStays(t *testing.T) {
 	g := NewWithT(t)
 	a1 := node("a1")

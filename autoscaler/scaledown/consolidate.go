@@ -49,7 +49,8 @@ type ConsolidationOptions struct {
 	// a cluster that is still changing is left to settle.
 	ConsolidateAfter time.Duration
 	// Budget is the most nodes of one node group disrupted at once: a
-	// number, or a percentage of the group's target size, rounded up.
+	// number, or a percentage of the group's target size, rounded up. A
+	// group's GroupOptions.ConsolidationBudget replaces it for the group.
 	Budget intstr.IntOrString
 	// Prices price the nodes of the groups that have no price of their
 	// own (pricing.Table.NodePrice).
@@ -62,10 +63,15 @@ type ConsolidationOptions struct {
 // deletes tells whether consolidation removes nodes.
 func (o ConsolidationOptions) deletes() bool { return o.Policy == ConsolidationDelete }
 
-// allowed is how many nodes of group consolidation may disrupt at once.
+// allowed is how many nodes of group consolidation may disrupt at once:
+// the group's own budget when it has one, else Budget.
 func (o ConsolidationOptions) allowed(group nodegroups.NodeGroup) int {
-	// The budget was validated: its scaling cannot fail.
-	allowed, _ := intstr.GetScaledValueFromIntOrPercent(&o.Budget, group.TargetSize(), true)
+	budget := o.Budget
+	if own := group.Options().ConsolidationBudget; own != nil {
+		budget = *own
+	}
+	// Both budgets were checked: their scaling cannot fail.
+	allowed, _ := intstr.GetScaledValueFromIntOrPercent(&budget, group.TargetSize(), true)
 	return max(allowed, 0)
 }
 
@@ -83,13 +89,8 @@ func (o ConsolidationOptions) validate() error {
 	if o.MaxSimulations < 1 {
 		return fmt.Errorf("consolidation needs at least 1 simulation per pass, got %d", o.MaxSimulations)
 	}
-	percent := o.Budget.Type == intstr.String
-	value, err := intstr.GetScaledValueFromIntOrPercent(&o.Budget, 100, true)
-	switch {
-	case err != nil:
-		return fmt.Errorf("the consolidation budget %q is neither a number nor a percentage: %w", o.Budget.String(), err)
-	case value < 0 || percent && value > 100:
-		return fmt.Errorf("the consolidation budget %q must be a number of nodes or a percentage from 0%% to 100%%", o.Budget.String())
+	if err := nodegroups.CheckConsolidationBudget(o.Budget); err != nil {
+		return fmt.Errorf("the consolidation budget %q is %w", o.Budget.String(), err)
 	}
 	return nil
 }
@@ -222,7 +223,7 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 			continue
 		}
 		allowed[id] = left - 1
-		removal := Removal{Node: c.nodeInfo.Node(), Group: c.group}
+		removal := Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}
 		if empty {
 			plan.Empty = append(plan.Empty, removal)
 		} else {

@@ -12,8 +12,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -289,6 +291,55 @@ func TestConsolidationOptionsAreValidated(t *testing.T) {
 				return
 			}
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+		})
+	}
+}
+
+// A group's own budget replaces the ClusterAutoscaler's for its nodes
+// only: with halfEmpty's "a" and "b" in a group of their own, a budget of
+// 0 there keeps them, and the pods of "c", in another group, move onto
+// them; a group's budget of every node consolidates it when the
+// ClusterAutoscaler's budget is 0.
+func TestConsolidationBudgetOfAGroup(t *testing.T) {
+	const notUnder = scaledown.ReasonNotUnderutilized
+	tests := []struct {
+		name                 string
+		clusterBudget, ownAB intstr.IntOrString
+		wantRemoved          []string
+		wantKept             map[string]scaledown.Reason
+	}{
+		{
+			name:          "a group's budget of 0 keeps its nodes while another group's are consolidated",
+			clusterBudget: intstr.FromString("100%"), ownAB: intstr.FromInt32(0),
+			wantRemoved: []string{"c"},
+			wantKept:    map[string]scaledown.Reason{"a": notUnder, "b": notUnder},
+		},
+		{
+			name:          "a group's budget of every node consolidates it despite the ClusterAutoscaler's 0",
+			clusterBudget: intstr.FromInt32(0), ownAB: intstr.FromString("100%"),
+			wantRemoved: []string{"b", "a"},
+			wantKept:    map[string]scaledown.Reason{"c": notUnder},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			c := halfEmpty()
+			ab := newGroup("ng-ab", c.nodes[0], c.nodes[1])
+			ab.options.ConsolidationBudget = &tt.ownAB
+			snap := snapshot.New(snapshot.Input{
+				Nodes: c.nodes, Pods: c.pods, Controllers: st.Controllers(c.pods...),
+				NodeGroups: []nodegroups.NodeGroup{ab, newGroup("ng-c", c.nodes[2])},
+			})
+			opts := consolidating(func(o *scaledown.Options) { o.Consolidation.Budget = tt.clusterBudget })
+			g.Expect(opts.Validate()).To(Succeed())
+
+			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, snap, opts, scaledown.Progress{})
+
+			g.Expect(reasons(plan.Kept)).To(Equal(tt.wantKept), "nodes kept")
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			g.Expect(names(plan.Consolidation.Removals)).To(Equal(tt.wantRemoved))
 		})
 	}
 }

@@ -106,5 +106,8 @@ func (a *Actuator) deleteDrained(ctx context.Context, d *drain) {
 	a.handedOver[d.node.Name] = &handOver{node: d.node, group: d.group, at: a.opts.Clock.Now()}
 	a.lastDeletion = a.opts.Clock.Now()
 	a.deletedNodes++
+	if d.byConsolidation {
+		a.consolidatedNodes++
+	}
 	klog.FromContext(ctx).Info("Removed drained node", "node", klog.KObj(d.node), "nodeGroup", d.group.ID())
 }

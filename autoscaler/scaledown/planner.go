@@ -68,8 +68,9 @@ type Progress struct {
 	// when a removal last failed; zero when never.
 	LastDeletion, LastFailure time.Time
 	// DeletedNodes and EvictedPods count the nodes deleted and the pods
-	// evicted since the Actuator was created.
-	DeletedNodes, EvictedPods int
+	// evicted since the Actuator was created; ConsolidatedNodes those of
+	// the nodes consolidation chose.
+	DeletedNodes, EvictedPods, ConsolidatedNodes int
 }
 
 // Plan is the outcome of one planning pass.
@@ -97,6 +98,9 @@ type Plan struct {
 type Removal struct {
 	Node  *corev1.Node
 	Group nodegroups.NodeGroup
+	// ByConsolidation tells that consolidation, not scale-down, chose the
+	// node, for Progress.ConsolidatedNodes.
+	ByConsolidation bool
 }
 
 // Unneeded is a node that could go.
