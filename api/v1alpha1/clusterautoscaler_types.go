@@ -594,7 +594,10 @@ type ConsolidationConfig struct {
 type DisruptionBudget struct {
 	// nodes is the most nodes of one node group that one consolidation
 	// removes: a number such as "2", or a percentage of the group's nodes
-	// such as "10%", rounded up. "0" stops consolidation.
+	// such as "10%", rounded up. "0" stops consolidation, but for the groups
+	// with a budget of their own (the annotation
+	// autoscaling.cluster.x-k8s.io/consolidation-budget, which replaces
+	// this one for its group).
 	// +optional
 	// +kubebuilder:default="10%"
 	// +kubebuilder:validation:MaxLength=16
