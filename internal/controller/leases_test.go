@@ -69,6 +69,11 @@ var _ = Describe("The Lease of a Cluster", func() {
 		lease := client.ObjectKey{Namespace: fixture.Namespace, Name: ClusterLeaseName(fixture.Cluster.Name)}
 		other, stopRenewing := holdLease(lease, "other-manager")
 		key := createClusterAutoscaler(fixture)
+		// A ClusterAutoscaler deleted before its first reconcile has no
+		// finalizer yet, and goes at once: no engine of it ever marked.
+		Eventually(func(g Gomega) {
+			g.Expect(getClusterAutoscaler(g, key).Finalizers).To(ContainElement(CleanupFinalizer))
+		}, waitTimeout).Should(Succeed())
 		markedBy(machine, getClusterAutoscaler(Default, key).UID)
 
 		By("deleting the ClusterAutoscaler while the other manager holds the Lease")
