@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
@@ -243,7 +245,7 @@ func (env *Env) crashAt(op Operation, r faultproxy.Request) {
 	env.lifecycle.Lock()
 	defer env.lifecycle.Unlock()
 	entry := Applied{At: time.Now(), Op: op, Fired: crashFired}
-	write := fmt.Sprintf("%s write #%d (%s %s/%s)", op.Point, op.Nth, r.Rule(), r.Namespace, r.Name)
+	write := fmt.Sprintf("%s write #%d (%s %s)", op.Point, op.Nth, r.Rule(), klog.KRef(r.Namespace, r.Name))
 	holder, err := env.Managers.Holder()
 	switch {
 	case err != nil:
