@@ -62,14 +62,15 @@ func (c *Checker) Watch() {
 const historyShown = 15
 
 // Check fails the spec at the first violation the watcher saw since the
-// last check, once the manager has exited unless the soak killed it, or at the first violation of
-// the managers' logs or of the DryRun ClusterAutoscaler.
+// last check, once the manager has exited unless the soak killed it, or
+// at the first violation of the managers' logs or of the DryRun
+// ClusterAutoscaler.
 func (c *Checker) Check(ctx context.Context) {
 	GinkgoHelper()
 	select {
 	case <-c.Manager().Exited():
-		// An armed crash killed it, from the fault proxies' goroutine, and
-		// Run starts it again.
+		// An armed crash may have killed it, from the fault proxies'
+		// goroutine, since Run last started it again.
 		if c.Env == nil || !c.Env.Managers.EndedBySoak(c.Manager()) {
 			c.Fail(time.Now(), fmt.Sprintf("the manager %s exited: %v", c.Manager().Name(), c.Manager().Err()))
 		}

@@ -109,8 +109,8 @@ func Run(ctx context.Context, input RunInput) *History {
 	}
 	By("Undoing what the operations left in effect")
 	runUndos(time.Now().Add(24 * time.Hour))
-	// The undos disarmed every crash; one that fired meanwhile killed the
-	// suite's manager after the last restart.
+	// No crash fires once disarmed; the last to fire may have killed the
+	// suite's manager during the undos.
 	env.disarmAll()
 	env.restartCrashed(ctx)
 	checker.Check(ctx)
