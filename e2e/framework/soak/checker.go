@@ -62,13 +62,18 @@ func (c *Checker) Watch() {
 const historyShown = 15
 
 // Check fails the spec at the first violation the watcher saw since the
-// last check, once the manager has exited, or at the first violation of
-// the managers' logs or of the DryRun ClusterAutoscaler.
+// last check, once the manager has exited unless the soak killed it, or
+// at the first violation of the managers' logs or of the DryRun
+// ClusterAutoscaler.
 func (c *Checker) Check(ctx context.Context) {
 	GinkgoHelper()
 	select {
 	case <-c.Manager().Exited():
-		c.Fail(time.Now(), fmt.Sprintf("the manager %s exited: %v", c.Manager().Name(), c.Manager().Err()))
+		// An armed crash may have killed it, from the fault proxies'
+		// goroutine, since Run last started it again.
+		if c.Env == nil || !c.Env.Managers.EndedBySoak(c.Manager()) {
+			c.Fail(time.Now(), fmt.Sprintf("the manager %s exited: %v", c.Manager().Name(), c.Manager().Err()))
+		}
 	default:
 	}
 	violations := c.Invariants.TimedViolations()
@@ -205,5 +210,5 @@ func Summary(history *History) string {
 		}
 	}
 	failed, skipped := history.Failed()
-	return fmt.Sprintf("%d operations (%s); %d failed, %d found nothing to act on", total, strings.Join(parts, ", "), failed, skipped)
+	return fmt.Sprintf("%d operations (%s); %d failed, %d found nothing to act on; %d managers killed at a write", total, strings.Join(parts, ", "), failed, skipped, history.Crashes())
 }

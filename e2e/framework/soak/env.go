@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,20 @@ type Env struct {
 	// requests pass the fault proxies' requests to the operations and
 	// checks that observe them.
 	requests requestObservers
+	// lifecycle orders the kills of armed crashes, made from the fault
+	// proxies' goroutines, with the soak's own starts, stops and kills of
+	// managers.
+	lifecycle sync.Mutex
+	// crashed is the suite's manager an armed crash killed, until it is
+	// started again.
+	crashed *crashedManager
+	// crashes wakes Run to start the suite's manager again after a kill.
+	crashes chan struct{}
+	// history is where armed crashes record their kills.
+	history *History
+	// triggers are the armed crashes, with what stops their observing.
+	triggersMu sync.Mutex
+	triggers   map[*crashTrigger]func()
 	// dryRuns are the UIDs of the DryRun ClusterAutoscalers ToggleDryRun
 	// created.
 	dryRuns []types.UID

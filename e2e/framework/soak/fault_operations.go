@@ -72,6 +72,9 @@ func workloadUnreachable(_ context.Context, env *Env, op Operation) (Result, err
 // restartManager kills the manager, as a crash would, once it checked
 // that it never panicked, and starts it again at once.
 func restartManager(ctx context.Context, env *Env, op Operation) (Result, error) {
+	env.lifecycle.Lock()
+	defer env.lifecycle.Unlock()
+	env.restartCrashedLocked(ctx)
 	manager := env.Manager()
 	if err := framework.ManagerPanic(manager); err != nil {
 		return Result{}, &ViolationError{Err: err}

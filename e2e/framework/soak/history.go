@@ -13,15 +13,21 @@ type Applied struct {
 	At time.Time
 	Op Operation
 	// Undo names what was undone, when the entry is an undo of Op.
-	Undo   string
+	Undo string
+	// Fired names what an operation armed did later, on its own, when the
+	// entry is that: a CrashAtWrite's crash, or the restart after it.
+	Fired  string
 	Result Result
 	Err    error
 }
 
 func (e Applied) String() string {
 	what := fmt.Sprintf("#%d %s", e.Op.Seq, e.Op.Name())
-	if e.Undo != "" {
+	switch {
+	case e.Undo != "":
 		what = fmt.Sprintf("#%d undo: %s", e.Op.Seq, e.Undo)
+	case e.Fired != "":
+		what = fmt.Sprintf("#%d %s", e.Op.Seq, e.Fired)
 	}
 	outcome := "ok"
 	switch {
@@ -69,11 +75,12 @@ func (h *History) Before(t time.Time, n int) []Applied {
 	return before[max(0, len(before)-n):]
 }
 
-// Counts are the operations applied by kind, undos left out.
+// Counts are the operations applied by kind, undos and what they did
+// later left out.
 func (h *History) Counts() map[Kind]int {
 	counts := map[Kind]int{}
 	for _, e := range h.Entries() {
-		if e.Undo == "" {
+		if e.Undo == "" && e.Fired == "" {
 			counts[e.Op.Kind]++
 		}
 	}
@@ -92,6 +99,17 @@ func (h *History) Failed() (failed, skipped int) {
 		}
 	}
 	return failed, skipped
+}
+
+// Crashes counts the managers armed crashes killed.
+func (h *History) Crashes() int {
+	crashes := 0
+	for _, e := range h.Entries() {
+		if e.Fired == crashFired && e.Err == nil && e.Result.Skipped == "" {
+			crashes++
+		}
+	}
+	return crashes
 }
 
 // Format shows entries one a line, for a report.

@@ -27,6 +27,28 @@ func TestHistoryBeforeAndCounts(t *testing.T) {
 	}
 }
 
+// TestHistoryCrashes checks that what an armed crash did later counts
+// neither as an operation nor as an undo, and that only its kills count as
+// crashes.
+func TestHistoryCrashes(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	crash := Operation{Seq: 1, Kind: CrashAtWrite, Point: CrashAfterScale, Nth: 1}
+	h := &History{Seed: 3}
+	h.Record(Applied{At: start, Op: crash, Result: Result{Target: "armed"}})
+	h.Record(Applied{At: start.Add(time.Second), Op: crash, Fired: crashFired, Result: Result{Target: "manager m killed"}})
+	h.Record(Applied{At: start.Add(time.Second), Op: crash, Fired: restartFired, Result: Result{Target: "manager m started again as n"}})
+	h.Record(Applied{At: start.Add(2 * time.Second), Op: crash, Fired: crashFired, Result: Result{Skipped: "no manager says it holds the Lease"}})
+	if counts := h.Counts(); counts[CrashAtWrite] != 1 {
+		t.Errorf("counts %v, want CrashAtWrite once", counts)
+	}
+	if crashes := h.Crashes(); crashes != 1 {
+		t.Errorf("%d crashes, want 1: a crash that found no holder killed nothing", crashes)
+	}
+	if got, want := h.Entries()[1].String(), "00:00:01.000 #1 crash → manager m killed: ok"; got != want {
+		t.Errorf("the kill shows as %q, want %q", got, want)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var sorted []time.Duration
 	for i := 1; i <= 100; i++ {

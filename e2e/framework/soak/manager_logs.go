@@ -90,6 +90,18 @@ func (m *Managers) Ended(p *localstack.Process, at time.Time, killed bool) {
 	}
 }
 
+// EndedBySoak says whether the soak killed or stopped the manager.
+func (m *Managers) EndedBySoak(p *localstack.Process) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, run := range m.runs {
+		if run.process == p && !run.ended.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // managerHistory is what the checks know of one manager.
 type managerHistory struct {
 	Name   string

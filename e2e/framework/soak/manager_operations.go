@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
@@ -22,6 +24,8 @@ func init() {
 // only the holder of the Cluster's Lease may act. A second manager that
 // runs already is left to its own end.
 func secondManager(ctx context.Context, env *Env, op Operation) (Result, error) {
+	env.lifecycle.Lock()
+	defer env.lifecycle.Unlock()
 	if second := env.runningSecond(); second != nil {
 		return Result{Skipped: "the second manager " + second.Name() + " runs already"}, nil
 	}
@@ -48,6 +52,8 @@ func (env *Env) startSecond(ctx context.Context, op Operation) (*localstack.Proc
 // back. One already killed is left alone.
 func (env *Env) stopSecond(op Operation, second *localstack.Process) *Undo {
 	return &Undo{After: op.For, Name: "manager " + second.Name() + " stopped", Do: func(context.Context, *Env) error {
+		env.lifecycle.Lock()
+		defer env.lifecycle.Unlock()
 		if env.second == second {
 			env.second = nil
 		}
@@ -81,6 +87,9 @@ func (env *Env) runningSecond() *localstack.Process {
 // suite's manager, killed, is started again at once, as RestartManager
 // does.
 func killLeader(ctx context.Context, env *Env, op Operation) (Result, error) {
+	env.lifecycle.Lock()
+	defer env.lifecycle.Unlock()
+	env.restartCrashedLocked(ctx)
 	result := Result{}
 	if env.runningSecond() == nil {
 		second, err := env.startSecond(ctx, op)
@@ -128,66 +137,174 @@ func (env *Env) restartIfSuite(ctx context.Context, killed *localstack.Process, 
 	return fmt.Sprintf("manager %s killed, started again as %s", killed.Name(), restart), env.StartManager(ctx, restart)
 }
 
-// crashAtWrite kills the manager that acts on the Cluster right after
-// the API server accepted the op.Nth write of op.Point the fault proxies
-// see from now, as a crash right there would, and starts the suite's
-// manager again at once. It waits for that write up to op.For; none is
-// nothing to act on.
-func crashAtWrite(ctx context.Context, env *Env, op Operation) (Result, error) {
-	var (
-		mu      sync.Mutex
-		seen    int
-		stopped bool
-		killed  *localstack.Process
-		err     error
-	)
-	crashed := make(chan struct{})
-	stop := env.observe(func(r faultproxy.Request) {
-		if !op.Point.matches(r) {
-			return
+// crashAtWrite arms a crash and lets the soak go on: the manager that
+// acts on the Cluster is killed, from the fault proxies' goroutine, right
+// after the API server accepted the op.Nth write of op.Point they see
+// from now, as a crash right there would, if it comes within op.For; Run
+// starts the suite's manager again at once. The kill goes to the history
+// when it happens, with the write; the undo disarms it, and finds nothing
+// to act on when no kill came.
+func crashAtWrite(_ context.Context, env *Env, op Operation) (Result, error) {
+	trigger := &crashTrigger{point: op.Point, nth: op.Nth, fire: func(r faultproxy.Request) { env.crashAt(op, r) }}
+	env.arm(trigger)
+	return Result{Target: fmt.Sprintf("armed for %s", op.For), Undo: &Undo{After: op.For, Name: "crash disarmed", Do: func(context.Context, *Env) error {
+		env.disarm(trigger)
+		if seen, fired := trigger.disarm(); !fired {
+			return &NothingToActOn{Reason: fmt.Sprintf("%d %s writes within %s", seen, op.Point, op.For)}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		seen++
-		if seen != op.Nth {
-			return
-		}
-		defer close(crashed)
-		// The writer is the manager that acts, which holds the Lease.
-		holder, holderErr := env.Managers.Holder()
-		if err = holderErr; err != nil || holder == nil {
-			return
-		}
-		if err = holder.Kill(); err == nil {
-			env.Managers.Ended(holder, time.Now(), true)
-			killed = holder
-		}
-	})
-	timer := time.NewTimer(op.For)
-	defer timer.Stop()
-	select {
-	case <-crashed:
-	case <-timer.C:
-	case <-ctx.Done():
+		return nil
+	}}}, nil
+}
+
+// What an armed crash records when it fires, and when Run starts the
+// suite's manager again after it.
+const (
+	crashFired   = "crash"
+	restartFired = "restart after the crash"
+)
+
+// crashTrigger counts the writes of a point the API server accepted and
+// fires once, at the nth, unless disarmed first.
+type crashTrigger struct {
+	point CrashPoint
+	nth   int
+	// fire is called from the request's goroutine, with the write.
+	fire func(faultproxy.Request)
+
+	mu       sync.Mutex
+	seen     int
+	disarmed bool
+}
+
+func (t *crashTrigger) observe(r faultproxy.Request) {
+	if !t.point.matches(r) {
+		return
 	}
-	stop()
-	// No kill from now on: one under way is over once the lock is taken.
-	mu.Lock()
-	stopped = true
-	mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.disarmed {
+		return
+	}
+	t.seen++
+	if t.seen == t.nth {
+		t.disarmed = true
+		t.fire(r)
+	}
+}
+
+// disarm stops the trigger, once a fire under way is over, and says how
+// many writes it saw and whether it fired.
+func (t *crashTrigger) disarm() (seen int, fired bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.disarmed = true
+	return t.seen, t.seen >= t.nth
+}
+
+// arm has the trigger observe the fault proxies' requests until disarm.
+func (env *Env) arm(t *crashTrigger) {
+	stop := env.observe(t.observe)
+	env.triggersMu.Lock()
+	defer env.triggersMu.Unlock()
+	if env.triggers == nil {
+		env.triggers = map[*crashTrigger]func(){}
+	}
+	env.triggers[t] = stop
+}
+
+// disarm stops the trigger observing, and disarms it.
+func (env *Env) disarm(t *crashTrigger) {
+	env.triggersMu.Lock()
+	stop := env.triggers[t]
+	delete(env.triggers, t)
+	env.triggersMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	t.disarm()
+}
+
+// disarmAll disarms every armed crash: none kills a manager once it
+// returns.
+func (env *Env) disarmAll() {
+	env.triggersMu.Lock()
+	triggers := make([]*crashTrigger, 0, len(env.triggers))
+	for t := range env.triggers {
+		triggers = append(triggers, t)
+	}
+	env.triggersMu.Unlock()
+	for _, t := range triggers {
+		env.disarm(t)
+	}
+}
+
+// crashAt kills the manager that holds the Cluster's Lease, the writer of
+// r, and records it in the history; the suite's is left for
+// restartCrashed, which Run is woken to call.
+func (env *Env) crashAt(op Operation, r faultproxy.Request) {
+	env.lifecycle.Lock()
+	defer env.lifecycle.Unlock()
+	entry := Applied{At: time.Now(), Op: op, Fired: crashFired}
+	write := fmt.Sprintf("%s write #%d (%s %s)", op.Point, op.Nth, r.Rule(), klog.KRef(r.Namespace, r.Name))
+	holder, err := env.Managers.Holder()
 	switch {
 	case err != nil:
-		return Result{}, err
-	case killed == nil && seen >= op.Nth:
-		return Result{Skipped: fmt.Sprintf("no manager says it holds the Lease at %s write #%d", op.Point, op.Nth)}, nil
-	case killed == nil:
-		return Result{Skipped: fmt.Sprintf("%d %s writes within %s", seen, op.Point, op.For)}, nil
+		entry.Err = err
+	case holder == nil:
+		entry.Result.Skipped = "no manager says it holds the Lease at " + write
+	default:
+		entry.Err = holder.Kill()
+		entry.Result.Target = fmt.Sprintf("manager %s killed after %s", holder.Name(), write)
 	}
-	restarted, err := env.restartIfSuite(ctx, killed, fmt.Sprintf("capi-autoscaler-soak-%d", op.Seq))
-	return Result{Target: fmt.Sprintf("after %s write #%d, %s", op.Point, op.Nth, restarted)}, err
+	if entry.Err == nil && holder != nil {
+		env.Managers.Ended(holder, entry.At, true)
+		if holder == env.Manager() {
+			env.crashed = &crashedManager{op: op, process: holder}
+		}
+	}
+	if env.history != nil {
+		env.history.Record(entry)
+	}
+	if env.crashes != nil {
+		select {
+		case env.crashes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// crashedManager is the suite's manager an armed crash killed, until
+// restartCrashed starts it again.
+type crashedManager struct {
+	op      Operation
+	process *localstack.Process
+}
+
+// restartCrashed starts the suite's manager again if an armed crash killed
+// it, and records it in the history.
+func (env *Env) restartCrashed(ctx context.Context) {
+	env.lifecycle.Lock()
+	defer env.lifecycle.Unlock()
+	env.restartCrashedLocked(ctx)
+}
+
+func (env *Env) restartCrashedLocked(ctx context.Context) {
+	crashed := env.crashed
+	if crashed == nil {
+		return
+	}
+	env.crashed = nil
+	name := fmt.Sprintf("capi-autoscaler-soak-%d", crashed.op.Seq)
+	entry := Applied{At: time.Now(), Op: crashed.op, Fired: restartFired, Result: Result{Target: fmt.Sprintf("manager %s started again as %s", crashed.process.Name(), name)}}
+	select {
+	case <-crashed.process.Exited():
+		entry.Err = env.StartManager(ctx, name)
+	case <-ctx.Done():
+		entry.Err = ctx.Err()
+	}
+	if env.history != nil {
+		env.history.Record(entry)
+	}
 }
 
 // matches tells whether the API server accepted a write of the point's
@@ -254,9 +371,11 @@ func (o *requestObservers) dispatch(r faultproxy.Request) {
 	}
 }
 
-// StopObserving stops observing the fault proxies' requests, and stops
-// the second manager if it runs, at the end of the spec.
+// StopObserving disarms the armed crashes, stops observing the fault
+// proxies' requests, and stops the second manager if it runs, at the end
+// of the spec.
 func (env *Env) StopObserving() error {
+	env.disarmAll()
 	for _, proxy := range env.proxies() {
 		proxy.Observe(nil)
 	}
