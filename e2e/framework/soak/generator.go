@@ -410,13 +410,10 @@ func (g *Generator) fill(op *Operation) {
 		}
 		room := DemandBudgetMilli - g.demand()
 		op.Replicas = min(op.Replicas, int(room/op.CPUMilli))
-		if op.Replicas == 0 || len(g.bursts) == maxBursts {
+		if op.Burst = admit(&g.bursts, &g.bursted, maxBursts, "burst", op.Replicas, op.CPUMilli); op.Burst == "" {
 			g.endBurst(op)
 			return
 		}
-		g.bursted++
-		op.Burst = fmt.Sprintf("burst-%d", g.bursted)
-		g.bursts = append(g.bursts, burst{name: op.Burst, milli: int64(op.Replicas) * op.CPUMilli})
 	case EndBurst:
 		g.endBurst(op)
 	case UnfitPods:
@@ -443,13 +440,10 @@ func (g *Generator) fill(op *Operation) {
 		op.Class = []string{provisioningv1.CheckCapacityProvisioningClass, provisioningv1.BestEffortAtomicScaleUpProvisioningClass}[g.rng.IntN(2)]
 		op.CPUMilli = []int64{500, 1000}[g.rng.IntN(2)]
 		op.Replicas = min(1+g.rng.IntN(3), int((DemandBudgetMilli-g.demand())/op.CPUMilli))
-		if op.Replicas == 0 || len(g.requests) == maxRequests {
+		if op.Request = admit(&g.requests, &g.requested, maxRequests, "request", op.Replicas, op.CPUMilli); op.Request == "" {
 			g.endRequest(op)
 			return
 		}
-		g.requested++
-		op.Request = fmt.Sprintf("request-%d", g.requested)
-		g.requests = append(g.requests, burst{name: op.Request, milli: int64(op.Replicas) * op.CPUMilli})
 	case EndProvision:
 		g.endRequest(op)
 	case KubeletDown:
@@ -472,6 +466,20 @@ func (g *Generator) endRequest(op *Operation) {
 	op.Kind = EndProvision
 	op.Request = g.requests[0].name
 	g.requests = g.requests[1:]
+}
+
+// admit books the cpu of replicas pods of cpuMilli for a new burst or
+// ProvisioningRequest, named prefix-N from the count of those started,
+// and returns its name; "" when it asks for nothing or most of them run
+// already.
+func admit(running *[]burst, started *int, most int, prefix string, replicas int, cpuMilli int64) string {
+	if replicas == 0 || len(*running) == most {
+		return ""
+	}
+	*started++
+	name := fmt.Sprintf("%s-%d", prefix, *started)
+	*running = append(*running, burst{name: name, milli: int64(replicas) * cpuMilli})
+	return name
 }
 
 // endBurst makes op end the oldest burst, or scale a steady Deployment to
