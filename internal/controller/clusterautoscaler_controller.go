@@ -189,6 +189,7 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	if r.NodeGroups == nil {
 		r.NodeGroups = func(opts clusterapi.Options) nodegroups.Provider { return clusterapi.NewProvider(opts) }
 	}
+	r.Recorder = noteBoundedRecorder{r.Recorder}
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)
 

@@ -24,25 +24,36 @@ const (
 )
 
 // publishDecisions adds the decisions of a DryRun engine that the status
-// does not have yet to status.dryRunDecisions, and tells each in a
-// WouldScaleUp, WouldScaleDown or WouldAnswerProvisioningRequest event; in Active mode it empties the
-// list. The engine keeps its last decisions, not only those of its last
-// loop, so that none is lost when reconciles skip loops; one already in
-// the status is not added again, so a status write that failed loses
-// none either.
+// does not have yet to status.dryRunDecisions, and tells them in
+// WouldScaleUp, WouldScaleDown and WouldAnswerProvisioningRequest events,
+// one per kind; in Active mode it empties the list. The engine keeps its
+// last decisions, not only those of its last loop, so that none is lost
+// when reconciles skip loops; one already in the status is not added
+// again, so a status write that failed loses none either.
 func (r *ClusterAutoscalerReconciler) publishDecisions(ca *autoscalingv1alpha1.ClusterAutoscaler, status autoscaler.Status) {
 	if !status.DryRun {
 		ca.Status.DryRunDecisions = nil
 		return
 	}
 	published := ca.Status.DryRunDecisions
+	var kinds []autoscaler.DecisionKind
+	told := map[autoscaler.DecisionKind][]string{}
 	for _, decision := range status.Decisions {
 		entry := decisionEntry(decision)
 		if slices.ContainsFunc(published, func(p autoscalingv1alpha1.DryRunDecision) bool { return equality.Semantic.DeepEqual(p, entry) }) {
 			continue
 		}
 		published = append(published, entry)
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, decisionReasons[decision.Kind], autoscaleAction, "%s", decision.Message())
+		if _, ok := told[decision.Kind]; !ok {
+			kinds = append(kinds, decision.Kind)
+		}
+		told[decision.Kind] = append(told[decision.Kind], decision.Message())
+	}
+	// The events API takes a second event of the same reason on the same
+	// version of an object for a repeat of the first, and drops its note:
+	// the new decisions of a kind are told together, in one event.
+	for _, kind := range kinds {
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, decisionReasons[kind], autoscaleAction, "%s", strings.Join(told[kind], "; "))
 	}
 	ca.Status.DryRunDecisions = autoscaler.KeepRecentDecisions(published, func(d autoscalingv1alpha1.DryRunDecision) bool {
 		return d.Kind == autoscalingv1alpha1.AnswerDecision

@@ -8,7 +8,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
@@ -41,8 +43,9 @@ func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
 		NodeGroups: []autoscalingv1alpha1.NodeGroupDelta{{ID: "MachineDeployment/ns/md-0", Delta: 2}},
 		Pods:       []string{"ns/web-1"}, PodCount: 1,
 	}))
-	g.Expect(recorder.Events).To(HaveLen(2))
-	g.Expect(<-recorder.Events).To(Equal("Normal WouldScaleUp Would scale up [MachineDeployment/ns/md-0 +1] for 1 pending pod(s)"))
+	g.Expect(recorder.Events).To(HaveLen(1), "the new decisions of a kind are told together")
+	g.Expect(<-recorder.Events).To(Equal("Normal WouldScaleUp Would scale up [MachineDeployment/ns/md-0 +1] for 1 pending pod(s); " +
+		"Would scale up [MachineDeployment/ns/md-0 +2] for 1 pending pod(s)"))
 
 	// Reconciles that skipped loops keep the last 50, as the engine does.
 	loop.Decisions = nil
@@ -102,4 +105,35 @@ func TestDryRunAnswersNameTheRequestAndTheCondition(t *testing.T) {
 			Reason: provisioningv1.CapacityIsFoundReason, Message: strings.Repeat("x", maxAnswerMessage-3) + "..."},
 	}}))
 	g.Expect(<-recorder.Events).To(HavePrefix("Normal WouldAnswerProvisioningRequest Would set Provisioned=True (CapacityIsFound) on ProvisioningRequest ns/job: xxx"))
+}
+
+func TestEveryNewDryRunDecisionOfAReconcileIsToldInTheEvents(t *testing.T) {
+	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
+	clientset := kubefake.NewClientset()
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
+	g.Expect(broadcaster.StartRecordingToSinkWithContext(t.Context())).To(Succeed())
+	t.Cleanup(broadcaster.Shutdown)
+	r := &ClusterAutoscalerReconciler{Recorder: broadcaster.NewRecorder(scheme, "capi-autoscaler")}
+	ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shadow", UID: "1", ResourceVersion: "7"}}
+	answer := func(request string) autoscaler.Decision {
+		return autoscaler.Decision{Kind: autoscaler.AnswerDecision, Time: time.Now(), Request: request,
+			Answer: &provisioning.Condition{Type: provisioningv1.ProvisionedCondition, Status: metav1.ConditionFalse,
+				Reason: provisioningv1.CapacityIsNotFoundReason, Message: "1 of the 1 pods fit on no node of the cluster as it is"}}
+	}
+
+	r.publishDecisions(ca, autoscaler.Status{DryRun: true, Decisions: []autoscaler.Decision{answer("team-a/job"), answer("team-b/job")}})
+
+	g.Eventually(func(g Gomega) {
+		list, err := clientset.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		var notes []string
+		for _, event := range list.Items {
+			notes = append(notes, event.Note)
+		}
+		joined := strings.Join(notes, "\n")
+		g.Expect(joined).To(ContainSubstring("on ProvisioningRequest team-a/job: 1 of the 1 pods fit"))
+		g.Expect(joined).To(ContainSubstring("on ProvisioningRequest team-b/job: 1 of the 1 pods fit"))
+	}).Should(Succeed())
 }

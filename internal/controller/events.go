@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,19 @@ const (
 	// cleanupAction is the action of events about deleting a ClusterAutoscaler.
 	cleanupAction = "Cleanup"
 )
+
+// maxEventNote is the longest note the events.k8s.io API accepts: it
+// refuses a longer one, and the event is lost.
+const maxEventNote = 1024
+
+// noteBoundedRecorder cuts the notes of its events to what the API accepts.
+type noteBoundedRecorder struct {
+	events.EventRecorder
+}
+
+func (r noteBoundedRecorder) Eventf(regarding, related runtime.Object, eventType, reason, action, note string, args ...any) {
+	r.EventRecorder.Eventf(regarding, related, eventType, reason, action, "%s", truncate(fmt.Sprintf(note, args...), maxEventNote))
+}
 
 // nodeGroupEventRecorder records the engine's node group events on the
 // MachineDeployment, MachineSet or MachinePool behind the group, in the management
