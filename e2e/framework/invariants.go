@@ -260,12 +260,22 @@ func (inv *Invariants) acceptedCause(machine *clusterv1.Machine) string {
 	switch {
 	case byHand:
 		return DeletedByHand
-	case inv.acceptRemediation && meta.IsStatusConditionFalse(machine.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition):
+	case inv.acceptRemediation && RemediatedByItsOwner(machine):
 		return DeletedByRemediation
 	case inv.acceptRollouts && inv.rolledOutMachine(machine):
 		return DeletedByRollout
 	}
 	return ""
+}
+
+// RemediatedByItsOwner tells whether the Machine's MachineSet deletes it
+// to remediate it: it says so in OwnerRemediated before the deletion. A
+// failed health check alone is not enough: the MachineHealthCheck may be
+// gone, or its remediation deferred, while the condition stays.
+func RemediatedByItsOwner(machine *clusterv1.Machine) bool {
+	remediated := meta.FindStatusCondition(machine.Status.Conditions, clusterv1.MachineOwnerRemediatedCondition)
+	return meta.IsStatusConditionFalse(machine.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition) &&
+		remediated != nil && remediated.Status == metav1.ConditionFalse && remediated.Reason == clusterv1.MachineSetMachineRemediationMachineDeletingReason
 }
 
 // rolledOutMachine tells whether a newer MachineSet of the same

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 // TestUnevictedPods checks, on pods fabricated as a node's at its
@@ -42,5 +43,30 @@ func TestUnevictedPods(t *testing.T) {
 	want := []string{"soak-x/running", "soak-x/evicted-after"}
 	if got := UnevictedPods(pods, removed); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestRemediatedByItsOwner checks that only a Machine its MachineSet says
+// it deletes for remediation counts as remediated, not one whose health
+// check merely failed.
+func TestRemediatedByItsOwner(t *testing.T) {
+	machine := func(conditions ...metav1.Condition) *clusterv1.Machine {
+		return &clusterv1.Machine{Status: clusterv1.MachineStatus{Conditions: conditions}}
+	}
+	unhealthy := metav1.Condition{Type: clusterv1.MachineHealthCheckSucceededCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineHealthCheckUnhealthyNodeReason}
+	waiting := metav1.Condition{Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineOwnerRemediatedWaitingForRemediationReason}
+	deleting := metav1.Condition{Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineSetMachineRemediationMachineDeletingReason}
+	for name, tc := range map[string]struct {
+		machine *clusterv1.Machine
+		want    bool
+	}{
+		"health check failed, no remediation asked (its MachineHealthCheck deleted)": {machine(unhealthy), false},
+		"remediation asked, not started":                                             {machine(unhealthy, waiting), false},
+		"deleted by its MachineSet to remediate it":                                  {machine(unhealthy, deleting), true},
+		"healthy": {machine(), false},
+	} {
+		if got := RemediatedByItsOwner(tc.machine); got != tc.want {
+			t.Errorf("%s: RemediatedByItsOwner = %v, want %v", name, got, tc.want)
+		}
 	}
 }
