@@ -69,6 +69,8 @@ type managerRun struct {
 	// read is how much of its log was read, up to the last full line.
 	read   int64
 	events []logEvent
+	// stackLines is how many more lines go with the last event, a panic.
+	stackLines int
 }
 
 // Add has the checks follow a manager from now on.
@@ -162,8 +164,32 @@ func (r *managerRun) readLog(of, lease string) error {
 			return err
 		}
 		r.read += int64(len(line))
-		if event, ok := parseLogLine(string(bytes.TrimRight(line, "\n")), of, lease); ok {
-			r.events = append(r.events, event)
+		r.consume(string(bytes.TrimRight(line, "\n")), of, lease)
+	}
+}
+
+// maxStackLines is how many lines after a panic's first one are kept
+// with it: its stack, which the violation shows (the stack's logs are
+// gone once the soak ends).
+const maxStackLines = 80
+
+// consume takes one line of the manager's log: an event the checks read,
+// or a line of the stack of the last panic.
+func (r *managerRun) consume(line, of, lease string) {
+	if r.stackLines > 0 {
+		panicEvent := &r.events[len(r.events)-1]
+		panicEvent.Line += "\n" + line
+		r.stackLines--
+		// klog ends a multi-line value with a line of its own.
+		if strings.TrimSpace(line) == ">" {
+			r.stackLines = 0
+		}
+		return
+	}
+	if event, ok := parseLogLine(line, of, lease); ok {
+		r.events = append(r.events, event)
+		if event.Kind == panicked {
+			r.stackLines = maxStackLines
 		}
 	}
 }

@@ -143,3 +143,27 @@ func TestHoldsLease(t *testing.T) {
 		}
 	}
 }
+
+// TestAPanicKeepsItsStack checks that a panic the manager logged and
+// recovered is read with its stack, which names where it happened, and
+// that the lines after the stack are read as before.
+func TestAPanicKeepsItsStack(t *testing.T) {
+	of, lease := `ClusterAutoscaler="soak-x/soak-x"`, "capi-autoscaler-soak-x"
+	run := &managerRun{}
+	for _, line := range []string{
+		`E1207 04:00:01.500000   4242 runtime.go:144] "Observed a panic" ClusterAutoscaler="soak-x/soak-x" panic="runtime error: invalid memory address or nil pointer dereference" stacktrace=<`,
+		`	goroutine 812 [running]:`,
+		`	github.com/capi-autoscaler/capi-autoscaler/autoscaler.(*Engine).loop(0xc000123456)`,
+		`		/work/main/autoscaler/engine.go:401 +0x1a4`,
+		` >`,
+		`I1207 04:00:02.500000   4242 engines.go:381] "Stopped the autoscaling engine" ClusterAutoscaler="soak-x/soak-x"`,
+	} {
+		run.consume(line, of, lease)
+	}
+	if len(run.events) != 2 || run.events[0].Kind != panicked || run.events[1].Kind != engineStopped {
+		t.Fatalf("events: %+v", run.events)
+	}
+	if !strings.Contains(run.events[0].Line, "autoscaler/engine.go:401") {
+		t.Errorf("the panic's line has no stack: %q", run.events[0].Line)
+	}
+}
