@@ -88,9 +88,18 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	return group, nil
 }
 
-func (g *nodeGroup) ID() string                     { return g.resource.ID() }
-func (g *nodeGroup) MinSize() int                   { return g.resource.MinSize() }
-func (g *nodeGroup) MaxSize() int                   { return g.resource.MaxSize() }
+func (g *nodeGroup) ID() string                { return g.resource.ID() }
+func (g *nodeGroup) MinSize() int              { return g.resource.MinSize() }
+func (g *nodeGroup) MaxSize() int              { return g.resource.MaxSize() }
+func (g *nodeGroup) Labels() map[string]string { return g.resource.Labels() }
+
+// WithMinSize applies rule to the group's resource, whose reads afresh
+// before a decrease of the replicas apply it too.
+func (g *nodeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGroup {
+	with := *g
+	with.resource = g.resource.WithMinSize(rule)
+	return &with
+}
 func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas() }
 func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
 

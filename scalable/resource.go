@@ -49,9 +49,14 @@ type Resource interface {
 	Name() string
 	ClusterName() string
 
-	// MinSize and MaxSize come from the size annotations.
+	// MinSize and MaxSize come from the size annotations; MinSize is what
+	// Options.MinSize makes of the annotated one, when set.
 	MinSize() int
 	MaxSize() int
+	// WithMinSize returns the resource with Options.MinSize set to rule.
+	WithMinSize(rule nodegroups.MinSizeRule) Resource
+	// Labels are the resource's own labels.
+	Labels() map[string]string
 	// Options are the per-group overrides from the autoscaling-options annotations.
 	Options() nodegroups.GroupOptions
 	// Replicas is spec.replicas as read.
@@ -157,6 +162,10 @@ type Options struct {
 	// Writes remembers the autoscaler's writes of replicas across reads of
 	// the resource; nil remembers nothing.
 	Writes *Writes
+	// MinSize, when set, gives the min size from the one the annotations
+	// set, each time they are read: the engine's scheduled minimums. It is
+	// capped at the max size.
+	MinSize nodegroups.MinSizeRule
 }
 
 // New returns the Resource for a MachineDeployment, a MachineSet or a
@@ -200,9 +209,10 @@ func New(obj client.Object, opts Options) (Resource, error) {
 	r.paused = annotations.IsPaused(opts.Cluster, obj)
 
 	var err error
-	if r.minSize, r.maxSize, err = sizeBounds(r.ID(), obj.GetAnnotations()); err != nil {
+	if r.annotatedMinSize, r.maxSize, err = sizeBounds(r.ID(), obj.GetAnnotations()); err != nil {
 		return nil, err
 	}
+	r.applyMinSize()
 	if r.options, err = groupOptions(r.ID(), obj.GetAnnotations()); err != nil {
 		return nil, err
 	}
@@ -281,26 +291,45 @@ type resource struct {
 	replicas    int
 	selector    metav1.LabelSelector
 	template    clusterv1.MachineTemplateSpec
-	minSize     int
-	maxSize     int
-	options     nodegroups.GroupOptions
-	paused      bool
+	// minSize is the effective min size: annotatedMinSize, the min-size
+	// annotation's, as Options.MinSize makes it.
+	minSize          int
+	annotatedMinSize int
+	maxSize          int
+	options          nodegroups.GroupOptions
+	paused           bool
 }
 
 var _ Resource = &resource{}
 
-func (r *resource) ID() string                                     { return ID(r.kind, r.obj.GetNamespace(), r.obj.GetName()) }
-func (r *resource) Kind() string                                   { return r.kind }
-func (r *resource) Namespace() string                              { return r.obj.GetNamespace() }
-func (r *resource) Name() string                                   { return r.obj.GetName() }
-func (r *resource) ClusterName() string                            { return r.clusterName }
-func (r *resource) MinSize() int                                   { return r.minSize }
-func (r *resource) MaxSize() int                                   { return r.maxSize }
-func (r *resource) Options() nodegroups.GroupOptions               { return r.options }
-func (r *resource) Replicas() int                                  { return r.replicas }
-func (r *resource) Paused() bool                                   { return r.paused }
-func (r *resource) Deleting() bool                                 { return !r.obj.GetDeletionTimestamp().IsZero() }
-func (r *resource) Annotations() map[string]string                 { return r.obj.GetAnnotations() }
+func (r *resource) ID() string                       { return ID(r.kind, r.obj.GetNamespace(), r.obj.GetName()) }
+func (r *resource) Kind() string                     { return r.kind }
+func (r *resource) Namespace() string                { return r.obj.GetNamespace() }
+func (r *resource) Name() string                     { return r.obj.GetName() }
+func (r *resource) ClusterName() string              { return r.clusterName }
+func (r *resource) MinSize() int                     { return r.minSize }
+func (r *resource) MaxSize() int                     { return r.maxSize }
+func (r *resource) Options() nodegroups.GroupOptions { return r.options }
+func (r *resource) Replicas() int                    { return r.replicas }
+func (r *resource) Paused() bool                     { return r.paused }
+func (r *resource) Deleting() bool                   { return !r.obj.GetDeletionTimestamp().IsZero() }
+func (r *resource) Annotations() map[string]string   { return r.obj.GetAnnotations() }
+func (r *resource) Labels() map[string]string        { return r.obj.GetLabels() }
+
+func (r *resource) WithMinSize(rule nodegroups.MinSizeRule) Resource {
+	with := *r
+	with.opts.MinSize = rule
+	with.applyMinSize()
+	return &with
+}
+
+// applyMinSize sets the effective min size from the annotated one.
+func (r *resource) applyMinSize() {
+	r.minSize = r.annotatedMinSize
+	if r.opts.MinSize != nil {
+		r.minSize = min(max(r.opts.MinSize(r.annotatedMinSize), 0), r.maxSize)
+	}
+}
 func (r *resource) MachineTemplate() clusterv1.MachineTemplateSpec { return r.template }
 
 func (r *resource) checkScalable() error {
