@@ -236,7 +236,9 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.Duration = metav1.Duration{} })}
 		}, "duration must be positive"),
 		Entry("scheduled minimum that selects no node group", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
-			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.NodeGroups = autoscalingv1alpha1.ScheduledNodeGroups{} })}
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) {
+				m.NodeGroups = autoscalingv1alpha1.ScheduledNodeGroups{}
+			})}
 		}, "name node groups, or select them by label"),
 		Entry("scheduled minimum below zero", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.MinSize = -1 })}
