@@ -44,10 +44,11 @@ func (s *steps) applyMinimums(l *loop) {
 	}
 	l.status.ScheduledMinimumProblems = set.Problems()
 	l.minimums = map[string]minimums.Minimum{}
+	moment := set.At(l.now)
 	for i, group := range l.groups.Groups {
 		ref := minimums.Group{Name: groupName(group.ID()), Labels: group.Labels()}
 		lead, maxSize := s.provisionTime(group), group.MaxSize()
-		minimum := set.For(ref, group.MinSize(), maxSize, l.now, lead)
+		minimum := moment.For(ref, group.MinSize(), maxSize, lead)
 		if !minimum.Selected {
 			continue
 		}
@@ -56,7 +57,7 @@ func (s *steps) applyMinimums(l *loop) {
 			l.problems = append(l.problems, nodegroups.Problem{ID: group.ID(), Reason: ReasonConflictingScheduledMinimums, Kept: true, Message: minimum.Conflict})
 		}
 		l.groups.Groups[i] = group.WithMinSize(func(annotated int) int {
-			return set.For(ref, annotated, maxSize, s.clock.Now(), lead).MinSize
+			return set.At(s.clock.Now()).For(ref, annotated, maxSize, lead).MinSize
 		})
 	}
 }

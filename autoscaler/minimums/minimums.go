@@ -130,28 +130,63 @@ type Minimum struct {
 	Conflict string
 }
 
-// For is the minimum of group at now, whose annotations set annotated
-// and maxSize, with the lead time defaultLead for the windows that set
-// none. A window that raises the minimum above annotated takes effect its
-// lead time before it opens; one that lowers it ends its lead time before
-// it closes, so that the nodes of the minimum that follows are Ready in
-// time.
-func (s *Set) For(group Group, annotated, maxSize int, now time.Time, defaultLead time.Duration) Minimum {
-	m := Minimum{MinSize: annotated, Annotated: annotated}
-	if s == nil {
-		return m
+// At is where the windows stand at now, for the groups to ask (Moment.For):
+// each window's schedule is read once, when a group it selects first asks.
+func (s *Set) At(now time.Time) *Moment {
+	m := &Moment{set: s, now: now}
+	if s != nil {
+		m.positions = make([]*position, len(s.windows))
 	}
-	for _, w := range s.windows {
+	return m
+}
+
+// Moment is where the windows stand at one time. It is not safe for
+// concurrent use.
+type Moment struct {
+	set       *Set
+	now       time.Time
+	positions []*position
+}
+
+// position is where a window stands at a moment: its window open then, if
+// any, and the next to open.
+type position struct {
+	open *schedule.Window
+	next schedule.Window
+}
+
+func (m *Moment) position(i int) *position {
+	if m.positions[i] == nil {
+		open, next := m.set.windows[i].schedule.At(m.now)
+		m.positions[i] = &position{open: open, next: next}
+	}
+	return m.positions[i]
+}
+
+// For is the minimum of group at the moment, whose annotations set
+// annotated and maxSize, with the lead time defaultLead for the windows
+// that set none. A window that raises the minimum above annotated takes
+// effect its lead time before it opens; one that lowers it ends its lead
+// time before it closes, so that the nodes of the minimum that follows are
+// Ready in time.
+func (m *Moment) For(group Group, annotated, maxSize int, defaultLead time.Duration) Minimum {
+	minimum := Minimum{MinSize: annotated, Annotated: annotated}
+	if m.set == nil {
+		return minimum
+	}
+	now := m.now
+	for i, w := range m.set.windows {
 		if w.problem != "" || !w.selects(group) {
 			continue
 		}
-		m.Selected = true
+		minimum.Selected = true
 		lead := defaultLead
 		if w.LeadTime != nil {
 			lead = *w.LeadTime
 		}
 		minSize := min(w.MinSize, maxSize)
-		open, next := w.schedule.At(now)
+		at := m.position(i)
+		open, next := at.open, at.next
 		// The window in effect, or about to be, and the one after it.
 		current, upcoming := open, &next
 		switch {
@@ -161,12 +196,18 @@ func (s *Set) For(group Group, annotated, maxSize int, now time.Time, defaultLea
 			current = nil
 		}
 		if current != nil {
-			m.Active = append(m.Active, Active{Name: w.Name, MinSize: minSize, Window: *current})
+			minimum.Active = append(minimum.Active, Active{Name: w.Name, MinSize: minSize, Window: *current})
 		}
-		if upcoming != nil && !upcoming.Opens.IsZero() && (m.Next == nil || upcoming.Opens.Before(m.Next.Window.Opens)) {
-			m.Next = &Active{Name: w.Name, MinSize: minSize, Window: *upcoming}
+		if upcoming != nil && !upcoming.Opens.IsZero() && (minimum.Next == nil || upcoming.Opens.Before(minimum.Next.Window.Opens)) {
+			minimum.Next = &Active{Name: w.Name, MinSize: minSize, Window: *upcoming}
 		}
 	}
+	return minimum.resolve()
+}
+
+// resolve sets the minimum from the windows in effect: the highest of
+// theirs, with the conflict when they disagree.
+func (m Minimum) resolve() Minimum {
 	if len(m.Active) == 0 {
 		return m
 	}
