@@ -72,8 +72,14 @@ var _ nodegroups.NodeGroup = &fakeGroup{}
 // testOwner is the ClusterAutoscaler the engines of the tests act for.
 var testOwner = ownership.Owner{UID: "5e0e4c4a-0000-4000-8000-000000000001"}
 
-func (g *fakeGroup) ID() string                { return g.id }
-func (g *fakeGroup) Labels() map[string]string { return g.labels }
+func (g *fakeGroup) ID() string                       { return g.id }
+func (g *fakeGroup) Labels() map[string]string        { return g.labels }
+func (g *fakeGroup) MaxSize() int                     { return g.max }
+func (g *fakeGroup) TargetSize() int                  { return g.target }
+func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
+func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{Price: g.price} }
+func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
+func (g *fakeGroup) RemovesChosenInstances() bool     { return !g.machineless }
 
 func (g *fakeGroup) MinSize() int {
 	if g.minRule != nil {
@@ -88,12 +94,6 @@ func (g *fakeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGrou
 	g.minRule = rule
 	return g
 }
-func (g *fakeGroup) MaxSize() int                     { return g.max }
-func (g *fakeGroup) TargetSize() int                  { return g.target }
-func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
-func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{Price: g.price} }
-func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
-func (g *fakeGroup) RemovesChosenInstances() bool     { return !g.machineless }
 
 func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
 	if g.templateErr != nil {

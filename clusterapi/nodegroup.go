@@ -88,10 +88,12 @@ func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error
 	return group, nil
 }
 
-func (g *nodeGroup) ID() string                { return g.resource.ID() }
-func (g *nodeGroup) MinSize() int              { return g.resource.MinSize() }
-func (g *nodeGroup) MaxSize() int              { return g.resource.MaxSize() }
-func (g *nodeGroup) Labels() map[string]string { return g.resource.Labels() }
+func (g *nodeGroup) ID() string                     { return g.resource.ID() }
+func (g *nodeGroup) MinSize() int                   { return g.resource.MinSize() }
+func (g *nodeGroup) MaxSize() int                   { return g.resource.MaxSize() }
+func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas() }
+func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
+func (g *nodeGroup) Labels() map[string]string      { return g.resource.Labels() }
 
 // WithMinSize applies rule to the group's resource, whose reads afresh
 // before a decrease of the replicas apply it too.
@@ -100,8 +102,6 @@ func (g *nodeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGrou
 	with.resource = g.resource.WithMinSize(rule)
 	return &with
 }
-func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas() }
-func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
 
 // Options are the overrides of the group's autoscaling-options annotations
 // and the price and consolidation budget of its annotations.

@@ -291,30 +291,32 @@ type resource struct {
 	replicas    int
 	selector    metav1.LabelSelector
 	template    clusterv1.MachineTemplateSpec
-	// minSize is the effective min size: annotatedMinSize, the min-size
-	// annotation's, as Options.MinSize makes it.
-	minSize          int
+	minSize     int
+	maxSize     int
+	options     nodegroups.GroupOptions
+	paused      bool
+
+	// annotatedMinSize is the min-size annotation's; minSize is what
+	// Options.MinSize makes of it.
 	annotatedMinSize int
-	maxSize          int
-	options          nodegroups.GroupOptions
-	paused           bool
 }
 
 var _ Resource = &resource{}
 
-func (r *resource) ID() string                       { return ID(r.kind, r.obj.GetNamespace(), r.obj.GetName()) }
-func (r *resource) Kind() string                     { return r.kind }
-func (r *resource) Namespace() string                { return r.obj.GetNamespace() }
-func (r *resource) Name() string                     { return r.obj.GetName() }
-func (r *resource) ClusterName() string              { return r.clusterName }
-func (r *resource) MinSize() int                     { return r.minSize }
-func (r *resource) MaxSize() int                     { return r.maxSize }
-func (r *resource) Options() nodegroups.GroupOptions { return r.options }
-func (r *resource) Replicas() int                    { return r.replicas }
-func (r *resource) Paused() bool                     { return r.paused }
-func (r *resource) Deleting() bool                   { return !r.obj.GetDeletionTimestamp().IsZero() }
-func (r *resource) Annotations() map[string]string   { return r.obj.GetAnnotations() }
-func (r *resource) Labels() map[string]string        { return r.obj.GetLabels() }
+func (r *resource) ID() string                                     { return ID(r.kind, r.obj.GetNamespace(), r.obj.GetName()) }
+func (r *resource) Kind() string                                   { return r.kind }
+func (r *resource) Namespace() string                              { return r.obj.GetNamespace() }
+func (r *resource) Name() string                                   { return r.obj.GetName() }
+func (r *resource) ClusterName() string                            { return r.clusterName }
+func (r *resource) MinSize() int                                   { return r.minSize }
+func (r *resource) MaxSize() int                                   { return r.maxSize }
+func (r *resource) Options() nodegroups.GroupOptions               { return r.options }
+func (r *resource) Replicas() int                                  { return r.replicas }
+func (r *resource) Paused() bool                                   { return r.paused }
+func (r *resource) Deleting() bool                                 { return !r.obj.GetDeletionTimestamp().IsZero() }
+func (r *resource) Annotations() map[string]string                 { return r.obj.GetAnnotations() }
+func (r *resource) Labels() map[string]string                      { return r.obj.GetLabels() }
+func (r *resource) MachineTemplate() clusterv1.MachineTemplateSpec { return r.template }
 
 func (r *resource) WithMinSize(rule nodegroups.MinSizeRule) Resource {
 	with := *r
@@ -330,7 +332,6 @@ func (r *resource) applyMinSize() {
 		r.minSize = min(max(r.opts.MinSize(r.annotatedMinSize), 0), r.maxSize)
 	}
 }
-func (r *resource) MachineTemplate() clusterv1.MachineTemplateSpec { return r.template }
 
 func (r *resource) checkScalable() error {
 	switch {

@@ -61,8 +61,8 @@ func TestSetStatusFromLoop(t *testing.T) {
 				g.Expect(ca.Status.NodeGroups[0].MinSize).To(HaveValue(BeEquivalentTo(0)))
 				g.Expect(ca.Status.NodeGroups[0].ScheduledMinimum).To(Equal(&autoscalingv1alpha1.NodeGroupScheduledMinimum{
 					AnnotatedMinSize: 2,
-					Active: []autoscalingv1alpha1.ScheduledWindow{{Name: "night", Opens: metav1.NewTime(second.Add(-time.Hour)), Closes: metav1.NewTime(second.Add(10 * time.Hour))}},
-					Next:   &autoscalingv1alpha1.ScheduledWindow{Name: "office", MinSize: 4, Opens: metav1.NewTime(second.Add(24 * time.Hour)), Closes: metav1.NewTime(second.Add(34 * time.Hour))},
+					Active:           []autoscalingv1alpha1.ScheduledWindow{{Name: "night", Opens: metav1.NewTime(second.Add(-time.Hour)), Closes: metav1.NewTime(second.Add(10 * time.Hour))}},
+					Next:             &autoscalingv1alpha1.ScheduledWindow{Name: "office", MinSize: 4, Opens: metav1.NewTime(second.Add(24 * time.Hour)), Closes: metav1.NewTime(second.Add(34 * time.Hour))},
 				}))
 			},
 		},

@@ -246,11 +246,7 @@ func Replicas(prefix string, n int, cpu, memory string, opts ...PodOption) []*co
 type NodeGroup struct {
 	Name     string
 	Min, Max int
-	// MinRule, set by WithMinSize, makes MinSize of Min.
-	MinRule nodegroups.MinSizeRule
-	// GroupLabels are the labels of the object behind the group.
-	GroupLabels map[string]string
-	Target      int
+	Target   int
 	// Nodes are the names of the registered members.
 	Nodes []string
 	// Template is returned by TemplateNode; when nil it fails.
@@ -269,6 +265,10 @@ type NodeGroup struct {
 	DeleteNodesErr error
 	// Cancelled records the names of the nodes passed to CancelDeletion.
 	Cancelled []string
+	// MinRule, set by WithMinSize, makes MinSize of Min.
+	MinRule nodegroups.MinSizeRule
+	// GroupLabels are the labels of the object behind the group.
+	GroupLabels map[string]string
 }
 
 var _ nodegroups.NodeGroup = &NodeGroup{}
