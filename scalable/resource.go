@@ -269,11 +269,18 @@ type OutOfBoundsError struct {
 	ID               string
 	Current, Desired int
 	MinSize, MaxSize int
+	// AnnotatedMinSize is the min-size annotation's, when a scheduled
+	// minimum made MinSize of it (Options.MinSize).
+	AnnotatedMinSize *int
 }
 
 func (e *OutOfBoundsError) Error() string {
-	return fmt.Sprintf("%s: refusing to change replicas from %d to %d, outside the bounds [%d, %d] set by the %q and %q annotations",
+	message := fmt.Sprintf("%s: refusing to change replicas from %d to %d, outside the bounds [%d, %d] set by the %q and %q annotations",
 		e.ID, e.Current, e.Desired, e.MinSize, e.MaxSize, MinSizeAnnotation, MaxSizeAnnotation)
+	if e.AnnotatedMinSize != nil {
+		message += fmt.Sprintf(" and the scheduled minimums (annotated min size %d)", *e.AnnotatedMinSize)
+	}
+	return message
 }
 
 type resource struct {
@@ -347,7 +354,11 @@ func (r *resource) checkScalable() error {
 // already outside them may still move towards them.
 func (r *resource) checkBounds(current, desired int) error {
 	if desired > current && desired > r.maxSize || desired < current && desired < r.minSize {
-		return &OutOfBoundsError{ID: r.ID(), Current: current, Desired: desired, MinSize: r.minSize, MaxSize: r.maxSize}
+		err := &OutOfBoundsError{ID: r.ID(), Current: current, Desired: desired, MinSize: r.minSize, MaxSize: r.maxSize}
+		if r.opts.MinSize != nil {
+			err.AnnotatedMinSize = ptr.To(r.annotatedMinSize)
+		}
+		return err
 	}
 	return nil
 }

@@ -475,7 +475,8 @@ var _ = Describe("Resource", func() {
 			Expect(specReplicas(md)).To(BeEquivalentTo(1))
 
 			sleeping = false
-			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(ContainSubstring("refusing to change replicas from 1 to 0")))
+			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(HaveSuffix("refusing to change replicas from 1 to 0, outside the bounds [1, 5] set by the " +
+				`"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size" and "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size" annotations and the scheduled minimums (annotated min size 1)`)))
 			var outOfBounds *OutOfBoundsError
 			Expect(errors.As(lower(), &outOfBounds)).To(BeTrue())
 			Expect(specReplicas(md)).To(BeEquivalentTo(1))
