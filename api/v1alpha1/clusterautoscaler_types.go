@@ -369,13 +369,14 @@ type ScheduledMinimum struct {
 	MinSize int32 `json:"minSize"`
 }
 
-// ScheduledNodeGroups select node groups: the MachineDeployments and
-// standalone MachineSets of the Cluster that carry the autoscaler's size
-// annotations. A group is selected when it matches every field that is
-// set.
+// ScheduledNodeGroups select node groups: the MachineDeployments,
+// standalone MachineSets and MachinePools of the Cluster that carry the
+// autoscaler's size annotations. A group is selected when it matches
+// every field that is set.
 // +kubebuilder:validation:XValidation:rule="has(self.names) || has(self.labelSelector)",message="name node groups, or select them by label"
 type ScheduledNodeGroups struct {
-	// names are names of MachineDeployments and standalone MachineSets.
+	// names are names of MachineDeployments, standalone MachineSets and
+	// MachinePools.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
@@ -383,8 +384,8 @@ type ScheduledNodeGroups struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	Names []string `json:"names,omitempty"`
 
-	// labelSelector selects MachineDeployments and standalone MachineSets
-	// by their labels.
+	// labelSelector selects MachineDeployments, standalone MachineSets
+	// and MachinePools by their own labels.
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 }
