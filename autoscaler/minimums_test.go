@@ -179,3 +179,21 @@ func TestADryRunEngineNamesTheScheduledMinimumItWouldRaiseTheGroupTo(t *testing.
 	g.Expect(status.Decisions[0].Message()).To(Equal("Would scale up [MachineDeployment/default/md-0 +2] to the minimum of scheduled minimum office-hours"))
 	g.Expect(groupRow(status, group.id).MinSize).To(Equal(2))
 }
+
+// A DryRun engine in a sleep window decides the removals the lowered
+// minimum lets through, and removes nothing.
+func TestADryRunEngineInASleepWindowDecidesTheRemovalsItLetsThrough(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", min: 1, max: 5, template: templateNode()}
+	nodes := group.addNodes(1)
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes)...)
+	config := withMinimums(minimums.Spec{Name: "night", Names: []string{"md-0"}, Schedule: "0 12 * * *", Duration: 11 * time.Hour})
+	config.DryRun = true
+	f.apply(t, config)
+
+	status := f.runPastUnneededTime(context.Background(), t)
+
+	g.Expect(group.deletedNodes).To(BeEmpty())
+	g.Expect(status.Decisions).To(ConsistOf(SatisfyAll(HaveField("Kind", autoscaler.ScaleDownDecision), HaveField("Nodes", Equal([]string{nodes[0].Name})))))
+	g.Expect(f.groupRecorder.minimumEvents(group.id)).To(BeEmpty(), "a DryRun engine writes no events on groups")
+}
