@@ -52,6 +52,9 @@ type actuation interface {
 	// scaleUp carries out a scale-up plan for pending pods, and returns
 	// the nodes it adds to each group, by group ID.
 	scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int
+	// raiseToMinimums carries out the scale-ups of groups to the minimum
+	// their scheduled minimums set.
+	raiseToMinimums(ctx context.Context, l *loop, raises []minimumRaise)
 	// scaleDown starts removing the nodes of a scale-down plan.
 	scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan)
 	// startAtomicScaleUp carries out the plan of the atomic scale-up of a
@@ -210,6 +213,26 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	}
 	s.told.notTriggered.endRound()
 	return l.increased
+}
+
+func (a active) raiseToMinimums(ctx context.Context, l *loop, raises []minimumRaise) {
+	scaled := 0
+	for _, raise := range raises {
+		id := raise.increase.Group.ID()
+		from := a.s.state.Group(id).Target + l.increased[id]
+		if err := a.increase(ctx, l, raise.increase); err != nil {
+			a.groupError(ctx, id, "increasing size to the scheduled minimum", err)
+			continue
+		}
+		scaled += raise.increase.Delta
+		message := raise.message(from)
+		a.increased(l, raise.increase, "", "Scale-up to the "+message)
+		klog.FromContext(ctx).Info("Scaled up node group to its scheduled minimum", "nodeGroup", id, "delta", raise.increase.Delta,
+			"targetSize", from+raise.increase.Delta, "scheduledMinimums", raise.minimum.ActiveNames())
+	}
+	if scaled > 0 {
+		a.scaledUp(l, scaled)
+	}
 }
 
 // increased registers an increase the group took, for the request of

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
@@ -85,6 +86,13 @@ type Config struct {
 	Health        HealthConfig
 
 	Taints TaintConfig
+
+	// ScheduledMinimums change the minimum size of the groups they select
+	// during the windows of their schedules (docs/capacity.md, "Scheduled
+	// minimums and sleep"). A window that cannot be read is ignored and
+	// reported (Status.ScheduledMinimumProblems), not refused: the rest of
+	// the configuration applies.
+	ScheduledMinimums []minimums.Spec
 
 	// Upstream is where an upstream cluster-autoscaler keeps what shows
 	// it runs in the cluster (checkOtherAutoscalers).

@@ -85,6 +85,9 @@ type Decision struct {
 	// Reason says why a scale-down would have removed its nodes when it
 	// was not because they were unneeded: consolidation's message.
 	Reason string
+	// ScheduledMinimum names the scheduled minimums a scale-up would have
+	// raised its groups to.
+	ScheduledMinimum string
 }
 
 // GroupDelta is a change of one group's size.
@@ -96,7 +99,7 @@ type GroupDelta struct {
 // sameAs says whether d and other would do the same: a loop that plans
 // again what the last one planned makes no new decision.
 func (d Decision) sameAs(other *Decision) bool {
-	return other != nil && d.Kind == other.Kind && d.Request == other.Request && slices.Equal(d.Groups, other.Groups) &&
+	return other != nil && d.Kind == other.Kind && d.Request == other.Request && d.ScheduledMinimum == other.ScheduledMinimum && slices.Equal(d.Groups, other.Groups) &&
 		slices.Equal(d.Nodes, other.Nodes) && slices.Equal(d.Pods, other.Pods) && sameCondition(d.Answer, other.Answer)
 }
 
@@ -119,6 +122,9 @@ func (d Decision) Message() string {
 	case ScaleUpDecision:
 		if d.Request != "" {
 			return fmt.Sprintf("Would scale up [%s] for ProvisioningRequest %s", strings.Join(groups, ", "), d.Request)
+		}
+		if d.ScheduledMinimum != "" {
+			return fmt.Sprintf("Would scale up [%s] to the minimum of scheduled minimum %s", strings.Join(groups, ", "), d.ScheduledMinimum)
 		}
 		return fmt.Sprintf("Would scale up [%s] for %d pending pod(s)", strings.Join(groups, ", "), len(d.Pods))
 	case AnswerDecision:
@@ -230,6 +236,27 @@ func (d dryRun) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	return increases
 }
 
+// raiseToMinimums records the raises to scheduled minimums a dry-run loop
+// planned, when new.
+func (d dryRun) raiseToMinimums(ctx context.Context, l *loop, raises []minimumRaise) {
+	if len(raises) == 0 {
+		d.s.decisions.forget(scheduledMinimumsDecision)
+		return
+	}
+	decision := Decision{Kind: ScaleUpDecision, Time: l.now}
+	var names []string
+	nodes := 0
+	for _, raise := range raises {
+		decision.Groups = append(decision.Groups, GroupDelta{ID: raise.increase.Group.ID(), Delta: raise.increase.Delta})
+		names = append(names, raise.minimum.ActiveNames()...)
+		nodes += raise.increase.Delta
+	}
+	slices.Sort(names)
+	decision.ScheduledMinimum = strings.Join(slices.Compact(names), ", ")
+	d.publishDecision(ctx, scheduledMinimumsDecision, decision, nodes)
+	d.s.planner.RecordScaleUp(l.now)
+}
+
 // publishScaleUp publishes a scale-up decision under key, with the groups
 // of plan, and has scale-down wait as the scale-up would: delayAfterAdd.
 func (d dryRun) publishScaleUp(ctx context.Context, l *loop, key string, decision Decision, plan *scaleup.Plan) {
@@ -320,7 +347,10 @@ func (d dryRun) writeBufferStatus(context.Context, *loop) {}
 // atomic scale-up and one for its answer.
 const (
 	pendingPodsDecision = "pending pods"
-	scaleDownDecision   = "scale-down"
+	// scheduledMinimumsDecision is the key of the raises to scheduled
+	// minimums.
+	scheduledMinimumsDecision = "scheduled minimums"
+	scaleDownDecision         = "scale-down"
 )
 
 func requestDecision(uid types.UID) string { return "ProvisioningRequest " + string(uid) }

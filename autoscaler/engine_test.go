@@ -61,6 +61,10 @@ type fakeGroup struct {
 	machineless bool
 	// price is the group's own price, as its price annotation gives it.
 	price *pricing.Price
+	// labels are those of the object behind the group; minRule the rule
+	// the engine gave its min size (WithMinSize).
+	labels  map[string]string
+	minRule nodegroups.MinSizeRule
 }
 
 var _ nodegroups.NodeGroup = &fakeGroup{}
@@ -69,13 +73,27 @@ var _ nodegroups.NodeGroup = &fakeGroup{}
 var testOwner = ownership.Owner{UID: "5e0e4c4a-0000-4000-8000-000000000001"}
 
 func (g *fakeGroup) ID() string                       { return g.id }
-func (g *fakeGroup) MinSize() int                     { return g.min }
+func (g *fakeGroup) Labels() map[string]string        { return g.labels }
 func (g *fakeGroup) MaxSize() int                     { return g.max }
 func (g *fakeGroup) TargetSize() int                  { return g.target }
 func (g *fakeGroup) Instances() []nodegroups.Instance { return g.instances }
 func (g *fakeGroup) Options() nodegroups.GroupOptions { return nodegroups.GroupOptions{Price: g.price} }
 func (g *fakeGroup) ScaleDownBlockedReason() string   { return "" }
 func (g *fakeGroup) RemovesChosenInstances() bool     { return !g.machineless }
+
+func (g *fakeGroup) MinSize() int {
+	if g.minRule != nil {
+		return min(g.minRule(g.min), g.max)
+	}
+	return g.min
+}
+
+// WithMinSize sets the rule on the group itself, so that the test sees
+// what the engine asks of it.
+func (g *fakeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGroup {
+	g.minRule = rule
+	return g
+}
 
 func (g *fakeGroup) TemplateNode(context.Context) (*corev1.Node, error) {
 	if g.templateErr != nil {
@@ -112,8 +130,8 @@ func (g *fakeGroup) CheckScaleDown(_ context.Context, removing int) error {
 	if g.scaleDownRefusal != nil {
 		return g.scaleDownRefusal
 	}
-	if g.target-removing < g.min {
-		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.target-removing, g.min)}
+	if g.target-removing < g.MinSize() {
+		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.target-removing, g.MinSize())}
 	}
 	return nil
 }
@@ -164,6 +182,8 @@ type fakeProvider struct {
 func (p *fakeProvider) NodeGroups(context.Context) (nodegroups.List, error) {
 	list := nodegroups.List{Problems: p.problems}
 	for _, g := range p.groups {
+		// Read afresh: the min size of the annotations.
+		g.minRule = nil
 		list.Groups = append(list.Groups, g)
 	}
 	return list, nil

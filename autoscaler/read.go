@@ -32,6 +32,8 @@ func (s *steps) refresh(ctx context.Context, l *loop) error {
 	}
 	l.groups = groups
 	l.problems = slices.Clone(groups.Problems)
+	s.applyMinimums(l)
+	groups = l.groups
 	s.atomic.claimInstances(groups.Groups, l.now, s.provisionTime)
 
 	input, err := s.readCluster(ctx)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
@@ -23,6 +24,8 @@ type Settings struct {
 	scaleDown    scaledown.Options
 	actuator     scaledown.ActuatorOptions
 	clusterstate clusterstate.Options
+	// minimums are the scheduled minimums, read.
+	minimums *minimums.Set
 }
 
 // NewSettings checks config and builds its settings, or says what is
@@ -46,6 +49,7 @@ func NewSettings(config Config, clk clock.PassiveClock) (*Settings, error) {
 		scaleDown:    scaleDownOptions(config),
 		actuator:     actuatorOptions(config, clk),
 		clusterstate: clusterstateOptions(config),
+		minimums:     minimums.New(config.ScheduledMinimums),
 	}
 	if err := settings.scaleDown.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid scale-down configuration: %w", err)

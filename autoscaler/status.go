@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
@@ -90,6 +91,10 @@ type Status struct {
 
 	// Explanation is what the loop decided for pending pods and nodes.
 	Explanation Explanation
+
+	// ScheduledMinimumProblems say which scheduled minimums are ignored,
+	// and why (e.g. a time zone the manager does not know).
+	ScheduledMinimumProblems []string
 }
 
 // NodeGroupStatus is the state of one node group in a loop.
@@ -126,6 +131,9 @@ type NodeGroupStatus struct {
 	// expander prices it; zero while the engine knows neither the group's
 	// own price nor the node a new member would be.
 	Price pricing.Quote
+	// ScheduledMinimum is, for a group that scheduled minimums select,
+	// where it stands in their windows: MinSize is its Minimum.MinSize.
+	ScheduledMinimum *minimums.Minimum
 }
 
 // ReasonCount counts pods that share a reason.
@@ -216,6 +224,7 @@ func (s *steps) fillStatus(l *loop) {
 			BackoffCode:      backoff.Reason,
 			Problem:          problems[group.ID()],
 			Price:            s.settings.config.InstanceTypePrices.NodePrice(group.Options().Price, newNodes[group.ID()]),
+			ScheduledMinimum: scheduledMinimum(l.minimums, group.ID()),
 		})
 	}
 	status.Decisions = slices.Clone(s.decisions.list)
@@ -234,4 +243,14 @@ func (s *steps) fillStatus(l *loop) {
 		status.ScalingActive = false
 		status.ScalingMessage = "No MachineDeployment, MachineSet or MachinePool of the cluster has the autoscaler max size annotation"
 	}
+}
+
+// scheduledMinimum is where group id stands in its scheduled minimums, or
+// nil when none selects it.
+func scheduledMinimum(byGroup map[string]minimums.Minimum, id string) *minimums.Minimum {
+	minimum, ok := byGroup[id]
+	if !ok {
+		return nil
+	}
+	return &minimum
 }

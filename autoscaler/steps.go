@@ -12,6 +12,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/clusterstate"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/provisioning"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -157,7 +158,10 @@ type loop struct {
 	// givenUp are, by group ID, the sizes without an instance given up in
 	// this loop, which the cluster state read before still counts.
 	givenUp map[string]int
-	status  Status
+	// minimums are, by group ID, where the groups that scheduled minimums
+	// select stand in them at the loop's time.
+	minimums map[string]minimums.Minimum
+	status   Status
 }
 
 // run runs the steps of one loop in order. A step that fails for one node
@@ -180,7 +184,10 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 	// A dry run plans beside another autoscaler: that is what it is for.
 	if l.healthy && (l.otherAutoscaler == "" || dryRun) {
 		s.bookRequests(ctx, l)
-		s.timed(ctx, "scaleUp", func() { s.scaleUpPending(ctx, l) })
+		s.timed(ctx, "scaleUp", func() {
+			s.scaleUpPending(ctx, l)
+			s.raiseToMinimums(ctx, l)
+		})
 		s.answerRequests(ctx, l)
 		// The groups of atomic scale-ups, rolled back or not, are kept out
 		// of scale-down (withScaleDownBlocks), and the nodes a rollback
@@ -196,6 +203,7 @@ func (s *steps) run(ctx context.Context, now time.Time) Status {
 		s.act.writeBufferStatus(ctx, l)
 	}
 	s.giveAnswers(ctx, l)
+	s.tellMinimumWindows(l)
 	s.reportProblems(ctx, l.problems, l.now)
 	s.fillStatus(l)
 	return l.status

@@ -25,6 +25,10 @@ type told struct {
 	// buffers hold their room (the event's reason) and the problems of
 	// their schedules, each told in an event.
 	bufferSchedules toldMessages
+	// minimumWindows are the windows of scheduled minimums in effect for
+	// each group, by group ID and window name, told when they take effect
+	// and when they end.
+	minimumWindows map[string]string
 }
 
 func newTold() told {

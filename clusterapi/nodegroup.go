@@ -93,6 +93,15 @@ func (g *nodeGroup) MinSize() int                   { return g.resource.MinSize(
 func (g *nodeGroup) MaxSize() int                   { return g.resource.MaxSize() }
 func (g *nodeGroup) TargetSize() int                { return g.resource.Replicas() }
 func (g *nodeGroup) ScaleDownBlockedReason() string { return g.rolloutReason }
+func (g *nodeGroup) Labels() map[string]string      { return g.resource.Labels() }
+
+// WithMinSize applies rule to the group's resource, whose reads afresh
+// before a decrease of the replicas apply it too.
+func (g *nodeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGroup {
+	with := *g
+	with.resource = g.resource.WithMinSize(rule)
+	return &with
+}
 
 // Options are the overrides of the group's autoscaling-options annotations
 // and the price and consolidation budget of its annotations.

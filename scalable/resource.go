@@ -49,9 +49,14 @@ type Resource interface {
 	Name() string
 	ClusterName() string
 
-	// MinSize and MaxSize come from the size annotations.
+	// MinSize and MaxSize come from the size annotations; MinSize is what
+	// Options.MinSize makes of the annotated one, when set.
 	MinSize() int
 	MaxSize() int
+	// WithMinSize returns the resource with Options.MinSize set to rule.
+	WithMinSize(rule nodegroups.MinSizeRule) Resource
+	// Labels are the resource's own labels.
+	Labels() map[string]string
 	// Options are the per-group overrides from the autoscaling-options annotations.
 	Options() nodegroups.GroupOptions
 	// Replicas is spec.replicas as read.
@@ -157,6 +162,10 @@ type Options struct {
 	// Writes remembers the autoscaler's writes of replicas across reads of
 	// the resource; nil remembers nothing.
 	Writes *Writes
+	// MinSize, when set, gives the min size from the one the annotations
+	// set, each time they are read: the engine's scheduled minimums. It is
+	// capped at the max size.
+	MinSize nodegroups.MinSizeRule
 }
 
 // New returns the Resource for a MachineDeployment, a MachineSet or a
@@ -200,9 +209,10 @@ func New(obj client.Object, opts Options) (Resource, error) {
 	r.paused = annotations.IsPaused(opts.Cluster, obj)
 
 	var err error
-	if r.minSize, r.maxSize, err = sizeBounds(r.ID(), obj.GetAnnotations()); err != nil {
+	if r.annotatedMinSize, r.maxSize, err = sizeBounds(r.ID(), obj.GetAnnotations()); err != nil {
 		return nil, err
 	}
+	r.applyMinSize()
 	if r.options, err = groupOptions(r.ID(), obj.GetAnnotations()); err != nil {
 		return nil, err
 	}
@@ -259,11 +269,18 @@ type OutOfBoundsError struct {
 	ID               string
 	Current, Desired int
 	MinSize, MaxSize int
+	// AnnotatedMinSize is the min-size annotation's, when a scheduled
+	// minimum made MinSize of it (Options.MinSize).
+	AnnotatedMinSize *int
 }
 
 func (e *OutOfBoundsError) Error() string {
-	return fmt.Sprintf("%s: refusing to change replicas from %d to %d, outside the bounds [%d, %d] set by the %q and %q annotations",
+	message := fmt.Sprintf("%s: refusing to change replicas from %d to %d, outside the bounds [%d, %d] set by the %q and %q annotations",
 		e.ID, e.Current, e.Desired, e.MinSize, e.MaxSize, MinSizeAnnotation, MaxSizeAnnotation)
+	if e.AnnotatedMinSize != nil {
+		message += fmt.Sprintf(" and the scheduled minimums (annotated min size %d)", *e.AnnotatedMinSize)
+	}
+	return message
 }
 
 type resource struct {
@@ -285,6 +302,10 @@ type resource struct {
 	maxSize     int
 	options     nodegroups.GroupOptions
 	paused      bool
+
+	// annotatedMinSize is the min-size annotation's; minSize is what
+	// Options.MinSize makes of it.
+	annotatedMinSize int
 }
 
 var _ Resource = &resource{}
@@ -301,7 +322,23 @@ func (r *resource) Replicas() int                                  { return r.re
 func (r *resource) Paused() bool                                   { return r.paused }
 func (r *resource) Deleting() bool                                 { return !r.obj.GetDeletionTimestamp().IsZero() }
 func (r *resource) Annotations() map[string]string                 { return r.obj.GetAnnotations() }
+func (r *resource) Labels() map[string]string                      { return r.obj.GetLabels() }
 func (r *resource) MachineTemplate() clusterv1.MachineTemplateSpec { return r.template }
+
+func (r *resource) WithMinSize(rule nodegroups.MinSizeRule) Resource {
+	with := *r
+	with.opts.MinSize = rule
+	with.applyMinSize()
+	return &with
+}
+
+// applyMinSize sets the effective min size from the annotated one.
+func (r *resource) applyMinSize() {
+	r.minSize = r.annotatedMinSize
+	if r.opts.MinSize != nil {
+		r.minSize = min(max(r.opts.MinSize(r.annotatedMinSize), 0), r.maxSize)
+	}
+}
 
 func (r *resource) checkScalable() error {
 	switch {
@@ -317,7 +354,11 @@ func (r *resource) checkScalable() error {
 // already outside them may still move towards them.
 func (r *resource) checkBounds(current, desired int) error {
 	if desired > current && desired > r.maxSize || desired < current && desired < r.minSize {
-		return &OutOfBoundsError{ID: r.ID(), Current: current, Desired: desired, MinSize: r.minSize, MaxSize: r.maxSize}
+		err := &OutOfBoundsError{ID: r.ID(), Current: current, Desired: desired, MinSize: r.minSize, MaxSize: r.maxSize}
+		if r.opts.MinSize != nil {
+			err.AnnotatedMinSize = ptr.To(r.annotatedMinSize)
+		}
+		return err
 	}
 	return nil
 }

@@ -459,6 +459,29 @@ var _ = Describe("Resource", func() {
 			Expect(specReplicas(md)).To(BeEquivalentTo(3))
 		})
 
+		It("goes below the annotated min size to the one its rule gives, asked again at the write", func() {
+			// A sleep window lowers the min size to 0 (autoscaler/minimums);
+			// once it has ended, the rule gives the annotated one back.
+			sleeping := true
+			r = r.WithMinSize(func(annotated int) int {
+				if sleeping {
+					return 0
+				}
+				return annotated
+			})
+			Expect(r.MinSize()).To(Equal(0))
+			Expect(lower()).To(Succeed())
+			Expect(lower()).To(Succeed(), "below the annotated min size 1")
+			Expect(specReplicas(md)).To(BeEquivalentTo(1))
+
+			sleeping = false
+			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(HaveSuffix("refusing to change replicas from 1 to 0, outside the bounds [1, 5] set by the " +
+				`"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size" and "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size" annotations and the scheduled minimums (annotated min size 1)`)))
+			var outOfBounds *OutOfBoundsError
+			Expect(errors.As(lower(), &outOfBounds)).To(BeTrue())
+			Expect(specReplicas(md)).To(BeEquivalentTo(1))
+		})
+
 		It("refuses once the resource is gone", func() {
 			Expect(k8sClient.Delete(ctx, md)).To(Succeed())
 			Expect(r.CheckScaleDown(ctx, 1)).To(MatchError(ContainSubstring("no longer exists")))

@@ -298,6 +298,96 @@ type ClusterAutoscalerSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	StatusTaints []TaintKey `json:"statusTaints,omitempty"`
+
+	// scheduledMinimums change the minimum size of node groups during the
+	// windows of a schedule: 0 to put a group to sleep at night, more to
+	// warm it up for office hours. The engine reaches a raised minimum by
+	// scaling up, and a lowered one only through the normal scale-down
+	// (unneeded time, drains, PodDisruptionBudgets), never by writing the
+	// replicas. Where windows that disagree are in effect for a group at
+	// once, the highest minimum applies, and the group's status row says
+	// so (docs/capacity.md, "Scheduled minimums and sleep").
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	ScheduledMinimums []ScheduledMinimum `json:"scheduledMinimums,omitempty"`
+}
+
+// ScheduledMinimum is a minimum size that node groups take during the
+// windows of a schedule: a window opens at each time the cron expression
+// names, in the time zone, and stays open for the duration.
+type ScheduledMinimum struct {
+	// name names the window in the status, events and DryRun decisions.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Label().validate(self).hasValue()",message="must be a lowercase RFC 1123 label"
+	Name string `json:"name"`
+
+	// nodeGroups select the node groups the minimum applies to.
+	// +required
+	NodeGroups ScheduledNodeGroups `json:"nodeGroups"`
+
+	// schedule is a cron expression of five fields (minute, hour, day of
+	// month, month, day of week), e.g. "0 8 * * 1-5" for 08:00 on
+	// weekdays: each time it names opens a window.
+	// +required
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^\s*[0-9A-Za-z*?,/-]+(\s+[0-9A-Za-z*?,/-]+){4}\s*$`
+	Schedule string `json:"schedule"`
+
+	// timeZone is the IANA time zone the schedule is read in, such as
+	// Europe/Paris; UTC when unset. A zone the manager does not know is
+	// reported on the status, and the window ignored.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone must name a time zone, not Local"
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// duration is how long each window stays open, e.g. 10h.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be positive"
+	Duration metav1.Duration `json:"duration"`
+
+	// leadTime is how early a minimum is raised: a window that raises the
+	// minimum takes effect leadTime before it opens, and one that lowers
+	// it ends leadTime before it closes, so that the nodes are Ready when
+	// they are needed. Unset, the group's maxNodeProvisionTime.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="leadTime must not be negative"
+	LeadTime *metav1.Duration `json:"leadTime,omitempty"`
+
+	// minSize is the groups' minimum size while the window is open: 0
+	// lets scale-down empty them ("sleep"), a number above the min-size
+	// annotation has them scaled up to it. It is capped at each group's
+	// max size.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MinSize int32 `json:"minSize"`
+}
+
+// ScheduledNodeGroups select node groups: the MachineDeployments,
+// standalone MachineSets and MachinePools of the Cluster that carry the
+// autoscaler's size annotations. A group is selected when it matches
+// every field that is set.
+// +kubebuilder:validation:XValidation:rule="has(self.names) || has(self.labelSelector)",message="name node groups, or select them by label"
+type ScheduledNodeGroups struct {
+	// names are names of MachineDeployments, standalone MachineSets and
+	// MachinePools.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=253
+	Names []string `json:"names,omitempty"`
+
+	// labelSelector selects MachineDeployments, standalone MachineSets
+	// and MachinePools by their own labels.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 }
 
 // WorkloadKubeconfigSecretReference names a kubeconfig in a Secret of the
@@ -667,6 +757,12 @@ const (
 	// with the first rollback that gives up; an engine restarted since
 	// then no longer knows what that rollback left.
 	AtomicScaleUpsRolledBackCondition = "AtomicScaleUpsRolledBack"
+	// ScheduledMinimumsValidCondition is False while windows of
+	// spec.scheduledMinimums are ignored, because the manager cannot read
+	// their schedule (a cron expression that names no time, a time zone it
+	// does not know) or their label selector; the message names them and
+	// says why. It appears once the spec has scheduled minimums.
+	ScheduledMinimumsValidCondition = "ScheduledMinimumsValid"
 
 	// RunningReason: the loop ran successfully.
 	RunningReason = "Running"
@@ -770,6 +866,24 @@ const (
 	// autoscaling goes on without answering them and tries again every 5
 	// minutes.
 	ProvisioningRequestsUnreadableReason = "ProvisioningRequestsUnreadable"
+	// InvalidScheduledMinimumReason: see ScheduledMinimumsValidCondition.
+	InvalidScheduledMinimumReason = "InvalidScheduledMinimum"
+	// ScheduledMinimumsReadReason: every window of spec.scheduledMinimums
+	// is read.
+	ScheduledMinimumsReadReason = "ScheduledMinimumsRead"
+	// ScheduledMinimumWindowOpenedReason and
+	// ScheduledMinimumWindowClosedReason, of Normal events on a node
+	// group's MachineDeployment or MachineSet: a window of
+	// spec.scheduledMinimums starts, or stops, setting the group's minimum
+	// size (a raising window starts its lead time early, a lowering one
+	// stops its lead time early).
+	ScheduledMinimumWindowOpenedReason = "ScheduledMinimumWindowOpened"
+	ScheduledMinimumWindowClosedReason = "ScheduledMinimumWindowClosed"
+	// ConflictingScheduledMinimumsReason: windows of spec.scheduledMinimums
+	// that set different minimums are in effect for a node group at once;
+	// the highest applies. A problem of the group's status row, and a
+	// Warning event on its object.
+	ConflictingScheduledMinimumsReason = "ConflictingScheduledMinimums"
 )
 
 // ClusterAutoscalerStatus is what the autoscaler observed and did.
@@ -937,6 +1051,55 @@ type NodeGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Problem string `json:"problem,omitempty"`
+
+	// scheduledMinimum is set for a group that spec.scheduledMinimums
+	// select: minSize is then the effective minimum, which the windows in
+	// effect set.
+	// +optional
+	ScheduledMinimum *NodeGroupScheduledMinimum `json:"scheduledMinimum,omitempty"`
+}
+
+// NodeGroupScheduledMinimum is where a node group stands in the windows of
+// the scheduled minimums that select it.
+type NodeGroupScheduledMinimum struct {
+	// annotatedMinSize is the minimum of the group's min-size annotation,
+	// which applies while no window is in effect.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	AnnotatedMinSize int32 `json:"annotatedMinSize"`
+
+	// active are the windows in effect now, which set the minimum: open,
+	// or within their lead time before opening for a raise.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Active []ScheduledWindow `json:"active,omitempty"`
+
+	// next is the next window to take effect after those in effect.
+	// +optional
+	Next *ScheduledWindow `json:"next,omitempty"`
+}
+
+// ScheduledWindow is one window of a scheduled minimum.
+type ScheduledWindow struct {
+	// name is the scheduled minimum's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// minSize is the minimum the window sets, capped at the group's max
+	// size.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MinSize int32 `json:"minSize"`
+
+	// opens and closes are when the window opens and closes; the minimum
+	// takes effect from opens less the lead time when it raises it, and
+	// ends at closes less the lead time when it lowers it.
+	// +required
+	Opens metav1.Time `json:"opens"`
+	// +required
+	Closes metav1.Time `json:"closes"`
 }
 
 // CapacityBufferRoom is where the room of one CapacityBuffer is.
@@ -1026,6 +1189,12 @@ type DryRunDecision struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	Pods []string `json:"pods,omitempty"`
+
+	// scheduledMinimum names, for a ScaleUp that raises node groups to the
+	// minimum that windows of spec.scheduledMinimums set, those windows.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ScheduledMinimum string `json:"scheduledMinimum,omitempty"`
 
 	// podCount is the number of pending pods a scale-up was for.
 	// +optional

@@ -223,7 +223,42 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("status taint whose name is longer than 63 characters", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.StatusTaints = []autoscalingv1alpha1.TaintKey{autoscalingv1alpha1.TaintKey("example.com/" + strings.Repeat("a", 64))}
 		}, "spec.statusTaints[0]: Invalid value: \"example.com/"+strings.Repeat("a", 64)+"\": must be a taint key"),
+		Entry("scheduled minimum whose cron expression has six fields", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.Schedule = "0 0 8 * * 1-5" })}
+		}, "spec.scheduledMinimums[0].schedule in body should match"),
+		Entry("scheduled minimum whose cron expression names its time zone", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.Schedule = "CRON_TZ=UTC 0 8 * * 1-5" })}
+		}, "spec.scheduledMinimums[0].schedule in body should match"),
+		Entry("scheduled minimum in the Local time zone", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.TimeZone = "Local" })}
+		}, "timeZone must name a time zone, not Local"),
+		Entry("scheduled minimum without a duration", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.Duration = metav1.Duration{} })}
+		}, "duration must be positive"),
+		Entry("scheduled minimum that selects no node group", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) {
+				m.NodeGroups = autoscalingv1alpha1.ScheduledNodeGroups{}
+			})}
+		}, "name node groups, or select them by label"),
+		Entry("scheduled minimum below zero", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(func(m *autoscalingv1alpha1.ScheduledMinimum) { m.MinSize = -1 })}
+		}, "spec.scheduledMinimums[0].minSize: Invalid value: -1"),
+		Entry("two scheduled minimums of one name", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{scheduledMinimum(nil), scheduledMinimum(nil)}
+		}, "spec.scheduledMinimums[1]: Duplicate value"),
 	)
+
+	It("accepts scheduled minimums by name and by label, with a time zone and a lead time", func() {
+		ca := newClusterAutoscaler(func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.ScheduledMinimums = []autoscalingv1alpha1.ScheduledMinimum{
+				scheduledMinimum(nil),
+				{Name: "night", Schedule: "0 20 * * *", TimeZone: "America/Argentina/Buenos_Aires", Duration: *duration("11h"), LeadTime: duration("30m"), MinSize: 0,
+					NodeGroups: autoscalingv1alpha1.ScheduledNodeGroups{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}}},
+			}
+		})
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+	})
 
 	It("accepts the engine's minimum provision time", func() {
 		// With the entry a second under it, this ties the CEL rule to
@@ -246,3 +281,15 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Expect(err.Error()).To(ContainSubstring("clusterName is immutable"))
 	})
 })
+
+// scheduledMinimum is a valid scheduled minimum, changed by mutate.
+func scheduledMinimum(mutate func(*autoscalingv1alpha1.ScheduledMinimum)) autoscalingv1alpha1.ScheduledMinimum {
+	m := autoscalingv1alpha1.ScheduledMinimum{
+		Name: "office-hours", Schedule: "0 8 * * 1-5", TimeZone: "Europe/Paris", Duration: *duration("10h"), MinSize: 5,
+		NodeGroups: autoscalingv1alpha1.ScheduledNodeGroups{Names: []string{"md-0"}},
+	}
+	if mutate != nil {
+		mutate(&m)
+	}
+	return m
+}

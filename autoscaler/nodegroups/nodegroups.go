@@ -24,6 +24,14 @@ type NodeGroup interface {
 	// MinSize and MaxSize are the bounds the group may be resized within.
 	MinSize() int
 	MaxSize() int
+	// Labels are the labels of the object behind the group, which the
+	// engine's scheduled minimums select groups by.
+	Labels() map[string]string
+	// WithMinSize returns the group whose min size is what rule gives for
+	// the one its annotations set: in MinSize, and in the checks of the
+	// methods that lower the target size, which ask rule again, at that
+	// moment, for the annotations they read afresh.
+	WithMinSize(rule MinSizeRule) NodeGroup
 	// TargetSize is the number of nodes the group has been asked to have.
 	TargetSize() int
 	// Instances are the members of the group, including those that have no
@@ -87,6 +95,10 @@ type NodeGroup interface {
 	// such as the nodes of an atomic scale-up.
 	RemovesChosenInstances() bool
 }
+
+// MinSizeRule is a group's min size at the time it is asked, from the one
+// its annotations set.
+type MinSizeRule func(annotated int) int
 
 // Provider discovers the node groups of one cluster.
 type Provider interface {

@@ -77,6 +77,7 @@ func decisionEntry(decision autoscaler.Decision) autoscalingv1alpha1.DryRunDecis
 		PodCount:              int32(len(decision.Pods)),
 		OldestPodCreationTime: statusTime(decision.OldestPod),
 		ProvisioningRequest:   decision.Request,
+		ScheduledMinimum:      truncate(decision.ScheduledMinimum, maxReasonLength),
 	}
 	if answer := decision.Answer; answer != nil {
 		entry.Answer = &autoscalingv1alpha1.ProvisioningRequestAnswer{

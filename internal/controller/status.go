@@ -12,6 +12,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 )
 
@@ -120,6 +121,7 @@ func setStatusFromLoop(ca *autoscalingv1alpha1.ClusterAutoscaler, status autosca
 	setCondition(ca, autoscalingv1alpha1.ReadyCondition, metav1.ConditionTrue, autoscalingv1alpha1.RunningReason, "")
 	ca.Status.AtomicScaleUps = atomicScaleUpRecords(status.AtomicScaleUps)
 	setRolledBack(ca, status.UnfinishedRollbacks)
+	setScheduledMinimumsValid(ca, status.ScheduledMinimumProblems)
 
 	autoscaled := 0
 	rows := make([]autoscalingv1alpha1.NodeGroupStatus, 0, len(status.NodeGroups))
@@ -238,7 +240,36 @@ func nodeGroupRow(group autoscaler.NodeGroupStatus) autoscalingv1alpha1.NodeGrou
 		row.MinSize = ptr.To(int32(group.MinSize))
 		row.MaxSize = ptr.To(int32(group.MaxSize))
 	}
+	if minimum := group.ScheduledMinimum; minimum != nil {
+		row.ScheduledMinimum = &autoscalingv1alpha1.NodeGroupScheduledMinimum{AnnotatedMinSize: int32(minimum.Annotated)}
+		for _, active := range minimum.Active {
+			row.ScheduledMinimum.Active = append(row.ScheduledMinimum.Active, scheduledWindow(active))
+		}
+		if minimum.Next != nil {
+			row.ScheduledMinimum.Next = ptr.To(scheduledWindow(*minimum.Next))
+		}
+	}
 	return row
+}
+
+func scheduledWindow(w minimums.Active) autoscalingv1alpha1.ScheduledWindow {
+	return autoscalingv1alpha1.ScheduledWindow{Name: w.Name, MinSize: int32(w.MinSize),
+		Opens: *statusTime(w.Window.Opens), Closes: *statusTime(w.Window.Closes)}
+}
+
+// setScheduledMinimumsValid says which windows of spec.scheduledMinimums
+// are ignored, and why; the condition appears with the first scheduled
+// minimum.
+func setScheduledMinimumsValid(ca *autoscalingv1alpha1.ClusterAutoscaler, problems []string) {
+	switch {
+	case len(problems) > 0:
+		setCondition(ca, autoscalingv1alpha1.ScheduledMinimumsValidCondition, metav1.ConditionFalse, autoscalingv1alpha1.InvalidScheduledMinimumReason,
+			strings.Join(problems, "\n"))
+	case len(ca.Spec.ScheduledMinimums) > 0:
+		setCondition(ca, autoscalingv1alpha1.ScheduledMinimumsValidCondition, metav1.ConditionTrue, autoscalingv1alpha1.ScheduledMinimumsReadReason, "")
+	default:
+		conditions.Delete(ca, autoscalingv1alpha1.ScheduledMinimumsValidCondition)
+	}
 }
 
 func setCondition(ca *autoscalingv1alpha1.ClusterAutoscaler, conditionType string, status metav1.ConditionStatus, reason, message string) {

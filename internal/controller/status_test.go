@@ -14,7 +14,9 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 )
 
 func TestSetStatusFromLoop(t *testing.T) {
@@ -38,6 +40,29 @@ func TestSetStatusFromLoop(t *testing.T) {
 					{Name: "ns/stuck", Replicas: 2, Unplaceable: 2, Message: "no group fits"},
 					{Name: "ns/night", Message: "outside its schedule's windows it holds no room"},
 					{Name: "ns/always", Replicas: 1, Held: 1},
+				}))
+			},
+		},
+		{
+			name: "scheduled minimums: the windows of a group, and those ignored",
+			status: autoscaler.Status{Time: loopTime, ClusterHealthy: true, ScalingActive: true,
+				ScheduledMinimumProblems: []string{`scheduled minimum mars is ignored: unknown time zone "Mars/Olympus_Mons"`},
+				NodeGroups: []autoscaler.NodeGroupStatus{
+					{ID: "MachineDeployment/ns/dev", Autoscaled: true, MinSize: 0, MaxSize: 5, ScheduledMinimum: &minimums.Minimum{
+						Selected: true, MinSize: 0, Annotated: 2,
+						Active: []minimums.Active{{Name: "night", Window: schedule.Window{Opens: loopTime.Add(-time.Hour), Closes: loopTime.Add(10 * time.Hour)}}},
+						Next:   &minimums.Active{Name: "office", MinSize: 4, Window: schedule.Window{Opens: loopTime.Add(24 * time.Hour), Closes: loopTime.Add(34 * time.Hour)}},
+					}},
+				}},
+			expect: func(g Gomega, ca *autoscalingv1alpha1.ClusterAutoscaler) {
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScheduledMinimumsValidCondition)).To(haveStatusAndReason(metav1.ConditionFalse, autoscalingv1alpha1.InvalidScheduledMinimumReason))
+				g.Expect(conditions.Get(ca, autoscalingv1alpha1.ScheduledMinimumsValidCondition).Message).To(ContainSubstring("mars is ignored"))
+				second := loopTime.Truncate(time.Second)
+				g.Expect(ca.Status.NodeGroups[0].MinSize).To(HaveValue(BeEquivalentTo(0)))
+				g.Expect(ca.Status.NodeGroups[0].ScheduledMinimum).To(Equal(&autoscalingv1alpha1.NodeGroupScheduledMinimum{
+					AnnotatedMinSize: 2,
+					Active:           []autoscalingv1alpha1.ScheduledWindow{{Name: "night", Opens: metav1.NewTime(second.Add(-time.Hour)), Closes: metav1.NewTime(second.Add(10 * time.Hour))}},
+					Next:             &autoscalingv1alpha1.ScheduledWindow{Name: "office", MinSize: 4, Opens: metav1.NewTime(second.Add(24 * time.Hour)), Closes: metav1.NewTime(second.Add(34 * time.Hour))},
 				}))
 			},
 		},

@@ -19,6 +19,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
@@ -165,7 +166,28 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 	}
 	config.Taints.StartupTaints = taintKeys(spec.StartupTaints)
 	config.Taints.StatusTaints = taintKeys(spec.StatusTaints)
+	config.ScheduledMinimums = scheduledMinimums(spec.ScheduledMinimums)
 	return config, nil
+}
+
+// scheduledMinimums are the engine's specs of the scheduled minimums; the
+// engine reads them, and ignores and reports those it cannot read.
+func scheduledMinimums(in []autoscalingv1alpha1.ScheduledMinimum) []minimums.Spec {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]minimums.Spec, 0, len(in))
+	for _, m := range in {
+		spec := minimums.Spec{
+			Name: m.Name, Names: m.NodeGroups.Names, Selector: m.NodeGroups.LabelSelector,
+			Schedule: m.Schedule, TimeZone: m.TimeZone, Duration: m.Duration.Duration, MinSize: int(m.MinSize),
+		}
+		if m.LeadTime != nil {
+			spec.LeadTime = ptr.To(m.LeadTime.Duration)
+		}
+		out = append(out, spec)
+	}
+	return out
 }
 
 func taintKeys(keys []autoscalingv1alpha1.TaintKey) []string {

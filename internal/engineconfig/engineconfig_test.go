@@ -13,6 +13,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
@@ -28,6 +29,22 @@ func TestFromSpec(t *testing.T) {
 			name: "an empty spec keeps the engine defaults",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ClusterName: "c"},
 			want: func(*autoscaler.Config) {},
+		},
+		{
+			name: "scheduled minimums, with and without a lead time",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{ScheduledMinimums: []autoscalingv1alpha1.ScheduledMinimum{
+				{Name: "night", NodeGroups: autoscalingv1alpha1.ScheduledNodeGroups{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}},
+					Schedule: "0 20 * * *", TimeZone: "Europe/Paris", Duration: metav1.Duration{Duration: 11 * time.Hour}, MinSize: 0},
+				{Name: "office", NodeGroups: autoscalingv1alpha1.ScheduledNodeGroups{Names: []string{"md-web"}},
+					Schedule: "0 8 * * 1-5", Duration: metav1.Duration{Duration: 10 * time.Hour}, LeadTime: &metav1.Duration{Duration: 10 * time.Minute}, MinSize: 5},
+			}},
+			want: func(c *autoscaler.Config) {
+				c.ScheduledMinimums = []minimums.Spec{
+					{Name: "night", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}},
+						Schedule: "0 20 * * *", TimeZone: "Europe/Paris", Duration: 11 * time.Hour},
+					{Name: "office", Names: []string{"md-web"}, Schedule: "0 8 * * 1-5", Duration: 10 * time.Hour, LeadTime: ptr.To(10 * time.Minute), MinSize: 5},
+				}
+			},
 		},
 		{
 			name: "where the upstream autoscaler keeps its Lease and status: the Lease in its namespace unless said otherwise",

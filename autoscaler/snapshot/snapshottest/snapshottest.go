@@ -265,6 +265,10 @@ type NodeGroup struct {
 	DeleteNodesErr error
 	// Cancelled records the names of the nodes passed to CancelDeletion.
 	Cancelled []string
+	// MinRule, set by WithMinSize, makes MinSize of Min.
+	MinRule nodegroups.MinSizeRule
+	// GroupLabels are the labels of the object behind the group.
+	GroupLabels map[string]string
 }
 
 var _ nodegroups.NodeGroup = &NodeGroup{}
@@ -273,7 +277,22 @@ var _ nodegroups.NodeGroup = &NodeGroup{}
 func (g *NodeGroup) ID() string { return g.Name }
 
 // MinSize implements nodegroups.NodeGroup.
-func (g *NodeGroup) MinSize() int { return g.Min }
+func (g *NodeGroup) MinSize() int {
+	if g.MinRule != nil {
+		return min(g.MinRule(g.Min), g.Max)
+	}
+	return g.Min
+}
+
+// Labels implements nodegroups.NodeGroup.
+func (g *NodeGroup) Labels() map[string]string { return g.GroupLabels }
+
+// WithMinSize implements nodegroups.NodeGroup: it sets MinRule on the
+// group itself, so that the test sees what is asked of it.
+func (g *NodeGroup) WithMinSize(rule nodegroups.MinSizeRule) nodegroups.NodeGroup {
+	g.MinRule = rule
+	return g
+}
 
 // MaxSize implements nodegroups.NodeGroup.
 func (g *NodeGroup) MaxSize() int { return g.Max }
@@ -322,8 +341,8 @@ func (g *NodeGroup) CheckScaleDown(_ context.Context, removing int) error {
 	if g.ScaleDownRefusal != nil {
 		return g.ScaleDownRefusal
 	}
-	if g.Target-removing < g.Min {
-		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.Target-removing, g.Min)}
+	if g.Target-removing < g.MinSize() {
+		return &nodegroups.RefusedError{Reason: fmt.Sprintf("size %d would go below the minimum %d", g.Target-removing, g.MinSize())}
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ var conditionTypes = []string{
 // when set: they appear with what they report.
 var reportingConditionTypes = []string{
 	autoscalingv1alpha1.AtomicScaleUpsRolledBackCondition,
+	autoscalingv1alpha1.ScheduledMinimumsValidCondition,
 }
 
 // Observe reads the ClusterAutoscalers in scope, their explanations and the
@@ -146,6 +147,7 @@ func clusterView(ca *autoscalingv1alpha1.ClusterAutoscaler) ClusterView {
 		group.TargetSize, group.Registered, group.Ready, group.Upcoming = row.TargetSize, row.Registered, row.Ready, row.Upcoming
 		group.BackoffUntil, group.BackoffReason, group.Problem = row.BackoffUntil, row.BackoffReason, row.Problem
 		group.Price, group.PriceSource = row.Price, string(row.PriceSource)
+		group.ScheduledMinimum = scheduledMinimumView(row.ScheduledMinimum)
 		view.NodeGroups = append(view.NodeGroups, group)
 	}
 	for _, reason := range status.NotTriggerScaleUpReasons {
@@ -231,4 +233,24 @@ func readExplanation(ctx context.Context, c client.Reader, ca *autoscalingv1alph
 		return nil, &readProblem{fmt.Sprintf("the explanation, ConfigMap %s, does not parse: %v", key, err)}
 	}
 	return explanation, nil
+}
+
+// scheduledMinimumView is a group's scheduled minimum row as the views
+// show it; nil without one.
+func scheduledMinimumView(m *autoscalingv1alpha1.NodeGroupScheduledMinimum) *ScheduledMinimumView {
+	if m == nil {
+		return nil
+	}
+	window := func(w autoscalingv1alpha1.ScheduledWindow) ScheduledWindowView {
+		return ScheduledWindowView{Name: w.Name, MinSize: w.MinSize, Opens: w.Opens, Closes: w.Closes}
+	}
+	view := &ScheduledMinimumView{AnnotatedMinSize: m.AnnotatedMinSize}
+	for _, w := range m.Active {
+		view.Active = append(view.Active, window(w))
+	}
+	if m.Next != nil {
+		next := window(*m.Next)
+		view.Next = &next
+	}
+	return view
 }

@@ -128,6 +128,9 @@ func statusTree(c *ClusterView, p cli.Palette, now time.Time) *cli.Tree {
 		if g.Problem != "" {
 			row.Add("%s", p.Red("problem: "+g.Problem))
 		}
+		if minimum := g.ScheduledMinimum; minimum != nil {
+			row.Add("%s", scheduledMinimumLine(minimum, now))
+		}
 		if removing, unneeded := scaleDownCounts(g.Nodes); removing+unneeded > 0 {
 			row.Add("%d being removed, %d unneeded (explain node NAME says why)", removing, unneeded)
 		}
@@ -262,4 +265,20 @@ func orNone(s string) string {
 		return "(no reason given)"
 	}
 	return s
+}
+
+// scheduledMinimumLine says which scheduled minimums set a group's minimum
+// now, and which comes next.
+func scheduledMinimumLine(m *ScheduledMinimumView, now time.Time) string {
+	var parts []string
+	for _, w := range m.Active {
+		parts = append(parts, fmt.Sprintf("%s sets min %d, its window open until %s", w.Name, w.MinSize, cli.Clock(w.Closes.Time, now)))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("annotated min %d", m.AnnotatedMinSize))
+	}
+	if w := m.Next; w != nil {
+		parts = append(parts, fmt.Sprintf("next: %s, min %d, its window open from %s to %s", w.Name, w.MinSize, cli.Clock(w.Opens.Time, now), cli.Clock(w.Closes.Time, now)))
+	}
+	return "scheduled minimum: " + strings.Join(parts, "; ")
 }

@@ -123,6 +123,23 @@ func backoffCluster(namespace string) plugintest.Fixture {
 	}
 }
 
+// sleepingCluster has a development group asleep for the night, and a
+// group warmed up for office hours tomorrow.
+func sleepingCluster(namespace string) plugintest.Fixture {
+	f := healthyCluster(namespace)
+	f.CA.Status.Conditions = append(f.CA.Status.Conditions, plugintest.Condition(autoscalingv1alpha1.ScheduledMinimumsValidCondition, metav1.ConditionFalse,
+		autoscalingv1alpha1.InvalidScheduledMinimumReason, `scheduled minimum mars is ignored: unknown time zone "Mars/Olympus_Mons"`))
+	f.CA.Status.NodeGroups = []autoscalingv1alpha1.NodeGroupStatus{
+		{ID: scalable.ID(scalable.KindMachineDeployment, namespace, "md-dev"), MinSize: ptr.To[int32](0), MaxSize: ptr.To[int32](5), TargetSize: 1, Registered: 1, Ready: 1,
+			ScheduledMinimum: &autoscalingv1alpha1.NodeGroupScheduledMinimum{AnnotatedMinSize: 2,
+				Active: []autoscalingv1alpha1.ScheduledWindow{{Name: "night", Opens: *plugintest.At(-2 * time.Hour), Closes: *plugintest.At(9 * time.Hour)}}}},
+		{ID: scalable.ID(scalable.KindMachineDeployment, namespace, "md-web"), MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](10), TargetSize: 1, Registered: 1, Ready: 1,
+			ScheduledMinimum: &autoscalingv1alpha1.NodeGroupScheduledMinimum{AnnotatedMinSize: 1,
+				Next: &autoscalingv1alpha1.ScheduledWindow{Name: "office-hours", MinSize: 5, Opens: *plugintest.At(12 * time.Hour), Closes: *plugintest.At(22 * time.Hour)}}},
+	}
+	return f
+}
+
 // backlogCluster runs well with more pending pods than a loop plans for:
 // the last loop left some for the next.
 func backlogCluster(namespace string) plugintest.Fixture {
@@ -258,6 +275,7 @@ func TestStatusGolden(t *testing.T) {
 		{name: "backlog", fixtures: []plugintest.Fixture{backlogCluster("backlog")}, namespace: "backlog"},
 		{name: "two-clusters", fixtures: twoClusters(), namespace: "two"},
 		{name: "dry-run", fixtures: []plugintest.Fixture{dryRunCluster("dry-run")}, namespace: "dry-run"},
+		{name: "sleeping", fixtures: []plugintest.Fixture{sleepingCluster("sleeping")}, namespace: "sleeping"},
 		// A Cluster as argument keeps that Cluster only.
 		{name: "one-of-two", namespace: "default", args: []string{"two/beta"}},
 	}

@@ -116,9 +116,29 @@ type NodeGroupView struct {
 	// hour, and PriceSource where that comes from (NodeGroup: the price
 	// annotation, InstanceType: spec.instanceTypePrices, or Default);
 	// unset while it knows no price.
-	Price       string     `json:"price,omitempty"`
-	PriceSource string     `json:"priceSource,omitempty"`
-	Nodes       []NodeView `json:"nodes,omitempty"`
+	Price       string `json:"price,omitempty"`
+	PriceSource string `json:"priceSource,omitempty"`
+	// ScheduledMinimum is, for a group that spec.scheduledMinimums
+	// select, its annotated minimum and the windows in effect and next.
+	ScheduledMinimum *ScheduledMinimumView `json:"scheduledMinimum,omitempty"`
+	Nodes            []NodeView            `json:"nodes,omitempty"`
+}
+
+// ScheduledMinimumView is where a group stands in its scheduled minimums:
+// the minimum of its annotation, the windows that set its minimum now,
+// and the next to.
+type ScheduledMinimumView struct {
+	AnnotatedMinSize int32                 `json:"annotatedMinSize"`
+	Active           []ScheduledWindowView `json:"active,omitempty"`
+	Next             *ScheduledWindowView  `json:"next,omitempty"`
+}
+
+// ScheduledWindowView is a window of a scheduled minimum.
+type ScheduledWindowView struct {
+	Name    string      `json:"name"`
+	MinSize int32       `json:"minSize"`
+	Opens   metav1.Time `json:"opens"`
+	Closes  metav1.Time `json:"closes"`
 }
 
 // NodeView is where one node stands with scale-down.
