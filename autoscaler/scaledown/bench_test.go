@@ -12,6 +12,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/benchmark"
@@ -128,6 +129,73 @@ func BenchmarkConsolidate(b *testing.B) {
 				b.Fatal("consolidation removed nothing")
 			}
 			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
+			heap.Report(b)
+		})
+	}
+}
+
+// crowdedCluster has nodes 4-core 16Gi nodes in nodeGroups node groups,
+// each with a DaemonSet pod and one pod of 2.5 cores that fits on no other
+// node, and the node group md-large at zero nodes, whose 16-core template
+// takes six of those pods. Prices are the defaults, proportional to
+// capacity: six small nodes cost 1.5 times one large node.
+func crowdedCluster(nodes, nodeGroups int) snapshot.Input {
+	in := snapshot.Input{}
+	groups := make([]*st.NodeGroup, nodeGroups)
+	for i := range groups {
+		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes}
+		in.NodeGroups = append(in.NodeGroups, groups[i])
+	}
+	in.NodeGroups = append(in.NodeGroups, &st.NodeGroup{Name: "MachineDeployment/default/md-large", Max: nodes, Template: st.Node("large", "16", "64Gi")})
+	for n := range nodes {
+		group := groups[n%nodeGroups]
+		node := node(fmt.Sprintf("node-%05d", n), st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", n%3)))
+		group.Nodes = append(group.Nodes, node.Name)
+		group.Target++
+		in.Nodes = append(in.Nodes, node)
+		in.Pods = append(in.Pods,
+			pod(fmt.Sprintf("agent-%05d", n), "100m", node.Name, daemonSetPod),
+			st.Pod(fmt.Sprintf("pod-%05d", n), "2500m", "1Gi", st.OwnedBy(fmt.Sprintf("app-%d", n/podsPerOwner)), st.OnNode(node.Name)))
+	}
+	in.Controllers = st.Controllers(in.Pods...)
+	return in
+}
+
+// BenchmarkConsolidateReplace measures a planning pass with replace
+// consolidation on, over 1,000 crowded nodes: no node can be deleted (the
+// delete pass runs its 100 simulations for nothing), and the replace pass
+// replaces small nodes by large ones within its own 100 simulations. It
+// must take under a second. The templates are built once, as the engine
+// builds them once per loop before it plans.
+func BenchmarkConsolidateReplace(b *testing.B) {
+	for _, groups := range []int{benchmark.DefaultGroups, 100} {
+		size := benchmark.ClusterSize{Nodes: 1000, Groups: groups}
+		b.Run(size.Name(2), func(b *testing.B) {
+			in := crowdedCluster(size.Nodes, size.Groups)
+			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+			snap, heap := benchmark.NewSnapshot(in)
+			opts := options(func(o *scaledown.Options) {
+				o.Consolidation = scaledown.ConsolidationOptions{
+					Policy: scaledown.ConsolidationReplace, Budget: intstr.FromString("10%"),
+					MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
+				}
+			})
+			if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
+				b.Fatal(failed)
+			}
+			b.ReportAllocs()
+			var plan *scaledown.Plan
+			cpu := benchmark.StartCPU(b)
+			for b.Loop() {
+				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+			}
+			cpu.Report()
+			if plan.Consolidation == nil || plan.Consolidation.Replacement == nil {
+				b.Fatal("consolidation replaced nothing")
+			}
+			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "replaced-nodes")
+			b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes), "new-nodes")
 			heap.Report(b)
 		})
 	}

@@ -377,7 +377,7 @@ func (p *Planner) consolidateByDeleting(ctx context.Context, snap *snapshot.Snap
 	defer sched.Revert()
 	state := p.newPass(ctx, sched)
 	p.startPass(ctx, sched, progress, state)
-	steps, _ := p.grow(ctx, sched, state, candidates, p.opts.Consolidation.MaxSimulations)
+	steps := p.grow(ctx, sched, state, candidates, p.opts.Consolidation.MaxSimulations)
 	return p.opts.Consolidation.best(steps, scope, nil, 0)
 }
 
@@ -392,8 +392,8 @@ func (p *Planner) newPass(ctx context.Context, sched *simulator.Scheduler) *pass
 
 // grow takes the candidates in order, within the budgets of their groups
 // and at most simulations of them, and returns the steps of those that can
-// go, each after those before, and the simulations it ran.
-func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *pass, candidates []*consolidationCandidate, simulations int) ([]step, int) {
+// go, each after those before.
+func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *pass, candidates []*consolidationCandidate, simulations int) []step {
 	logger := klog.FromContext(ctx)
 	allowed := map[string]int{}
 	var steps []step
@@ -426,7 +426,7 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 			removed: removed, pods: pods, newNodes: state.newNodesUsed(),
 		})
 	}
-	return steps, ran
+	return steps
 }
 
 // consolidationCandidates are the nodes consolidation may remove: ready

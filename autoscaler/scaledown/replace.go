@@ -16,10 +16,10 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
-// minReplaceSimulations is the fewest removals a replacement by one group
-// simulates, whatever the number of groups tried: fewer could not grow
-// a set of several nodes.
-const minReplaceSimulations = 10
+// maxReplacementGroups is how many groups one pass tries to replace
+// nodes by, the cheapest capacity first, each with MaxSimulations: so a
+// pass simulates at most that many times MaxSimulations replacements.
+const maxReplacementGroups = 4
 
 // Replacing is a replacement under way: its new nodes were asked of their
 // group at Started, and the nodes it replaces are drained once the new
@@ -79,8 +79,9 @@ type replacementGroup struct {
 	// room is the most nodes it may add: within its max size and the
 	// cluster's limits, beside the nodes they would replace.
 	room int
-	// perWorth is its price over what its template offers at the default
-	// rates: the cheapest capacity is tried first.
+	// worth is what its template offers at the default rates, perWorth
+	// its price over that: the cheapest capacity is tried first.
+	worth    pricing.Price
 	perWorth float64
 }
 
@@ -105,10 +106,11 @@ func (p *Planner) replacementGroups(snap *snapshot.Snapshot, progress Progress) 
 		price := opts.Prices.NodePrice(group.Options().Price, template.Node()).PerHour
 		allocatable := template.Allocatable()
 		worth := pricing.Resources{MilliCPU: allocatable.MilliCPU, MemoryBytes: allocatable.Memory, GPUs: allocatable.Scalar[gpuResource(allocatable)]}.AtDefaultRates()
-		groups = append(groups, replacementGroup{group: group, template: template, price: price, room: room, perWorth: float64(price) / float64(max(worth, 1))})
+		groups = append(groups, replacementGroup{group: group, template: template, price: price, room: room, worth: worth, perWorth: float64(price) / float64(max(worth, 1))})
 	}
+	// At the same price for what they offer, larger nodes replace more.
 	slices.SortFunc(groups, func(a, b replacementGroup) int {
-		return cmp.Or(cmp.Compare(a.perWorth, b.perWorth), cmp.Compare(a.group.ID(), b.group.ID()))
+		return cmp.Or(cmp.Compare(a.perWorth, b.perWorth), cmp.Compare(b.worth, a.worth), cmp.Compare(a.group.ID(), b.group.ID()))
 	})
 	return groups
 }
@@ -118,21 +120,13 @@ func (p *Planner) replacementGroups(snap *snapshot.Snapshot, progress Progress) 
 // more than those new nodes: the set grows as consolidateByDeleting grows
 // it, with the new nodes there to take pods after the nodes that exist,
 // and the first nodes of it that save the most are taken. The group whose
-// replacement saves the most wins. The groups share MaxSimulations.
+// replacement saves the most wins. At most maxReplacementGroups groups are
+// tried, each with MaxSimulations.
 func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	groups := p.replacementGroups(snap, progress)
-	if len(groups) == 0 {
-		return nil
-	}
-	left := p.opts.Consolidation.MaxSimulations
-	perGroup := max(left/len(groups), min(left, minReplaceSimulations))
 	var best *decided
-	for _, group := range groups {
-		if left <= 0 {
-			break
-		}
-		d, ran := p.replaceBy(ctx, snap, progress, candidates, scope, group, min(perGroup, left))
-		left -= ran
+	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
+		d := p.replaceBy(ctx, snap, progress, candidates, scope, group, p.opts.Consolidation.MaxSimulations)
 		if d != nil && (best == nil || d.Savings > best.Savings) {
 			best = d
 		}
@@ -142,7 +136,7 @@ func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Sna
 
 // replaceBy grows a replacement by new nodes of group, in a fork.
 func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate,
-	scope consolidationScope, group replacementGroup, simulations int) (*decided, int) {
+	scope consolidationScope, group replacementGroup, simulations int) *decided {
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
@@ -160,14 +154,14 @@ func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progre
 		state.totals.Sub(group.template.LimitCapacity())
 	}
 	state.newNodes = newNodes
-	steps, ran := p.grow(ctx, sched, state, candidates, simulations)
+	steps := p.grow(ctx, sched, state, candidates, simulations)
 	d := p.opts.Consolidation.best(steps, scope, group.group, group.price)
 	if d != nil && d.Replacement == nil {
 		// The pods fit without new nodes: a deletion the greedy order of
 		// consolidateByDeleting missed.
 		klog.FromContext(ctx).V(4).Info("Consolidation found a deletion while trying a replacement", "nodeGroup", group.group.ID())
 	}
-	return d, ran
+	return d
 }
 
 // followReplacement carries the replacement under way one step: it waits
