@@ -182,7 +182,7 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 	switch {
 	case !opts.Consolidation.deletes():
 		p.stable = nil
-	case progress.Replacing != nil:
+	case progress.Replacing != nil && opts.Consolidation.Replaces():
 		p.observe(snap, now)
 		p.followReplacement(ctx, snap, progress, plan, now)
 	default:

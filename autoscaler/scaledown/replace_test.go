@@ -319,3 +319,23 @@ func TestReplacementDrainsOnlyOnceTheNewNodesAreReady(t *testing.T) {
 		})
 	}
 }
+
+// A policy that no longer replaces does not follow the replacement under
+// way: the actuation forgets it, and the new node is left to scale-down.
+func TestReplacementIsNotFollowedOnceThePolicyNoLongerReplaces(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	c := newCrowded(500_000, nil)
+	decidedOn := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), replacing(scaledown.ConsolidationReplace), scaledown.Progress{})
+	g.Expect(decidedOn.Consolidation).NotTo(BeNil())
+	r := &scaledown.Replacing{Consolidation: decidedOn.Consolidation, Started: st.Now, Before: map[string]bool{}}
+	c.large.Target, c.large.Nodes = 1, []string{"large-0"}
+	c.nodes = append(c.nodes, st.Node("large-0", "8", "32Gi"))
+
+	plan := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), replacing(scaledown.ConsolidationDelete), scaledown.Progress{Replacing: r})
+
+	g.Expect(plan.Replacing).To(BeNil())
+	g.Expect(plan.Drain).To(BeEmpty(), "the nodes it was to replace are not drained")
+	g.Expect(names(plan.Empty)).To(ConsistOf("large-0"), "the new node is empty capacity, which Delete removes")
+}
