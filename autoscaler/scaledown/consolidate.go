@@ -74,7 +74,8 @@ type ConsolidationOptions struct {
 	Prices pricing.Table
 	// MaxSimulations bounds the removals one pass simulates, so that a
 	// pass over a large cluster stays short: as many for the deletions,
-	// and as many again for the replacements, over all the groups tried.
+	// and as many for the replacements by each group tried
+	// (maxReplacementGroups).
 	MaxSimulations int
 	// BalancedThreshold is, under ConsolidationBalanced, the least score
 	// of a consolidation: the share of the cost of the cluster's nodes it
@@ -261,7 +262,7 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 	} else {
 		plan.add(decided.steps)
 	}
-	logger.V(2).Info("Consolidating", "nodes", len(decided.Removals), "savingsPerHour", decided.Savings.String(), "replacedBy", decided.Replacement != nil)
+	logger.V(2).Info("Consolidating", "nodes", len(decided.Removals), "savingsPerHour", decided.Savings.String(), "replacement", decided.Replacement != nil)
 }
 
 // observe records what consolidation remembers of snap.

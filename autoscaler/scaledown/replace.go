@@ -214,13 +214,13 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	for _, removal := range c.Removals {
 		nodeInfo := snap.NodeInfo(removal.Node.Name)
 		candidate, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
-		if candidate != nil && (kept == nil || kept.Reason == ReasonNotUnderutilized) && forbidsDisruption(nodeInfo, now) {
-			kept = &Decision{Reason: ReasonBlockedByPod, Message: "a pod on it is annotated " + DoNotDisruptAnnotation + "=true"}
-		} else if candidate != nil && kept != nil && kept.Reason == ReasonNotUnderutilized {
-			kept = nil
-		}
 		var empty bool
-		if kept == nil {
+		switch {
+		case candidate == nil || kept != nil && kept.Reason != ReasonNotUnderutilized:
+			// Kept for a reason of its own, which kept says.
+		case forbidsDisruption(nodeInfo, now):
+			kept = &Decision{Reason: ReasonBlockedByPod, Message: "a pod on it is annotated " + DoNotDisruptAnnotation + "=true"}
+		default:
 			empty, kept = p.tryRemove(sched, candidate, state)
 		}
 		if kept != nil {

@@ -272,6 +272,13 @@ func TestReplacementDrainsOnlyOnceTheNewNodesAreReady(t *testing.T) {
 			wantKept:    map[string]scaledown.Reason{"large-0": scaledown.ReasonReplacementUnderWay},
 		},
 		{
+			name: "the new node Ready, but a pod that forbids disruption came to a replaced node: abandoned", started: 5 * time.Minute,
+			newNode:     st.Node("large-0", "8", "32Gi"),
+			newPods:     []*corev1.Pod{appPod("a-1", "100m", "", "a", "web", withPodAnnotation(scaledown.DoNotDisruptAnnotation, "true"))},
+			wantAbandon: "node a can no longer go: a pod on it is annotated karpenter.sh/do-not-disrupt=true",
+			wantKept:    map[string]scaledown.Reason{"large-0": scaledown.ReasonReplacementUnderWay},
+		},
+		{
 			name: "the new node Ready but taken by other pods: abandoned", started: 5 * time.Minute,
 			newNode:     st.Node("large-0", "8", "32Gi"),
 			newPods:     []*corev1.Pod{appPod("other-0", "7", "", "large-0", "other")},
