@@ -8,9 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -139,14 +141,14 @@ func BenchmarkConsolidate(b *testing.B) {
 // node, and the node group md-large at zero nodes, whose 16-core template
 // takes six of those pods. Prices are the defaults, proportional to
 // capacity: six small nodes cost 1.5 times one large node.
-func crowdedCluster(nodes, nodeGroups int) snapshot.Input {
+func crowdedCluster(nodes, nodeGroups int, largePrice *pricing.Price) snapshot.Input {
 	in := snapshot.Input{}
 	groups := make([]*st.NodeGroup, nodeGroups)
 	for i := range groups {
 		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes}
 		in.NodeGroups = append(in.NodeGroups, groups[i])
 	}
-	in.NodeGroups = append(in.NodeGroups, &st.NodeGroup{Name: "MachineDeployment/default/md-large", Max: nodes, Template: st.Node("large", "16", "64Gi")})
+	in.NodeGroups = append(in.NodeGroups, &st.NodeGroup{Name: "MachineDeployment/default/md-large", Max: nodes, Template: st.Node("large", "16", "64Gi"), Price: largePrice})
 	for n := range nodes {
 		group := groups[n%nodeGroups]
 		node := node(fmt.Sprintf("node-%05d", n), st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", n%3)))
@@ -164,14 +166,23 @@ func crowdedCluster(nodes, nodeGroups int) snapshot.Input {
 // BenchmarkConsolidateReplace measures a planning pass with replace
 // consolidation on, over 1,000 crowded nodes: no node can be deleted (the
 // delete pass runs its 100 simulations for nothing), and the replace pass
-// replaces small nodes by large ones within its own 100 simulations. It
-// must take under a second. The templates are built once, as the engine
-// builds them once per loop before it plans.
+// replaces small nodes by large ones within the 100 simulations of the
+// large group, and tries three small groups for nothing. With the large
+// nodes priced out ("none"), every simulation of the pass is in vain: the
+// most a pass does. It must take under a second. The templates are built
+// once, as the engine builds them once per loop before it plans.
 func BenchmarkConsolidateReplace(b *testing.B) {
-	for _, groups := range []int{benchmark.DefaultGroups, 100} {
-		size := benchmark.ClusterSize{Nodes: 1000, Groups: groups}
-		b.Run(size.Name(2), func(b *testing.B) {
-			in := crowdedCluster(size.Nodes, size.Groups)
+	for _, bench := range []struct {
+		groups     int
+		largePrice *pricing.Price
+	}{{groups: benchmark.DefaultGroups}, {groups: 100}, {groups: benchmark.DefaultGroups, largePrice: ptr.To[pricing.Price](100_000_000)}} {
+		size := benchmark.ClusterSize{Nodes: 1000, Groups: bench.groups}
+		name := size.Name(2)
+		if bench.largePrice != nil {
+			name += "/none"
+		}
+		b.Run(name, func(b *testing.B) {
+			in := crowdedCluster(size.Nodes, size.Groups, bench.largePrice)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap, heap := benchmark.NewSnapshot(in)
 			opts := options(func(o *scaledown.Options) {
@@ -191,11 +202,16 @@ func BenchmarkConsolidateReplace(b *testing.B) {
 				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
 			}
 			cpu.Report()
-			if plan.Consolidation == nil || plan.Consolidation.Replacement == nil {
+			switch {
+			case bench.largePrice != nil && plan.Consolidation != nil:
+				b.Fatal("consolidation replaced nodes by large nodes priced out")
+			case bench.largePrice != nil:
+			case plan.Consolidation == nil || plan.Consolidation.Replacement == nil:
 				b.Fatal("consolidation replaced nothing")
+			default:
+				b.ReportMetric(float64(len(plan.Consolidation.Removals)), "replaced-nodes")
+				b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes), "new-nodes")
 			}
-			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "replaced-nodes")
-			b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes), "new-nodes")
 			heap.Report(b)
 		})
 	}
