@@ -138,7 +138,7 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 
 	var candidates []*candidate
 	for _, nodeInfo := range snap.NodeInfos() {
-		if progress.Replacing.adds(snap, nodeInfo.Name()) {
+		if opts.Consolidation.Replaces() && progress.Replacing.adds(snap, nodeInfo.Name()) {
 			plan.Kept[nodeInfo.Name()] = Decision{Reason: ReasonReplacementUnderWay, Message: "the node is a new node of a replacement under way: " + progress.Replacing.Consolidation.Message()}
 			continue
 		}
