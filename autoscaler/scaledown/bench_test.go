@@ -102,38 +102,51 @@ var _ nodegroups.NodeGroup = &st.NodeGroup{}
 // on, over the clusters of 1,000 nodes of BenchmarkPlan under a threshold
 // that keeps every node from scale-down, so that consolidation runs: the
 // nodes it removes are the 9-pod ones, whose pods fit on the others, up
-// to its budget and its simulations. It must take under a second.
+// to its budget and its simulations. Under Replace, it also tries to
+// replace them by new nodes of four groups (built from their members),
+// which saves no more here. It must take under a second.
 func BenchmarkConsolidate(b *testing.B) {
-	for _, size := range benchmark.PlanSizes {
-		if size.Nodes != 1000 {
-			continue
+	for _, policy := range []scaledown.ConsolidationPolicy{scaledown.ConsolidationDelete, scaledown.ConsolidationReplace} {
+		for _, size := range benchmark.PlanSizes {
+			if size.Nodes != 1000 {
+				continue
+			}
+			name := size.Name(podsPerNode)
+			if policy != scaledown.ConsolidationDelete {
+				name += "/policy=" + string(policy)
+			}
+			b.Run(name, func(b *testing.B) { benchmarkConsolidate(b, size, policy) })
 		}
-		b.Run(size.Name(podsPerNode), func(b *testing.B) {
-			in := underutilizedCluster(size.Nodes, size.Groups)
-			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
-			snap, heap := benchmark.NewSnapshot(in)
-			opts := options(func(o *scaledown.Options) {
-				o.Groups.ScaleDownUtilizationThreshold = 0.1
-				o.Consolidation = scaledown.ConsolidationOptions{
-					Policy: scaledown.ConsolidationDelete, Budget: intstr.FromString("10%"),
-					MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
-				}
-			})
-			b.ReportAllocs()
-			var plan *scaledown.Plan
-			cpu := benchmark.StartCPU(b)
-			for b.Loop() {
-				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
-				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
-			}
-			cpu.Report()
-			if plan.Consolidation == nil {
-				b.Fatal("consolidation removed nothing")
-			}
-			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
-			heap.Report(b)
-		})
 	}
+}
+
+func benchmarkConsolidate(b *testing.B, size benchmark.ClusterSize, policy scaledown.ConsolidationPolicy) {
+	in := underutilizedCluster(size.Nodes, size.Groups)
+	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+	snap, heap := benchmark.NewSnapshot(in)
+	opts := options(func(o *scaledown.Options) {
+		o.Groups.ScaleDownUtilizationThreshold = 0.1
+		o.Consolidation = scaledown.ConsolidationOptions{
+			Policy: policy, Budget: intstr.FromString("10%"),
+			MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
+		}
+	})
+	if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
+		b.Fatal(failed)
+	}
+	b.ReportAllocs()
+	var plan *scaledown.Plan
+	cpu := benchmark.StartCPU(b)
+	for b.Loop() {
+		planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+		plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+	}
+	cpu.Report()
+	if plan.Consolidation == nil {
+		b.Fatal("consolidation removed nothing")
+	}
+	b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
+	heap.Report(b)
 }
 
 // crowdedCluster has nodes 4-core 16Gi nodes in nodeGroups node groups,

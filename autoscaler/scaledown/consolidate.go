@@ -225,10 +225,10 @@ type consolidationCandidate struct {
 
 // consolidate looks, once scale-down has chosen nothing in the pass and
 // nothing is being removed, for nodes whose pods all fit on the nodes that
-// remain, whatever their utilization, and adds them to plan. When none
-// can go that way and the policy replaces, it looks for nodes whose pods
-// fit on the nodes that remain plus new nodes of one group that cost less
-// than they do (consolidateByReplacing).
+// remain, whatever their utilization, and adds them to plan. When the
+// policy replaces, it also looks for nodes whose pods fit on the nodes
+// that remain plus new nodes of one group that cost less than they do
+// (consolidateByReplacing), and takes that when it saves more.
 func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, progress Progress, plan *Plan, now time.Time) {
 	logger := klog.FromContext(ctx)
 	opts := p.opts.Consolidation
@@ -248,8 +248,12 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 	}
 	scope := consolidationScopeOf(snap, opts, p.opts.PriorityCutoff)
 	decided := p.consolidateByDeleting(ctx, snap, progress, candidates, scope)
-	if decided == nil && opts.Replaces() {
-		decided = p.consolidateByReplacing(ctx, snap, progress, candidates, scope)
+	if opts.Replaces() {
+		// A replacement must save more than deleting alone: it disrupts
+		// as much, and waits for new nodes.
+		if replaced := p.consolidateByReplacing(ctx, snap, progress, candidates, scope); replaced != nil && (decided == nil || replaced.Savings > decided.Savings) {
+			decided = replaced
+		}
 	}
 	if decided == nil {
 		return

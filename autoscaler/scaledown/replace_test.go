@@ -206,6 +206,41 @@ func TestConsolidationReplacesNodesByFewerCheaperOnes(t *testing.T) {
 	}
 }
 
+// The example: three half-empty 4-core nodes, whose pods need two
+// of them, go for one 8-core node that costs less than two small ones:
+// deleting one small node saves 0.2 an hour, replacing the three 0.3.
+// Delete deletes; Replace replaces, saving more.
+func TestReplacementWinsWhenItSavesMoreThanDeleting(t *testing.T) {
+	for _, policy := range []scaledown.ConsolidationPolicy{scaledown.ConsolidationDelete, scaledown.ConsolidationReplace} {
+		t.Run(string(policy), func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			c := newCrowded(300_000, nil)
+			c.nodes, c.pods = c.nodes[:3], nil
+			for _, node := range c.nodes {
+				c.pods = append(c.pods, appPod(node.Name+"-0", "2", "", node.Name, "web"))
+			}
+			c.small = newGroup(smallID, c.nodes...)
+			c.small.options.Price = ptr.To(smallPrice)
+
+			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, c.snapshot(t), replacing(policy), scaledown.Progress{})
+
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			if policy == scaledown.ConsolidationDelete {
+				g.Expect(plan.Consolidation.Replacement).To(BeNil())
+				g.Expect(names(plan.Drain)).To(Equal([]string{"a"}))
+				g.Expect(plan.Consolidation.Savings).To(Equal(smallPrice))
+				return
+			}
+			g.Expect(plan.Consolidation.Replacement).NotTo(BeNil())
+			g.Expect(plan.Consolidation.Replacement.Nodes).To(Equal(1))
+			g.Expect(names(plan.Consolidation.Removals)).To(Equal([]string{"a", "b", "c"}))
+			g.Expect(plan.Consolidation.Savings).To(Equal(3*smallPrice - 300_000))
+			g.Expect(plan.Drain).To(BeEmpty())
+		})
+	}
+}
+
 func TestReplacementMessageNamesTheNodesTheNewNodesAndTheSavings(t *testing.T) {
 	g := NewWithT(t)
 	_, ctx := ktesting.NewTestContext(t)
