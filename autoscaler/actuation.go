@@ -274,10 +274,11 @@ func (a active) increase(ctx context.Context, l *loop, increase scaleup.Increase
 }
 
 func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
-	if consolidation := plan.Consolidation; consolidation != nil {
+	a.followReplacement(ctx, plan)
+	if consolidation := plan.Consolidation; consolidation != nil && a.replace(ctx, l, consolidation) {
 		message := consolidation.Message()
 		klog.FromContext(ctx).Info("Consolidating", "message", message)
-		for _, id := range groupsOf(consolidation.Removals) {
+		for _, id := range consolidationGroups(consolidation) {
 			a.groupEvent(id, corev1.EventTypeNormal, EventConsolidation, message)
 		}
 	}
@@ -289,11 +290,68 @@ func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 	}
 }
 
-// groupsOf are the IDs of the groups of removals, sorted.
-func groupsOf(removals []scaledown.Removal) []string {
-	ids := make([]string, 0, len(removals))
-	for _, removal := range removals {
+// replace asks for the new nodes of a consolidation that replaces nodes,
+// and has the actuator follow it: the nodes it replaces are drained once
+// the new ones are Ready. It says whether the consolidation goes on: a
+// deletion always does, a replacement whose group refused to grow does
+// not.
+func (a active) replace(ctx context.Context, l *loop, consolidation *scaledown.Consolidation) bool {
+	replacement := consolidation.Replacement
+	if replacement == nil {
+		return true
+	}
+	increase := scaleup.Increase{Group: replacement.Group, Delta: replacement.Nodes}
+	id := replacement.Group.ID()
+	if err := a.increase(ctx, l, increase); err != nil {
+		a.groupError(ctx, id, "adding the nodes of a replacement", err)
+		return false
+	}
+	a.increased(l, increase, "", "Consolidation")
+	a.scaledUp(l, replacement.Nodes)
+	before := map[string]bool{}
+	for _, name := range l.snapshot.RegisteredNodes(id) {
+		before[name] = true
+	}
+	a.s.actuator.StartReplacing(&scaledown.Replacing{Consolidation: consolidation, Started: l.now, Before: before})
+	return true
+}
+
+// followReplacement ends the replacement under way once its nodes are
+// drained or it is abandoned, which it tells on its groups, and forgets
+// one that consolidation no longer follows (its policy changed).
+func (a active) followReplacement(ctx context.Context, plan *scaledown.Plan) {
+	outcome := plan.Replacing
+	switch {
+	case outcome == nil:
+		if a.s.actuator.Progress().Replacing != nil {
+			klog.FromContext(ctx).Info("Consolidation no longer replaces nodes: forgetting the replacement under way, its new nodes are left to scale-down")
+			a.s.actuator.EndReplacing()
+		}
+		return
+	case outcome.Abandoned == "" && !outcome.Ready:
+		return
+	}
+	a.s.actuator.EndReplacing()
+	reason, eventType := EventConsolidation, corev1.EventTypeNormal
+	if outcome.Abandoned != "" {
+		reason, eventType = EventConsolidationAbandoned, corev1.EventTypeWarning
+	}
+	message := outcome.Message()
+	klog.FromContext(ctx).Info("Replacement under way", "outcome", reason, "message", message)
+	for _, id := range consolidationGroups(outcome.Replacing.Consolidation) {
+		a.groupEvent(id, eventType, reason, message)
+	}
+}
+
+// consolidationGroups are the IDs of the groups a consolidation changes:
+// those of its removals and of its new nodes, sorted.
+func consolidationGroups(consolidation *scaledown.Consolidation) []string {
+	ids := make([]string, 0, len(consolidation.Removals)+1)
+	for _, removal := range consolidation.Removals {
 		ids = append(ids, removal.Group.ID())
+	}
+	if replacement := consolidation.Replacement; replacement != nil {
+		ids = append(ids, replacement.Group.ID())
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)

@@ -165,8 +165,8 @@ type ScaleDownConfig struct {
 
 // ConsolidationConfig configures consolidation (docs/cost.md).
 type ConsolidationConfig struct {
-	// Policy is scaledown.ConsolidationDisabled or
-	// scaledown.ConsolidationDelete.
+	// Policy is scaledown.ConsolidationDisabled, ConsolidationDelete,
+	// ConsolidationReplace or ConsolidationBalanced.
 	Policy scaledown.ConsolidationPolicy
 	// ConsolidateAfter is how long the cluster's nodes and a node's pods
 	// must stay the same before the node is considered.
@@ -177,6 +177,9 @@ type ConsolidationConfig struct {
 	// MaxSimulations bounds the removals one loop simulates; it is the
 	// engine's, not the API's.
 	MaxSimulations int
+	// BalancedThreshold is, under scaledown.ConsolidationBalanced, the
+	// least share of the cost saved over the share of the pods evicted.
+	BalancedThreshold float64
 }
 
 // BackoffConfig configures the backoff of groups that failed to scale up.
@@ -258,7 +261,8 @@ func DefaultConfig() Config {
 			Budget:           intstr.FromString("10%"),
 			// A pass over 1,000 nodes stays well under a second
 			// (docs/cost.md, "Consolidation").
-			MaxSimulations: 100,
+			MaxSimulations:    100,
+			BalancedThreshold: scaledown.DefaultBalancedThreshold,
 		},
 		Backoff: BackoffConfig{
 			Initial:    5 * time.Minute,

@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -151,4 +153,131 @@ func TestConsolidatedNodesAreCountedUnderTheirOwnReason(t *testing.T) {
 	g.Expect(group.deletedNodes).To(ConsistOf(nodes[0].Name, nodes[1].Name))
 	g.Expect(f.scaledDown(t, "consolidation", "Active")).To(Equal(2.0))
 	g.Expect(f.scaledDown(t, "underutilized", "Active")).To(BeZero())
+}
+
+// crowdedSmallNodes are four 4-core nodes of md-small, priced 0.2 an hour,
+// each running one 2.5-core pod that fits on no other, and md-large, at
+// zero nodes, whose 8-core nodes cost 0.5 an hour and take three of the
+// pods: three small nodes go for one large one, saving 0.1 an hour.
+func crowdedSmallNodes() (small, large *fakeGroup, nodes []*corev1.Node, pods []*corev1.Pod) {
+	small = &fakeGroup{id: "MachineDeployment/default/md-small", max: 10, template: templateNode(), price: ptr.To[pricing.Price](200_000)}
+	large = &fakeGroup{id: "MachineDeployment/default/md-large", max: 10, template: st.Node("large-template", "8", "32Gi"), price: ptr.To[pricing.Price](500_000)}
+	nodes = small.addNodes(4)
+	for i, node := range nodes {
+		pods = append(pods, st.Pod(fmt.Sprintf("web-%d", i), "2500m", "", st.OwnedBy("web"), st.OnNode(node.Name)))
+	}
+	return small, large, nodes, pods
+}
+
+// replacingConfig turns replace consolidation on, after the default wait,
+// with a budget of every node.
+func replacingConfig(config autoscaler.Config) autoscaler.Config {
+	config = consolidatingConfig(config)
+	config.Consolidation.Policy = scaledown.ConsolidationReplace
+	return config
+}
+
+// A replacement asks for its new node first, drains nothing while the
+// node has not registered or is not Ready, and drains the nodes it
+// replaces once it is.
+func TestReplacementDrainsTheReplacedNodesOnceTheNewNodeIsReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	small, large, nodes, pods := crowdedSmallNodes()
+	f := newFixture(t, []*fakeGroup{small, large}, objects(nodes, pods...)...)
+	config := replacingConfig(autoscaler.DefaultConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+
+	status := f.runOnce(t)
+	decided := "consolidation: replacing nodes " + nodes[0].Name + ", " + nodes[1].Name + ", " + nodes[2].Name + " with 1 × " + large.id + " saves 0.1/h"
+	g.Expect(large.increases).To(Equal([]int{1}), "the new node is asked for first")
+	g.Expect(f.evicted()).To(BeEmpty())
+	g.Expect(small.deletedNodes).To(BeEmpty())
+	for _, id := range []string{small.id, large.id} {
+		g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{id, corev1.EventTypeNormal, autoscaler.EventConsolidation, decided}))
+	}
+	g.Expect(status.Explanation.Nodes).To(ContainElement(SatisfyAll(
+		HaveField("Name", nodes[0].Name), HaveField("Removing", false),
+		HaveField("Kept.Reason", scaledown.ReasonAwaitingReplacement), HaveField("Consolidation", ContainSubstring(decided)))))
+
+	// The node's Machine exists, the node has not registered.
+	f.clock.Step(time.Minute)
+	status = f.runOnce(t)
+	g.Expect(f.evicted()).To(BeEmpty(), "not before the new node is there")
+	g.Expect(status.Explanation.Nodes).To(ContainElement(SatisfyAll(
+		HaveField("Name", nodes[0].Name), HaveField("Consolidation", decided+": waiting for the new nodes to be Ready (0 of 1)"))))
+	g.Expect(large.increases).To(Equal([]int{1}), "no second replacement meanwhile")
+
+	// It registers, not Ready yet.
+	newNode := st.Node("large-0", "8", "32Gi", func(n *corev1.Node) {
+		n.CreationTimestamp = metav1.NewTime(f.clock.Now())
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(f.clock.Now())}}
+	})
+	large.instances = append(large.instances, nodegroups.Instance{ID: "fake://large-0", NodeName: "large-0", State: nodegroups.InstanceRunning, Removable: true})
+	g.Expect(f.cluster.Create(ctx, newNode)).To(Succeed())
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(f.evicted()).To(BeEmpty(), "not before the new node is Ready")
+
+	// It is Ready.
+	newNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.clock.Now())}}
+	g.Expect(f.cluster.Status().Update(ctx, newNode)).To(Succeed())
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(f.evicted()).To(ConsistOf("web-0", "web-1", "web-2"))
+	g.Expect(f.groupRecorder.events).To(ContainElement(groupEvent{small.id, corev1.EventTypeNormal, autoscaler.EventConsolidation,
+		decided + ": the new nodes are Ready, draining the nodes replaced"}))
+}
+
+// A replacement whose new node is not Ready within maxNodeProvisionTime
+// is abandoned: the nodes it was to replace are left as they were, and
+// the events say why.
+func TestReplacementIsAbandonedWhenTheNewNodeIsNotReadyInTime(t *testing.T) {
+	g := NewWithT(t)
+	small, large, nodes, pods := crowdedSmallNodes()
+	f := newFixture(t, []*fakeGroup{small, large}, objects(nodes, pods...)...)
+	config := replacingConfig(autoscaler.DefaultConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	f.runOnce(t)
+	g.Expect(large.increases).To(Equal([]int{1}))
+
+	f.clock.Step(config.MaxNodeProvisionTime)
+	status := f.runOnce(t)
+
+	g.Expect(f.evicted()).To(BeEmpty())
+	g.Expect(small.deletedNodes).To(BeEmpty())
+	var abandoned []string
+	for _, e := range f.groupRecorder.events {
+		if e.groupID == small.id && e.eventType == corev1.EventTypeWarning && e.reason == autoscaler.EventConsolidationAbandoned {
+			abandoned = append(abandoned, e.message)
+		}
+	}
+	g.Expect(abandoned).To(ConsistOf(ContainSubstring("abandoned, 0 of its 1 new node(s) Ready 15m0s after they were asked for (maxNodeProvisionTime)")))
+	g.Expect(status.Explanation.Nodes).To(ContainElement(SatisfyAll(
+		HaveField("Name", nodes[0].Name), HaveField("Kept.Reason", scaledown.ReasonNotUnderutilized), HaveField("Consolidation", ContainSubstring("abandoned")))))
+}
+
+// A DryRun engine records the replacement it would make, and asks for no
+// node.
+func TestDryRunRecordsAReplacementAndWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	small, large, nodes, pods := crowdedSmallNodes()
+	f := newFixture(t, []*fakeGroup{small, large}, objects(nodes, pods...)...)
+	config := replacingConfig(dryRunConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	status := f.runOnce(t)
+
+	names := nodes[0].Name + ", " + nodes[1].Name + ", " + nodes[2].Name
+	g.Expect(status.Decisions).To(HaveLen(1))
+	g.Expect(status.Decisions[0].Message()).To(Equal("Would replace node(s) " + names + " [" + large.id + " +1, " + small.id + " -3]: " +
+		"consolidation: replacing nodes " + names + " with 1 × " + large.id + " saves 0.1/h"))
+	f.expectNoWrites(g)
+	g.Expect(large.increases).To(BeEmpty())
+	g.Expect(f.groupRecorder.events).To(BeEmpty())
 }

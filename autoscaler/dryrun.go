@@ -130,7 +130,12 @@ func (d Decision) Message() string {
 	case AnswerDecision:
 		return fmt.Sprintf("Would set %s=%s (%s) on ProvisioningRequest %s: %s", d.Answer.Type, d.Answer.Status, d.Answer.Reason, d.Request, d.Answer.Message)
 	default:
-		message := fmt.Sprintf("Would remove node(s) %s [%s]", strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
+		verb := "remove"
+		if slices.ContainsFunc(d.Groups, func(g GroupDelta) bool { return g.Delta > 0 }) {
+			// Consolidation replaces them by new nodes.
+			verb = "replace"
+		}
+		message := fmt.Sprintf("Would %s node(s) %s [%s]", verb, strings.Join(d.Nodes, ", "), strings.Join(groups, ", "))
 		if d.Reason != "" {
 			message += ": " + d.Reason
 		}
@@ -270,15 +275,21 @@ func (d dryRun) publishScaleUp(ctx context.Context, l *loop, key string, decisio
 // scaleDown records the removals a dry-run loop planned, when new.
 func (d dryRun) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 	removals := slices.Concat(plan.Empty, plan.Drain)
+	deltas := map[string]int{}
+	decision := Decision{Kind: ScaleDownDecision, Time: l.now}
+	if consolidation := plan.Consolidation; consolidation != nil {
+		decision.Reason = consolidation.Message()
+		// A replacement's removals wait for its new nodes, which an
+		// Active engine would ask for now.
+		if replacement := consolidation.Replacement; replacement != nil {
+			removals = consolidation.Removals
+			deltas[replacement.Group.ID()] += replacement.Nodes
+		}
+	}
 	if len(removals) == 0 {
 		d.s.decisions.forget(scaleDownDecision)
 		return
 	}
-	decision := Decision{Kind: ScaleDownDecision, Time: l.now}
-	if plan.Consolidation != nil {
-		decision.Reason = plan.Consolidation.Message()
-	}
-	deltas := map[string]int{}
 	for _, removal := range removals {
 		decision.Nodes = append(decision.Nodes, removal.Node.Name)
 		deltas[removal.Group.ID()]--

@@ -58,8 +58,9 @@ type NodeDecision struct {
 	// why it stays otherwise.
 	Removing bool
 	Kept     scaledown.Decision
-	// Consolidation is, for a node consolidation removes, its message:
-	// the nodes removed together and what that saves.
+	// Consolidation is, for a node consolidation removes or replaces, its
+	// message: the nodes removed together, what that saves, and where a
+	// replacement stands.
 	Consolidation string
 	// UnneededSince is when the node was first found unneeded, or zero.
 	UnneededSince time.Time
@@ -145,16 +146,19 @@ func explainNodes(plan *scaledown.Plan, snap *snapshot.Snapshot) []NodeDecision 
 		d.Removing = true
 		decisions = append(decisions, d)
 	}
+	consolidated := map[string]string{}
 	if consolidation := plan.Consolidation; consolidation != nil {
-		consolidated := make(map[string]bool, len(consolidation.Removals))
 		for _, removal := range consolidation.Removals {
-			consolidated[removal.Node.Name] = true
+			consolidated[removal.Node.Name] = consolidation.Message()
 		}
-		for i := range decisions {
-			if consolidated[decisions[i].Name] {
-				decisions[i].Consolidation = consolidation.Message()
-			}
+	}
+	if replacing := plan.Replacing; replacing != nil {
+		for _, removal := range replacing.Replacing.Consolidation.Removals {
+			consolidated[removal.Node.Name] = replacing.Message()
 		}
+	}
+	for i := range decisions {
+		decisions[i].Consolidation = consolidated[decisions[i].Name]
 	}
 	slices.SortFunc(decisions, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
 	return decisions

@@ -39,12 +39,26 @@ func (s *steps) scaleDownUnneeded(ctx context.Context, l *loop) {
 }
 
 // planScaleDown plans in a fork of the snapshot, with the pending pods on
-// the nodes they wait for.
+// the nodes they wait for. Consolidation that replaces nodes needs the
+// templates of the groups, which scale-up builds only for pending pods,
+// and to know which groups must not grow.
 func (s *steps) planScaleDown(ctx context.Context, l *loop) *scaledown.Plan {
+	progress := s.actuator.Progress()
+	if s.settings.scaleDown.Consolidation.Replaces() {
+		// A group without a template is no replacement; scale-up tells
+		// why when pods need it.
+		simulator.SetTemplates(ctx, l.snapshot, s.settings.scaleDown.NodeRules)
+		progress.NotGrowing = map[string]string{}
+		for _, group := range l.groups.Groups {
+			if reason := s.skipScaleUpReason(group, l.now); reason != "" {
+				progress.NotGrowing[group.ID()] = reason
+			}
+		}
+	}
 	l.snapshot.Fork()
 	defer l.snapshot.Revert()
 	placeWaitingPods(l.snapshot, slices.Concat(l.absorbed, l.booked))
-	return s.planner.Plan(ctx, l.snapshot, s.settings.scaleDown, s.actuator.Progress())
+	return s.planner.Plan(ctx, l.snapshot, s.settings.scaleDown, progress)
 }
 
 // placeWaitingPods puts the pending pods that the scale-up step placed on

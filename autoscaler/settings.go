@@ -71,16 +71,12 @@ func (s *Settings) Config() Config { return s.config }
 // The options of each part under a configuration.
 
 func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
-	opts := scaleup.Options{
-		PriorityCutoff:        config.PodPriorityThreshold,
-		NewPodScaleUpDelay:    config.NewPodScaleUpDelay,
-		MaxNodesPerScaleUp:    config.MaxNodesPerScaleUp,
-		MaxPendingPodsPerLoop: config.MaxPendingPodsPerLoop,
-		Limits: scaleup.ResourceLimits{
-			MaxNodesTotal: config.Limits.MaxNodesTotal,
-			Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
-			MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
-		},
+	return scaleup.Options{
+		PriorityCutoff:           config.PodPriorityThreshold,
+		NewPodScaleUpDelay:       config.NewPodScaleUpDelay,
+		MaxNodesPerScaleUp:       config.MaxNodesPerScaleUp,
+		MaxPendingPodsPerLoop:    config.MaxPendingPodsPerLoop,
+		Limits:                   scaleUpLimits(config),
 		Expanders:                config.Expanders,
 		Priorities:               config.ExpanderPriorities,
 		InstanceTypePrices:       config.InstanceTypePrices,
@@ -91,13 +87,22 @@ func scaleUpOptions(config Config, clk clock.PassiveClock) scaleup.Options {
 		Workers:                  config.PlanningWorkers,
 		MinParallelWork:          scaleup.DefaultMinParallelWork,
 	}
+}
+
+// scaleUpLimits are the cluster-wide limits that new nodes must respect.
+func scaleUpLimits(config Config) scaleup.ResourceLimits {
+	limits := scaleup.ResourceLimits{
+		MaxNodesTotal: config.Limits.MaxNodesTotal,
+		Cores:         scaleup.Range{Min: config.Limits.MinCores, Max: config.Limits.MaxCores},
+		MemoryBytes:   scaleup.Range{Min: config.Limits.MinMemory, Max: config.Limits.MaxMemory},
+	}
 	if len(config.Limits.GPUs) > 0 {
-		opts.Limits.GPUs = map[corev1.ResourceName]scaleup.Range{}
+		limits.GPUs = map[corev1.ResourceName]scaleup.Range{}
 		for name, r := range config.Limits.GPUs {
-			opts.Limits.GPUs[name] = scaleup.Range{Min: r.Min, Max: r.Max}
+			limits.GPUs[name] = scaleup.Range{Min: r.Min, Max: r.Max}
 		}
 	}
-	return opts
+	return limits
 }
 
 func scaleDownOptions(config Config) scaledown.Options {
@@ -117,11 +122,13 @@ func scaleDownOptions(config Config) scaledown.Options {
 		Minimums:                          scaledown.ClusterMinimums{Cores: config.Limits.MinCores, MemoryBytes: config.Limits.MinMemory},
 		NodeRules:                         config.Taints.rules(),
 		Consolidation: scaledown.ConsolidationOptions{
-			Policy:           config.Consolidation.Policy,
-			ConsolidateAfter: config.Consolidation.ConsolidateAfter,
-			Budget:           config.Consolidation.Budget,
-			Prices:           config.InstanceTypePrices,
-			MaxSimulations:   config.Consolidation.MaxSimulations,
+			Policy:            config.Consolidation.Policy,
+			ConsolidateAfter:  config.Consolidation.ConsolidateAfter,
+			Budget:            config.Consolidation.Budget,
+			Prices:            config.InstanceTypePrices,
+			MaxSimulations:    config.Consolidation.MaxSimulations,
+			BalancedThreshold: config.Consolidation.BalancedThreshold,
+			Limits:            scaleUpLimits(config),
 		},
 	}
 	for name, r := range config.Limits.GPUs {

@@ -43,6 +43,9 @@ const (
 	// EventConsolidation, on the groups of the nodes consolidation
 	// removes, names them and what removing them saves.
 	EventConsolidation = "Consolidation"
+	// EventConsolidationAbandoned, on the groups of a replacement, says
+	// that it was given up, and why: the nodes it was to replace stay.
+	EventConsolidationAbandoned = "ConsolidationAbandoned"
 )
 
 // steps are the parts of a loop, built for one configuration. What must

@@ -50,7 +50,7 @@ func TestBoundsAreTheCRDs(t *testing.T) {
 	g.Expect(property("instanceTypePrices").Items.Schema.Properties["price"].Pattern).To(Equal(pricing.DecimalPattern))
 	g.Expect(property("expanders").MaxItems).To(HaveValue(BeNumerically("==", len(property("expanders").Items.Schema.Enum))), "every expander once")
 	g.Expect(property("consolidation.budget.nodes").Pattern).To(Equal(autoscalingv1alpha1.DisruptionBudgetPattern))
-	g.Expect(property("consolidation.policy").Enum).To(HaveLen(2), "Disabled and Delete")
+	g.Expect(property("consolidation.policy").Enum).To(HaveLen(4), "Disabled, Delete, Replace and Balanced")
 	g.Expect(property("clusterName").MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxClusterNameLength)))
 	g.Expect(property("scanInterval").XValidations).To(ContainElement(HaveField("Rule",
 		ContainSubstring("duration('"+autoscalingv1alpha1.MinScanInterval.String()+"')"))))

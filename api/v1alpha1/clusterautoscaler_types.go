@@ -645,7 +645,7 @@ type ScaleDownConfig struct {
 }
 
 // ConsolidationPolicy says what consolidation may do.
-// +kubebuilder:validation:Enum=Disabled;Delete
+// +kubebuilder:validation:Enum=Disabled;Delete;Replace;Balanced
 type ConsolidationPolicy string
 
 const (
@@ -656,14 +656,35 @@ const (
 	// their utilization, when all their pods fit on the nodes that remain;
 	// the set that saves the most is chosen.
 	ConsolidationDelete ConsolidationPolicy = "Delete"
+	// ConsolidationReplace: on top of Delete, nodes are replaced by fewer
+	// or cheaper nodes of any node group when the new nodes cost less than
+	// those they replace; the new nodes are created, and Ready, before the
+	// nodes they replace are drained.
+	ConsolidationReplace ConsolidationPolicy = "Replace"
+	// ConsolidationBalanced: Replace, but only the consolidations whose
+	// share of the cost saved, over their share of the pods evicted,
+	// reaches balancedThreshold, as Karpenter's Balanced policy.
+	ConsolidationBalanced ConsolidationPolicy = "Balanced"
 )
 
 // ConsolidationConfig configures consolidation.
 type ConsolidationConfig struct {
-	// policy is Disabled (the default) or Delete.
+	// policy is Disabled (the default), Delete, Replace or Balanced.
 	// +optional
 	// +kubebuilder:default=Disabled
 	Policy ConsolidationPolicy `json:"policy,omitempty"`
+
+	// balancedThreshold is, under the Balanced policy, the least score of a
+	// consolidation: the share of the cost of the node groups' nodes it
+	// saves over the share of their pods it evicts, written as a positive
+	// decimal, e.g. "0.5" (Karpenter's: savings worth at least half the
+	// disruption). Higher values consolidate less.
+	// +optional
+	// +kubebuilder:default="0.5"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]*\.?[0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="balancedThreshold must be positive"
+	BalancedThreshold *string `json:"balancedThreshold,omitempty"`
 
 	// consolidateAfter is how long the cluster's nodes, and the pods of a
 	// node, must have stayed the same before consolidation considers the

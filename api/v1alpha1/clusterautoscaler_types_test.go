@@ -72,6 +72,7 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Expect(spec.Consolidation.ConsolidateAfter).To(Equal(duration("10m")))
 		Expect(spec.Consolidation.Budget).NotTo(BeNil())
 		Expect(spec.Consolidation.Budget.Nodes).To(HaveValue(Equal("10%")))
+		Expect(spec.Consolidation.BalancedThreshold).To(HaveValue(Equal("0.5")), "Karpenter's")
 
 		Expect(spec.Backoff).NotTo(BeNil())
 		Expect(spec.Backoff.Initial).To(Equal(duration("5m")))
@@ -184,8 +185,14 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 			spec.InstanceTypePrices = []autoscalingv1alpha1.InstanceTypePrice{{InstanceType: "m5.xlarge", Price: "0.192"}, {InstanceType: "m5.xlarge", Price: "0.2"}}
 		}, "spec.instanceTypePrices[1]: Duplicate value"),
 		Entry("unknown consolidation policy", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
-			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Policy: "Replace"}
-		}, "spec.consolidation.policy: Unsupported value: \"Replace\": supported values: \"Disabled\", \"Delete\""),
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Policy: "Shrink"}
+		}, "spec.consolidation.policy: Unsupported value: \"Shrink\": supported values: \"Disabled\", \"Delete\", \"Replace\", \"Balanced\""),
+		Entry("a balanced threshold of 0", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Policy: autoscalingv1alpha1.ConsolidationBalanced, BalancedThreshold: ptr.To("0")}
+		}, "balancedThreshold must be positive"),
+		Entry("a balanced threshold that is no number", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{BalancedThreshold: ptr.To("half")}
+		}, "spec.consolidation.balancedThreshold in body should match"),
 		Entry("negative consolidateAfter", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{ConsolidateAfter: duration("-1m")}
 		}, "consolidateAfter must not be negative"),

@@ -104,6 +104,8 @@ type Actuator struct {
 	deletedNodes, evictedPods int
 	// consolidatedNodes are those of deletedNodes consolidation chose.
 	consolidatedNodes int
+	// replacing is the replacement under way, nil when none.
+	replacing *Replacing
 }
 
 // drain is a node being drained.
@@ -194,7 +196,21 @@ func (a *Actuator) Progress() Progress {
 		Deleting: deleting, Deleted: deleted, Draining: len(a.drains),
 		LastDeletion: a.lastDeletion, LastFailure: a.lastFailure,
 		DeletedNodes: a.deletedNodes, EvictedPods: a.evictedPods, ConsolidatedNodes: a.consolidatedNodes,
+		Replacing: a.replacing,
 	}
+}
+
+// StartReplacing follows a replacement whose new nodes were asked for:
+// the Planner drains the nodes it replaces once they are Ready
+// (Plan.Replacing). There is one at a time.
+func (a *Actuator) StartReplacing(r *Replacing) {
+	a.replacing = r
+}
+
+// EndReplacing forgets the replacement under way: its nodes are being
+// drained, or it was abandoned.
+func (a *Actuator) EndReplacing() {
+	a.replacing = nil
 }
 
 // Start removes the empty nodes of plan and starts draining the others,
@@ -242,6 +258,11 @@ func (a *Actuator) Continue(ctx context.Context, view View) []Released {
 func (a *Actuator) ReleaseAll(ctx context.Context, reason string) {
 	for _, d := range a.drainsInOrder() {
 		a.cancel(ctx, d.node, reason)
+	}
+	if a.replacing != nil {
+		// Its nodes were not touched; its new nodes are left to scale-down.
+		klog.FromContext(ctx).Info("Abandoning the replacement under way", "reason", reason, "consolidation", a.replacing.Consolidation.Message())
+		a.replacing = nil
 	}
 }
 

@@ -8,10 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/benchmark"
@@ -99,23 +102,111 @@ var _ nodegroups.NodeGroup = &st.NodeGroup{}
 // on, over the clusters of 1,000 nodes of BenchmarkPlan under a threshold
 // that keeps every node from scale-down, so that consolidation runs: the
 // nodes it removes are the 9-pod ones, whose pods fit on the others, up
-// to its budget and its simulations. It must take under a second.
+// to its budget and its simulations. Under Replace, it also tries to
+// replace them by new nodes of four groups (built from their members),
+// which saves no more here. It must take under a second.
 func BenchmarkConsolidate(b *testing.B) {
-	for _, size := range benchmark.PlanSizes {
-		if size.Nodes != 1000 {
-			continue
+	for _, policy := range []scaledown.ConsolidationPolicy{scaledown.ConsolidationDelete, scaledown.ConsolidationReplace} {
+		for _, size := range benchmark.PlanSizes {
+			if size.Nodes != 1000 {
+				continue
+			}
+			name := size.Name(podsPerNode)
+			if policy != scaledown.ConsolidationDelete {
+				name += "/policy=" + string(policy)
+			}
+			b.Run(name, func(b *testing.B) { benchmarkConsolidate(b, size, policy) })
 		}
-		b.Run(size.Name(podsPerNode), func(b *testing.B) {
-			in := underutilizedCluster(size.Nodes, size.Groups)
+	}
+}
+
+func benchmarkConsolidate(b *testing.B, size benchmark.ClusterSize, policy scaledown.ConsolidationPolicy) {
+	in := underutilizedCluster(size.Nodes, size.Groups)
+	ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+	snap, heap := benchmark.NewSnapshot(in)
+	opts := options(func(o *scaledown.Options) {
+		o.Groups.ScaleDownUtilizationThreshold = 0.1
+		o.Consolidation = scaledown.ConsolidationOptions{
+			Policy: policy, Budget: intstr.FromString("10%"),
+			MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
+		}
+	})
+	if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
+		b.Fatal(failed)
+	}
+	b.ReportAllocs()
+	var plan *scaledown.Plan
+	cpu := benchmark.StartCPU(b)
+	for b.Loop() {
+		planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+		plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+	}
+	cpu.Report()
+	if plan.Consolidation == nil {
+		b.Fatal("consolidation removed nothing")
+	}
+	b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
+	heap.Report(b)
+}
+
+// crowdedCluster has nodes 4-core 16Gi nodes in nodeGroups node groups,
+// each with a DaemonSet pod and one pod of 2.5 cores that fits on no other
+// node, and the node group md-large at zero nodes, whose 16-core template
+// takes six of those pods. Prices are the defaults, proportional to
+// capacity: six small nodes cost 1.5 times one large node.
+func crowdedCluster(nodes, nodeGroups int, largePrice *pricing.Price) snapshot.Input {
+	in := snapshot.Input{}
+	groups := make([]*st.NodeGroup, nodeGroups)
+	for i := range groups {
+		groups[i] = &st.NodeGroup{Name: fmt.Sprintf("MachineDeployment/default/md-%02d", i), Max: nodes}
+		in.NodeGroups = append(in.NodeGroups, groups[i])
+	}
+	in.NodeGroups = append(in.NodeGroups, &st.NodeGroup{Name: "MachineDeployment/default/md-large", Max: nodes, Template: st.Node("large", "16", "64Gi"), Price: largePrice})
+	for n := range nodes {
+		group := groups[n%nodeGroups]
+		node := node(fmt.Sprintf("node-%05d", n), st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("zone-%d", n%3)))
+		group.Nodes = append(group.Nodes, node.Name)
+		group.Target++
+		in.Nodes = append(in.Nodes, node)
+		in.Pods = append(in.Pods,
+			pod(fmt.Sprintf("agent-%05d", n), "100m", node.Name, daemonSetPod),
+			st.Pod(fmt.Sprintf("pod-%05d", n), "2500m", "1Gi", st.OwnedBy(fmt.Sprintf("app-%d", n/podsPerOwner)), st.OnNode(node.Name)))
+	}
+	in.Controllers = st.Controllers(in.Pods...)
+	return in
+}
+
+// BenchmarkConsolidateReplace measures a planning pass with replace
+// consolidation on, over 1,000 crowded nodes: no node can be deleted (the
+// delete pass runs its 100 simulations for nothing), and the replace pass
+// replaces small nodes by large ones within the 100 simulations of the
+// large group, and tries three small groups for nothing. With the large
+// nodes priced out ("none"), every simulation of the pass is in vain: the
+// most a pass does. It must take under a second. The templates are built
+// once, as the engine builds them once per loop before it plans.
+func BenchmarkConsolidateReplace(b *testing.B) {
+	for _, bench := range []struct {
+		groups     int
+		largePrice *pricing.Price
+	}{{groups: benchmark.DefaultGroups}, {groups: 100}, {groups: benchmark.DefaultGroups, largePrice: ptr.To[pricing.Price](100_000_000)}} {
+		size := benchmark.ClusterSize{Nodes: 1000, Groups: bench.groups}
+		name := size.Name(2)
+		if bench.largePrice != nil {
+			name += "/none"
+		}
+		b.Run(name, func(b *testing.B) {
+			in := crowdedCluster(size.Nodes, size.Groups, bench.largePrice)
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap, heap := benchmark.NewSnapshot(in)
 			opts := options(func(o *scaledown.Options) {
-				o.Groups.ScaleDownUtilizationThreshold = 0.1
 				o.Consolidation = scaledown.ConsolidationOptions{
-					Policy: scaledown.ConsolidationDelete, Budget: intstr.FromString("10%"),
+					Policy: scaledown.ConsolidationReplace, Budget: intstr.FromString("10%"),
 					MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
 				}
 			})
+			if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
+				b.Fatal(failed)
+			}
 			b.ReportAllocs()
 			var plan *scaledown.Plan
 			cpu := benchmark.StartCPU(b)
@@ -124,10 +215,16 @@ func BenchmarkConsolidate(b *testing.B) {
 				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
 			}
 			cpu.Report()
-			if plan.Consolidation == nil {
-				b.Fatal("consolidation removed nothing")
+			switch {
+			case bench.largePrice != nil && plan.Consolidation != nil:
+				b.Fatal("consolidation replaced nodes by large nodes priced out")
+			case bench.largePrice != nil:
+			case plan.Consolidation == nil || plan.Consolidation.Replacement == nil:
+				b.Fatal("consolidation replaced nothing")
+			default:
+				b.ReportMetric(float64(len(plan.Consolidation.Removals)), "replaced-nodes")
+				b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes), "new-nodes")
 			}
-			b.ReportMetric(float64(len(plan.Consolidation.Removals)), "consolidated-nodes")
 			heap.Report(b)
 		})
 	}

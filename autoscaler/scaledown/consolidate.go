@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -31,7 +33,22 @@ const (
 	// their utilization, whose pods all fit on the nodes that remain and
 	// whose removal saves the most.
 	ConsolidationDelete ConsolidationPolicy = "Delete"
+	// ConsolidationReplace: on top of Delete, replace nodes by fewer or
+	// cheaper new nodes of any node group when the new nodes cost less than
+	// those they replace. The new nodes are asked for first, and the nodes
+	// they replace are drained once the new ones are Ready.
+	ConsolidationReplace ConsolidationPolicy = "Replace"
+	// ConsolidationBalanced: Replace, but only the consolidations whose
+	// share of the cluster's cost saved, over their share of the cluster's
+	// pods evicted, reaches BalancedThreshold, as Karpenter's Balanced
+	// policy.
+	ConsolidationBalanced ConsolidationPolicy = "Balanced"
 )
+
+// DefaultBalancedThreshold is Karpenter's: a consolidation goes ahead
+// when the share of the cost it saves is at least half the share of the
+// pods it evicts (its k of 2).
+const DefaultBalancedThreshold = 0.5
 
 // DoNotDisruptAnnotation "true" on a pod keeps its node from
 // consolidation, as it keeps it from Karpenter's. Scale-down of unneeded
@@ -56,12 +73,31 @@ type ConsolidationOptions struct {
 	// own (pricing.Table.NodePrice).
 	Prices pricing.Table
 	// MaxSimulations bounds the removals one pass simulates, so that a
-	// pass over a large cluster stays short.
+	// pass over a large cluster stays short: as many for the deletions,
+	// and as many for the replacements by each group tried
+	// (maxReplacementGroups).
 	MaxSimulations int
+	// BalancedThreshold is, under ConsolidationBalanced, the least score
+	// of a consolidation: the share of the cost of the cluster's nodes it
+	// saves over the share of their pods it evicts.
+	BalancedThreshold float64
+	// Limits are the cluster-wide maximums: the new nodes of a
+	// replacement join the cluster before the nodes they replace leave it,
+	// so they must fit within them beside those.
+	Limits scaleup.ResourceLimits
 }
 
 // deletes tells whether consolidation removes nodes.
-func (o ConsolidationOptions) deletes() bool { return o.Policy == ConsolidationDelete }
+func (o ConsolidationOptions) deletes() bool {
+	return o.Policy == ConsolidationDelete || o.Replaces()
+}
+
+// Replaces tells whether consolidation may replace nodes: it then needs
+// the templates of the node groups in the snapshot it plans on
+// (simulator.SetTemplates).
+func (o ConsolidationOptions) Replaces() bool {
+	return o.Policy == ConsolidationReplace || o.Policy == ConsolidationBalanced
+}
 
 // allowed is how many nodes of group consolidation may disrupt at once:
 // the group's own budget when it has one, else Budget.
@@ -79,9 +115,14 @@ func (o ConsolidationOptions) validate() error {
 	switch o.Policy {
 	case "", ConsolidationDisabled:
 		return nil
-	case ConsolidationDelete:
+	case ConsolidationDelete, ConsolidationReplace:
+	case ConsolidationBalanced:
+		if o.BalancedThreshold <= 0 {
+			return fmt.Errorf("the balanced threshold must be positive, got %v", o.BalancedThreshold)
+		}
 	default:
-		return fmt.Errorf("consolidation policy must be %s or %s, got %q", ConsolidationDisabled, ConsolidationDelete, o.Policy)
+		return fmt.Errorf("consolidation policy must be %s, %s, %s or %s, got %q",
+			ConsolidationDisabled, ConsolidationDelete, ConsolidationReplace, ConsolidationBalanced, o.Policy)
 	}
 	if o.ConsolidateAfter < 0 {
 		return errors.New("consolidateAfter must not be negative")
@@ -96,11 +137,25 @@ func (o ConsolidationOptions) validate() error {
 }
 
 // Consolidation is what consolidation decided in a pass: the nodes it
-// removes together (also in Plan.Empty or Plan.Drain) and what that saves.
+// removes together and what that saves. A deletion's removals are also in
+// Plan.Empty or Plan.Drain; a replacement's wait for its new nodes.
 type Consolidation struct {
 	Removals []Removal
-	// Savings are the prices of the nodes removed, per hour.
+	// Savings are what it saves per hour: the prices of the nodes removed,
+	// less those of the new nodes.
 	Savings pricing.Price
+	// Replacement are the new nodes that replace the removed ones, nil
+	// when it only deletes.
+	Replacement *Replacement
+}
+
+// Replacement are the new nodes of one node group that a consolidation
+// adds in place of those it removes.
+type Replacement struct {
+	Group nodegroups.NodeGroup
+	Nodes int
+	// Price is what the new nodes cost per hour, together.
+	Price pricing.Price
 }
 
 // Message says what consolidation does, for events, logs and decisions.
@@ -108,6 +163,9 @@ func (c *Consolidation) Message() string {
 	names := make([]string, 0, len(c.Removals))
 	for _, removal := range c.Removals {
 		names = append(names, removal.Node.Name)
+	}
+	if r := c.Replacement; r != nil {
+		return fmt.Sprintf("consolidation: replacing nodes %s with %d × %s saves %s/h", strings.Join(names, ", "), r.Nodes, r.Group.ID(), c.Savings)
 	}
 	return fmt.Sprintf("consolidation: removing nodes %s saves %s/h", strings.Join(names, ", "), c.Savings)
 }
@@ -157,6 +215,8 @@ func (s *stability) observe(snap *snapshot.Snapshot, now time.Time) {
 type consolidationCandidate struct {
 	*candidate
 	price pricing.Price
+	// pods are the pods its removal evicts, for ConsolidationBalanced.
+	pods int
 	// perWorth is the node's price over what its movable pods are worth at
 	// the default rates: the nodes that cost most for what they run go
 	// first.
@@ -165,16 +225,11 @@ type consolidationCandidate struct {
 
 // consolidate looks, once scale-down has chosen nothing in the pass and
 // nothing is being removed, for nodes whose pods all fit on the nodes that
-// remain, whatever their utilization, and adds them to plan. It grows the
-// set greedily, the nodes that cost most for what they run first, each
-// simulated as if those already in the set were gone, as scale-down
-// simulates: the pods moved onto a node of the set move again, and a node
-// whose pods then fit nowhere is left out for the next.
+// remain, whatever their utilization, and adds them to plan. When the
+// policy replaces, it also looks for nodes whose pods fit on the nodes
+// that remain plus new nodes of one group that cost less than they do
+// (consolidateByReplacing), and takes that when it saves more.
 func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, progress Progress, plan *Plan, now time.Time) {
-	if p.stable == nil {
-		p.stable = &stability{seed: maphash.MakeSeed()}
-	}
-	p.stable.observe(snap, now)
 	logger := klog.FromContext(ctx)
 	opts := p.opts.Consolidation
 	switch {
@@ -191,52 +246,192 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 	if len(candidates) == 0 {
 		return
 	}
+	scope := consolidationScopeOf(snap, opts, p.opts.PriorityCutoff)
+	decided := p.consolidateByDeleting(ctx, snap, progress, candidates, scope)
+	if opts.Replaces() {
+		// A replacement must save more than deleting alone: it disrupts
+		// as much, and waits for new nodes.
+		if replaced := p.consolidateByReplacing(ctx, snap, progress, candidates, scope); replaced != nil && (decided == nil || replaced.Savings > decided.Savings) {
+			decided = replaced
+		}
+	}
+	if decided == nil {
+		return
+	}
+	plan.Consolidation = decided.Consolidation
+	if decided.Replacement != nil {
+		for _, removal := range decided.Removals {
+			plan.Kept[removal.Node.Name] = Decision{Reason: ReasonAwaitingReplacement, Message: decided.Message() + ": the node is drained once the new nodes are Ready"}
+		}
+	} else {
+		plan.add(decided.steps)
+	}
+	logger.V(2).Info("Consolidating", "nodes", len(decided.Removals), "savingsPerHour", decided.Savings.String(), "replacement", decided.Replacement != nil)
+}
 
+// observe records what consolidation remembers of snap.
+func (p *Planner) observe(snap *snapshot.Snapshot, now time.Time) {
+	if p.stable == nil {
+		p.stable = &stability{seed: maphash.MakeSeed()}
+	}
+	p.stable.observe(snap, now)
+}
+
+// add adds the removals of steps to the plan's removals.
+func (plan *Plan) add(steps []step) {
+	for _, s := range steps {
+		if s.empty {
+			plan.Empty = append(plan.Empty, s.removal)
+		} else {
+			plan.Drain = append(plan.Drain, s.removal)
+		}
+		delete(plan.Kept, s.removal.Node.Name)
+	}
+}
+
+// step is a consolidation grown by one node: the node, and what the
+// consolidation removes, saves and evicts with it and the nodes before.
+type step struct {
+	removal Removal
+	empty   bool
+	// removed are the prices of the nodes removed so far, per hour; pods
+	// the pods they evict.
+	removed pricing.Price
+	pods    int
+	// newNodes are the new nodes the pods moved so far need.
+	newNodes int
+}
+
+// decided is a consolidation with the steps it was grown in.
+type decided struct {
+	*Consolidation
+	steps []step
+}
+
+// consolidationScope is what a consolidation's share of the cluster is
+// measured against under ConsolidationBalanced: the prices of the nodes
+// of the node groups and the pods consolidation would evict from them.
+type consolidationScope struct {
+	cost pricing.Price
+	pods int
+}
+
+func consolidationScopeOf(snap *snapshot.Snapshot, opts ConsolidationOptions, cutoff int32) consolidationScope {
+	var scope consolidationScope
+	if opts.Policy != ConsolidationBalanced {
+		return scope
+	}
+	for _, nodeInfo := range snap.NodeInfos() {
+		group := snap.NodeGroupOf(nodeInfo.Name())
+		if group == nil {
+			continue
+		}
+		scope.cost += opts.Prices.NodePrice(group.Options().Price, nodeInfo.Node()).PerHour
+		for _, pod := range nodeInfo.Pods() {
+			if roleOf(pod.Pod, cutoff) == podMovable {
+				scope.pods++
+			}
+		}
+	}
+	return scope
+}
+
+// score is a consolidation's share of the cost saved over its share of
+// the pods evicted; one that evicts nothing scores infinitely.
+func (s consolidationScope) score(savings pricing.Price, pods int) float64 {
+	if pods == 0 || s.pods == 0 {
+		return math.Inf(1)
+	}
+	return (float64(savings) / float64(max(s.cost, 1))) / (float64(pods) / float64(s.pods))
+}
+
+// best chooses how far to take a consolidation grown in steps, with the
+// new nodes at price each: the first steps that save the most, and,
+// under ConsolidationBalanced, whose score reaches the threshold. Nil when
+// no prefix saves anything.
+func (o ConsolidationOptions) best(steps []step, scope consolidationScope, group nodegroups.NodeGroup, price pricing.Price) *decided {
+	taken, savings := 0, pricing.Price(0)
+	for i, s := range steps {
+		saves := s.removed - pricing.Price(s.newNodes)*price
+		if saves <= savings || o.Policy == ConsolidationBalanced && scope.score(saves, s.pods) < o.BalancedThreshold {
+			continue
+		}
+		taken, savings = i+1, saves
+	}
+	if taken == 0 {
+		return nil
+	}
+	d := &decided{Consolidation: &Consolidation{Savings: savings}, steps: steps[:taken]}
+	for _, s := range d.steps {
+		d.Removals = append(d.Removals, s.removal)
+	}
+	if n := steps[taken-1].newNodes; n > 0 {
+		d.Replacement = &Replacement{Group: group, Nodes: n, Price: pricing.Price(n) * price}
+	}
+	return d
+}
+
+// consolidateByDeleting grows the set of nodes to remove greedily, the
+// nodes that cost most for what they run first, each simulated as if
+// those already in the set were gone, as scale-down simulates: the pods
+// moved onto a node of the set move again, and a node whose pods then
+// fit nowhere is left out for the next.
+func (p *Planner) consolidateByDeleting(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
-	state := &pass{
-		sizes: map[string]int{}, pdbs: newPDBTracker(logger, snap.PodDisruptionBudgets()),
+	state := p.newPass(ctx, sched)
+	p.startPass(ctx, sched, progress, state)
+	steps := p.grow(ctx, sched, state, candidates, p.opts.Consolidation.MaxSimulations)
+	return p.opts.Consolidation.best(steps, scope, nil, 0)
+}
+
+// newPass is the state of a simulation pass on sched, whose snapshot has
+// every node the pass may move pods onto.
+func (p *Planner) newPass(ctx context.Context, sched *simulator.Scheduler) *pass {
+	return &pass{
+		sizes: map[string]int{}, pdbs: newPDBTracker(klog.FromContext(ctx), sched.Snapshot().PodDisruptionBudgets()),
 		movedOnto: map[string][]simulator.Placement{}, scans: sched.NewScans(),
 	}
-	p.startPass(ctx, sched, progress, state)
+}
+
+// grow takes the candidates in order, within the budgets of their groups
+// and at most simulations of them, and returns the steps of those that can
+// go, each after those before.
+func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *pass, candidates []*consolidationCandidate, simulations int) []step {
+	logger := klog.FromContext(ctx)
 	allowed := map[string]int{}
-	decided := &Consolidation{}
-	simulations := 0
+	var steps []step
+	var removed pricing.Price
+	pods, ran := 0, 0
 	for _, c := range candidates {
-		if simulations == opts.MaxSimulations {
-			logger.V(4).Info("Consolidation reached its simulations for this pass", "simulations", simulations)
+		if ran == simulations {
+			logger.V(4).Info("Consolidation reached its simulations for this pass", "simulations", ran)
 			break
 		}
 		id := c.group.ID()
 		left, seen := allowed[id]
 		if !seen {
-			left = opts.allowed(c.group)
+			left = p.opts.Consolidation.allowed(c.group)
 		}
 		if left == 0 {
 			continue
 		}
-		simulations++
+		ran++
 		empty, kept := p.tryRemove(sched, c.candidate, state)
 		if kept != nil {
 			logger.V(5).Info("Consolidation cannot remove node", "node", klog.KObj(c.nodeInfo.Node()), "reason", kept.Reason, "message", kept.Message)
 			continue
 		}
 		allowed[id] = left - 1
-		removal := Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}
-		if empty {
-			plan.Empty = append(plan.Empty, removal)
-		} else {
-			plan.Drain = append(plan.Drain, removal)
-		}
-		delete(plan.Kept, removal.Node.Name)
-		decided.Removals = append(decided.Removals, removal)
-		decided.Savings += c.price
+		removed += c.price
+		pods += c.pods
+		steps = append(steps, step{
+			removal: Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}, empty: empty,
+			removed: removed, pods: pods, newNodes: state.newNodesUsed(),
+		})
 	}
-	if len(decided.Removals) > 0 {
-		plan.Consolidation = decided
-		logger.V(2).Info("Consolidating", "nodes", len(decided.Removals), "savingsPerHour", decided.Savings.String(), "simulations", simulations)
-	}
+	return steps
 }
 
 // consolidationCandidates are the nodes consolidation may remove: ready
@@ -261,14 +456,16 @@ func (p *Planner) consolidationCandidates(snap *snapshot.Snapshot, progress Prog
 			continue
 		}
 		var requested snapshot.Resources
+		pods := 0
 		for _, pod := range nodeInfo.Pods() {
 			if roleOf(pod.Pod, p.opts.PriorityCutoff) == podMovable {
 				requested.Add(pod.Requests)
+				pods++
 			}
 		}
 		gpu := gpuResource(requested)
 		worth := pricing.Resources{MilliCPU: requested.MilliCPU, MemoryBytes: requested.Memory, GPUs: requested.Scalar[gpu]}.AtDefaultRates()
-		candidates = append(candidates, &consolidationCandidate{candidate: c, price: price, perWorth: float64(price) / float64(max(worth, 1))})
+		candidates = append(candidates, &consolidationCandidate{candidate: c, price: price, pods: pods, perWorth: float64(price) / float64(max(worth, 1))})
 	}
 	slices.SortFunc(candidates, func(a, b *consolidationCandidate) int {
 		return cmp.Or(cmp.Compare(b.perWorth, a.perWorth), cmp.Compare(b.price, a.price), cmp.Compare(a.nodeInfo.Name(), b.nodeInfo.Name()))

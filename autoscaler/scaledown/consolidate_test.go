@@ -274,7 +274,7 @@ func TestConsolidationOptionsAreValidated(t *testing.T) {
 		{name: "off needs nothing else", change: func(o *scaledown.ConsolidationOptions) {
 			*o = scaledown.ConsolidationOptions{Policy: scaledown.ConsolidationDisabled}
 		}},
-		{name: "an unknown policy", change: func(o *scaledown.ConsolidationOptions) { o.Policy = "Replace" }, wantErr: "consolidation policy must be"},
+		{name: "an unknown policy", change: func(o *scaledown.ConsolidationOptions) { o.Policy = "Shrink" }, wantErr: "consolidation policy must be"},
 		{name: "a negative wait", change: func(o *scaledown.ConsolidationOptions) { o.ConsolidateAfter = -time.Second }, wantErr: "consolidateAfter"},
 		{name: "no simulation", change: func(o *scaledown.ConsolidationOptions) { o.MaxSimulations = 0 }, wantErr: "at least 1 simulation"},
 		{name: "a budget that is no number", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromString("many") }, wantErr: "neither a number nor a percentage"},

@@ -71,6 +71,13 @@ type Progress struct {
 	// evicted since the Actuator was created; ConsolidatedNodes those of
 	// the nodes consolidation chose.
 	DeletedNodes, EvictedPods, ConsolidatedNodes int
+	// Replacing is the replacement under way, nil when none: consolidation
+	// follows it (Plan.Replacing) and decides nothing else meanwhile.
+	Replacing *Replacing
+	// NotGrowing are, by ID, the node groups that must not grow now, with
+	// why (e.g. a backoff): consolidation replaces no node by theirs. The
+	// engine fills it, not the Actuator.
+	NotGrowing map[string]string
 }
 
 // Plan is the outcome of one planning pass.
@@ -89,9 +96,14 @@ type Plan struct {
 	// on (Utilization.Value); nodes kept before they were measured, such
 	// as nodes of no group, have none.
 	Utilization map[string]float64
-	// Consolidation is what consolidation removes, nil when nothing: its
-	// removals are among Empty and Drain.
+	// Consolidation is what consolidation decided, nil when nothing. The
+	// removals of a deletion are among Empty and Drain; those of a
+	// replacement are kept (ReasonAwaitingReplacement) until its new
+	// nodes, which the actuation asks for, are Ready.
 	Consolidation *Consolidation
+	// Replacing is where the replacement under way (Progress.Replacing)
+	// stands, nil when there is none.
+	Replacing *ReplacingOutcome
 }
 
 // Removal is a node to remove.
@@ -126,6 +138,10 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 
 	var candidates []*candidate
 	for _, nodeInfo := range snap.NodeInfos() {
+		if opts.Consolidation.Replaces() && progress.Replacing.adds(snap, nodeInfo.Name()) {
+			plan.Kept[nodeInfo.Name()] = Decision{Reason: ReasonReplacementUnderWay, Message: "the node is a new node of a replacement under way: " + progress.Replacing.Consolidation.Message()}
+			continue
+		}
 		c, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
 		if c != nil {
 			plan.Utilization[nodeInfo.Name()] = c.utilization.Value
@@ -163,10 +179,15 @@ func (p *Planner) Plan(ctx context.Context, snap *snapshot.Snapshot, opts Option
 		})
 	}
 	p.choose(now, progress, plan)
-	if opts.Consolidation.deletes() {
-		p.consolidate(ctx, snap, progress, plan, now)
-	} else {
+	switch {
+	case !opts.Consolidation.deletes():
 		p.stable = nil
+	case progress.Replacing != nil && opts.Consolidation.Replaces():
+		p.observe(snap, now)
+		p.followReplacement(ctx, snap, progress, plan, now)
+	default:
+		p.observe(snap, now)
+		p.consolidate(ctx, snap, progress, plan, now)
 	}
 	logger.V(4).Info("Planned scale-down", "unneeded", len(plan.Unneeded), "empty", len(plan.Empty), "drain", len(plan.Drain))
 	return plan

@@ -44,6 +44,12 @@ const (
 	// ReasonParallelismLimitReached: the node could go but as many nodes as
 	// allowed are already being removed.
 	ReasonParallelismLimitReached Reason = "ParallelismLimitReached"
+	// ReasonAwaitingReplacement: consolidation replaces the node, and its
+	// replacement is not Ready yet.
+	ReasonAwaitingReplacement Reason = "AwaitingReplacement"
+	// ReasonReplacementUnderWay: the node is a new node of a replacement
+	// under way, which the nodes it replaces are waiting for.
+	ReasonReplacementUnderWay Reason = "ReplacementUnderWay"
 )
 
 // BlockingReason says why a pod must not be evicted, with the upstream

@@ -31,11 +31,32 @@ type pass struct {
 	// scans remember which nodes the pods moved so far filled, for the
 	// pods of later candidates to skip.
 	scans *simulator.Scans
+	// newNodes are the names of the nodes a replacement would add, which
+	// take pods before they exist; nil outside replacements.
+	newNodes map[string]bool
 }
 
-// scheduleOptions place pods on the ready nodes that remain.
+// scheduleOptions place pods on the ready nodes that remain, and on the
+// new nodes of a replacement.
 func (p *Planner) scheduleOptions(state *pass) simulator.ScheduleOptions {
-	return simulator.ScheduleOptions{NodeFilter: p.readyNode, Scans: state.scans}
+	filter := p.readyNode
+	if len(state.newNodes) > 0 {
+		filter = func(nodeInfo *snapshot.NodeInfo) bool {
+			return state.newNodes[nodeInfo.Name()] || p.readyNode(nodeInfo)
+		}
+	}
+	return simulator.ScheduleOptions{NodeFilter: filter, Scans: state.scans}
+}
+
+// newNodesUsed counts the new nodes that pods were moved onto.
+func (s *pass) newNodesUsed() int {
+	used := 0
+	for name := range s.newNodes {
+		if len(s.movedOnto[name]) > 0 {
+			used++
+		}
+	}
+	return used
 }
 
 // moved records where a simulation placed pods.

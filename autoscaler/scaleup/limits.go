@@ -66,6 +66,12 @@ func (l ResourceLimits) nodesAllowed(totals clusterTotals, template *snapshot.No
 	return allowed, reason
 }
 
+// NodesAllowed is how many nodes like template the limits allow to add
+// to a cluster of nodeInfos, and the limit that binds ("" when none does).
+func (l ResourceLimits) NodesAllowed(nodeInfos []*snapshot.NodeInfo, template *snapshot.NodeInfo) (int, string) {
+	return l.nodesAllowed(totalsOf(nodeInfos), template)
+}
+
 // ResourceLimitReason is why a node group cannot grow past the cluster-wide
 // limit of a resource, e.g. cpu, memory, nvidia.com/gpu or the DRA driver
 // gpu.nvidia.com.

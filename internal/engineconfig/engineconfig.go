@@ -144,6 +144,13 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 			c.Policy = scaledown.ConsolidationPolicy(consolidation.Policy)
 		}
 		c.ConsolidateAfter = duration(consolidation.ConsolidateAfter, c.ConsolidateAfter)
+		if threshold := consolidation.BalancedThreshold; threshold != nil {
+			value, err := strconv.ParseFloat(*threshold, 64)
+			if err != nil || value <= 0 {
+				return config, fmt.Errorf("spec.consolidation.balancedThreshold %q is not a positive decimal number", *threshold)
+			}
+			c.BalancedThreshold = value
+		}
 		if budget := consolidation.Budget; budget != nil && budget.Nodes != nil {
 			if !disruptionBudget.MatchString(*budget.Nodes) {
 				return config, fmt.Errorf("spec.consolidation.budget.nodes %q is neither a number of nodes nor a percentage from 0%% to 100%%", *budget.Nodes)

@@ -178,6 +178,21 @@ func TestFromSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "balanced consolidation and its threshold",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Policy: autoscalingv1alpha1.ConsolidationBalanced, BalancedThreshold: ptr.To("1.5"),
+			}},
+			want: func(c *autoscaler.Config) {
+				c.Consolidation.Policy = scaledown.ConsolidationBalanced
+				c.Consolidation.BalancedThreshold = 1.5
+			},
+		},
+		{
+			name:    "a balanced threshold of 0",
+			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{BalancedThreshold: ptr.To("0")}},
+			wantErr: true,
+		},
+		{
 			name: "a budget in percent of a group",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
 				Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("25%")},

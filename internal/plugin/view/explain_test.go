@@ -104,6 +104,8 @@ func TestExplainNode(t *testing.T) {
 		{reason: scaledown.ReasonNotUnreadyLongEnough, message: "unready and unneeded for 5m, removable at 10:15:00", unneeded: true},
 		{reason: scaledown.ReasonScaleDownInCooldown, message: "scale-down paused until 2030-01-02T10:08:00Z after a scale-up"},
 		{reason: scaledown.ReasonParallelismLimitReached, message: "as many nodes as allowed are being removed"},
+		{reason: scaledown.ReasonAwaitingReplacement, message: "consolidation: replacing nodes prod-md-0-a, prod-md-0-b with 1 × MachineDeployment/clusters/prod-md-large saves 0.1/h: waiting for the new nodes to be Ready (0 of 1)"},
+		{reason: scaledown.ReasonReplacementUnderWay, message: "the node is a new node of a replacement under way"},
 	}
 	var covered []scaledown.Reason
 	var all bytes.Buffer

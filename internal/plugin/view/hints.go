@@ -42,4 +42,8 @@ var keptHints = map[scaledown.Reason]string{
 		"(the ClusterAutoscaler's scaleDown.delayAfterAdd, delayAfterDelete and delayAfterFailure); the message says until when.",
 	scaledown.ReasonParallelismLimitReached: "Nothing: as many nodes as allowed are being removed; it goes in a later loop. " +
 		"scaleDown.maxDrainParallelism and maxEmptyBulkDelete of the ClusterAutoscaler allow more at once.",
+	scaledown.ReasonAwaitingReplacement: "Nothing: consolidation replaces it by cheaper nodes, and drains it once they are Ready; " +
+		"if they are not Ready within maxNodeProvisionTime the replacement is abandoned and the node stays. The message says where it stands.",
+	scaledown.ReasonReplacementUnderWay: "Nothing: it is a new node of a consolidation that replaces other nodes, which are drained onto it once it is Ready; " +
+		"after that it is judged as any node.",
 }

@@ -1,0 +1,242 @@
+package scaledown
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
+)
+
+// maxReplacementGroups is how many groups one pass tries to replace
+// nodes by, the cheapest capacity first, each with MaxSimulations: so a
+// pass simulates at most that many times MaxSimulations replacements.
+const maxReplacementGroups = 4
+
+// Replacing is a replacement under way: its new nodes were asked of their
+// group at Started, and the nodes it replaces are drained once the new
+// ones are Ready. The Actuator keeps it and reports it in Progress; it
+// lives no longer than the engine: an engine that restarts forgets it,
+// and its new nodes are left to scale-down as any unneeded capacity.
+type Replacing struct {
+	Consolidation *Consolidation
+	Started       time.Time
+	// Before are the names of the group's registered nodes when the new
+	// nodes were asked for: the group's other nodes are the new ones.
+	Before map[string]bool
+}
+
+// adds tells whether the named node is one of the new nodes of the
+// replacement: a node of its group that registered since it started.
+func (r *Replacing) adds(snap *snapshot.Snapshot, name string) bool {
+	if r == nil || r.Before[name] {
+		return false
+	}
+	group := snap.NodeGroupOf(name)
+	return group != nil && group.ID() == r.Consolidation.Replacement.Group.ID()
+}
+
+// ReplacingOutcome is where a replacement under way stands after a pass.
+type ReplacingOutcome struct {
+	Replacing *Replacing
+	// ReadyNodes counts its new nodes that are Ready.
+	ReadyNodes int
+	// Ready tells that its new nodes are Ready: the nodes it replaces are
+	// in Plan.Empty and Plan.Drain.
+	Ready bool
+	// Abandoned says why it was given up, "" while it was not: the nodes
+	// it replaces stay, and its new nodes are left to scale-down.
+	Abandoned string
+}
+
+// Message says where the replacement stands, for events, logs and
+// explanations.
+func (o *ReplacingOutcome) Message() string {
+	c := o.Replacing.Consolidation
+	switch {
+	case o.Abandoned != "":
+		return fmt.Sprintf("%s: abandoned, %s; the nodes stay, the new nodes are left to scale-down", c.Message(), o.Abandoned)
+	case o.Ready:
+		return fmt.Sprintf("%s: the new nodes are Ready, draining the nodes replaced", c.Message())
+	default:
+		return fmt.Sprintf("%s: waiting for the new nodes to be Ready (%d of %d)", c.Message(), o.ReadyNodes, c.Replacement.Nodes)
+	}
+}
+
+// replacementGroup is a node group whose new nodes may replace others.
+type replacementGroup struct {
+	group    nodegroups.NodeGroup
+	template *snapshot.NodeInfo
+	price    pricing.Price
+	// room is the most nodes it may add: within its max size and the
+	// cluster's limits, beside the nodes they would replace.
+	room int
+	// worth is what its template offers at the default rates, perWorth
+	// its price over that: the cheapest capacity is tried first.
+	worth    pricing.Price
+	perWorth float64
+}
+
+// replacementGroups are the groups that may add nodes for a replacement:
+// those with a template and room, which are not kept from growing, the
+// cheapest capacity first.
+func (p *Planner) replacementGroups(snap *snapshot.Snapshot, progress Progress) []replacementGroup {
+	opts := p.opts.Consolidation
+	var groups []replacementGroup
+	for _, group := range snap.NodeGroups() {
+		template := snap.Template(group.ID())
+		if template == nil || progress.NotGrowing[group.ID()] != "" {
+			continue
+		}
+		room := group.MaxSize() - group.TargetSize()
+		if allowed, _ := opts.Limits.NodesAllowed(snap.NodeInfos(), template); allowed < room {
+			room = allowed
+		}
+		if room <= 0 {
+			continue
+		}
+		price := opts.Prices.NodePrice(group.Options().Price, template.Node()).PerHour
+		allocatable := template.Allocatable()
+		worth := pricing.Resources{MilliCPU: allocatable.MilliCPU, MemoryBytes: allocatable.Memory, GPUs: allocatable.Scalar[gpuResource(allocatable)]}.AtDefaultRates()
+		groups = append(groups, replacementGroup{group: group, template: template, price: price, room: room, worth: worth, perWorth: float64(price) / float64(max(worth, 1))})
+	}
+	// At the same price for what they offer, larger nodes replace more.
+	slices.SortFunc(groups, func(a, b replacementGroup) int {
+		return cmp.Or(cmp.Compare(a.perWorth, b.perWorth), cmp.Compare(b.worth, a.worth), cmp.Compare(a.group.ID(), b.group.ID()))
+	})
+	return groups
+}
+
+// consolidateByReplacing looks, group after group, for nodes whose pods
+// fit on the nodes that remain plus new nodes of the group, and that cost
+// more than those new nodes: the set grows as consolidateByDeleting grows
+// it, with the new nodes there to take pods after the nodes that exist,
+// and the first nodes of it that save the most are taken. The group whose
+// replacement saves the most wins. At most maxReplacementGroups groups are
+// tried, each with MaxSimulations.
+func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
+	groups := p.replacementGroups(snap, progress)
+	var best *decided
+	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
+		d := p.replaceBy(ctx, snap, progress, candidates, scope, group, p.opts.Consolidation.MaxSimulations)
+		if d != nil && (best == nil || d.Savings > best.Savings) {
+			best = d
+		}
+	}
+	return best
+}
+
+// replaceBy grows a replacement by new nodes of group, in a fork.
+func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate,
+	scope consolidationScope, group replacementGroup, simulations int) *decided {
+	sched := simulator.NewScheduler(ctx, snap)
+	sched.Fork()
+	defer sched.Revert()
+	newNodes := map[string]bool{}
+	for i := range min(group.room, len(candidates), simulations) {
+		name := fmt.Sprintf("%s-replacement-%d", group.template.Name(), i)
+		if sched.AddNode(group.template.CopyAs(name)) == nil {
+			newNodes[name] = true
+		}
+	}
+	state := p.newPass(ctx, sched)
+	p.startPass(ctx, sched, progress, state)
+	// The cluster's minimums count only the nodes there now.
+	for range newNodes {
+		state.totals.Sub(group.template.LimitCapacity())
+	}
+	state.newNodes = newNodes
+	steps := p.grow(ctx, sched, state, candidates, simulations)
+	d := p.opts.Consolidation.best(steps, scope, group.group, group.price)
+	if d != nil && d.Replacement == nil {
+		// The pods fit without new nodes: a deletion the greedy order of
+		// consolidateByDeleting missed.
+		klog.FromContext(ctx).V(4).Info("Consolidation found a deletion while trying a replacement", "nodeGroup", group.group.ID())
+	}
+	return d
+}
+
+// followReplacement carries the replacement under way one step: it waits
+// for its new nodes to be Ready, then, when the pods of the nodes it
+// replaces still fit on the nodes that remain, the new ones included,
+// removes those nodes through the safe path of scale-down. It abandons
+// the replacement when the nodes it replaces are gone or can no longer
+// go, and when its new nodes are not Ready within the group's
+// maxNodeProvisionTime.
+func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot, progress Progress, plan *Plan, now time.Time) {
+	r := progress.Replacing
+	out := &ReplacingOutcome{Replacing: r}
+	plan.Replacing = out
+	c := r.Consolidation
+	group := c.Replacement.Group
+	defer func() {
+		klog.FromContext(ctx).V(2).Info("Replacement under way", "message", out.Message())
+	}()
+	for _, removal := range c.Removals {
+		if name := removal.Node.Name; snap.NodeInfo(name) == nil || progress.Deleting[name] {
+			out.Abandoned = fmt.Sprintf("node %s is gone or being removed", name)
+			return
+		}
+	}
+	for _, name := range snap.RegisteredNodes(group.ID()) {
+		if info := snap.NodeInfo(name); r.adds(snap, name) && info != nil && p.opts.NodeRules.Readiness(info.Node(), now) == nodefacts.Ready {
+			out.ReadyNodes++
+		}
+	}
+	if out.ReadyNodes < c.Replacement.Nodes {
+		if wait := p.opts.Groups.For(group).MaxNodeProvisionTime; wait > 0 && !now.Before(r.Started.Add(wait)) {
+			out.Abandoned = fmt.Sprintf("%d of its %d new node(s) Ready %s after they were asked for (maxNodeProvisionTime)", out.ReadyNodes, c.Replacement.Nodes, wait)
+			return
+		}
+		p.keepReplaced(plan, out)
+		return
+	}
+	if len(plan.Empty)+len(plan.Drain) > 0 {
+		// Scale-down's removals go first; the pods they move may take
+		// the room of the replaced nodes' pods, which the next pass sees.
+		p.keepReplaced(plan, out)
+		return
+	}
+	sched := simulator.NewScheduler(ctx, snap)
+	sched.Fork()
+	defer sched.Revert()
+	state := p.newPass(ctx, sched)
+	p.startPass(ctx, sched, progress, state)
+	var steps []step
+	for _, removal := range c.Removals {
+		nodeInfo := snap.NodeInfo(removal.Node.Name)
+		candidate, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
+		var empty bool
+		switch {
+		case candidate == nil || kept != nil && kept.Reason != ReasonNotUnderutilized:
+			// Kept for a reason of its own, which kept says.
+		case forbidsDisruption(nodeInfo, now):
+			kept = &Decision{Reason: ReasonBlockedByPod, Message: "a pod on it is annotated " + DoNotDisruptAnnotation + "=true"}
+		default:
+			empty, kept = p.tryRemove(sched, candidate, state)
+		}
+		if kept != nil {
+			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", removal.Node.Name, kept.Message)
+			return
+		}
+		steps = append(steps, step{removal: Removal{Node: nodeInfo.Node(), Group: candidate.group, ByConsolidation: true}, empty: empty})
+	}
+	plan.add(steps)
+	out.Ready = true
+}
+
+// keepReplaced keeps the nodes a replacement under way replaces, saying
+// where it stands.
+func (p *Planner) keepReplaced(plan *Plan, out *ReplacingOutcome) {
+	for _, removal := range out.Replacing.Consolidation.Removals {
+		plan.Kept[removal.Node.Name] = Decision{Reason: ReasonAwaitingReplacement, Message: out.Message()}
+	}
+}
