@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
 )
 
 // Kinds of scalable resources.
@@ -366,7 +366,7 @@ func (r *resource) checkBounds(current, desired int) error {
 func (r *resource) UpdateReplicas(ctx context.Context, change func(current int) (int, error)) (int, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues(r.kind, klog.KObj(r.obj))
 	var written int
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.OnConflict(func() error {
 		fresh, err := r.fresh(ctx)
 		if err != nil {
 			return err
@@ -613,7 +613,7 @@ func (r *resource) UnmarkMachineForDeletion(ctx context.Context, machine *cluste
 // in between is never removed. A Machine that is gone has no mark.
 func RemoveMark(ctx context.Context, c client.Client, reader client.Reader, machine *clusterv1.Machine, owner types.UID) (bool, error) {
 	removed := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.OnConflict(func() error {
 		if !IsMarkedBy(machine, owner) {
 			return nil
 		}

@@ -298,6 +298,19 @@ var _ = Describe("Resource", func() {
 		Expect(specReplicas(md)).To(BeEquivalentTo(2))
 	})
 
+	It("reports a write of replicas cut by the end of its context as failed, not as done", func() {
+		md := f.MachineDeployment("md-0", 2, sizeAnnotations(0, 10))
+		f.Create(ctx, md)
+		// As the loop's deadline passing between the read and the write.
+		writeCtx, cut := context.WithCancel(ctx)
+		written, err := newResource(md).UpdateReplicas(writeCtx, func(current int) (int, error) {
+			cut()
+			return current + 1, nil
+		})
+		Expect(err).To(MatchError(context.Canceled), "written %d", written)
+		Expect(specReplicas(md)).To(BeEquivalentTo(2))
+	})
+
 	Describe("pausing and deletion", func() {
 		expectNotScalable := func(r Resource, obj client.Object) {
 			GinkgoHelper()

@@ -4,8 +4,10 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
+	clientgoretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
 )
 
 // retryingReader retries the reads that fail for a moment (throttling, a
@@ -22,9 +24,9 @@ func isTransient(err error) bool {
 }
 
 func (r retryingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return retry.OnError(retry.DefaultBackoff, isTransient, func() error { return r.Reader.Get(ctx, key, obj, opts...) })
+	return retry.OnError(clientgoretry.DefaultBackoff, isTransient, func() error { return r.Reader.Get(ctx, key, obj, opts...) })
 }
 
 func (r retryingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return retry.OnError(retry.DefaultBackoff, isTransient, func() error { return r.Reader.List(ctx, list, opts...) })
+	return retry.OnError(clientgoretry.DefaultBackoff, isTransient, func() error { return r.Reader.List(ctx, list, opts...) })
 }

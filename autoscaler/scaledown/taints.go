@@ -11,11 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
 )
 
 // The annotations that record on a Node what the autoscaler did to it, so
@@ -198,7 +198,7 @@ func ReleaseNode(ctx context.Context, client kubernetes.Interface, owner ownersh
 // last read or written.
 func updateNode(ctx context.Context, client kubernetes.Interface, name string, change func(*corev1.Node) (bool, error)) (*corev1.Node, error) {
 	var node *corev1.Node
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.OnConflict(func() error {
 		read, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
 )
 
 // Env is what the operations act on: the soak's Cluster, its node groups
@@ -122,7 +122,7 @@ var appliers = map[Kind]func(ctx context.Context, env *Env, op Operation) (Resul
 // optimistic lock, retrying on conflicts: a write that another writer
 // overtook is made again on what it wrote.
 func update[T client.Object](ctx context.Context, c client.Client, obj T, mutate func(T) error) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.OnConflict(func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
