@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
@@ -27,6 +28,7 @@ func main() {
 	timeLimit := flag.Duration("time-limit", time.Minute, "CBC's time limit per mix; past it the best placement found is the optimum, with the bound proven")
 	worst := flag.Int("worst", 3, "describe the mixes, node by node, where our consolidated plan is furthest from the optimum")
 	keep := flag.String("keep", "", "a directory to keep the models and CBC's solutions in")
+	show := flag.String("show", "", "describe these mixes too, node by node: names separated by commas, e.g. 1/02,1/37")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -42,6 +44,14 @@ func main() {
 		Solve: optimum.SolveOptions{TimeLimit: *timeLimit, Dir: *keep},
 	})
 	optimum.WriteTable(os.Stdout, results)
+	for _, name := range strings.Split(*show, ",") {
+		for i := range results {
+			if results[i].Mix.Name == name {
+				fmt.Println()
+				optimum.WriteMix(os.Stdout, &results[i])
+			}
+		}
+	}
 	const consolidated = 1
 	sort.SliceStable(results, func(i, j int) bool {
 		return results[i].Ratio(results[i].Plans[consolidated]) > results[j].Ratio(results[j].Plans[consolidated])
