@@ -164,6 +164,11 @@ agreement: e2e-binaries build ## Compare kube-scheduler's and the simulator's fe
 compare-karpenter: ## Time Karpenter's scheduler and our scale-up planner on Karpenter's benchmark pods, in one process (COMPARE_BENCH selects benchmarks).
 	cd hack/karpenter-compare && GOTOOLCHAIN=$(KARPENTER_GO) go test -run '^$$' -bench '$(or $(COMPARE_BENCH),.)' -benchtime 1x -count 3 .
 
+.PHONY: optimum
+optimum: ## Measure how far our plans and Karpenter's are from the cheapest new nodes, which CBC computes, on generated mixes (installs coinor-cbc when missing; OPTIMUM_ARGS for flags, e.g. -mixes=40 -seed=1; docs/cost.md).
+	@hack/ensure-cbc.sh
+	cd hack/karpenter-compare && GOTOOLCHAIN=$(KARPENTER_GO) go run ./cmd/optimum $(OPTIMUM_ARGS)
+
 .PHONY: localstack
 localstack: e2e-binaries ## Run the local simulated stack until Ctrl-C (TOPOLOGY=SelfHosted|SeparateWorkload, MANAGER=path).
 	go run ./hack/localstack --repo-root=$(ROOT) --topology=$(or $(TOPOLOGY),SelfHosted) $(if $(MANAGER),--manager=$(MANAGER))

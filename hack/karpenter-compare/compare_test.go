@@ -9,23 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
-	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
 	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
-	"sigs.k8s.io/karpenter/pkg/controllers/state"
-	"sigs.k8s.io/karpenter/pkg/events"
-	"sigs.k8s.io/karpenter/pkg/operator/injection"
-	"sigs.k8s.io/karpenter/pkg/operator/logging"
-	"sigs.k8s.io/karpenter/pkg/operator/options"
-	"sigs.k8s.io/karpenter/pkg/test"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -38,10 +26,6 @@ const instanceTypeCount = 400
 
 var podCounts = []int{100, 1000, 5000}
 
-func init() {
-	log.SetLogger(logging.NopLogger)
-}
-
 // BenchmarkKarpenter times Karpenter's Solve on the benchmark pods, set up
 // as Karpenter's own benchmark does: one NodePool without limits over 400
 // fake instance types, no existing nodes.
@@ -49,8 +33,11 @@ func BenchmarkKarpenter(b *testing.B) {
 	for _, count := range podCounts {
 		b.Run(fmt.Sprintf("pods=%d", count), func(b *testing.B) {
 			pods := diversePods(count)
-			ctx := options.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
-			scheduler := newKarpenterScheduler(ctx, b, pods)
+			ctx := KarpenterContext(context.Background())
+			scheduler, err := NewKarpenterScheduler(ctx, fake.InstanceTypes(instanceTypeCount), pods)
+			if err != nil {
+				b.Fatal(err)
+			}
 			var results scheduling.Results
 			cpu := benchmark.StartCPU(b)
 			for b.Loop() {
@@ -69,25 +56,6 @@ func BenchmarkKarpenter(b *testing.B) {
 			b.ReportMetric(float64(cores), "cores")
 		})
 	}
-}
-
-func newKarpenterScheduler(ctx context.Context, b *testing.B, pods []*corev1.Pod) *scheduling.Scheduler {
-	nodePool := test.NodePool(karpv1.NodePool{Spec: karpv1.NodePoolSpec{Limits: karpv1.Limits{
-		corev1.ResourceCPU:    resource.MustParse("10000000"),
-		corev1.ResourceMemory: resource.MustParse("10000000Gi"),
-	}}})
-	cloudProvider := fake.NewCloudProvider()
-	cloudProvider.InstanceTypes = fake.InstanceTypes(instanceTypeCount)
-	instanceTypes := map[string][]*cloudprovider.InstanceType{nodePool.Name: cloudProvider.InstanceTypes}
-	client := fakeclient.NewFakeClient()
-	cluster := state.NewCluster(clock.RealClock{}, client, cloudProvider)
-	topology, err := scheduling.NewTopology(ctx, client, cluster, nil, []*karpv1.NodePool{nodePool}, instanceTypes, pods,
-		scheduling.NumConcurrentReconciles(5))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return scheduling.NewScheduler(ctx, client, []*karpv1.NodePool{nodePool}, cluster, nil, topology, instanceTypes, nil,
-		events.NewRecorder(&record.FakeRecorder{}), clock.RealClock{}, nil, nil, scheduling.NumConcurrentReconciles(5))
 }
 
 // cheapestCores are the cores of the cheapest instance type a NodeClaim

@@ -1,0 +1,162 @@
+package autoscaler_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
+)
+
+// mixGroup is a node group of a mix of `make optimum` (hack/optimum):
+// nodes of cpu cores and gib GiB, less 100m and 10Mi kube-reserved, at a
+// price per hour, in a zone.
+type mixGroup struct {
+	name     string
+	cpu, gib int64
+	price    pricing.Price
+	zone     string
+}
+
+// mixApp is an app of a mix: replicas alike pods, spread over the zones
+// (maxSkew 1) when spread.
+type mixApp struct {
+	name             string
+	replicas         int
+	milliCPU, memMiB int64
+	spread           bool
+}
+
+// mixCluster is the cluster of a mix, as hack/optimum builds it: a group
+// per mixGroup without nodes, a tainted control-plane node in each zone
+// (so that each zone is a topology domain) and the apps' pods pending.
+func mixCluster(groups []mixGroup, apps []mixApp) ([]*fakeGroup, []client.Object) {
+	var fakeGroups []*fakeGroup
+	var nodes []*corev1.Node
+	zones := map[string]bool{}
+	for _, g := range groups {
+		template := st.Node("template-"+g.name, fmt.Sprint(g.cpu), fmt.Sprintf("%dGi", g.gib),
+			st.WithAllocatable(corev1.ResourceCPU, fmt.Sprintf("%dm", g.cpu*1000-100)),
+			st.WithAllocatable(corev1.ResourceMemory, fmt.Sprintf("%dMi", g.gib*1024-10)),
+			st.WithNodeLabels(corev1.LabelTopologyZone, g.zone, corev1.LabelInstanceTypeStable, g.name))
+		fakeGroups = append(fakeGroups, &fakeGroup{id: "MachineDeployment/default/" + g.name, max: 100, template: template, price: ptr.To(g.price)})
+		if !zones[g.zone] {
+			zones[g.zone] = true
+			nodes = append(nodes, st.Node("control-plane-"+g.zone, "4", "16Gi", st.WithNodeLabels(corev1.LabelTopologyZone, g.zone),
+				st.WithTaint("node-role.kubernetes.io/control-plane", "", corev1.TaintEffectNoSchedule)))
+		}
+	}
+	var pods []*corev1.Pod
+	for _, app := range apps {
+		opts := []st.PodOption{st.WithPodLabels("app", app.name)}
+		if app.spread {
+			opts = append(opts, spreadOver(corev1.LabelTopologyZone, app.name))
+		}
+		pods = append(pods, st.Replicas(app.name, app.replicas, fmt.Sprintf("%dm", app.milliCPU), fmt.Sprintf("%dMi", app.memMiB), opts...)...)
+	}
+	return fakeGroups, objects(nodes, pods...)
+}
+
+// The cost of the engine's scale-up, with the price expander first, on
+// mixes of `make optimum -seed=1` where it is furthest from the exact
+// optimum CBC computes, or from Karpenter's, and on one where it is at
+// the optimum and Karpenter is not (docs/cost.md, "Distance to the
+// optimum"). Consolidation (Delete) removes no node on these mixes: the
+// plan is what the cluster keeps. Where the plan is above the optimum,
+// the bound is the plan's cost today, so that it does not grow; the
+// optimum is the bound to reach.
+func TestScaleUpCostOnMixesFarFromTheOptimum(t *testing.T) {
+	for _, tc := range []struct {
+		mix     string
+		groups  []mixGroup
+		apps    []mixApp
+		bound   pricing.Price
+		optimum pricing.Price
+	}{
+		{
+			// 31% above the optimum, 1 × md-1-16c32g and 1 × md-2-2c8g,
+			// which Karpenter finds: the plan buys 3 × md-3-8c16g, the
+			// cheapest option for all the pods, whose last node runs two
+			// small pods.
+			mix: "1/02",
+			groups: []mixGroup{
+				{"md-0-16c128g", 16, 128, 1_224_372, "zone-a"},
+				{"md-1-16c32g", 16, 32, 739_517, "zone-b"},
+				{"md-2-2c8g", 2, 8, 115_373, "zone-c"},
+				{"md-3-8c16g", 8, 16, 373_347, "zone-a"},
+				{"md-4-8c64g", 8, 64, 573_478, "zone-b"},
+			},
+			apps: []mixApp{
+				{"app-0", 4, 250, 2048, false},
+				{"app-1", 1, 3000, 2048, false},
+				{"app-2", 8, 1500, 1024, false},
+			},
+			bound: 1_120_041, optimum: 854_890,
+		},
+		{
+			// 5.4% above the optimum, 1 × md-0-32c128g and 1 ×
+			// md-1-16c32g, which Karpenter finds: the plan buys
+			// 3 × md-1-16c32g.
+			mix: "1/24",
+			groups: []mixGroup{
+				{"md-0-32c128g", 32, 128, 1_545_787, "zone-a"},
+				{"md-1-16c32g", 16, 32, 837_434, "zone-b"},
+			},
+			apps: []mixApp{
+				{"app-0", 11, 250, 256, false},
+				{"app-1", 1, 1000, 256, false},
+				{"app-2", 3, 3000, 4096, false},
+				{"app-3", 9, 100, 512, false},
+				{"app-4", 1, 500, 1024, false},
+				{"app-5", 12, 500, 512, false},
+				{"app-6", 8, 3000, 256, false},
+				{"app-7", 1, 1000, 2048, false},
+				{"app-8", 5, 250, 4096, false},
+			},
+			bound: 2_512_302, optimum: 2_383_221,
+		},
+		{
+			// At the optimum, where Karpenter's scheduler pays 96% more
+			// (a 32c256g node for the large pods).
+			mix: "1/37",
+			groups: []mixGroup{
+				{"md-0-32c64g", 32, 64, 1_543_799, "zone-a"},
+				{"md-1-8c32g", 8, 32, 446_081, "zone-b"},
+				{"md-2-2c4g", 2, 4, 95_205, "zone-c"},
+				{"md-3-16c32g", 16, 32, 513_379, "zone-a"},
+				{"md-4-32c256g", 32, 256, 2_557_152, "zone-b"},
+			},
+			apps: []mixApp{
+				{"app-0", 9, 3000, 4096, false},
+				{"app-1", 5, 500, 2048, true},
+				{"app-2", 5, 500, 2048, true},
+			},
+			bound: 1_663_249, optimum: 1_663_249,
+		},
+	} {
+		t.Run(tc.mix, func(t *testing.T) {
+			groups, objects := mixCluster(tc.groups, tc.apps)
+			f := newFixture(t, groups, objects...)
+			config := autoscaler.DefaultConfig()
+			config.Expanders = []string{scaleup.ExpanderPrice, scaleup.ExpanderLeastWaste}
+			f.apply(t, config)
+			f.runOnce(t)
+			var cost pricing.Price
+			nodes := map[string]int{}
+			for _, group := range groups {
+				cost += pricing.Price(group.target) * *group.price
+				nodes[group.id] = group.target
+			}
+			// Below the optimum, some pods would be left without a node.
+			if cost > tc.bound || cost < tc.optimum {
+				t.Errorf("the scale-up buys %v for %s/h, want at most %s/h and at least the optimum %s/h", nodes, cost, tc.bound, tc.optimum)
+			}
+		})
+	}
+}
