@@ -28,7 +28,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 )
 
 // Kinds of scalable resources.

@@ -7,7 +7,7 @@ import (
 	clientgoretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 )
 
 // retryingReader retries the reads that fail for a moment (throttling, a

@@ -15,7 +15,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/ownership"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 )
 
 // The annotations that record on a Node what the autoscaler did to it, so

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/faultproxy"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
-	"github.com/capi-autoscaler/capi-autoscaler/internal/retry"
 )
 
 // Env is what the operations act on: the soak's Cluster, its node groups
