@@ -52,8 +52,9 @@ type Request struct {
 	Booked bool
 	// ScaleUp is the atomic scale-up in progress for the request, or nil.
 	ScaleUp *ScaleUp
-	// NoRetry is set when the request asks not to be tried again
-	// (provisioningv1.NoRetryParameter): capacity not found fails it.
+	// NoRetry is set when a check-capacity request asks not to be tried
+	// again (provisioningv1.NoRetryParameter): capacity not found fails
+	// it. Upstream reads the parameter for that class only.
 	NoRetry bool
 }
 
@@ -168,6 +169,13 @@ const (
 	Unfollowable Outcome = "Unfollowable"
 	// PodsUnavailable: the pod templates the request names do not exist.
 	PodsUnavailable Outcome = "PodsUnavailable"
+	// BookingFailed: the pod templates of a booked request no longer
+	// exist, so its room cannot be kept.
+	BookingFailed Outcome = "BookingFailed"
+	// Deleted: the request has been over (failed, or its booking ended)
+	// for as long as upstream keeps such a request, and is deleted. It
+	// sets no condition.
+	Deleted Outcome = "Deleted"
 )
 
 // Answer is what became of a request in a loop, and why.
@@ -191,7 +199,8 @@ type Condition struct {
 
 // Conditions are the conditions the answer sets on its request, besides
 // Accepted, as upstream sets them; the last is the one that tells the
-// answer. noRetry is the request's (Request.NoRetry).
+// answer. noRetry is the request's (Request.NoRetry). A Deleted request
+// gets none.
 func (a Answer) Conditions(noRetry bool) []Condition {
 	set := func(conditionType string, status metav1.ConditionStatus, reason string) Condition {
 		return Condition{Type: conditionType, Status: status, Reason: reason, Message: a.Message}
@@ -218,6 +227,8 @@ func (a Answer) Conditions(noRetry bool) []Condition {
 		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.ScaleUpFailedReason)}
 	case PodsUnavailable:
 		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.FailedToCreatePodsReason)}
+	case BookingFailed:
+		return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.FailedToBookCapacityReason)}
 	case NotFound:
 		if noRetry {
 			return []Condition{set(provisioningv1.FailedCondition, metav1.ConditionTrue, provisioningv1.CapacityIsNotFoundReason)}

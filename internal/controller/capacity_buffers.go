@@ -348,6 +348,9 @@ func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, b
 	updated := buffer.DeepCopy()
 	status := &updated.Status
 	status.ProvisioningStrategy = ptr.To(capacitybufferv1beta1.ActiveCapacityProvisioningStrategy)
+	// As upstream, a buffer not ready holds no replicas, and names the
+	// PodTemplate only when it exists.
+	status.PodTemplateRef, status.PodTemplateGeneration, status.Replicas = nil, nil, nil
 	if resolved.template != nil {
 		status.PodTemplateRef = &capacitybufferv1beta1.LocalObjectRef{Name: resolved.template.Name}
 		status.PodTemplateGeneration = ptr.To(resolved.template.Generation)

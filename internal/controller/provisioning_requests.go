@@ -29,6 +29,13 @@ const (
 	// requestExpiry is how long after its creation a check-capacity
 	// request that found no capacity fails, as upstream (7 days).
 	requestExpiry = 7 * 24 * time.Hour
+	// terminalRequestTTL is how long a request stays once it is over: 7
+	// days after its Provisioned or Failed condition last changed, as
+	// upstream deletes it, it is deleted.
+	terminalRequestTTL = 7 * 24 * time.Hour
+	// acceptedMessage goes with Accepted=True, as upstream's says who
+	// took the request up.
+	acceptedMessage = "The request is served by the cluster autoscaler (capi-autoscaler)"
 )
 
 // provisioningRequests are the ProvisioningRequests of one workload
@@ -59,20 +66,34 @@ func newProvisioningRequests(cached client.Reader, live func(context.Context) (c
 	return &provisioningRequests{optionalKind: optionalKind{kind: "ProvisioningRequests", cached: cached, live: live, clock: clock}}
 }
 
-// served tells whether the engine serves the request: a class it knows,
-// not meant for another instance, not over.
-func served(request *provisioningv1.ProvisioningRequest) bool {
+// ours tells whether the engine serves the request's class: a class it
+// knows, not meant for another instance.
+func ours(request *provisioningv1.ProvisioningRequest) bool {
 	switch provisioning.Class(request.Spec.ProvisioningClassName) {
 	case provisioning.CheckCapacity:
-		if request.Spec.Parameters[provisioningv1.ProcessorInstanceParameter] != "" {
-			return false
-		}
+		return request.Spec.Parameters[provisioningv1.ProcessorInstanceParameter] == ""
 	case provisioning.AtomicScaleUp:
-	default:
-		return false
+		return true
 	}
-	return !meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.FailedCondition) &&
-		!meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.BookingExpiredCondition)
+	return false
+}
+
+// over tells whether a request is done: failed, or its booking ended.
+func over(request *provisioningv1.ProvisioningRequest) bool {
+	return meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.FailedCondition) ||
+		meta.IsStatusConditionTrue(request.Status.Conditions, provisioningv1.BookingExpiredCondition)
+}
+
+// overSince is when a request that is over ended: the last change of its
+// Provisioned or Failed condition, the conditions upstream counts from.
+func overSince(request *provisioningv1.ProvisioningRequest) time.Time {
+	var since time.Time
+	for _, conditionType := range []string{provisioningv1.ProvisionedCondition, provisioningv1.FailedCondition} {
+		if condition := meta.FindStatusCondition(request.Status.Conditions, conditionType); condition != nil && condition.LastTransitionTime.After(since) {
+			since = condition.LastTransitionTime.Time
+		}
+	}
+	return since
 }
 
 // validity is how long after its creation a request that got no capacity
@@ -87,9 +108,10 @@ func validity(request *provisioningv1.ProvisioningRequest) time.Duration {
 }
 
 // ListRequests lists the requests waiting for an answer, scaling up or
-// booked, and, as answers, the ends of the bookings that are over and the
-// failures of the requests that expired or whose pods cannot be built,
-// which Answer writes. It writes nothing.
+// booked, and, as answers, the ends of the bookings that are over, the
+// failures of the requests that expired or whose pods cannot be built, and
+// the requests over for terminalRequestTTL, which Answer writes or
+// deletes. It writes nothing.
 func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning.Request, []provisioning.Answer, error) {
 	list := &provisioningv1.ProvisioningRequestList{}
 	if listed, err := c.list(ctx, list); !listed {
@@ -116,7 +138,13 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 	}
 	for i := range list.Items {
 		request := &list.Items[i]
-		if !served(request) {
+		if !ours(request) {
+			continue
+		}
+		if over(request) {
+			if now.Sub(overSince(request)) >= terminalRequestTTL {
+				end(request, provisioning.Deleted, fmt.Sprintf("The request has been over for %s", terminalRequestTTL))
+			}
 			continue
 		}
 		provisioned := meta.FindStatusCondition(request.Status.Conditions, provisioningv1.ProvisionedCondition)
@@ -137,7 +165,11 @@ func (c *provisioningRequests) ListRequests(ctx context.Context) ([]provisioning
 		if !known {
 			var err error
 			if sets, err = resolvePodSets(ctx, live, request); apierrors.IsNotFound(err) {
-				end(request, provisioning.PodsUnavailable, err.Error())
+				if booked {
+					end(request, provisioning.BookingFailed, "The capacity booked cannot be kept: "+err.Error())
+				} else {
+					end(request, provisioning.PodsUnavailable, err.Error())
+				}
 				continue
 			} else if err != nil {
 				// The API server failed: tried again next loop.
@@ -196,6 +228,10 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 		if !ok {
 			continue
 		}
+		if answer.Outcome == provisioning.Deleted {
+			c.delete(ctx, live, request)
+			continue
+		}
 		var conditions []metav1.Condition
 		for _, set := range answer.Conditions(noRetry(request)) {
 			conditions = append(conditions, metav1.Condition{Type: set.Type, Status: set.Status, Reason: set.Reason, Message: set.Message, LastTransitionTime: metav1.NewTime(now)})
@@ -208,10 +244,27 @@ func (c *provisioningRequests) Answer(ctx context.Context, answers []provisionin
 	}
 }
 
-// noRetry says whether a request asks not to be tried again: capacity not
-// found fails it.
+// delete deletes a request that has been over for terminalRequestTTL,
+// unless it changed since it was read.
+func (c *provisioningRequests) delete(ctx context.Context, live client.Client, request *provisioningv1.ProvisioningRequest) {
+	err := live.Delete(ctx, request, client.Preconditions{UID: &request.UID, ResourceVersion: &request.ResourceVersion})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Deleted a provisioning request over for a week", "ProvisioningRequest", klog.KObj(request))
+	case apierrors.IsForbidden(err):
+		// A workload role from before deletions: the request stays.
+		klog.FromContext(ctx).V(2).Info("Not allowed to delete a provisioning request over for a week", "ProvisioningRequest", klog.KObj(request), "err", err)
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+		klog.FromContext(ctx).Error(err, "Failed to delete a provisioning request over for a week", "ProvisioningRequest", klog.KObj(request))
+	}
+}
+
+// noRetry says whether a check-capacity request asks not to be tried
+// again: capacity not found fails it. Upstream reads the parameter for
+// that class only.
 func noRetry(request *provisioningv1.ProvisioningRequest) bool {
-	return request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
+	return provisioning.Class(request.Spec.ProvisioningClassName) == provisioning.CheckCapacity &&
+		request.Spec.Parameters[provisioningv1.NoRetryParameter] == "true"
 }
 
 // setStatus sets Accepted and the given conditions on a request's status,
@@ -222,7 +275,8 @@ func (c *provisioningRequests) setStatus(ctx context.Context, live client.Client
 	updated := request.DeepCopy()
 	now := c.clock.Now()
 	for _, condition := range append([]metav1.Condition{
-		{Type: provisioningv1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: provisioningv1.AcceptedReason, LastTransitionTime: metav1.NewTime(now)},
+		{Type: provisioningv1.AcceptedCondition, Status: metav1.ConditionTrue, Reason: provisioningv1.AcceptedReason, Message: acceptedMessage,
+			LastTransitionTime: metav1.NewTime(now)},
 	}, conditions...) {
 		condition.ObservedGeneration = request.Generation
 		meta.SetStatusCondition(&updated.Status.Conditions, condition)
