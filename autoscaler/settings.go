@@ -119,6 +119,8 @@ func scaleDownOptions(config Config) scaledown.Options {
 			Prices:           config.InstanceTypePrices,
 			MaxSimulations:   config.Consolidation.MaxSimulations,
 		},
+		Workers:         config.PlanningWorkers,
+		MinParallelWork: scaledown.DefaultMinParallelWork,
 	}
 	for name, r := range config.Limits.GPUs {
 		if r.Min > 0 {
