@@ -37,17 +37,31 @@ type outcome struct {
 // single goroutine, whatever the number of workers.
 func (p *Planner) tryEach(sched *simulator.Scheduler, state *pass, candidates []*candidate) []outcome {
 	outcomes := make([]outcome, len(candidates))
-	stayed := false
+	// stayed counts the candidates that stayed in a row; wait is how many
+	// must have before the workers start. A try on the branches whose
+	// first candidate goes decided nothing, and that candidate is then
+	// simulated twice: wait doubles, so that candidates that go and stay
+	// by turns cost at most a few such tries.
+	stayed, wait := 0, 1
 	for i := 0; i < len(candidates); i++ {
-		if stayed && p.parallel(len(candidates)-i, len(sched.Snapshot().NodeInfos())) {
-			i += p.tryOnBranches(sched, state, candidates[i:], outcomes[i:])
-			if i == len(candidates) {
+		if stayed >= wait && p.parallel(len(candidates)-i, len(sched.Snapshot().NodeInfos())) {
+			decided := p.tryOnBranches(sched, state, candidates[i:], outcomes[i:])
+			if decided == 0 {
+				wait *= 2
+			} else {
+				wait = 1
+			}
+			if i += decided; i == len(candidates) {
 				break
 			}
 		}
 		empty, kept := p.tryRemove(sched, candidates[i], state)
 		outcomes[i] = outcome{empty: empty, kept: kept}
-		stayed = kept != nil
+		if kept != nil {
+			stayed++
+		} else {
+			stayed = 0
+		}
 	}
 	return outcomes
 }
