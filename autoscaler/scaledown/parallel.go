@@ -74,8 +74,8 @@ func (p *Planner) parallel(candidates, nodes int) bool {
 
 // tryOnBranches tries the candidates, each from the state of sched and
 // the pass, on branches of sched, one per worker, each taking the next
-// candidate until one would go or needs sched: its pods claim DRA devices
-// or volumes, which only sched follows (simulator.CanBranch). It records
+// candidate until one would go or needs sched: its pods claim DRA devices,
+// which only sched follows (simulator.CanBranch). It records
 // in outcomes why each candidate before the first such one stays, and
 // returns how many they are; sched and the pass are left as they were.
 // The workers also try candidates after that one, in vain: the state they

@@ -69,11 +69,10 @@ func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 }
 
 // CanBranch tells whether Branches may simulate the groups: pods with DRA
-// claims follow the allocations of one scheduler in their group, and the
-// volume index remembers what the pods with volume claims attach.
+// claims follow the allocations of one scheduler in their group.
 func CanBranch(groups []*PodGroup) bool {
 	return !slices.ContainsFunc(groups, func(group *PodGroup) bool {
-		return len(group.first.Spec.ResourceClaims) > 0 || len(group.info.Claims) > 0
+		return len(group.first.Spec.ResourceClaims) > 0
 	})
 }
 
