@@ -75,9 +75,9 @@ func (p *Planner) parallel(candidates, nodes int) bool {
 // tryOnBranches tries the candidates, each from the state of sched and
 // the pass, on branches of sched, one per worker, each taking the next
 // candidate until one would go or needs sched: its pods claim DRA devices,
-// which only sched follows (simulator.CanBranch). It records
-// in outcomes why each candidate before the first such one stays, and
-// returns how many they are; sched and the pass are left as they were.
+// which only sched follows (simulator.CanBranch). It records in outcomes
+// why each candidate before the first such one stays, and returns how
+// many they are; sched and the pass are left as they were.
 // The workers also try candidates after that one, in vain: the state they
 // start from changes with its removal.
 func (p *Planner) tryOnBranches(sched *simulator.Scheduler, state *pass, candidates []*candidate, outcomes []outcome) int {
