@@ -74,10 +74,12 @@ func (p *Planner) parallel(candidates, nodes int) bool {
 
 // tryOnBranches tries the candidates, each from the state of sched and
 // the pass, on branches of sched, one per worker, each taking the next
-// candidate until one would go or needs sched: its pods claim DRA devices,
-// which only sched follows (simulator.CanBranch). It records in outcomes
-// why each candidate before the first such one stays, and returns how
-// many they are; sched and the pass are left as they were.
+// candidate until one would go. The pod groups of a candidate are made on
+// the worker that tries it (the pods moved onto it as Subsets of their
+// groups): no other branch sees them, claims of DRA devices included
+// (simulator.CanBranch). It records in outcomes why each candidate before
+// the first that would go stays, and returns how many they are; sched and
+// the pass are left as they were.
 // The workers also try candidates after that one, in vain: the state they
 // start from changes with its removal.
 func (p *Planner) tryOnBranches(sched *simulator.Scheduler, state *pass, candidates []*candidate, outcomes []outcome) int {
@@ -102,11 +104,10 @@ func (p *Planner) tryOnBranches(sched *simulator.Scheduler, state *pass, candida
 }
 
 // stays tells why c stays after the removals accepted so far, or nil when
-// it would go or when only a scheduler that is no branch can tell; sched
-// and state are left as they were.
+// it would go; sched and state are left as they were.
 func (p *Planner) stays(sched *simulator.Scheduler, c *candidate, state *pass) *Decision {
 	_, groups, _, kept := p.podsToMove(sched, c, state)
-	if kept != nil || !simulator.CanBranch(groups) {
+	if kept != nil {
 		return kept
 	}
 	defer sched.Forget(groups)

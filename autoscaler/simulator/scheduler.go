@@ -68,8 +68,10 @@ func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	return s
 }
 
-// CanBranch tells whether Branches may simulate the groups: pods with DRA
-// claims follow the allocations of one scheduler in their group.
+// CanBranch tells whether several Branches may simulate the groups: pods
+// with DRA claims follow the allocations of one scheduler in their group.
+// A group that one branch alone simulates, made on its goroutine or a
+// Subset made there, may have claims.
 func CanBranch(groups []*PodGroup) bool {
 	return !slices.ContainsFunc(groups, func(group *PodGroup) bool {
 		return len(group.first.Spec.ResourceClaims) > 0
@@ -81,7 +83,8 @@ func CanBranch(groups []*PodGroup) bool {
 // of groups on n goroutines that start from the state of s: they give the
 // answers s would. It first derives what the scheduler keeps in the groups
 // themselves, so that the branches only read the groups. Only groups that
-// CanBranch may be simulated. s must not be used while its branches are,
+// CanBranch may be simulated on more than one branch. s must not be used
+// while its branches are,
 // and a branch's Revert and Commit must not go below the fork it starts
 // in.
 func (s *Scheduler) Branches(n int, groups []*PodGroup) []*Scheduler {
