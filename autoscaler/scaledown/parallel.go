@@ -74,12 +74,9 @@ func (p *Planner) parallel(candidates, nodes int) bool {
 
 // tryOnBranches tries the candidates, each from the state of sched and
 // the pass, on branches of sched, one per worker, each taking the next
-// candidate until one would go. The pod groups of a candidate are made on
-// the worker that tries it (the pods moved onto it as Subsets of their
-// groups): no other branch sees them, claims of DRA devices included
-// (simulator.CanBranch). It records in outcomes why each candidate before
-// the first that would go stays, and returns how many they are; sched and
-// the pass are left as they were.
+// candidate until one would go. It records in outcomes why each candidate
+// before the first that would go stays, and returns how many they are;
+// sched and the pass are left as they were.
 // The workers also try candidates after that one, in vain: the state they
 // start from changes with its removal.
 func (p *Planner) tryOnBranches(sched *simulator.Scheduler, state *pass, candidates []*candidate, outcomes []outcome) int {
