@@ -73,8 +73,9 @@ type Config struct {
 	// BalancingIgnoredLabels may differ between similar groups.
 	BalancingIgnoredLabels []string
 	// PlanningWorkers is how many goroutines a scale-up plan uses when a
-	// round has enough work (scaleup.Options.Workers); the plan is the
-	// same on any number. Not in the API: the process decides, by default
+	// round has enough work (scaleup.Options.Workers), and a scale-down
+	// pass when its candidates are (scaledown.Options.Workers); the plan
+	// is the same on any number. Not in the API: the process decides, by default
 	// GOMAXPROCS.
 	PlanningWorkers int
 

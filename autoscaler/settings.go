@@ -130,6 +130,8 @@ func scaleDownOptions(config Config) scaledown.Options {
 			BalancedThreshold: config.Consolidation.BalancedThreshold,
 			Limits:            scaleUpLimits(config),
 		},
+		Workers:         config.PlanningWorkers,
+		MinParallelWork: scaledown.DefaultMinParallelWork,
 	}
 	for name, r := range config.Limits.GPUs {
 		if r.Min > 0 {

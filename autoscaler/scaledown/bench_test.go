@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -34,6 +35,15 @@ const (
 // 9 pods of 200m, 30 pods per node on average, all owned by ReplicaSets of
 // 50 pods, which exist.
 func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
+	return clusterOf(nodes, nodeGroups, false)
+}
+
+// clusterOf is underutilizedCluster, but with stuck every other
+// underutilized node runs, instead of its 9 small pods, one pod of 9 cores
+// spread over the zones: 57% of its cpu, under a threshold of 0.6, but no
+// other node has room for the pod, so the node stays after the pod was
+// tried on every node.
+func clusterOf(nodes, nodeGroups int, stuck bool) snapshot.Input {
 	in := snapshot.Input{}
 	groups := make([]*st.NodeGroup, nodeGroups)
 	for i := range groups {
@@ -41,10 +51,11 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 		in.NodeGroups = append(in.NodeGroups, groups[i])
 	}
 	pods := 0
-	addPods := func(nodeName string, n int, cpu, memory string) {
+	addPods := func(nodeName string, n int, cpu, memory string, opts ...st.PodOption) {
 		for range n {
 			owner := fmt.Sprintf("app-%d", pods/podsPerOwner)
-			in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory, st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner)))
+			opts := append([]st.PodOption{st.OwnedBy(owner), st.OnNode(nodeName), st.WithPodLabels("app", owner)}, opts...)
+			in.Pods = append(in.Pods, st.Pod(fmt.Sprintf("pod-%06d", pods), cpu, memory, opts...))
 			pods++
 		}
 	}
@@ -56,7 +67,9 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 		group.Target++
 		in.Nodes = append(in.Nodes, node)
 		in.Pods = append(in.Pods, pod(fmt.Sprintf("agent-%05d", n), "100m", node.Name, daemonSetPod))
-		if n%idleShare == 0 {
+		if n%idleShare == 0 && stuck && n/idleShare%2 == 1 {
+			addPods(node.Name, 1, "9", "4Gi", spreadOverZones)
+		} else if n%idleShare == 0 {
 			addPods(node.Name, idlePods, "200m", "512Mi")
 		} else {
 			addPods(node.Name, busyPods, "300m", "1Gi")
@@ -64,6 +77,15 @@ func underutilizedCluster(nodes, nodeGroups int) snapshot.Input {
 	}
 	in.Controllers = st.Controllers(in.Pods...)
 	return in
+}
+
+// spreadOverZones spreads the pods of the app over the zones, at most one
+// more in one than in another.
+func spreadOverZones(pod *corev1.Pod) {
+	pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+		MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pod.Labels["app"]}},
+	})
 }
 
 // BenchmarkPlan measures one scale-down planning pass on a snapshot the
@@ -227,5 +249,39 @@ func BenchmarkConsolidateReplace(b *testing.B) {
 			}
 			heap.Report(b)
 		})
+	}
+}
+
+// BenchmarkPlanWorkers measures a scale-down pass on 1 and 2 workers
+// (Options.Workers, DefaultMinParallelWork): over the 1,000 nodes of
+// BenchmarkPlan, where every candidate goes and the pass stays on one
+// goroutine, and over 1,000 and 5,000 nodes with stuck nodes, one in ten
+// (clusterOf), which the workers try together. The 5,000-node pass takes
+// seconds: run it with -benchtime 1x or a few x.
+func BenchmarkPlanWorkers(b *testing.B) {
+	for _, size := range []struct {
+		nodes int
+		stuck bool
+	}{{1000, false}, {1000, true}, {5000, true}} {
+		in := clusterOf(size.nodes, benchmark.DefaultGroups, size.stuck)
+		snap, _ := benchmark.NewSnapshot(in)
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("nodes=%d/stuck=%v/workers=%d", size.nodes, size.stuck, workers), func(b *testing.B) {
+				ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+				opts := options(func(o *scaledown.Options) {
+					o.Groups.ScaleDownUtilizationThreshold = 0.6
+					o.Workers, o.MinParallelWork = workers, scaledown.DefaultMinParallelWork
+				})
+				b.ReportAllocs()
+				var plan *scaledown.Plan
+				cpu := benchmark.StartCPU(b)
+				for b.Loop() {
+					planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+					plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+				}
+				cpu.Report()
+				b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
+			})
+		}
 	}
 }

@@ -57,6 +57,13 @@ type Options struct {
 	// Consolidation removes, on top of the unneeded nodes, those whose
 	// removal saves money while their pods fit elsewhere.
 	Consolidation ConsolidationOptions
+	// Workers is how many goroutines a pass tries the candidates on, each
+	// on a branch of the simulator, when there is enough work; the plan is
+	// the same as on one. 0 or 1 plans on the caller's goroutine alone.
+	Workers int
+	// MinParallelWork is the least work, candidates left times nodes, for
+	// which a pass uses Workers (DefaultMinParallelWork).
+	MinParallelWork int
 }
 
 // ClusterMinimums bound the totals of the cluster from below. They count

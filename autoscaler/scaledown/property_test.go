@@ -86,7 +86,12 @@ func TestPlanLeavesRoomForEveryMovedPod(t *testing.T) {
 // node group of min size 0 and run a DaemonSet pod, and whose bound pods
 // belong to ReplicaSets that exist: every pod may move.
 func generatedCluster(seed uint64) snapshot.Input {
-	c := clustergen.Generate(clustergen.Options{Seed: seed, NodesPerKind: 5, PendingPods: 1, DRA: seed%2 == 1, Volumes: seed%3 == 2})
+	return generatedClusterOf(clustergen.Options{Seed: seed, NodesPerKind: 5, PendingPods: 1, DRA: seed%2 == 1, Volumes: seed%3 == 2})
+}
+
+// generatedClusterOf is generatedCluster with the generator's options.
+func generatedClusterOf(opts clustergen.Options) snapshot.Input {
+	c := clustergen.Generate(opts)
 	group := &st.NodeGroup{Name: "ng", Max: 1000}
 	in := snapshot.Input{
 		Namespaces: c.Namespaces, CSINodes: c.CSINodes, StorageClasses: c.StorageClasses,

@@ -105,8 +105,8 @@ func (p *Planner) simulate(ctx context.Context, snap *snapshot.Snapshot, progres
 
 	logger := klog.FromContext(ctx)
 	var unneeded []*unneededNode
-	for _, c := range candidates {
-		empty, kept := p.tryRemove(sched, c, state)
+	for i, outcome := range p.tryEach(sched, state, candidates) {
+		c, empty, kept := candidates[i], outcome.empty, outcome.kept
 		if kept != nil {
 			logger.V(4).Info("Node cannot be removed", "node", klog.KObj(c.nodeInfo.Node()), "reason", kept.Reason, "message", kept.Message)
 			plan.Kept[c.nodeInfo.Name()] = *kept
@@ -176,10 +176,32 @@ func (p *Planner) removeDeleting(ctx context.Context, sched *simulator.Scheduler
 // checked against the blocking rules and the disruption budgets, and only
 // they make it non-empty.
 func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pass) (empty bool, kept *Decision) {
-	if kept := p.checkLimits(c, state); kept != nil {
+	movable, groups, empty, kept := p.podsToMove(sched, c, state)
+	if kept != nil {
 		return false, kept
 	}
-	var movable []*corev1.Pod
+	defer sched.Forget(groups)
+	placed, kept := p.moveInFork(sched, c, groups, state)
+	if kept != nil {
+		return false, kept
+	}
+	sched.Commit()
+	name := c.nodeInfo.Name()
+	delete(state.movedOnto, name)
+	state.moved(placed)
+	state.pdbs.consume(movable)
+	state.sizes[c.group.ID()]--
+	state.totals.Sub(c.nodeInfo.LimitCapacity())
+	return empty, nil
+}
+
+// podsToMove checks the limits and the pods of c, and returns the pods
+// evicted from it, the groups of those and of the pods that earlier
+// removals moved onto it, and whether it is empty; or why it stays.
+func (p *Planner) podsToMove(sched *simulator.Scheduler, c *candidate, state *pass) (movable []*corev1.Pod, groups []*simulator.PodGroup, empty bool, kept *Decision) {
+	if kept := p.checkLimits(c, state); kept != nil {
+		return nil, nil, false, kept
+	}
 	empty = true
 	now := p.clock.Now()
 	for _, podInfo := range c.nodeInfo.Pods() {
@@ -199,40 +221,38 @@ func (p *Planner) tryRemove(sched *simulator.Scheduler, c *candidate, state *pas
 		}
 		empty = false
 		if reason, message := blockingReason(pod, sched.Snapshot(), state.pdbs, p.opts); reason != "" {
-			return false, blockedByPod(klog.KRef(pod.Namespace, pod.Name), reason, message)
+			return nil, nil, false, blockedByPod(klog.KRef(pod.Namespace, pod.Name), reason, message)
 		}
 		movable = append(movable, withoutNodeName(pod))
 	}
 	if pod, message := state.pdbs.check(movable); pod != nil {
-		return false, blockedByPod(klog.KObj(pod), BlockingNotEnoughPdb, message)
+		return nil, nil, false, blockedByPod(klog.KObj(pod), BlockingNotEnoughPdb, message)
 	}
-	name := c.nodeInfo.Name()
-	groups := append(simulator.GroupPods(movable), state.movedGroups(name)...)
+	groups = append(simulator.GroupPods(movable), state.movedGroups(c.nodeInfo.Name())...)
+	return movable, groups, empty, nil
+}
 
-	defer sched.Forget(groups)
+// moveInFork removes c from a fork of sched and places groups, its pods,
+// on the remaining nodes. When they all fit, it returns where, leaving the
+// fork for the caller to commit or revert; otherwise it reverts the fork
+// and says why c stays.
+func (p *Planner) moveInFork(sched *simulator.Scheduler, c *candidate, groups []*simulator.PodGroup, state *pass) ([]simulator.Placement, *Decision) {
 	sched.Fork()
 	// The candidate is in the snapshot: it was listed from it.
-	_ = sched.RemoveNode(name)
-	var placed []simulator.Placement
-	if len(groups) > 0 {
-		opts := p.scheduleOptions(state)
-		// One pod that fits nowhere keeps the candidate.
-		opts.StopAtUnschedulable = true
-		result := sched.ScheduleGroups(groups, opts)
-		if len(result.Unschedulable) > 0 {
-			sched.Revert()
-			first := result.Unschedulable[0]
-			return false, &Decision{Reason: ReasonNoPlaceToMovePods, Message: fmt.Sprintf("pod %s/%s fits on no other node: %s", first.Pod.Namespace, first.Pod.Name, first.Message())}
-		}
-		placed = result.Scheduled
+	_ = sched.RemoveNode(c.nodeInfo.Name())
+	if len(groups) == 0 {
+		return nil, nil
 	}
-	sched.Commit()
-	delete(state.movedOnto, name)
-	state.moved(placed)
-	state.pdbs.consume(movable)
-	state.sizes[c.group.ID()]--
-	state.totals.Sub(c.nodeInfo.LimitCapacity())
-	return empty, nil
+	opts := p.scheduleOptions(state)
+	// One pod that fits nowhere keeps the candidate.
+	opts.StopAtUnschedulable = true
+	result := sched.ScheduleGroups(groups, opts)
+	if len(result.Unschedulable) > 0 {
+		sched.Revert()
+		first := result.Unschedulable[0]
+		return nil, &Decision{Reason: ReasonNoPlaceToMovePods, Message: fmt.Sprintf("pod %s/%s fits on no other node: %s", first.Pod.Namespace, first.Pod.Name, first.Message())}
+	}
+	return result.Scheduled, nil
 }
 
 // checkLimits keeps the node when its removal would take its group below

@@ -21,7 +21,7 @@ const DefaultMinParallelWork = 10000
 // candidates is how many groups the round estimates.
 func (s *ScaleUp) workers(sched *simulator.Scheduler, candidates int, podGroups []*simulator.PodGroup) []*simulator.Scheduler {
 	n := min(s.opts.Workers, candidates)
-	if n <= 1 || candidates*podsOf(podGroups) < s.opts.MinParallelWork || !simulator.CanBranch(podGroups) {
+	if n <= 1 || candidates*podsOf(podGroups) < s.opts.MinParallelWork {
 		return []*simulator.Scheduler{sched}
 	}
 	return sched.Branches(n, podGroups)

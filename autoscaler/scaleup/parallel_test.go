@@ -22,7 +22,9 @@ import (
 // same plan: increases, the expanders' choices round by round, where every
 // pod goes, and why the others stay pending, group by group. The
 // expanders, balancing and the cap on nodes vary by seed; the random
-// expander draws from the same seed in every plan.
+// expander draws from the same seed in every plan. One cluster in three
+// has pods with volume claims, and one in three pods with DRA claims,
+// which the workers plan too.
 func TestPlanOnSeveralWorkersIsThePlanOnOne(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -62,12 +64,18 @@ func TestPlanOnSeveralWorkersIsThePlanOnOne(t *testing.T) {
 	}
 }
 
-// generatedScaleUpCluster is a cluster of clustergen with a node group per
-// pool and zone its nodes are in, and for every other such group an empty
-// one in the next zone, like it; and clustergen's pending pods.
+// generatedScaleUpCluster is a cluster of clustergen, one in three with
+// volumes and one in three with DRA devices and claims, with a node group
+// per pool and zone its nodes are in, and for every other such group an
+// empty one in the next zone, like it; and clustergen's pending pods.
 func generatedScaleUpCluster(seed uint64) (snapshot.Input, []*corev1.Pod) {
-	c := clustergen.Generate(clustergen.Options{Seed: seed, NodesPerKind: 4, PendingPods: 200})
-	in := snapshot.Input{Namespaces: c.Namespaces, Nodes: c.Nodes, Pods: c.BoundPods}
+	c := clustergen.Generate(clustergen.Options{Seed: seed, NodesPerKind: 4, PendingPods: 200, Volumes: seed%3 == 1, DRA: seed%3 == 2})
+	in := snapshot.Input{
+		Namespaces: c.Namespaces, Nodes: c.Nodes, Pods: c.BoundPods,
+		CSINodes: c.CSINodes, StorageClasses: c.StorageClasses,
+		PersistentVolumes: c.PersistentVolumes, PersistentVolumeClaims: c.PersistentVolumeClaims,
+		DeviceClasses: c.DeviceClasses, ResourceSlices: c.ResourceSlices, ResourceClaims: c.ResourceClaims,
+	}
 	groups := map[string]*st.NodeGroup{}
 	var order []string
 	for _, node := range c.Nodes {

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -51,6 +52,17 @@ func (s *Scheduler) NewScans() *Scans {
 		scans.fork()
 	}
 	s.scans = append(s.scans, scans)
+	return scans
+}
+
+// Branch returns scans for branch, one of the Branches of sc's scheduler
+// made since sc last changed, that know what sc knows and follow the
+// branch's forks, so that simulations on the branch skip the nodes sc
+// would have them skip.
+func (sc *Scans) Branch(branch *Scheduler) *Scans {
+	scans := branch.NewScans()
+	scans.firstFit = maps.Clone(sc.firstFit)
+	scans.resyncs = sc.resyncs
 	return scans
 }
 

@@ -51,6 +51,10 @@ type Scheduler struct {
 	// dra allocates resource claims, and follows the allocations the
 	// simulation makes through forks.
 	dra *draIndex
+	// claims are, on a branch (Branches), the resolved claims of the
+	// groups it simulates, which the groups keep on other schedulers:
+	// the branches share the groups.
+	claims map[*PodGroup]*podClaims
 	// scans are those of NewScans, which follow the forks.
 	scans []*Scans
 }
@@ -68,21 +72,13 @@ func NewScheduler(ctx context.Context, snap *snapshot.Snapshot) *Scheduler {
 	return s
 }
 
-// CanBranch tells whether Branches may simulate the groups: pods with DRA
-// claims follow the allocations of one scheduler in their group, and the
-// volume index remembers what the pods with volume claims attach.
-func CanBranch(groups []*PodGroup) bool {
-	return !slices.ContainsFunc(groups, func(group *PodGroup) bool {
-		return len(group.first.Spec.ResourceClaims) > 0 || len(group.info.Claims) > 0
-	})
-}
-
 // Branches returns n schedulers, each on a branch of the snapshot
 // (snapshot.Snapshot.Branch) with what s derived so far, for simulations
 // of groups on n goroutines that start from the state of s: they give the
 // answers s would. It first derives what the scheduler keeps in the groups
-// themselves, so that the branches only read the groups. Only groups that
-// CanBranch may be simulated. s must not be used while its branches are,
+// themselves, so that the branches only read the groups; each branch
+// keeps the claims of DRA pods, which follow its allocations, apart. s
+// must not be used while its branches are,
 // and a branch's Revert and Commit must not go below the fork it starts
 // in.
 func (s *Scheduler) Branches(n int, groups []*PodGroup) []*Scheduler {
@@ -95,6 +91,7 @@ func (s *Scheduler) Branches(n int, groups []*PodGroup) []*Scheduler {
 		branches[i] = &Scheduler{
 			snap: snap, logger: s.logger,
 			cache: s.cache.branch(snap), volumes: s.volumes, dra: s.dra.branch(),
+			claims: map[*PodGroup]*podClaims{},
 		}
 	}
 	return branches
@@ -194,8 +191,8 @@ func (s *Scheduler) PlaceOnLasting(group *PodGroup, pod *corev1.Pod, nodeName st
 // claims take the devices they were allocated.
 func (s *Scheduler) place(group *PodGroup, pod *corev1.Pod, nodeInfo *snapshot.NodeInfo) {
 	s.cache.place(group.podInfo(pod), nodeInfo.Node())
-	if group.claims != nil {
-		group.claims.place(nodeInfo)
+	if claims := s.claimsOf(group); claims != nil {
+		claims.place(nodeInfo)
 	}
 }
 
@@ -288,6 +285,9 @@ func (s *Scheduler) SchedulePods(pods []*corev1.Pod, opts ScheduleOptions) Sched
 // may be scheduled again: what it needs is derived anew.
 func (s *Scheduler) Forget(groups []*PodGroup) {
 	s.cache.forget(groups)
+	for _, group := range groups {
+		delete(s.claims, group)
+	}
 }
 
 // ScheduleGroups is SchedulePods for pods already grouped.
@@ -495,10 +495,27 @@ func (s *Scheduler) state(group *PodGroup) groupState {
 	if group.volumes == nil && len(group.info.Claims) > 0 {
 		group.volumes = s.volumes.resolve(group.info)
 	}
-	// The claims follow the allocations of one scheduler: a group that
-	// another scheduler looked at resolves them again.
-	if (group.claims == nil || group.claims.index != s.dra) && len(group.first.Spec.ResourceClaims) > 0 {
+	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes, claims: s.claimsOf(group)}
+}
+
+// claimsOf returns the resolved claims of group, nil when its pods have
+// none. The claims follow the allocations of one scheduler: a group that
+// another scheduler looked at resolves them again, and a branch keeps its
+// own.
+func (s *Scheduler) claimsOf(group *PodGroup) *podClaims {
+	if len(group.first.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	if s.claims != nil {
+		claims, ok := s.claims[group]
+		if !ok {
+			claims = s.dra.resolve(group.first)
+			s.claims[group] = claims
+		}
+		return claims
+	}
+	if group.claims == nil || group.claims.index != s.dra {
 		group.claims = s.dra.resolve(group.first)
 	}
-	return groupState{terms: terms, labels: labels, self: group.self, volumes: group.volumes, claims: group.claims}
+	return group.claims
 }

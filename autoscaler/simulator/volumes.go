@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -81,14 +82,17 @@ type volumeZone struct {
 type attachment struct{ unique, driver string }
 
 // volumeIndex resolves pods' volumes against a snapshot's storage, and
-// remembers what placed pods attach.
+// remembers what placed pods attach. The branches of a scheduler share it:
+// the storage is only read, and what a pod attaches depends on nothing
+// else.
 type volumeIndex struct {
-	storage  *snapshot.Storage
-	attached map[*snapshot.Pod][]attachment
+	storage *snapshot.Storage
+	// attached holds, by *snapshot.Pod, the []attachment of the pod.
+	attached sync.Map
 }
 
 func newVolumeIndex(storage *snapshot.Storage) *volumeIndex {
-	return &volumeIndex{storage: storage, attached: map[*snapshot.Pod][]attachment{}}
+	return &volumeIndex{storage: storage}
 }
 
 // resolve resolves the volumes of a pod to be placed; nil when it has no
@@ -233,8 +237,8 @@ func (idx *volumeIndex) attachedTo(info *snapshot.PodInfo) []attachment {
 	if len(info.Claims) == 0 {
 		return nil
 	}
-	if attached, ok := idx.attached[info.Pod]; ok {
-		return attached
+	if attached, ok := idx.attached.Load(info.Pod); ok {
+		return attached.([]attachment)
 	}
 	var claims []*corev1.PersistentVolumeClaim
 	for _, ref := range info.Claims {
@@ -243,7 +247,7 @@ func (idx *volumeIndex) attachedTo(info *snapshot.PodInfo) []attachment {
 		}
 	}
 	attached := idx.attachmentsOf(info.Pod, claims)
-	idx.attached[info.Pod] = attached
+	idx.attached.Store(info.Pod, attached)
 	return attached
 }
 
