@@ -67,11 +67,12 @@ func clusterOf(nodes, nodeGroups int, stuck bool) snapshot.Input {
 		group.Target++
 		in.Nodes = append(in.Nodes, node)
 		in.Pods = append(in.Pods, pod(fmt.Sprintf("agent-%05d", n), "100m", node.Name, daemonSetPod))
-		if n%idleShare == 0 && stuck && n/idleShare%2 == 1 {
+		switch {
+		case n%idleShare == 0 && stuck && n/idleShare%2 == 1:
 			addPods(node.Name, 1, "9", "4Gi", spreadOverZones)
-		} else if n%idleShare == 0 {
+		case n%idleShare == 0:
 			addPods(node.Name, idlePods, "200m", "512Mi")
-		} else {
+		default:
 			addPods(node.Name, busyPods, "300m", "1Gi")
 		}
 	}

@@ -57,7 +57,7 @@ func Measure(ctx context.Context, opts MeasureOptions) ([]Result, error) {
 			plan.Placement, plan.Err = planner.Place(ctx, mix)
 			if plan.Err == nil {
 				plan.Cost = plan.Placement.Cost(mix)
-				plan.Err = plan.Placement.Check(mix)
+				plan.Err = plan.Check(mix)
 				if plan.Err == nil && plan.Unplaced > 0 {
 					plan.Err = fmt.Errorf("%d pods left unplaced", plan.Unplaced)
 				}
