@@ -210,24 +210,34 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	defer sched.Revert()
 	state := p.newPass(ctx, sched)
 	p.startPass(ctx, sched, progress, state)
-	var steps []step
+	// Every node is checked before any removal is simulated: the pods of
+	// one may be placed on another, which is no pod waiting for it.
+	candidates := make([]*candidate, 0, len(c.Removals))
 	for _, removal := range c.Removals {
 		nodeInfo := snap.NodeInfo(removal.Node.Name)
 		candidate, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
-		var empty bool
 		switch {
 		case candidate == nil || kept != nil && kept.Reason != ReasonNotUnderutilized:
 			// Kept for a reason of its own, which kept says.
 		case forbidsDisruption(nodeInfo, now):
 			kept = &Decision{Reason: ReasonBlockedByPod, Message: "a pod on it is annotated " + DoNotDisruptAnnotation + "=true"}
 		default:
-			empty, kept = p.tryRemove(sched, candidate, state)
+			kept = nil
 		}
 		if kept != nil {
 			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", removal.Node.Name, kept.Message)
 			return
 		}
-		steps = append(steps, step{removal: Removal{Node: nodeInfo.Node(), Group: candidate.group, ByConsolidation: true}, empty: empty})
+		candidates = append(candidates, candidate)
+	}
+	var steps []step
+	for _, candidate := range candidates {
+		empty, kept := p.tryRemove(sched, candidate, state)
+		if kept != nil {
+			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", candidate.nodeInfo.Name(), kept.Message)
+			return
+		}
+		steps = append(steps, step{removal: Removal{Node: candidate.nodeInfo.Node(), Group: candidate.group, ByConsolidation: true}, empty: empty})
 	}
 	plan.add(steps)
 	out.Ready = true

@@ -381,3 +381,40 @@ func TestReplacementIsNotFollowedOnceThePolicyNoLongerReplaces(t *testing.T) {
 	g.Expect(plan.Drain).To(BeEmpty(), "the nodes it was to replace are not drained")
 	g.Expect(names(plan.Empty)).To(ConsistOf("large-0"), "the new node is empty capacity, which Delete removes")
 }
+
+// A replacement whose first node's pods go, in the simulation, to
+// another node it replaces is carried out: the pod placed there is no pod
+// waiting for that node. Three 4-core nodes at 0.2, none below the
+// threshold: a runs 1 core and 8Gi, which fits beside b's or c's 2.5
+// cores; b's and c's pods fit nowhere else. Deleting a saves 0.2;
+// replacing the three by one 8-core node at 0.3 saves 0.3.
+func TestReplacementWhosePodsMoveOntoAnotherReplacedNodeIsCarriedOut(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	opts := replacing(scaledown.ConsolidationReplace)
+	c := &crowded{largePrice: 300_000}
+	for _, name := range []string{"a", "b", "c"} {
+		c.nodes = append(c.nodes, node(name))
+	}
+	c.pods = []*corev1.Pod{appPod("a-0", "1", "8Gi", "a", "web"), appPod("b-0", "2500m", "", "b", "web"), appPod("c-0", "2500m", "", "c", "web")}
+	c.small = newGroup(smallID, c.nodes...)
+	c.small.options.Price = ptr.To(smallPrice)
+	c.large = &testGroup{NodeGroup: &st.NodeGroup{Name: largeID, Max: 10, Template: st.Node("large", "8", "32Gi")}}
+	c.large.options.Price = ptr.To(c.largePrice)
+
+	decidedOn := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{})
+	g.Expect(decidedOn.Consolidation).NotTo(BeNil())
+	g.Expect(decidedOn.Consolidation.Replacement).NotTo(BeNil())
+	g.Expect(names(decidedOn.Consolidation.Removals)).To(ConsistOf("a", "b", "c"))
+
+	r := &scaledown.Replacing{Consolidation: decidedOn.Consolidation, Started: st.Now.Add(-5 * time.Minute), Before: map[string]bool{}}
+	c.large.Target, c.large.Nodes = 1, []string{"large-0"}
+	c.nodes = append(c.nodes, st.Node("large-0", "8", "32Gi"))
+	plan := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{Replacing: r})
+
+	g.Expect(plan.Replacing).NotTo(BeNil())
+	g.Expect(plan.Replacing.Abandoned).To(BeEmpty())
+	g.Expect(plan.Replacing.Ready).To(BeTrue())
+	g.Expect(names(plan.Drain)).To(ConsistOf("a", "b", "c"))
+}

@@ -183,3 +183,70 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// With the price expander in the chain, the last node of the option chosen
+// runs its pods on a cheaper node of another group when one takes them
+// all: 9 one-cpu pods take 2 large nodes (0.60), the last with one pod,
+// where 1 large and 1 small node cost 0.44. The expanders ahead of price
+// still choose the option for the last node's pods, and without price in
+// the chain nothing changes. Similar groups stay balanced.
+func TestPriceSizesTheLastNodeOfAnOptionToItsPods(t *testing.T) {
+	large := func(name string) *st.NodeGroup {
+		return priced(&st.NodeGroup{Name: name, Max: 10, Template: st.Node(name+"-template", "8", "16Gi", st.WithNodeLabels("pool", "workers"))}, "0.30")
+	}
+	small := func() *st.NodeGroup { return priced(sizedGroup("b-small", "2", "4Gi", 10), "0.14") }
+	tests := []struct {
+		name       string
+		expanders  []string
+		priorities map[int32][]string
+		balance    bool
+		groups     []*st.NodeGroup
+		pods       int
+		want       map[string]int
+	}{
+		{
+			name:      "price: one large node and one small one",
+			expanders: []string{scaleup.ExpanderPrice, scaleup.ExpanderLeastWaste},
+			groups:    []*st.NodeGroup{large("a-large"), small()},
+			pods:      9,
+			want:      map[string]int{"a-large": 1, "b-small": 1},
+		},
+		{
+			name:       "priority ahead of price chooses the large group for the last pod too",
+			expanders:  []string{scaleup.ExpanderPriority, scaleup.ExpanderPrice},
+			priorities: map[int32][]string{10: {"^a-"}},
+			groups:     []*st.NodeGroup{large("a-large"), small()},
+			pods:       9,
+			want:       map[string]int{"a-large": 2},
+		},
+		{
+			name:       "priority alone: the option as it is",
+			expanders:  []string{scaleup.ExpanderPriority},
+			priorities: map[int32][]string{10: {"^a-"}},
+			groups:     []*st.NodeGroup{large("a-large"), small()},
+			pods:       9,
+			want:       map[string]int{"a-large": 2},
+		},
+		{
+			name:      "balanced over similar groups, the last node sized",
+			expanders: []string{scaleup.ExpanderPrice, scaleup.ExpanderLeastWaste},
+			balance:   true,
+			groups:    []*st.NodeGroup{large("a-large-1"), large("a-large-2"), small()},
+			pods:      17,
+			want:      map[string]int{"a-large-1": 1, "a-large-2": 1, "b-small": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(func(o *scaleup.Options) {
+				o.Expanders = tt.expanders
+				o.Priorities = tt.priorities
+				o.BalanceSimilarNodeGroups = tt.balance
+			})
+			plan := planFor(t, opts, cluster{groups: tt.groups, pods: st.Replicas("web", tt.pods, "1", "1Gi")}, scaleup.State{})
+			g := NewWithT(t)
+			g.Expect(increases(plan)).To(Equal(tt.want))
+			g.Expect(plan.Helped).To(HaveLen(tt.pods))
+		})
+	}
+}

@@ -28,6 +28,8 @@ type ScaleUp struct {
 	opts          Options
 	expanders     []expander
 	ignoredLabels sets.Set[string]
+	// price is the price expander of the chain, nil when it has none.
+	price *priceExpander
 }
 
 // New validates the options and returns a ScaleUp.
@@ -50,6 +52,9 @@ func New(opts Options) (*ScaleUp, error) {
 			return nil, err
 		}
 		s.expanders = append(s.expanders, e)
+		if price, ok := e.(priceExpander); ok {
+			s.price = &price
+		}
 	}
 	return s, nil
 }
@@ -282,37 +287,139 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	// groups; the rounds add them after the nodes there are now.
 	planned := map[string]string{}
 	onPlanned := simulator.ScheduleOptions{FromNode: len(snap.NodeInfos())}
-	for round := 1; ; round++ {
+	for {
 		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
 			return plan
 		}
-		chosen := r.chosen
-		keep(sched, chosen)
-		plan.Increases = addIncreases(plan.Increases, chosen.increases)
-		for _, nomination := range chosen.nominations {
-			planned[nomination.Node] = nomination.Group
+		// The chosen option, or its nodes but the last and a cheaper
+		// option for the pods of the last: each is kept.
+		chosen := s.sizeLastNode(ctx, sched, r.chosen, growable, skipReasons, len(planned))
+		if chosen == nil {
+			keep(sched, r.chosen)
+			countPlanned(growable, r.chosen.increases, 1)
+			chosen = []*estimate{r.chosen}
 		}
-		for _, increase := range chosen.increases {
-			c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
-			c.planned += increase.Delta
+		for _, option := range chosen {
+			plan.Increases = addIncreases(plan.Increases, option.increases)
+			for _, nomination := range option.nominations {
+				planned[nomination.Node] = nomination.Group
+			}
+			podGroups = remaining(podGroups, option.pods)
 		}
-		podGroups = remaining(podGroups, chosen.pods)
 		// The pods still pending go to the nodes planned so far, as they
 		// went to the nodes on their way, before the next round buys nodes
 		// for them: a node planned with room left may take them now, such
 		// as when a spread kept them off it until other domains had pods.
 		var reused []simulator.Placement
 		reused, podGroups = placeFirstFit(sched, podGroups, onPlanned)
-		plan.addRound(Round{Placed: chosen.nominations, Reused: nominations(snap, reused, planned)},
-			slices.Concat(chosen.pods, placedPods(reused)))
-		logger.V(2).Info("Planned scale-up", "round", round, "nodeGroup", chosen.group.ID(), "nodes", chosen.nodes,
-			"pods", len(chosen.pods), "podsOnPlannedNodes", len(reused), "increases", len(chosen.increases))
+		for i, option := range chosen {
+			r := Round{Placed: option.nominations}
+			helped := option.pods
+			if i == len(chosen)-1 {
+				r.Reused = nominations(snap, reused, planned)
+				helped = slices.Concat(helped, placedPods(reused))
+			}
+			plan.addRound(r, helped)
+			logger.V(2).Info("Planned scale-up", "round", len(plan.Rounds), "nodeGroup", option.group.ID(), "nodes", option.nodes,
+				"pods", len(option.pods), "podsOnPlannedNodes", len(r.Reused), "increases", len(option.increases))
+		}
 		if len(podGroups) == 0 {
 			return plan
 		}
 	}
+}
+
+// countPlanned adds sign times the increases to the nodes the rounds plan
+// for each group.
+func countPlanned(growable []*candidate, increases []Increase, sign int) {
+	for _, increase := range increases {
+		c := growable[slices.IndexFunc(growable, func(c *candidate) bool { return c.group == increase.Group })]
+		c.planned += sign * increase.Delta
+	}
+}
+
+// sizeLastNode sizes the last new node of the chosen option to its pods,
+// as Karpenter launches each NodeClaim as the cheapest type its pods fit:
+// a round buys nodes of one group for as many pods as they take, so its
+// last node often runs a few pods that a smaller, cheaper node of another
+// group would run. It binpacks the option's pods on its nodes but the
+// last, lets the expanders choose, in a round of their own, an option for
+// the pods left over, and keeps both when that option helps them all and
+// the two cost less than the chosen option. It returns the two options,
+// kept and counted as planned, or nil when the chosen option stays, with
+// nothing changed. Only prices tell what is cheaper: without the price
+// expander in the chain, the chosen option always stays, and the other
+// expanders, ahead of price, still choose the option for the pods left.
+func (s *ScaleUp) sizeLastNode(ctx context.Context, sched *simulator.Scheduler, chosen *estimate, growable []*candidate,
+	skipReasons map[string]string, planned int) []*estimate {
+	price := s.price
+	if price == nil || chosen.nodes < 2 {
+		return nil
+	}
+	opts := chosen.opts
+	opts.maxNodes = chosen.nodes - 1
+	sched.Fork()
+	trimmed := binpackOn(sched, opts)
+	helped := sets.New(chosen.pods...)
+	if trimmed.nodes == 0 || !helped.HasAll(trimmed.pods...) {
+		sched.Revert()
+		return nil
+	}
+	left := only(remaining(chosen.opts.podGroups, trimmed.pods), helped)
+	if slices.ContainsFunc(left, spreads) {
+		sched.Revert()
+		return nil
+	}
+	// The round probes the groups for the pods left: keeping the chosen
+	// option again needs their probes for all the pods.
+	probes := make([]map[*simulator.PodGroup]probeResult, len(growable))
+	for j, c := range growable {
+		probes[j] = c.probe
+	}
+	countPlanned(growable, trimmed.increases, 1)
+	r := s.round(sched, growable, left, skipReasons, planned+trimmed.nodes)
+	cost := price.cost(trimmed)
+	if r.chosen != nil {
+		cost += price.cost(r.chosen)
+	}
+	if r.chosen == nil || len(r.chosen.pods) != podsOf(left) || cost >= price.cost(chosen) {
+		countPlanned(growable, trimmed.increases, -1)
+		for j, c := range growable {
+			c.probe = probes[j]
+		}
+		sched.Revert()
+		return nil
+	}
+	keep(sched, r.chosen)
+	countPlanned(growable, r.chosen.increases, 1)
+	sched.Commit()
+	klog.FromContext(ctx).V(4).Info("Sized the last node of a scale-up option to its pods", "nodeGroup", chosen.group.ID(),
+		"nodes", chosen.nodes, "lastNodePods", podsOf(left), "lastNodeGroup", r.chosen.group.ID(), "saving", price.cost(chosen)-cost)
+	return []*estimate{trimmed, r.chosen}
+}
+
+// spreads tells whether the pods of podGroup spread over topology
+// domains: on a node of another group, in another zone, they change
+// where the rest of their spread may go, which the cost of the round's
+// pods alone does not tell.
+func spreads(podGroup *simulator.PodGroup) bool {
+	return len(podGroup.Pods[0].Spec.TopologySpreadConstraints) > 0
+}
+
+// only returns the pod groups with only the pods of keep.
+func only(podGroups []*simulator.PodGroup, keep sets.Set[*corev1.Pod]) []*simulator.PodGroup {
+	var result []*simulator.PodGroup
+	for _, podGroup := range podGroups {
+		pods := slices.DeleteFunc(slices.Clone(podGroup.Pods), func(pod *corev1.Pod) bool { return !keep.Has(pod) })
+		if len(pods) == len(podGroup.Pods) {
+			result = append(result, podGroup)
+		} else if len(pods) > 0 {
+			result = append(result, podGroup.Subset(pods))
+		}
+	}
+	return result
 }
 
 // roundResult is one round of planning: the options for the pods still

@@ -2,6 +2,7 @@ package optimum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -56,6 +57,12 @@ const maxLoops = 10
 
 // scaleUp runs our loops on the mix and returns the cluster they leave.
 func (o Ours) scaleUp(ctx context.Context, m *Mix) (*cluster, error) {
+	c := newCluster(m)
+	return c, o.scaleUpPending(ctx, c)
+}
+
+// scaleUpPending runs our loops on the cluster until they add nothing.
+func (o Ours) scaleUpPending(ctx context.Context, c *cluster) error {
 	config := autoscaler.DefaultConfig()
 	planner, err := scaleup.New(scaleup.Options{
 		PriorityCutoff:     config.PodPriorityThreshold,
@@ -66,19 +73,18 @@ func (o Ours) scaleUp(ctx context.Context, m *Mix) (*cluster, error) {
 		Rand:               rand.New(rand.NewPCG(1, 2)),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c := newCluster(m)
 	for range maxLoops {
 		plan := planner.Plan(ctx, snapshot.New(c.input()), scaleup.State{})
 		if len(plan.Increases) == 0 {
 			break
 		}
 		if err := c.bindNominations(plan); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // cluster is the state of a mix's cluster as the planners leave it: its
@@ -90,10 +96,13 @@ type cluster struct {
 	groups []*st.NodeGroup
 	// groupOf is, by node name, the index of the node's group.
 	groupOf map[string]int
+	// added counts, by group, the nodes ever added to it: the next
+	// node's number, which a removal does not free.
+	added []int
 }
 
 func newCluster(m *Mix) *cluster {
-	c := &cluster{mix: m, nodes: m.ControlPlane(), pods: m.KubePods(), groupOf: map[string]int{}}
+	c := &cluster{mix: m, nodes: m.ControlPlane(), pods: m.KubePods(), groupOf: map[string]int{}, added: make([]int, len(m.Groups))}
 	for g, group := range m.Groups {
 		c.groups = append(c.groups, &st.NodeGroup{Name: m.GroupID(g), Max: 1000, Template: m.Node(g, "template-"+group.Name), Price: &group.Price})
 	}
@@ -123,8 +132,7 @@ func (c *cluster) bindNominations(plan *scaleup.Plan) error {
 			if g < 0 {
 				return fmt.Errorf("pod %s nominated to node %s of unknown group %q", nomination.Pod, nomination.Node, nomination.Group)
 			}
-			name = fmt.Sprintf("%s-%d", c.mix.Groups[g].Name, len(c.groups[g].Nodes))
-			c.addNode(g, name)
+			name = c.addNode(g)
 			names[nomination.Node] = name
 		}
 		i := slices.IndexFunc(c.pods, func(pod *corev1.Pod) bool { return pod.UID == nomination.Pod })
@@ -136,11 +144,15 @@ func (c *cluster) bindNominations(plan *scaleup.Plan) error {
 	return nil
 }
 
-func (c *cluster) addNode(g int, name string) {
+// addNode starts a node of group g, Ready, and returns its name.
+func (c *cluster) addNode(g int) string {
+	name := fmt.Sprintf("%s-%d", c.mix.Groups[g].Name, c.added[g])
+	c.added[g]++
 	c.nodes = append(c.nodes, c.mix.Node(g, name))
 	c.groups[g].Nodes = append(c.groups[g].Nodes, name)
 	c.groups[g].Target++
 	c.groupOf[name] = g
+	return name
 }
 
 // bound is the pod running on node.
@@ -175,7 +187,9 @@ func (c *cluster) placement() *Placement {
 // consolidation on under Policy, the other options the engine's
 // defaults: its passes, each removal done at once and the evicted pods
 // placed again as the simulator places them, until two passes a
-// consolidateAfter apart remove nothing.
+// consolidateAfter apart remove nothing. A replacement's new nodes start
+// Ready at once, and the passes follow it as the engine does, until the
+// nodes it replaces go.
 type Consolidated struct {
 	Ours   Ours
 	Policy scaledown.ConsolidationPolicy
@@ -220,8 +234,27 @@ func (c Consolidated) Place(ctx context.Context, m *Mix) (*Placement, error) {
 	planner := scaledown.NewPlanner(clock)
 	wait := max(opts.Consolidation.ConsolidateAfter, sd.UnneededTime) + time.Second
 	idle := 0
+	var replacing *scaledown.Replacing
 	for range maxPasses {
-		plan := planner.Plan(ctx, snapshot.New(cl.input()), opts, scaledown.Progress{})
+		snap := snapshot.New(cl.input())
+		if opts.Consolidation.Replaces() {
+			simulator.SetTemplates(ctx, snap, opts.NodeRules)
+		}
+		plan := planner.Plan(ctx, snap, opts, scaledown.Progress{Replacing: replacing})
+		if outcome := plan.Replacing; outcome != nil {
+			if outcome.Abandoned != "" {
+				return nil, errors.New(outcome.Message())
+			}
+			if outcome.Ready {
+				replacing = nil
+			}
+		}
+		if consolidation := plan.Consolidation; consolidation != nil && consolidation.Replacement != nil {
+			replacing = cl.startReplacing(consolidation, clock.Now())
+			idle = 0
+			clock.Step(config.ScanInterval)
+			continue
+		}
 		removals := append(slices.Clone(plan.Empty), plan.Drain...)
 		if len(removals) == 0 {
 			if idle++; idle == 2 {
@@ -231,18 +264,38 @@ func (c Consolidated) Place(ctx context.Context, m *Mix) (*Placement, error) {
 			continue
 		}
 		idle = 0
-		if err := cl.remove(ctx, removals); err != nil {
-			return nil, err
+		if cl.remove(ctx, removals) {
+			// The pods evicted, placed in another order than
+			// consolidation simulated, left some without a place: the
+			// engine scales up for them.
+			if err := c.Ours.scaleUpPending(ctx, cl); err != nil {
+				return nil, err
+			}
 		}
 		clock.Step(config.ScanInterval)
 	}
 	return nil, fmt.Errorf("scale-down still removed nodes after %d passes", maxPasses)
 }
 
+// startReplacing starts the new nodes of a replacement.
+func (c *cluster) startReplacing(consolidation *scaledown.Consolidation, now time.Time) *scaledown.Replacing {
+	id := consolidation.Replacement.Group.ID()
+	g := slices.IndexFunc(c.groups, func(group *st.NodeGroup) bool { return group.Name == id })
+	before := map[string]bool{}
+	for _, name := range c.groups[g].Nodes {
+		before[name] = true
+	}
+	for range consolidation.Replacement.Nodes {
+		c.addNode(g)
+	}
+	return &scaledown.Replacing{Consolidation: consolidation, Started: now, Before: before}
+}
+
 // remove deletes the nodes and places their pods again, as
 // kube-scheduler would place them once evicted: the simulator's
-// first fit over the nodes that remain.
-func (c *cluster) remove(ctx context.Context, removals []scaledown.Removal) error {
+// first fit over the nodes that remain. It says whether some are left
+// pending.
+func (c *cluster) remove(ctx context.Context, removals []scaledown.Removal) (pending bool) {
 	gone := map[string]bool{}
 	for _, removal := range removals {
 		gone[removal.Node.Name] = true
@@ -268,12 +321,9 @@ func (c *cluster) remove(ctx context.Context, removals []scaledown.Removal) erro
 	}
 	snap := snapshot.New(c.input())
 	result := simulator.NewScheduler(ctx, snap).SchedulePods(evicted, simulator.ScheduleOptions{})
-	if len(result.Unschedulable) > 0 {
-		return fmt.Errorf("removing %d nodes left %d pods without a place, %s first", len(removals), len(result.Unschedulable), result.Unschedulable[0].Pod.Name)
-	}
 	for _, placement := range result.Scheduled {
 		i := slices.IndexFunc(c.pods, func(pod *corev1.Pod) bool { return pod.UID == placement.Pod.UID })
 		c.pods[i] = bound(c.pods[i], placement.NodeName)
 	}
-	return nil
+	return len(result.Unschedulable) > 0
 }

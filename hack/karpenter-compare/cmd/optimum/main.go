@@ -1,5 +1,6 @@
 // Command optimum measures, on generated pending mixes, how far our
-// scale-up plan, our plan followed by consolidation, and Karpenter's
+// scale-up plan, our plan followed by consolidation (Delete, then
+// Replace), and Karpenter's
 // scheduler are from the cheapest set of new nodes, which CBC computes
 // exactly (hack/optimum; docs/cost.md, "Distance to the optimum"). It
 // lives beside Karpenter's in-process scheduler, whose modules need a
@@ -26,7 +27,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "the seed the mixes are drawn from")
 	mixes := flag.Int("mixes", 40, "how many mixes to measure")
 	timeLimit := flag.Duration("time-limit", time.Minute, "CBC's time limit per mix; past it the best placement found is the optimum, with the bound proven")
-	worst := flag.Int("worst", 3, "describe the mixes, node by node, where our consolidated plan is furthest from the optimum")
+	worst := flag.Int("worst", 3, "describe the mixes, node by node, where our plan consolidated by Replace is furthest from the optimum")
 	keep := flag.String("keep", "", "a directory to keep the models and CBC's solutions in")
 	show := flag.String("show", "", "describe these mixes too, node by node: names separated by commas, e.g. 1/02,1/37")
 	flag.Parse()
@@ -37,6 +38,7 @@ func main() {
 	planners := []optimum.Planner{
 		ours,
 		optimum.Consolidated{Ours: ours, Policy: scaledown.ConsolidationDelete},
+		optimum.Consolidated{Ours: ours, Policy: scaledown.ConsolidationReplace},
 		compare.Karpenter{},
 	}
 	results, err := optimum.Measure(ctx, optimum.MeasureOptions{
@@ -52,7 +54,7 @@ func main() {
 			}
 		}
 	}
-	const consolidated = 1
+	const consolidated = 2 // ours+Replace
 	sort.SliceStable(results, func(i, j int) bool {
 		return results[i].Ratio(results[i].Plans[consolidated]) > results[j].Ratio(results[j].Plans[consolidated])
 	})
