@@ -1,9 +1,6 @@
 package scaledown
 
 import (
-	"fmt"
-	"runtime/debug"
-	"sync"
 	"sync/atomic"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
@@ -84,7 +81,7 @@ func (p *Planner) tryOnBranches(sched *simulator.Scheduler, state *pass, candida
 	kept := make([]*Decision, len(candidates))
 	var next, undecided atomic.Int64
 	undecided.Store(int64(len(candidates)))
-	onEach(branches, func(branch *simulator.Scheduler) {
+	simulator.OnEach(branches, func(branch *simulator.Scheduler) {
 		view := *state
 		view.scans = state.scans.Branch(branch)
 		for i := next.Add(1) - 1; i < undecided.Load(); i = next.Add(1) - 1 {
@@ -122,29 +119,5 @@ func lowerTo(v *atomic.Int64, i int64) {
 		if i >= current || v.CompareAndSwap(current, i) {
 			return
 		}
-	}
-}
-
-// onEach calls work with each of scheds on a goroutine of its own, and
-// waits for them all. A panic of work panics on the caller's goroutine,
-// where the engine recovers it, with the worker's stack: on its own
-// goroutine it would end the process.
-func onEach(scheds []*simulator.Scheduler, work func(sched *simulator.Scheduler)) {
-	var wg sync.WaitGroup
-	var panicked atomic.Pointer[string]
-	for _, sched := range scheds {
-		wg.Go(func() {
-			defer func() {
-				if r := recover(); r != nil {
-					why := fmt.Sprintf("scale-down worker: %v\n%s", r, debug.Stack())
-					panicked.CompareAndSwap(nil, &why)
-				}
-			}()
-			work(sched)
-		})
-	}
-	wg.Wait()
-	if why := panicked.Load(); why != nil {
-		panic(*why)
 	}
 }

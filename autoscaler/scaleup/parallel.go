@@ -1,9 +1,6 @@
 package scaleup
 
 import (
-	"fmt"
-	"runtime/debug"
-	"sync"
 	"sync/atomic"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
@@ -50,23 +47,9 @@ func forEach(scheds []*simulator.Scheduler, n int, do func(sched *simulator.Sche
 		return
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	var panicked atomic.Pointer[string]
-	for _, sched := range scheds {
-		wg.Go(func() {
-			defer func() {
-				if r := recover(); r != nil {
-					why := fmt.Sprintf("planning worker: %v\n%s", r, debug.Stack())
-					panicked.CompareAndSwap(nil, &why)
-				}
-			}()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				do(sched, i)
-			}
-		})
-	}
-	wg.Wait()
-	if why := panicked.Load(); why != nil {
-		panic(*why)
-	}
+	simulator.OnEach(scheds, func(sched *simulator.Scheduler) {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			do(sched, i)
+		}
+	})
 }

@@ -21,6 +21,6 @@ func TestAWorkersPanicIsTheCallers(t *testing.T) {
 				panic("no room")
 			}
 		})
-	}).To(PanicWith(ContainSubstring("planning worker: no room")))
+	}).To(PanicWith(ContainSubstring("simulation worker: no room")))
 	g.Expect(done).To(HaveEach(true), "the other workers finish")
 }
