@@ -175,6 +175,9 @@ type ConsolidationConfig struct {
 	// Budget is the most nodes of one group disrupted at once: a number,
 	// or a percentage of the group's nodes, rounded up.
 	Budget intstr.IntOrString
+	// Budgets bound it further, at all times or inside the windows of
+	// their schedule: the smallest that applies wins.
+	Budgets []scaledown.ScheduledBudget
 	// MaxSimulations bounds the removals one loop simulates; it is the
 	// engine's, not the API's.
 	MaxSimulations int

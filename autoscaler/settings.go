@@ -125,6 +125,7 @@ func scaleDownOptions(config Config) scaledown.Options {
 			Policy:            config.Consolidation.Policy,
 			ConsolidateAfter:  config.Consolidation.ConsolidateAfter,
 			Budget:            config.Consolidation.Budget,
+			Budgets:           config.Consolidation.Budgets,
 			Prices:            config.InstanceTypePrices,
 			MaxSimulations:    config.Consolidation.MaxSimulations,
 			BalancedThreshold: config.Consolidation.BalancedThreshold,

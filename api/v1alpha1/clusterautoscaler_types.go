@@ -695,10 +695,64 @@ type ConsolidationConfig struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="consolidateAfter must not be negative"
 	ConsolidateAfter *metav1.Duration `json:"consolidateAfter,omitempty"`
 
-	// budget bounds the disruption consolidation causes.
+	// budget bounds the disruption consolidation causes, at all times.
 	// +optional
 	// +kubebuilder:default={}
 	Budget *DisruptionBudget `json:"budget,omitempty"`
+
+	// budgets bound it further, each at all times or only inside the
+	// windows of a schedule, as Karpenter's disruption budgets: where
+	// several apply to a group at once (budget and the group's annotation
+	// included), the smallest wins. {nodes: "0", schedule: "0 9 * * 1-5",
+	// duration: 8h} stops consolidation during office hours. They only
+	// restrict: to allow more outside a window, raise budget.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Budgets []ScheduledDisruptionBudget `json:"budgets,omitempty"`
+}
+
+// ScheduledDisruptionBudget bounds how many nodes of one node group
+// consolidation removes at once, at all times or only inside the windows
+// of a schedule: a window opens at each time the cron expression names, in
+// the time zone, and stays open for the duration.
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(self.duration)",message="schedule and duration go together"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || has(self.schedule)",message="timeZone needs a schedule"
+type ScheduledDisruptionBudget struct {
+	// nodes is the most nodes of one node group that one consolidation
+	// removes while the budget applies: a number such as "2", or a
+	// percentage of the group's nodes such as "10%", rounded up. "0"
+	// stops consolidation.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^((100|[0-9]{1,2})%|[0-9]{1,9})$`
+	Nodes string `json:"nodes"`
+
+	// schedule is a cron expression of five fields (minute, hour, day of
+	// month, month, day of week), e.g. "0 9 * * 1-5" for 09:00 on
+	// weekdays: each time it names opens a window in which the budget
+	// applies. Unset, the budget applies at all times.
+	// +optional
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^\s*[0-9A-Za-z*?,/-]+(\s+[0-9A-Za-z*?,/-]+){4}\s*$`
+	Schedule string `json:"schedule,omitempty"`
+
+	// timeZone is the IANA time zone the schedule is read in, such as
+	// Europe/Paris; UTC when unset. A zone the manager does not know is
+	// logged, and the budget ignored.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone must name a time zone, not Local"
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// duration is how long each window stays open, e.g. 8h; it goes with
+	// schedule.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be positive"
+	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // DisruptionBudget bounds how many nodes consolidation removes at once.

@@ -17,6 +17,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaleup"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -69,6 +70,9 @@ type ConsolidationOptions struct {
 	// number, or a percentage of the group's target size, rounded up. A
 	// group's GroupOptions.ConsolidationBudget replaces it for the group.
 	Budget intstr.IntOrString
+	// Budgets bound it further, at all times or inside the windows of
+	// their schedule: the smallest budget that applies wins.
+	Budgets []ScheduledBudget
 	// Prices price the nodes of the groups that have no price of their
 	// own (pricing.Table.NodePrice).
 	Prices pricing.Table
@@ -99,16 +103,49 @@ func (o ConsolidationOptions) Replaces() bool {
 	return o.Policy == ConsolidationReplace || o.Policy == ConsolidationBalanced
 }
 
-// allowed is how many nodes of group consolidation may disrupt at once:
-// the group's own budget when it has one, else Budget.
-func (o ConsolidationOptions) allowed(group nodegroups.NodeGroup) int {
-	budget := o.Budget
+// ScheduledBudget is a disruption budget that applies at all times, or
+// only inside the windows of Schedule.
+type ScheduledBudget struct {
+	// Name names the budget in the reasons nodes are kept.
+	Name  string
+	Nodes intstr.IntOrString
+	// Schedule is nil for a budget that always applies.
+	Schedule *schedule.Schedule
+}
+
+// allowance is how many nodes of a group consolidation may disrupt at
+// once, and the budget that says so.
+type allowance struct {
+	nodes  int
+	budget string
+}
+
+// allowed is how many nodes of group consolidation may disrupt at once at
+// now: the smallest of the budgets that apply, the group's own budget
+// replacing Budget when it has one.
+func (o ConsolidationOptions) allowed(group nodegroups.NodeGroup, now time.Time) allowance {
+	budget, name := o.Budget, "spec.consolidation.budget"
 	if own := group.Options().ConsolidationBudget; own != nil {
-		budget = *own
+		budget, name = *own, "the group's consolidation-budget annotation"
 	}
-	// Both budgets were checked: their scaling cannot fail.
-	allowed, _ := intstr.GetScaledValueFromIntOrPercent(&budget, group.TargetSize(), true)
-	return max(allowed, 0)
+	// Every budget was checked: their scaling cannot fail.
+	nodes, _ := intstr.GetScaledValueFromIntOrPercent(&budget, group.TargetSize(), true)
+	least := allowance{nodes: max(nodes, 0), budget: fmt.Sprintf("%s (nodes %s)", name, budget.String())}
+	for _, b := range o.Budgets {
+		var in string
+		if b.Schedule != nil {
+			open, _ := b.Schedule.At(now)
+			if open == nil {
+				continue
+			}
+			in = fmt.Sprintf(", schedule %s, window %s", b.Schedule, open)
+		}
+		nodes, _ := intstr.GetScaledValueFromIntOrPercent(&b.Nodes, group.TargetSize(), true)
+		if nodes = max(nodes, 0); nodes < least.nodes {
+			least = allowance{nodes: nodes, budget: fmt.Sprintf("%s (nodes %s%s)", b.Name, b.Nodes.String(), in)}
+		}
+	}
+	return least
 }
 
 func (o ConsolidationOptions) validate() error {
@@ -132,6 +169,11 @@ func (o ConsolidationOptions) validate() error {
 	}
 	if err := nodegroups.CheckConsolidationBudget(o.Budget); err != nil {
 		return fmt.Errorf("the consolidation budget %q is %w", o.Budget.String(), err)
+	}
+	for _, b := range o.Budgets {
+		if err := nodegroups.CheckConsolidationBudget(b.Nodes); err != nil {
+			return fmt.Errorf("the consolidation budget %s %q is %w", b.Name, b.Nodes.String(), err)
+		}
 	}
 	return nil
 }
@@ -221,6 +263,8 @@ type consolidationCandidate struct {
 	// the default rates: the nodes that cost most for what they run go
 	// first.
 	perWorth float64
+	// allowed is how many nodes of its group consolidation may disrupt.
+	allowed allowance
 }
 
 // consolidate looks, once scale-down has chosen nothing in the pass and
@@ -242,7 +286,12 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 		logger.V(4).Info("Consolidation waits for the cluster's nodes to stay the same", "since", p.stable.nodes.since, "consolidateAfter", opts.ConsolidateAfter)
 		return
 	}
-	candidates := p.consolidationCandidates(snap, progress, now)
+	candidates, held := p.consolidationCandidates(snap, progress, now)
+	for name, decision := range held {
+		if plan.Kept[name].Reason == ReasonNotUnderutilized {
+			plan.Kept[name] = decision
+		}
+	}
 	if len(candidates) == 0 {
 		return
 	}
@@ -412,7 +461,7 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 		id := c.group.ID()
 		left, seen := allowed[id]
 		if !seen {
-			left = p.opts.Consolidation.allowed(c.group)
+			left = c.allowed.nodes
 		}
 		if left == 0 {
 			continue
@@ -438,10 +487,13 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 // nodes of a group whose pods have stayed the same for ConsolidateAfter,
 // that pass the checks of scale-down but for the utilization threshold,
 // that cost something, and on which no pod forbids disruption. They come
-// by price per worth, the highest first.
-func (p *Planner) consolidationCandidates(snap *snapshot.Snapshot, progress Progress, now time.Time) []*consolidationCandidate {
+// by price per worth, the highest first. Those that a budget of 0 holds
+// are left out, with why they stay.
+func (p *Planner) consolidationCandidates(snap *snapshot.Snapshot, progress Progress, now time.Time) ([]*consolidationCandidate, map[string]Decision) {
 	opts := p.opts.Consolidation
 	var candidates []*consolidationCandidate
+	held := map[string]Decision{}
+	allowed := map[string]allowance{}
 	for _, nodeInfo := range snap.NodeInfos() {
 		if now.Before(p.stable.pods[nodeInfo.Name()].since.Add(opts.ConsolidateAfter)) {
 			continue
@@ -455,6 +507,15 @@ func (p *Planner) consolidationCandidates(snap *snapshot.Snapshot, progress Prog
 			// Nothing to save.
 			continue
 		}
+		a, seen := allowed[c.group.ID()]
+		if !seen {
+			a = opts.allowed(c.group, now)
+			allowed[c.group.ID()] = a
+		}
+		if a.nodes == 0 {
+			held[nodeInfo.Name()] = Decision{Reason: ReasonConsolidationBudget, Message: "consolidation is held by the disruption budget " + a.budget}
+			continue
+		}
 		var requested snapshot.Resources
 		pods := 0
 		for _, pod := range nodeInfo.Pods() {
@@ -465,12 +526,12 @@ func (p *Planner) consolidationCandidates(snap *snapshot.Snapshot, progress Prog
 		}
 		gpu := gpuResource(requested)
 		worth := pricing.Resources{MilliCPU: requested.MilliCPU, MemoryBytes: requested.Memory, GPUs: requested.Scalar[gpu]}.AtDefaultRates()
-		candidates = append(candidates, &consolidationCandidate{candidate: c, price: price, pods: pods, perWorth: float64(price) / float64(max(worth, 1))})
+		candidates = append(candidates, &consolidationCandidate{candidate: c, price: price, pods: pods, perWorth: float64(price) / float64(max(worth, 1)), allowed: a})
 	}
 	slices.SortFunc(candidates, func(a, b *consolidationCandidate) int {
 		return cmp.Or(cmp.Compare(b.perWorth, a.perWorth), cmp.Compare(b.price, a.price), cmp.Compare(a.nodeInfo.Name(), b.nodeInfo.Name()))
 	})
-	return candidates
+	return candidates, held
 }
 
 // forbidsDisruption tells whether a pod on the node asks, with

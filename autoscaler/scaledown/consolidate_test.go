@@ -15,6 +15,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -62,7 +63,7 @@ func dbPDB() *policyv1.PodDisruptionBudget {
 const defaultNodePrice = 4*pricing.DefaultPerCPU + 16*pricing.DefaultPerGiB
 
 func TestConsolidationRemovesTheNodesWhosePodsFitElsewhere(t *testing.T) {
-	const notUnder = scaledown.ReasonNotUnderutilized
+	const notUnder, held = scaledown.ReasonNotUnderutilized, scaledown.ReasonConsolidationBudget
 	tests := []struct {
 		name     string
 		cluster  cluster
@@ -152,7 +153,7 @@ func TestConsolidationRemovesTheNodesWhosePodsFitElsewhere(t *testing.T) {
 			name:     "a budget of 0 removes nothing",
 			cluster:  halfEmpty(),
 			opts:     consolidating(func(o *scaledown.Options) { o.Consolidation.Budget = intstr.FromInt32(0) }),
-			wantKept: map[string]scaledown.Reason{"a": notUnder, "b": notUnder, "c": notUnder},
+			wantKept: map[string]scaledown.Reason{"a": held, "b": held, "c": held},
 		},
 		{
 			name:     "one simulation per pass tries the first candidate only",
@@ -280,6 +281,9 @@ func TestConsolidationOptionsAreValidated(t *testing.T) {
 		{name: "a budget that is no number", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromString("many") }, wantErr: "neither a number nor a percentage"},
 		{name: "a budget over 100%", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromString("101%") }, wantErr: "from 0% to 100%"},
 		{name: "a negative budget", change: func(o *scaledown.ConsolidationOptions) { o.Budget = intstr.FromInt32(-1) }, wantErr: "from 0% to 100%"},
+		{name: "a scheduled budget over 100%", change: func(o *scaledown.ConsolidationOptions) {
+			o.Budgets = []scaledown.ScheduledBudget{{Name: "budgets[0]", Nodes: intstr.FromString("101%")}}
+		}, wantErr: `the consolidation budget budgets[0] "101%" is`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,24 +305,27 @@ func TestConsolidationOptionsAreValidated(t *testing.T) {
 // them; a group's budget of every node consolidates it when the
 // ClusterAutoscaler's budget is 0.
 func TestConsolidationBudgetOfAGroup(t *testing.T) {
-	const notUnder = scaledown.ReasonNotUnderutilized
+	const held = scaledown.ReasonConsolidationBudget
 	tests := []struct {
 		name                 string
 		clusterBudget, ownAB intstr.IntOrString
 		wantRemoved          []string
 		wantKept             map[string]scaledown.Reason
+		wantHeldBy           string
 	}{
 		{
 			name:          "a group's budget of 0 keeps its nodes while another group's are consolidated",
 			clusterBudget: intstr.FromString("100%"), ownAB: intstr.FromInt32(0),
 			wantRemoved: []string{"c"},
-			wantKept:    map[string]scaledown.Reason{"a": notUnder, "b": notUnder},
+			wantKept:    map[string]scaledown.Reason{"a": held, "b": held},
+			wantHeldBy:  "consolidation is held by the disruption budget the group's consolidation-budget annotation (nodes 0)",
 		},
 		{
 			name:          "a group's budget of every node consolidates it despite the ClusterAutoscaler's 0",
 			clusterBudget: intstr.FromInt32(0), ownAB: intstr.FromString("100%"),
 			wantRemoved: []string{"b", "a"},
-			wantKept:    map[string]scaledown.Reason{"c": notUnder},
+			wantKept:    map[string]scaledown.Reason{"c": held},
+			wantHeldBy:  "consolidation is held by the disruption budget spec.consolidation.budget (nodes 0)",
 		},
 	}
 	for _, tt := range tests {
@@ -338,6 +345,107 @@ func TestConsolidationBudgetOfAGroup(t *testing.T) {
 			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, snap, opts, scaledown.Progress{})
 
 			g.Expect(reasons(plan.Kept)).To(Equal(tt.wantKept), "nodes kept")
+			for name := range tt.wantKept {
+				g.Expect(plan.Kept[name].Message).To(Equal(tt.wantHeldBy), name)
+			}
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			g.Expect(names(plan.Consolidation.Removals)).To(Equal(tt.wantRemoved))
+		})
+	}
+}
+
+// officeHours is a window from 09:00 to 17:00 UTC every day: st.Now, at
+// noon, is inside it.
+func officeHours(t *testing.T) *schedule.Schedule {
+	t.Helper()
+	windows, err := schedule.New("0 9 * * *", "UTC", 8*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return windows
+}
+
+// A budget of nodes "0" inside a window holds consolidation while the
+// window is open, names itself on the nodes it holds, and lets go once the
+// window closes.
+func TestConsolidationBudgetWindowHoldsConsolidationWhileOpen(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	planner := scaledown.NewPlanner(clk)
+	snap := halfEmpty().snapshot(nil)
+	opts := consolidating(func(o *scaledown.Options) {
+		o.Consolidation.Budgets = []scaledown.ScheduledBudget{{Name: "budgets[0]", Nodes: intstr.FromInt32(0), Schedule: officeHours(t)}}
+	})
+	g.Expect(opts.Validate()).To(Succeed())
+
+	plan := planner.Plan(ctx, snap, opts, scaledown.Progress{})
+	g.Expect(plan.Consolidation).To(BeNil(), "inside the window")
+	held := scaledown.ReasonConsolidationBudget
+	g.Expect(reasons(plan.Kept)).To(Equal(map[string]scaledown.Reason{"a": held, "b": held, "c": held}))
+	g.Expect(plan.Kept["a"].Message).To(Equal(`consolidation is held by the disruption budget budgets[0] (nodes 0, schedule "0 9 * * *" for 8h0m0s, ` +
+		`window 2026-01-01T09:00:00Z to 2026-01-01T17:00:00Z)`))
+
+	clk.SetTime(time.Date(2026, time.January, 1, 17, 0, 0, 0, time.UTC))
+	plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+	g.Expect(plan.Consolidation).NotTo(BeNil(), "once the window has closed")
+	g.Expect(names(plan.Consolidation.Removals)).To(Equal([]string{"b", "a"}))
+}
+
+// Where several budgets apply at once, the smallest wins; a percentage is
+// of the group's target size, rounded up, as the budget's.
+func TestConsolidationSmallestBudgetThatAppliesWins(t *testing.T) {
+	closed, err := schedule.New("0 18 * * *", "UTC", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		budgets     []scaledown.ScheduledBudget
+		wantRemoved []string
+	}{
+		{
+			name:        "no budget but the ClusterAutoscaler's 100%",
+			wantRemoved: []string{"b", "a"},
+		},
+		{
+			name:        "a budget at all times of 1",
+			budgets:     []scaledown.ScheduledBudget{{Name: "always", Nodes: intstr.FromInt32(1)}},
+			wantRemoved: []string{"b"},
+		},
+		{
+			name: "an open window of 1 under a budget at all times of 2",
+			budgets: []scaledown.ScheduledBudget{
+				{Name: "always", Nodes: intstr.FromInt32(2)},
+				{Name: "office", Nodes: intstr.FromInt32(1), Schedule: officeHours(t)},
+			},
+			wantRemoved: []string{"b"},
+		},
+		{
+			name:        "a closed window of 0",
+			budgets:     []scaledown.ScheduledBudget{{Name: "evening", Nodes: intstr.FromInt32(0), Schedule: closed}},
+			wantRemoved: []string{"b", "a"},
+		},
+		{
+			name:        "an open window of 10% of 3 nodes: one",
+			budgets:     []scaledown.ScheduledBudget{{Name: "office", Nodes: intstr.FromString("10%"), Schedule: officeHours(t)}},
+			wantRemoved: []string{"b"},
+		},
+		{
+			name:        "an open window of 34% of 3 nodes: two",
+			budgets:     []scaledown.ScheduledBudget{{Name: "office", Nodes: intstr.FromString("34%"), Schedule: officeHours(t)}},
+			wantRemoved: []string{"b", "a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			opts := consolidating(func(o *scaledown.Options) { o.Consolidation.Budgets = tt.budgets })
+			g.Expect(opts.Validate()).To(Succeed())
+
+			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, halfEmpty().snapshot(nil), opts, scaledown.Progress{})
+
 			g.Expect(plan.Consolidation).NotTo(BeNil())
 			g.Expect(names(plan.Consolidation.Removals)).To(Equal(tt.wantRemoved))
 		})

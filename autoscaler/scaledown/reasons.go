@@ -50,6 +50,10 @@ const (
 	// ReasonReplacementUnderWay: the node is a new node of a replacement
 	// under way, which the nodes it replaces are waiting for.
 	ReasonReplacementUnderWay Reason = "ReplacementUnderWay"
+	// ReasonConsolidationBudget: consolidation could consider the node,
+	// but a disruption budget of its group allows no node now, e.g. inside
+	// a window of nodes "0"; the message names the budget.
+	ReasonConsolidationBudget Reason = "ConsolidationBudget"
 )
 
 // BlockingReason says why a pod must not be evicted, with the upstream

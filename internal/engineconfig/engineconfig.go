@@ -22,6 +22,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 )
 
 // bytesPerGiB converts the GiB of spec.resourceLimits.memory to bytes.
@@ -157,6 +158,11 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 			}
 			c.Budget = intstr.Parse(*budget.Nodes)
 		}
+		budgets, err := scheduledBudgets(consolidation.Budgets)
+		if err != nil {
+			return config, err
+		}
+		c.Budgets = budgets
 	}
 
 	if backoff := spec.Backoff; backoff != nil {
@@ -195,6 +201,37 @@ func scheduledMinimums(in []autoscalingv1alpha1.ScheduledMinimum) []minimums.Spe
 		out = append(out, spec)
 	}
 	return out
+}
+
+// scheduledBudgets are the engine's spec.consolidation.budgets. A budget
+// it cannot read (a time zone the manager does not know, a cron expression
+// that names no time) refuses the spec, unlike a scheduled minimum, which
+// is ignored: a budget is a limit the user relies on, and the engine keeps
+// the configuration it has rather than consolidate without it.
+func scheduledBudgets(in []autoscalingv1alpha1.ScheduledDisruptionBudget) ([]scaledown.ScheduledBudget, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]scaledown.ScheduledBudget, 0, len(in))
+	for i, b := range in {
+		name := fmt.Sprintf("spec.consolidation.budgets[%d]", i)
+		if !disruptionBudget.MatchString(b.Nodes) {
+			return nil, fmt.Errorf("%s.nodes %q is neither a number of nodes nor a percentage from 0%% to 100%%", name, b.Nodes)
+		}
+		budget := scaledown.ScheduledBudget{Name: name, Nodes: intstr.Parse(b.Nodes)}
+		if b.Schedule != "" || b.Duration != nil {
+			if b.Duration == nil {
+				return nil, fmt.Errorf("%s has a schedule but no duration", name)
+			}
+			windows, err := schedule.New(b.Schedule, b.TimeZone, b.Duration.Duration)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			budget.Schedule = windows
+		}
+		out = append(out, budget)
+	}
+	return out, nil
 }
 
 func taintKeys(keys []autoscalingv1alpha1.TaintKey) []string {

@@ -16,6 +16,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 )
 
 func TestFromSpec(t *testing.T) {
@@ -202,6 +203,48 @@ func TestFromSpec(t *testing.T) {
 		{
 			name:    "a budget that is neither nodes nor a percentage",
 			spec:    autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("half")}}},
+			wantErr: true,
+		},
+		{
+			name: "budgets at all times and in the windows of a schedule, beside the budget",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("20%")},
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{
+					{Nodes: "3"},
+					{Nodes: "0", Schedule: "0 9 * * 1-5", TimeZone: "UTC", Duration: &metav1.Duration{Duration: 8 * time.Hour}},
+				},
+			}},
+			want: func(c *autoscaler.Config) {
+				officeHours, err := schedule.New("0 9 * * 1-5", "UTC", 8*time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Consolidation.Budget = intstr.FromString("20%")
+				c.Consolidation.Budgets = []scaledown.ScheduledBudget{
+					{Name: "spec.consolidation.budgets[0]", Nodes: intstr.FromInt32(3)},
+					{Name: "spec.consolidation.budgets[1]", Nodes: intstr.FromInt32(0), Schedule: officeHours},
+				}
+			},
+		},
+		{
+			name: "a budget in a time zone the manager does not know refuses the spec",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * *", TimeZone: "Mars/Olympus_Mons", Duration: &metav1.Duration{Duration: time.Hour}}},
+			}},
+			wantErr: true,
+		},
+		{
+			name: "a budget whose schedule names no time that exists refuses the spec",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 30 2 *", Duration: &metav1.Duration{Duration: time.Hour}}},
+			}},
+			wantErr: true,
+		},
+		{
+			name: "a budget with a schedule but no duration refuses the spec",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * *"}},
+			}},
 			wantErr: true,
 		},
 		{

@@ -106,6 +106,7 @@ func TestExplainNode(t *testing.T) {
 		{reason: scaledown.ReasonParallelismLimitReached, message: "as many nodes as allowed are being removed"},
 		{reason: scaledown.ReasonAwaitingReplacement, message: "consolidation: replacing nodes prod-md-0-a, prod-md-0-b with 1 × MachineDeployment/clusters/prod-md-large saves 0.1/h: waiting for the new nodes to be Ready (0 of 1)"},
 		{reason: scaledown.ReasonReplacementUnderWay, message: "the node is a new node of a replacement under way"},
+		{reason: scaledown.ReasonConsolidationBudget, message: `consolidation is held by the disruption budget spec.consolidation.budgets[0] (nodes 0, schedule "0 9 * * 1-5" for 8h0m0s, window 2030-01-02T09:00:00Z to 2030-01-02T17:00:00Z)`},
 	}
 	var covered []scaledown.Reason
 	var all bytes.Buffer

@@ -46,4 +46,7 @@ var keptHints = map[scaledown.Reason]string{
 		"if they are not Ready within maxNodeProvisionTime the replacement is abandoned and the node stays. The message says where it stands.",
 	scaledown.ReasonReplacementUnderWay: "Nothing: it is a new node of a consolidation that replaces other nodes, which are drained onto it once it is Ready; " +
 		"after that it is judged as any node.",
+	scaledown.ReasonConsolidationBudget: "Nothing, if the budget is meant: a disruption budget the message names allows no node of its group now " +
+		"(the ClusterAutoscaler's consolidation.budget or budgets, or the group's " + scalable.ConsolidationBudgetAnnotation + " annotation); " +
+		"consolidation resumes when its window closes, or raise its nodes.",
 }
