@@ -50,6 +50,9 @@ func TestBoundsAreTheCRDs(t *testing.T) {
 	g.Expect(property("instanceTypePrices").Items.Schema.Properties["price"].Pattern).To(Equal(pricing.DecimalPattern))
 	g.Expect(property("expanders").MaxItems).To(HaveValue(BeNumerically("==", len(property("expanders").Items.Schema.Enum))), "every expander once")
 	g.Expect(property("consolidation.budget.nodes").Pattern).To(Equal(autoscalingv1alpha1.DisruptionBudgetPattern))
+	g.Expect(property("consolidation.budgets").Items.Schema.Properties["nodes"].Pattern).To(Equal(autoscalingv1alpha1.DisruptionBudgetPattern))
+	g.Expect(property("consolidation.budgets").Items.Schema.Properties["schedule"].Pattern).To(
+		Equal(property("scheduledMinimums").Items.Schema.Properties["schedule"].Pattern), "one cron syntax")
 	g.Expect(property("consolidation.policy").Enum).To(HaveLen(4), "Disabled, Delete, Replace and Balanced")
 	g.Expect(property("clusterName").MaxLength).To(HaveValue(BeNumerically("==", autoscalingv1alpha1.MaxClusterNameLength)))
 	g.Expect(property("scanInterval").XValidations).To(ContainElement(HaveField("Rule",

@@ -202,6 +202,30 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		Entry("disruption budget that is no number", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budget: &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To("-1")}}
 		}, "spec.consolidation.budget.nodes in body should match"),
+		Entry("scheduled disruption budget over 100%", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "101%"}}}
+		}, "spec.consolidation.budgets[0].nodes in body should match"),
+		Entry("scheduled disruption budget without nodes", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Schedule: "0 9 * * 1-5", Duration: duration("8h")}}}
+		}, "spec.consolidation.budgets[0].nodes"),
+		Entry("scheduled disruption budget whose cron expression has six fields", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 0 9 * * 1-5", Duration: duration("8h")}}}
+		}, "spec.consolidation.budgets[0].schedule in body should match"),
+		Entry("scheduled disruption budget with a schedule but no duration", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * 1-5"}}}
+		}, "schedule and duration go together"),
+		Entry("scheduled disruption budget with a duration but no schedule", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Duration: duration("8h")}}}
+		}, "schedule and duration go together"),
+		Entry("scheduled disruption budget with a time zone but no schedule", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", TimeZone: "Europe/Paris"}}}
+		}, "timeZone needs a schedule"),
+		Entry("scheduled disruption budget in the Local time zone", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * 1-5", TimeZone: "Local", Duration: duration("8h")}}}
+		}, "timeZone must name a time zone, not Local"),
+		Entry("scheduled disruption budget whose windows last 0s", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * 1-5", Duration: duration("0s")}}}
+		}, "duration must be positive"),
 		Entry("priority expander without priorities", func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
 			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriorityExpander}
 		}, "expanderPriorities must be set when the priority expander is used"),
@@ -265,6 +289,23 @@ var _ = Describe("ClusterAutoscaler schema", func() {
 		})
 		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+	})
+
+	It("accepts disruption budgets at all times and in windows, beside the budget", func() {
+		ca := newClusterAutoscaler(func(spec *autoscalingv1alpha1.ClusterAutoscalerSpec) {
+			spec.Consolidation = &autoscalingv1alpha1.ConsolidationConfig{
+				Policy: autoscalingv1alpha1.ConsolidationReplace,
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{
+					{Nodes: "5"},
+					{Nodes: "0", Schedule: "0 9 * * 1-5", TimeZone: "Europe/Paris", Duration: duration("8h")},
+					{Nodes: "50%", Schedule: "0 22 * * *", Duration: duration("6h")},
+				},
+			}
+		})
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ca))).To(Succeed()) })
+		Expect(ca.Spec.Consolidation.Budget.Nodes).To(HaveValue(Equal("10%")), "budget keeps its default beside budgets")
+		Expect(ca.Spec.Consolidation.Budgets).To(HaveLen(3))
 	})
 
 	It("accepts the engine's minimum provision time", func() {
