@@ -17,6 +17,7 @@ import (
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/schedule"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -88,6 +89,52 @@ func TestConsolidationDrainsTheNodesWhosePodsFitElsewhereOnlyWhenOn(t *testing.T
 				SatisfyAll(HaveField("Name", nodes[1].Name), HaveField("Removing", true), HaveField("Consolidation", message)),
 				SatisfyAll(HaveField("Name", nodes[2].Name), HaveField("Removing", false), HaveField("Kept.Reason", scaledown.ReasonNotUnderutilized)),
 			))
+		})
+	}
+}
+
+// A budget of 0 in office hours (09:00 to 17:00 UTC; the fixture's clock
+// starts at noon) holds consolidation, in Active and DryRun mode alike: no
+// eviction, no decision, and each node says which budget keeps it. Once the
+// window closes, the nodes go.
+func TestConsolidationBudgetWindowHoldsConsolidationUntilItCloses(t *testing.T) {
+	officeHours, err := schedule.New("0 9 * * *", "UTC", 8*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dryRun := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Active", true: "DryRun"}[dryRun], func(t *testing.T) {
+			g := NewWithT(t)
+			group, nodes, pods := halfEmptyCluster()
+			f := newFixture(t, []*fakeGroup{group}, objects(nodes, pods...)...)
+			config := autoscaler.DefaultConfig()
+			if dryRun {
+				config = dryRunConfig()
+			}
+			config = consolidatingConfig(config)
+			config.Consolidation.Budgets = []scaledown.ScheduledBudget{{Name: "spec.consolidation.budgets[0]", Nodes: intstr.FromInt32(0), Schedule: officeHours}}
+			f.apply(t, config)
+
+			f.runOnce(t)
+			f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+			status := f.runOnce(t)
+
+			g.Expect(f.evicted()).To(BeEmpty())
+			g.Expect(status.Decisions).To(BeEmpty())
+			g.Expect(status.Explanation.Nodes).To(HaveLen(3))
+			for _, node := range status.Explanation.Nodes {
+				g.Expect(node.Kept).To(Equal(scaledown.Decision{Reason: scaledown.ReasonConsolidationBudget,
+					Message: `consolidation is held by the disruption budget spec.consolidation.budgets[0] (nodes 0, schedule "0 9 * * *" for 8h0m0s, ` +
+						`window 2026-01-01T09:00:00Z to 2026-01-01T17:00:00Z)`}), node.Name)
+			}
+
+			f.clock.SetTime(time.Date(2026, time.January, 1, 17, 0, 0, 0, time.UTC))
+			status = f.runOnce(t)
+			if dryRun {
+				g.Expect(status.Decisions).To(ConsistOf(HaveField("Nodes", []string{nodes[0].Name, nodes[1].Name})))
+				return
+			}
+			g.Expect(f.evicted()).To(ConsistOf("cpu-0", "memory-0"))
 		})
 	}
 }
