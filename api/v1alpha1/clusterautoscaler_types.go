@@ -740,8 +740,10 @@ type ScheduledDisruptionBudget struct {
 	Schedule string `json:"schedule,omitempty"`
 
 	// timeZone is the IANA time zone the schedule is read in, such as
-	// Europe/Paris; UTC when unset. A zone the manager does not know is
-	// logged, and the budget ignored.
+	// Europe/Paris; UTC when unset. A zone the manager does not know
+	// makes the configuration invalid, as a schedule that names no time
+	// that exists: the engine keeps the configuration it had rather than
+	// consolidate without the budget.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
