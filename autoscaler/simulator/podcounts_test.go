@@ -51,6 +51,12 @@ func TestKeptCountsAreTheCountsFromScratch(t *testing.T) {
 						MaxSkew: int32(skew), TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule,
 						LabelSelector: &metav1.LabelSelector{MatchLabels: selected},
 					}}
+					if skew%2 == 0 {
+						// No one label required: every identity is looked at.
+						pod.Spec.TopologySpreadConstraints[0].LabelSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+							Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{selected["app"], "none"},
+						}}}
+					}
 				case 2:
 					term.Namespaces = []string{"default", fmt.Sprint("other", skew)}
 					pod.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
