@@ -328,11 +328,16 @@ func (c *preFilterCache) computeCounts(states []*podState) {
 	if len(states) == 0 {
 		return
 	}
-	if c.index == nil && c.fullPasses > 0 {
+	// Only the terms of groups need a pass over the pods; the labels part
+	// counts the few pods with anti-affinity.
+	passes := slices.ContainsFunc(states, func(st *podState) bool { return st.part == termsPart && st.hasOwnTerms() })
+	if passes && c.index == nil && c.fullPasses > 0 {
 		c.index = newPodIndex(c.snap, len(c.changes))
 	}
-	if c.index == nil {
-		c.fullPasses++
+	if !passes || c.index == nil {
+		if passes {
+			c.fullPasses++
+		}
 		computeCounts(c.logger, c.snap, c.antiAffinityPods, states)
 		for _, st := range states {
 			st.synced = len(c.changes)
@@ -340,7 +345,6 @@ func (c *preFilterCache) computeCounts(states []*podState) {
 		}
 		return
 	}
-	// The labels part counts the few pods with anti-affinity.
 	labelsStates := slices.DeleteFunc(slices.Clone(states), func(st *podState) bool { return st.part != labelsPart })
 	computeCounts(c.logger, c.snap, c.antiAffinityPods, labelsStates)
 	for _, st := range labelsStates {
@@ -417,7 +421,7 @@ func (c *preFilterCache) record(ch change) {
 // their signature: the next group of the same terms, such as the pods of
 // the next scale-down candidate of the same app, catches up with the
 // changes since instead of counting every pod again. There is one per
-// terms signature, which labels are no part of, so they stay few.
+// set of terms, such as an app's spread, not one per group.
 func (c *preFilterCache) forget(groups []*PodGroup) {
 	for _, group := range groups {
 		for _, part := range parts {
