@@ -237,6 +237,10 @@ func (p *Planner) podsToMove(sched *simulator.Scheduler, c *candidate, state *pa
 // fork for the caller to commit or revert; otherwise it reverts the fork
 // and says why c stays.
 func (p *Planner) moveInFork(sched *simulator.Scheduler, c *candidate, groups []*simulator.PodGroup, state *pass) ([]simulator.Placement, *Decision) {
+	// Counted before the fork, the groups' spread and affinity counts
+	// outlive its revert: the next candidate's pods of the same terms
+	// catch up with them rather than count every pod of the cluster.
+	sched.Prepare(groups...)
 	sched.Fork()
 	// The candidate is in the snapshot: it was listed from it.
 	_ = sched.RemoveNode(c.nodeInfo.Name())

@@ -450,3 +450,115 @@ func (st *podState) spreadEligibility(logger klog.Logger, node *corev1.Node) spr
 	}
 	return e
 }
+
+// podIndex is the placed pods of a snapshot by identity, and its nodes:
+// the counts of terms that few identities match, such as the spread of one
+// app, are found from those identities' pods, without a pass over all.
+type podIndex struct {
+	// at is the number of the cache's changes the snapshot had seen.
+	at    int
+	nodes []*corev1.Node
+	// identities are in the order first seen, with their pods.
+	identities []*snapshot.Identity
+	pods       map[*snapshot.Identity][]indexedPod
+	// byLabel are the identities with a label, key and value, in the
+	// order first seen: a spread selector that requires a value of a key
+	// matches no other identity.
+	byLabel map[topologyPair][]*snapshot.Identity
+}
+
+// indexedPod is a pod and the position of its node in podIndex.nodes.
+type indexedPod struct {
+	pod  *snapshot.PodInfo
+	node int
+}
+
+func newPodIndex(snap *snapshot.Snapshot, at int) *podIndex {
+	nodeInfos := snap.NodeInfos()
+	ix := &podIndex{
+		at: at, nodes: make([]*corev1.Node, len(nodeInfos)),
+		pods: map[*snapshot.Identity][]indexedPod{}, byLabel: map[topologyPair][]*snapshot.Identity{},
+	}
+	for i, nodeInfo := range nodeInfos {
+		ix.nodes[i] = nodeInfo.Node()
+		for _, pod := range nodeInfo.Pods() {
+			pods, seen := ix.pods[pod.Identity]
+			if !seen {
+				ix.identities = append(ix.identities, pod.Identity)
+				for key, value := range pod.Identity.Labels {
+					label := topologyPair{key: key, value: value}
+					ix.byLabel[label] = append(ix.byLabel[label], pod.Identity)
+				}
+			}
+			ix.pods[pod.Identity] = append(pods, indexedPod{pod: pod, node: i})
+		}
+	}
+	return ix
+}
+
+// computeCounts derives the counts of terms states from the pods of the
+// index, as computeCounts would have from the snapshot then.
+func (ix *podIndex) computeCounts(logger klog.Logger, snap *snapshot.Snapshot, states []*podState) {
+	for _, st := range states {
+		st.affinityCounts = map[topologyPair]int{}
+		st.antiAffinityCounts = map[topologyPair]int{}
+		for i := range st.spread {
+			st.spread[i].domains = newDomainCounts()
+		}
+		if !st.hasOwnTerms() {
+			continue
+		}
+		eligible := make([]spreadEligibility, len(ix.nodes))
+		for i, node := range ix.nodes {
+			eligible[i] = st.registerDomains(logger, node)
+		}
+		for _, identity := range ix.candidates(st) {
+			pods := ix.pods[identity]
+			if !st.match(snap, pods[0].pod).any() {
+				continue
+			}
+			for _, placed := range pods {
+				st.countPod(snap, placed.pod, ix.nodes[placed.node], eligible[placed.node], 1)
+			}
+		}
+	}
+}
+
+// candidates are the identities whose pods may count for the terms of st:
+// with spread constraints only, those with a label that each selector
+// requires, found by label, each once; otherwise all.
+func (ix *podIndex) candidates(st *podState) []*snapshot.Identity {
+	if len(st.info.RequiredAffinityTerms) > 0 || len(st.info.RequiredAntiAffinityTerms) > 0 {
+		return ix.identities
+	}
+	var found []*snapshot.Identity
+	seen := map[*snapshot.Identity]bool{}
+	for i := range st.spread {
+		label, ok := requiredLabel(st.spread[i].selector)
+		if !ok {
+			return ix.identities
+		}
+		for _, identity := range ix.byLabel[label] {
+			if !seen[identity] {
+				seen[identity] = true
+				found = append(found, identity)
+			}
+		}
+	}
+	return found
+}
+
+// requiredLabel is a label, key and value, that every set selector
+// matches has; false when there is none.
+func requiredLabel(selector labels.Selector) (topologyPair, bool) {
+	requirements, selectable := selector.Requirements()
+	if !selectable {
+		return topologyPair{}, false
+	}
+	for _, r := range requirements {
+		if op := r.Operator(); (op == selection.Equals || op == selection.DoubleEquals) && r.Values().Len() == 1 {
+			return topologyPair{key: r.Key(), value: r.Values().UnsortedList()[0]}, true
+		}
+	}
+	return topologyPair{}, false
+}

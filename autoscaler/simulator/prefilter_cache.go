@@ -60,6 +60,17 @@ type preFilterCache struct {
 	// to as forks of the original add to its matches.
 	shared        int
 	sharedMatches map[*podState]map[*snapshot.Identity]podMatch
+	// index is the placed pods by identity as they were after the first
+	// index.at changes, built at the second computation of counts since
+	// the last rebuild: the counts of a group's terms are then those of
+	// the pods of the identities its terms match, caught up with the
+	// changes since, instead of a pass over every pod of the cluster.
+	// Saved and restored with the fork level it was built at, as the
+	// changes it counts on are; read only, shared by branches.
+	index *podIndex
+	// fullPasses counts the computations over the whole snapshot since
+	// the last rebuild.
+	fullPasses int
 }
 
 // partStates are the states of one part, keyed by the parsed pod of the
@@ -106,6 +117,7 @@ type savedCache struct {
 	changes          []change
 	lastAntiAffinity int
 	resyncs          int
+	index            *podIndex
 }
 
 // newPreFilterCache returns the cache of a scheduler working on snap.
@@ -132,6 +144,7 @@ func (c *preFilterCache) fork() {
 		version: c.version, antiAffinityPods: c.antiAffinityPods,
 		states: clonePartStates(c.states), tracked: clonePartStates(c.tracked),
 		changes: c.changes, lastAntiAffinity: c.lastAntiAffinity, resyncs: c.resyncs,
+		index: c.index,
 	})
 }
 
@@ -151,6 +164,7 @@ func (c *preFilterCache) branch(snap *snapshot.Snapshot) preFilterCache {
 		keys:    maps.Clone(c.keys),
 		changes: slices.Clip(c.changes), lastAntiAffinity: c.lastAntiAffinity, resyncs: c.resyncs,
 		forks: slices.Clip(c.forks), sharedMatches: map[*podState]map[*snapshot.Identity]podMatch{},
+		index: c.index, fullPasses: c.fullPasses,
 	}
 	b.fork()
 	b.shared = b.level()
@@ -187,7 +201,7 @@ func (c *preFilterCache) revert() {
 		// A rebuild since the fork started another array.
 		c.changes = saved.changes
 	}
-	c.lastAntiAffinity, c.resyncs = saved.lastAntiAffinity, saved.resyncs
+	c.lastAntiAffinity, c.resyncs, c.index = saved.lastAntiAffinity, saved.resyncs, saved.index
 }
 
 // commit keeps the states of the last fork, which must be there, in the
@@ -314,10 +328,36 @@ func (c *preFilterCache) computeCounts(states []*podState) {
 	if len(states) == 0 {
 		return
 	}
-	computeCounts(c.logger, c.snap, c.antiAffinityPods, states)
-	for _, st := range states {
+	// Only the terms of groups need a pass over the pods; the labels part
+	// counts the few pods with anti-affinity.
+	passes := slices.ContainsFunc(states, func(st *podState) bool { return st.part == termsPart && st.hasOwnTerms() })
+	if passes && c.index == nil && c.fullPasses > 0 {
+		c.index = newPodIndex(c.snap, len(c.changes))
+	}
+	if !passes || c.index == nil {
+		if passes {
+			c.fullPasses++
+		}
+		computeCounts(c.logger, c.snap, c.antiAffinityPods, states)
+		for _, st := range states {
+			st.synced = len(c.changes)
+			c.tracked[st.part][st.info] = st
+		}
+		return
+	}
+	labelsStates := slices.DeleteFunc(slices.Clone(states), func(st *podState) bool { return st.part != labelsPart })
+	computeCounts(c.logger, c.snap, c.antiAffinityPods, labelsStates)
+	for _, st := range labelsStates {
 		st.synced = len(c.changes)
 		c.tracked[st.part][st.info] = st
+	}
+	termsStates := slices.DeleteFunc(slices.Clone(states), func(st *podState) bool { return st.part != termsPart })
+	c.index.computeCounts(c.logger, c.snap, termsStates)
+	for _, st := range termsStates {
+		// Counted as of the index, then caught up; new at this level,
+		// not copied.
+		st.synced = c.index.at
+		c.tracked[st.part][st.info] = c.catchUp(st)
 	}
 }
 
@@ -377,7 +417,11 @@ func (c *preFilterCache) record(ch change) {
 
 // forget drops the states of groups that only the scheduler knew, so that
 // a scheduler used for many simulations does not keep, nor update, the
-// states of every group it ever saw.
+// states of every group it ever saw. The counted terms states stay, under
+// their signature: the next group of the same terms, such as the pods of
+// the next scale-down candidate of the same app, catches up with the
+// changes since instead of counting every pod again. There is one per
+// set of terms, such as an app's spread, not one per group.
 func (c *preFilterCache) forget(groups []*PodGroup) {
 	for _, group := range groups {
 		for _, part := range parts {
@@ -386,6 +430,9 @@ func (c *preFilterCache) forget(groups []*PodGroup) {
 				continue
 			}
 			delete(c.stateKeys[part], group.info)
+			if _, counted := c.tracked[part][key]; counted && part == termsPart {
+				continue
+			}
 			if key == group.info {
 				// Groups of the signature that remain compute it again.
 				delete(c.states[part], key)
@@ -410,6 +457,7 @@ func (c *preFilterCache) resync() {
 	// New ones: a saved fork may share the old ones.
 	c.tracked, c.changes, c.lastAntiAffinity = newPartStates(), nil, 0
 	c.resyncs++
+	c.index, c.fullPasses = nil, 0
 	c.antiAffinityPods = nil
 	for _, nodeInfo := range c.snap.NodeInfos() {
 		for _, pod := range nodeInfo.PodsWithRequiredAntiAffinity() {
