@@ -1,6 +1,7 @@
 package scaledown_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -101,18 +102,7 @@ func BenchmarkPlan(b *testing.B) {
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap, heap := benchmark.NewSnapshot(in)
 			opts := options()
-			b.ReportAllocs()
-			var plan *scaledown.Plan
-			cpu := benchmark.StartCPU(b)
-			for b.Loop() {
-				// A new planner each time: one that remembers the last
-				// pass would order the candidates differently.
-				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
-				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
-			}
-			// CPU time, garbage collection included, tells the cost of a
-			// pass even when other processes share the machine.
-			cpu.Report()
+			plan := planPasses(b, ctx, snap, opts)
 			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
 			heap.Report(b)
 		})
@@ -149,22 +139,12 @@ func benchmarkConsolidate(b *testing.B, size benchmark.ClusterSize, policy scale
 	snap, heap := benchmark.NewSnapshot(in)
 	opts := options(func(o *scaledown.Options) {
 		o.Groups.ScaleDownUtilizationThreshold = 0.1
-		o.Consolidation = scaledown.ConsolidationOptions{
-			Policy: policy, Budget: intstr.FromString("10%"),
-			MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
-		}
+		o.Consolidation = consolidation(policy)
 	})
 	if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
 		b.Fatal(failed)
 	}
-	b.ReportAllocs()
-	var plan *scaledown.Plan
-	cpu := benchmark.StartCPU(b)
-	for b.Loop() {
-		planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
-		plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
-	}
-	cpu.Report()
+	plan := planPasses(b, ctx, snap, opts)
 	if plan.Consolidation == nil {
 		b.Fatal("consolidation removed nothing")
 	}
@@ -222,22 +202,12 @@ func BenchmarkConsolidateReplace(b *testing.B) {
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap, heap := benchmark.NewSnapshot(in)
 			opts := options(func(o *scaledown.Options) {
-				o.Consolidation = scaledown.ConsolidationOptions{
-					Policy: scaledown.ConsolidationReplace, Budget: intstr.FromString("10%"),
-					MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
-				}
+				o.Consolidation = consolidation(scaledown.ConsolidationReplace)
 			})
 			if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
 				b.Fatal(failed)
 			}
-			b.ReportAllocs()
-			var plan *scaledown.Plan
-			cpu := benchmark.StartCPU(b)
-			for b.Loop() {
-				planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
-				plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
-			}
-			cpu.Report()
+			plan := planPasses(b, ctx, snap, opts)
 			switch {
 			case bench.largePrice != nil && plan.Consolidation != nil:
 				b.Fatal("consolidation replaced nodes by large nodes priced out")
@@ -273,16 +243,35 @@ func BenchmarkPlanWorkers(b *testing.B) {
 					o.Groups.ScaleDownUtilizationThreshold = 0.6
 					o.Workers, o.MinParallelWork = workers, scaledown.DefaultMinParallelWork
 				})
-				b.ReportAllocs()
-				var plan *scaledown.Plan
-				cpu := benchmark.StartCPU(b)
-				for b.Loop() {
-					planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
-					plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
-				}
-				cpu.Report()
+				plan := planPasses(b, ctx, snap, opts)
 				b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
 			})
 		}
+	}
+}
+
+// planPasses plans a new pass in each iteration, with a new planner each
+// time (one that remembers the last pass would order the candidates
+// differently), reports the CPU time, garbage collection included, which
+// tells the cost of a pass even when other processes share the machine,
+// and returns the last plan.
+func planPasses(b *testing.B, ctx context.Context, snap *snapshot.Snapshot, opts scaledown.Options) *scaledown.Plan {
+	b.Helper()
+	b.ReportAllocs()
+	var plan *scaledown.Plan
+	cpu := benchmark.StartCPU(b)
+	for b.Loop() {
+		planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+		plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
+	}
+	cpu.Report()
+	return plan
+}
+
+// consolidation are the engine's consolidation options with policy.
+func consolidation(policy scaledown.ConsolidationPolicy) scaledown.ConsolidationOptions {
+	return scaledown.ConsolidationOptions{
+		Policy: policy, Budget: intstr.FromString("10%"),
+		MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
 	}
 }
