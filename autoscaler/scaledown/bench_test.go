@@ -102,7 +102,7 @@ func BenchmarkPlan(b *testing.B) {
 			ctx := klog.NewContext(b.Context(), klog.Background().V(1))
 			snap, heap := benchmark.NewSnapshot(in)
 			opts := options()
-			plan := planPasses(b, ctx, snap, opts)
+			plan := planPasses(ctx, b, snap, opts)
 			b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
 			heap.Report(b)
 		})
@@ -144,7 +144,7 @@ func benchmarkConsolidate(b *testing.B, size benchmark.ClusterSize, policy scale
 	if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
 		b.Fatal(failed)
 	}
-	plan := planPasses(b, ctx, snap, opts)
+	plan := planPasses(ctx, b, snap, opts)
 	if plan.Consolidation == nil {
 		b.Fatal("consolidation removed nothing")
 	}
@@ -207,7 +207,7 @@ func BenchmarkConsolidateReplace(b *testing.B) {
 			if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
 				b.Fatal(failed)
 			}
-			plan := planPasses(b, ctx, snap, opts)
+			plan := planPasses(ctx, b, snap, opts)
 			switch {
 			case bench.largePrice != nil && plan.Consolidation != nil:
 				b.Fatal("consolidation replaced nodes by large nodes priced out")
@@ -243,7 +243,7 @@ func BenchmarkPlanWorkers(b *testing.B) {
 					o.Groups.ScaleDownUtilizationThreshold = 0.6
 					o.Workers, o.MinParallelWork = workers, scaledown.DefaultMinParallelWork
 				})
-				plan := planPasses(b, ctx, snap, opts)
+				plan := planPasses(ctx, b, snap, opts)
 				b.ReportMetric(float64(len(plan.Unneeded)), "unneeded-nodes")
 			})
 		}
@@ -255,7 +255,7 @@ func BenchmarkPlanWorkers(b *testing.B) {
 // differently), reports the CPU time, garbage collection included, which
 // tells the cost of a pass even when other processes share the machine,
 // and returns the last plan.
-func planPasses(b *testing.B, ctx context.Context, snap *snapshot.Snapshot, opts scaledown.Options) *scaledown.Plan {
+func planPasses(ctx context.Context, b *testing.B, snap *snapshot.Snapshot, opts scaledown.Options) *scaledown.Plan {
 	b.Helper()
 	b.ReportAllocs()
 	var plan *scaledown.Plan
