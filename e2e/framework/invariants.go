@@ -21,8 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
@@ -41,6 +44,12 @@ type WatchInvariantsInput struct {
 	// CheckEvictions checks that the autoscaler removes no node with a pod
 	// it did not evict (UnevictedPods).
 	CheckEvictions bool
+	// ScheduledMinimums are the spec.scheduledMinimums of the Cluster's
+	// ClusterAutoscaler. A group they select may have fewer replicas than
+	// its min-size annotation (asleep, or on its way back), but is never
+	// lowered below its effective minimum. A window without a lead time is
+	// taken with none, the side that accepts more.
+	ScheduledMinimums []autoscalingv1alpha1.ScheduledMinimum
 }
 
 // What removed an unmarked Machine, when the spec accepts it.
@@ -55,7 +64,9 @@ const (
 // Invariants watches, from the moment WatchInvariants returns, what a
 // cluster autoscaler must never do whatever fails around it, and records
 // every violation it sees:
-//   - a MachineDeployment's replicas outside its [min, max] size;
+//   - a MachineDeployment's replicas outside its [min, max] size, or, for
+//     a group that scheduled minimums select, above its max or lowered
+//     below the minimum in effect;
 //   - a Machine deleted that the autoscaler did not choose: it carries no
 //     delete-machine mark when Cluster API starts deleting it (unless the
 //     spec accepts rollouts and a newer MachineSet replaces the Machine's,
@@ -86,6 +97,8 @@ type Invariants struct {
 	// were checked.
 	podsOn           func(node string) ([]corev1.Pod, error)
 	evictionsChecked map[string]bool
+	// minimums are the scheduled minimums, read.
+	minimums *minimums.Set
 }
 
 // ReplicasSeen is a MachineDeployment's replicas from the moment the watch
@@ -109,6 +122,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		acceptRollouts: input.AcceptRollouts, acceptRemediation: input.AcceptRemediation,
 		accepted: map[string][]string{}, byHand: map[string]string{},
 		evictionsChecked: map[string]bool{},
+		minimums:         minimums.New(engineconfig.ScheduledMinimums(input.ScheduledMinimums)),
 	}
 	if input.CheckEvictions {
 		inv.podsOn = func(node string) ([]corev1.Pod, error) {
@@ -133,8 +147,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 		if !ok || md.Spec.ClusterName != input.Cluster.Name {
 			return
 		}
-		inv.recordReplicas(md)
-		inv.checkReplicas(md)
+		inv.checkReplicas(md, inv.recordReplicas(md))
 	})
 	if input.AcceptRollouts {
 		watch(&clusterv1.MachineSet{}, func(any) {})
@@ -158,7 +171,7 @@ func WatchInvariants(ctx context.Context, input WatchInvariantsInput) *Invariant
 	return inv
 }
 
-func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment) {
+func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment, previous *int32) {
 	group, err := scalable.New(md, scalable.Options{Cluster: &clusterv1.Cluster{}})
 	if err != nil {
 		// Not a node group (or a bad annotation the spec chose): no
@@ -167,12 +180,33 @@ func (inv *Invariants) checkReplicas(md *clusterv1.MachineDeployment) {
 		return
 	}
 	replicas := int(ptr.Deref(md.Spec.Replicas, 0))
-	if replicas < group.MinSize() || replicas > group.MaxSize() {
+	minimum, scheduled := inv.scheduledMinimum(md, group)
+	switch {
+	case replicas > group.MaxSize() || !scheduled && replicas < group.MinSize():
 		inv.record(fmt.Sprintf("MachineDeployment %s has %d replicas, outside [%d, %d] (resourceVersion %s)",
 			klog.KObj(md), replicas, group.MinSize(), group.MaxSize(), md.ResourceVersion))
-		return
+	case scheduled && previous != nil && replicas < int(*previous) && replicas < minimum:
+		inv.record(fmt.Sprintf("MachineDeployment %s was lowered from %d to %d replicas, below the minimum %d its scheduled minimums set (resourceVersion %s)",
+			klog.KObj(md), *previous, replicas, minimum, md.ResourceVersion))
+	default:
+		inv.record("")
 	}
-	inv.record("")
+}
+
+// scheduledMinimumSlack is how long the watch accepts the minimum of a
+// window after it ends: the engine decides in a loop before the watch
+// sees the replicas it writes.
+const scheduledMinimumSlack = 5 * time.Second
+
+// scheduledMinimum is the lowest minimum that scheduled minimums set for
+// the group over the last scheduledMinimumSlack, and whether any selects
+// it.
+func (inv *Invariants) scheduledMinimum(md *clusterv1.MachineDeployment, group scalable.Resource) (int, bool) {
+	ref := minimums.Group{Name: md.Name, Labels: md.Labels}
+	now := time.Now()
+	atNow := inv.minimums.At(now).For(ref, group.MinSize(), group.MaxSize(), 0)
+	before := inv.minimums.At(now.Add(-scheduledMinimumSlack)).For(ref, group.MinSize(), group.MaxSize(), 0)
+	return min(atNow.MinSize, before.MinSize), atNow.Selected
 }
 
 func (inv *Invariants) checkDeletion(machine *clusterv1.Machine) {
@@ -328,15 +362,21 @@ func (inv *Invariants) Accepted(cause string) []string {
 }
 
 // recordReplicas adds the MachineDeployment's replicas to its trajectory
-// when they changed.
-func (inv *Invariants) recordReplicas(md *clusterv1.MachineDeployment) {
+// when they changed, and returns the replicas seen before, if any.
+func (inv *Invariants) recordReplicas(md *clusterv1.MachineDeployment) *int32 {
 	replicas := ptr.Deref(md.Spec.Replicas, 0)
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	trajectory := inv.replicas[md.Name]
-	if len(trajectory) == 0 || trajectory[len(trajectory)-1].Replicas != replicas {
+	if len(trajectory) == 0 {
+		inv.replicas[md.Name] = append(trajectory, ReplicasSeen{Replicas: replicas, Seen: time.Now()})
+		return nil
+	}
+	previous := trajectory[len(trajectory)-1].Replicas
+	if previous != replicas {
 		inv.replicas[md.Name] = append(trajectory, ReplicasSeen{Replicas: replicas, Seen: time.Now()})
 	}
+	return &previous
 }
 
 // Replicas is the trajectory of the MachineDeployment's replicas since the

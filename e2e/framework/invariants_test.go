@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -10,6 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/minimums"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/engineconfig"
 )
 
 // TestUnevictedPods checks, on pods fabricated as a node's at its
@@ -68,5 +73,53 @@ func TestRemediatedByItsOwner(t *testing.T) {
 		if got := RemediatedByItsOwner(tc.machine); got != tc.want {
 			t.Errorf("%s: RemediatedByItsOwner = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// TestReplicasUnderScheduledMinimums checks the bounds the watch holds a
+// MachineDeployment to: its annotations without scheduled minimums; with
+// them, a group may sleep below its min-size annotation, or wait below a
+// raised minimum, but is never lowered below the minimum in effect.
+func TestReplicasUnderScheduledMinimums(t *testing.T) {
+	opened := time.Now().UTC().Add(-time.Minute)
+	window := func(name string, minSize int32) autoscalingv1alpha1.ScheduledMinimum {
+		return autoscalingv1alpha1.ScheduledMinimum{
+			Name: name, NodeGroups: autoscalingv1alpha1.ScheduledNodeGroups{Names: []string{name}},
+			Schedule: fmt.Sprintf("%d %d * * *", opened.Minute(), opened.Hour()),
+			Duration: metav1.Duration{Duration: time.Hour}, MinSize: minSize,
+		}
+	}
+	inv := &Invariants{minimums: minimums.New(engineconfig.ScheduledMinimums([]autoscalingv1alpha1.ScheduledMinimum{
+		window("asleep", 0), window("warm", 4),
+	}))}
+	md := func(name string, replicas int32) *clusterv1.MachineDeployment {
+		return &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{
+				clusterv1.AutoscalerMinSizeAnnotation: "2", clusterv1.AutoscalerMaxSizeAnnotation: "5",
+			}},
+			Spec: clusterv1.MachineDeploymentSpec{Replicas: ptr.To(replicas)},
+		}
+	}
+	for _, tc := range []struct {
+		name               string
+		group              string
+		previous, replicas int32
+		violation          bool
+	}{
+		{name: "a group no window selects, below its annotated minimum", group: "plain", previous: 2, replicas: 1, violation: true},
+		{name: "a group no window selects, above its maximum", group: "plain", previous: 5, replicas: 6, violation: true},
+		{name: "a sleeping group lowered to 0", group: "asleep", previous: 1, replicas: 0},
+		{name: "a sleeping group above its maximum", group: "asleep", previous: 5, replicas: 6, violation: true},
+		{name: "a warmed-up group raised towards its minimum", group: "warm", previous: 0, replicas: 2},
+		{name: "a warmed-up group lowered below its minimum", group: "warm", previous: 4, replicas: 3, violation: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv.violations = nil
+			previous := tc.previous
+			inv.checkReplicas(md(tc.group, tc.replicas), &previous)
+			if got := len(inv.violations) > 0; got != tc.violation {
+				t.Fatalf("violation: got %v (%v), want %v", got, inv.violations, tc.violation)
+			}
+		})
 	}
 }

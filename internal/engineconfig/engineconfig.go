@@ -179,13 +179,13 @@ func FromSpec(spec autoscalingv1alpha1.ClusterAutoscalerSpec) (autoscaler.Config
 	}
 	config.Taints.StartupTaints = taintKeys(spec.StartupTaints)
 	config.Taints.StatusTaints = taintKeys(spec.StatusTaints)
-	config.ScheduledMinimums = scheduledMinimums(spec.ScheduledMinimums)
+	config.ScheduledMinimums = ScheduledMinimums(spec.ScheduledMinimums)
 	return config, nil
 }
 
-// scheduledMinimums are the engine's specs of the scheduled minimums; the
+// ScheduledMinimums are the engine's specs of the scheduled minimums; the
 // engine reads them, and ignores and reports those it cannot read.
-func scheduledMinimums(in []autoscalingv1alpha1.ScheduledMinimum) []minimums.Spec {
+func ScheduledMinimums(in []autoscalingv1alpha1.ScheduledMinimum) []minimums.Spec {
 	if len(in) == 0 {
 		return nil
 	}
