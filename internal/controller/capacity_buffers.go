@@ -28,6 +28,10 @@ const (
 	// workload is read again while the buffer's spec does not change: a
 	// workload's replicas move a percentage buffer, but not every loop.
 	bufferResolveInterval = 30 * time.Second
+	// quotaReadInterval is how often the ResourceQuotas of a namespace
+	// with buffers are read again: their use moves with the namespace's
+	// pods.
+	quotaReadInterval = 10 * time.Second
 
 	// notReadyReason is the reason upstream gives ReadyForProvisioning=False.
 	notReadyReason = "error"
@@ -68,6 +72,19 @@ type capacityBuffers struct {
 	// writes where it changed: a window opens or closes without a new
 	// resolution.
 	listed []*capacitybufferv1beta1.CapacityBuffer
+	// quotas are the ResourceQuotas of the namespaces with buffers, as
+	// last read, by namespace.
+	quotas map[string]namespaceQuotas
+	// limits are what the quotas left the buffers of the last list, by
+	// UID; a buffer whose namespace's quotas could not be read has none.
+	limits map[types.UID]buffers.QuotaLimit
+}
+
+// namespaceQuotas are the ResourceQuotas of a namespace, and when they
+// were read.
+type namespaceQuotas struct {
+	at    time.Time
+	items []corev1.ResourceQuota
 }
 
 // unwrittenBuffer is a buffer as listed, and what it resolved to.
@@ -97,8 +114,9 @@ type resolvedBuffer struct {
 }
 
 // ListBuffers lists the buffers with the active-capacity strategy that
-// hold room for at least one pod, resolved. It writes nothing: what the
-// buffers resolved to is written by WriteStatus.
+// hold room for at least one pod, resolved, within the ResourceQuotas of
+// their namespaces. It writes nothing: what the buffers resolved to is
+// written by WriteStatus.
 func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, error) {
 	list := &capacitybufferv1beta1.CapacityBufferList{}
 	if listed, err := c.list(ctx, list); !listed {
@@ -144,7 +162,46 @@ func (c *capacityBuffers) ListBuffers(ctx context.Context) ([]buffers.Buffer, er
 		}
 	}
 	c.resolved = resolved
-	return out, nil
+	return c.limitByQuotas(ctx, live, now, out), nil
+}
+
+// limitByQuotas cuts the replicas of the buffers by the ResourceQuotas of
+// their namespaces, as upstream does, and leaves out those left with
+// none. Where the quotas cannot be read, the buffers keep their replicas.
+func (c *capacityBuffers) limitByQuotas(ctx context.Context, live client.Client, now time.Time, listed []buffers.Buffer) []buffers.Buffer {
+	byNamespace := map[string][]buffers.Buffer{}
+	for _, b := range listed {
+		byNamespace[b.Namespace] = append(byNamespace[b.Namespace], b)
+	}
+	read := make(map[string]namespaceQuotas, len(byNamespace))
+	c.limits = make(map[types.UID]buffers.QuotaLimit, len(listed))
+	for namespace, inNamespace := range byNamespace {
+		quotas, ok := c.quotas[namespace]
+		if !ok || now.Sub(quotas.at) >= quotaReadInterval {
+			list := &corev1.ResourceQuotaList{}
+			if err := live.List(ctx, list, client.InNamespace(namespace)); err != nil {
+				klog.FromContext(ctx).Error(err, "Failed to read the ResourceQuotas of capacity buffers; their replicas are not limited by quotas", "namespace", namespace)
+				continue
+			}
+			quotas = namespaceQuotas{at: now, items: list.Items}
+		}
+		read[namespace] = quotas
+		limits := buffers.LimitByQuotas(inNamespace, quotas.items)
+		for _, b := range inNamespace {
+			c.limits[b.UID] = limits[b.Key()]
+		}
+	}
+	c.quotas = read
+	out := listed[:0]
+	for _, b := range listed {
+		if limit, ok := c.limits[b.UID]; ok {
+			b.Replicas = limit.Allowed
+		}
+		if b.Replicas > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // WriteStatus writes the status of the buffers of the last ListBuffers
@@ -186,7 +243,8 @@ func (c *capacityBuffers) WriteStatus(ctx context.Context, windows map[string]bu
 		if !scheduled {
 			window.Holding = true
 		}
-		if err := c.writeStatus(ctx, live, buffer, &resolved, window); err != nil {
+		limit, limited := c.limits[buffer.UID]
+		if err := c.writeStatus(ctx, live, buffer, &resolved, window, quotaLimit{QuotaLimit: limit, known: limited}); err != nil {
 			klog.FromContext(ctx).Error(err, "Failed to write the status of a capacity buffer", "CapacityBuffer", klog.KObj(buffer))
 		}
 	}
@@ -339,12 +397,20 @@ func writePodTemplate(ctx context.Context, live client.Client, template *corev1.
 	return template, nil
 }
 
+// quotaLimit is what the ResourceQuotas left a buffer, if known: not for a
+// buffer not ready, or whose namespace's quotas could not be read.
+type quotaLimit struct {
+	buffers.QuotaLimit
+	known bool
+}
+
 // writeStatus writes what a buffer resolved to, as the upstream autoscaler
-// does, when it changed: the PodTemplate, the replicas, and the
-// ReadyForProvisioning and Provisioning conditions; with where a
-// scheduled buffer stands in window (Holding for a buffer without a
-// schedule), or why its schedule is ignored.
-func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer, window buffers.Window) error {
+// does, when it changed: the PodTemplate, the replicas as the quotas
+// limit them, and the ReadyForProvisioning, Provisioning and
+// LimitedByQuotas conditions; with where a scheduled buffer stands in
+// window (Holding for a buffer without a schedule), or why its schedule
+// is ignored.
+func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, buffer *capacitybufferv1beta1.CapacityBuffer, resolved *resolvedBuffer, window buffers.Window, quota quotaLimit) error {
 	updated := buffer.DeepCopy()
 	status := &updated.Status
 	status.ProvisioningStrategy = ptr.To(capacitybufferv1beta1.ActiveCapacityProvisioningStrategy)
@@ -358,25 +424,40 @@ func (c *capacityBuffers) writeStatus(ctx context.Context, live client.Client, b
 	now := metav1.NewTime(c.clock.Now())
 	ready := metav1.Condition{Type: capacitybufferv1beta1.ReadyForProvisioningCondition, ObservedGeneration: buffer.Generation, LastTransitionTime: now}
 	provisioning := metav1.Condition{Type: capacitybufferv1beta1.ProvisioningCondition, ObservedGeneration: buffer.Generation, LastTransitionTime: now}
+	replicas := resolved.buffer.Replicas
+	if quota.known && resolved.err == nil {
+		replicas = quota.Allowed
+		limitedByQuotas := metav1.Condition{Type: capacitybufferv1beta1.LimitedByQuotasCondition, Status: metav1.ConditionFalse,
+			Reason: capacitybufferv1beta1.ResourceQuotasAllocatedReason, ObservedGeneration: buffer.Generation, LastTransitionTime: now}
+		if quota.Limited() {
+			limitedByQuotas.Status, limitedByQuotas.Message = metav1.ConditionTrue, quota.Message()
+		}
+		if quota.Counted {
+			meta.SetStatusCondition(&status.Conditions, limitedByQuotas)
+		}
+	}
 	switch {
 	case resolved.err != nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, notReadyReason, resolved.err.Error()
 		provisioning.Status, provisioning.Reason = metav1.ConditionFalse, capacitybufferv1beta1.NotReadyForProvisioningReason
 		provisioning.Message = "No room is kept until the buffer is ready for provisioning"
 	case !window.Holding:
-		status.Replicas = ptr.To(resolved.buffer.Replicas)
+		status.Replicas = ptr.To(replicas)
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
 		provisioning.Status, provisioning.Reason = metav1.ConditionFalse, windowClosedReason
 		provisioning.Message = "No room is kept outside the buffer's schedule windows"
-	case resolved.buffer.Replicas == 0:
+	case replicas == 0:
 		status.Replicas = ptr.To[int32](0)
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
 		provisioning.Status, provisioning.Reason, provisioning.Message = metav1.ConditionFalse, capacitybufferv1beta1.BufferIsEmptyReason, "The buffer holds room for no pod"
+		if resolved.buffer.Replicas > 0 {
+			provisioning.Message = "The buffer holds room for no pod: its namespace's ResourceQuotas leave none"
+		}
 	default:
-		status.Replicas = ptr.To(resolved.buffer.Replicas)
+		status.Replicas = ptr.To(replicas)
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, capacitybufferv1beta1.AttributesSetSuccessfullyReason, "ready"
 		provisioning.Status, provisioning.Reason = metav1.ConditionTrue, capacitybufferv1beta1.FakePodsInjectedReason
-		provisioning.Message = fmt.Sprintf("The autoscaler keeps room for %d pod(s) of PodTemplate %s", resolved.buffer.Replicas, resolved.template.Name)
+		provisioning.Message = fmt.Sprintf("The autoscaler keeps room for %d pod(s) of PodTemplate %s", replicas, resolved.template.Name)
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, provisioning)

@@ -109,6 +109,58 @@ var _ = Describe("Capacity buffers", func() {
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", capacitybufferv1beta1.FakePodsInjectedReason))))
 	})
 
+	It("limits the replicas of buffers by their namespace's ResourceQuotas, the oldest buffer first, and says so", func() {
+		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Template: corev1.PodTemplateSpec{Spec: webSpec}})).To(Succeed())
+		// Created in the same second, the buffers are served by name.
+		createBuffer("a-old", capacitybufferv1beta1.CapacityBufferSpec{PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "web"}, Replicas: ptr.To[int32](3)})
+		createBuffer("b-young", capacitybufferv1beta1.CapacityBufferSpec{PodTemplateRef: &capacitybufferv1beta1.LocalObjectRef{Name: "web"}, Replicas: ptr.To[int32](3)})
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "compute"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("4")}}}
+		Expect(k8sClient.Create(ctx, quota)).To(Succeed())
+		// No quota controller runs here: the spec writes what it would.
+		setQuotaUse := func(used string) {
+			GinkgoHelper()
+			Eventually(func() error {
+				current := &corev1.ResourceQuota{}
+				if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(quota), current); err != nil {
+					return err
+				}
+				current.Status = corev1.ResourceQuotaStatus{Hard: current.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(used)}}
+				return k8sClient.Status().Update(ctx, current)
+			}).Should(Succeed())
+		}
+		replicasOf := func(list []buffers.Buffer) map[string]int32 {
+			out := map[string]int32{}
+			for _, b := range list {
+				out[b.Name] = b.Replicas
+			}
+			return out
+		}
+		limitedByQuotas := func(name string) *metav1.Condition {
+			return meta.FindStatusCondition(bufferStatus(name).Conditions, capacitybufferv1beta1.LimitedByQuotasCondition)
+		}
+
+		By("2 of the quota's 4 cpus used: room for 4 pods of 500m")
+		setQuotaUse("2")
+		Expect(replicasOf(listBuffers())).To(Equal(map[string]int32{"a-old": 3, "b-young": 1}))
+		Expect(bufferStatus("b-young").Replicas).To(HaveValue(Equal(int32(1))))
+		Expect(limitedByQuotas("b-young")).To(HaveValue(SatisfyAll(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", capacitybufferv1beta1.ResourceQuotasAllocatedReason),
+			HaveField("Message", "Buffer replicas limited from 3 to 1 due to quotas: compute"))))
+		Expect(limitedByQuotas("a-old")).To(HaveValue(HaveField("Status", metav1.ConditionFalse)))
+
+		By("3 cpus used, read once the quotas are read again: the older buffer takes what is left")
+		setQuotaUse("3")
+		clock.Step(quotaReadInterval)
+		Expect(replicasOf(listBuffers())).To(Equal(map[string]int32{"a-old": 2}))
+		Expect(bufferStatus("a-old").Replicas).To(HaveValue(Equal(int32(2))))
+		Expect(bufferStatus("b-young").Replicas).To(HaveValue(Equal(int32(0))))
+		Expect(meta.FindStatusCondition(bufferStatus("b-young").Conditions, capacitybufferv1beta1.ProvisioningCondition)).To(HaveValue(SatisfyAll(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", capacitybufferv1beta1.BufferIsEmptyReason),
+			HaveField("Message", ContainSubstring("ResourceQuotas")))))
+	})
+
 	It("keeps a percentage of a Deployment's replicas, rounded up and within limits, from a PodTemplate written for it", func() {
 		deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"}, Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](10),
