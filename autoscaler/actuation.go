@@ -204,11 +204,19 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		for _, pod := range withoutBufferPods(plan.Helped) {
 			s.opts.Recorder.Event(pod, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
 		}
+		for _, buffer := range buffersOf(plan.Helped) {
+			s.opts.Recorder.Event(buffer, corev1.EventTypeNormal, EventTriggeredScaleUp, message)
+		}
 	}
 
 	for _, pod := range realNoScaleUp(plan.NoScaleUp) {
 		if message := pod.Message(); s.told.notTriggered.tell(string(pod.Pod.UID), message, l.now) {
 			s.opts.Recorder.Event(pod.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, message)
+		}
+	}
+	for _, unhelped := range buffersNotHelped(plan.NoScaleUp) {
+		if s.told.notTriggered.tell(string(unhelped.buffer.UID), unhelped.message, l.now) {
+			s.opts.Recorder.Event(unhelped.buffer, corev1.EventTypeNormal, EventNotTriggerScaleUp, unhelped.message)
 		}
 	}
 	s.told.notTriggered.endRound()

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/buffers"
@@ -143,6 +145,58 @@ func bufferStatuses(list []buffers.Buffer, windows map[string]buffers.Window, sn
 // get no events and no nominations.
 func withoutBufferPods(pods []*corev1.Pod) []*corev1.Pod {
 	return slices.DeleteFunc(slices.Clone(pods), buffers.IsBufferPod)
+}
+
+// bufferOf is the CapacityBuffer whose room a virtual pod holds, as the
+// object of an event in the workload cluster; nil for a pod that exists.
+func bufferOf(pod *corev1.Pod) *metav1.PartialObjectMetadata {
+	if !buffers.IsBufferPod(pod) {
+		return nil
+	}
+	for _, owner := range pod.OwnerReferences {
+		if owner.Kind == "CapacityBuffer" {
+			return &metav1.PartialObjectMetadata{
+				TypeMeta:   metav1.TypeMeta{APIVersion: owner.APIVersion, Kind: owner.Kind},
+				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID},
+			}
+		}
+	}
+	return nil
+}
+
+// buffersOf are the CapacityBuffers whose virtual pods are among pods,
+// once each, as upstream tells a scale-up on the buffers it was for.
+func buffersOf(pods []*corev1.Pod) []*metav1.PartialObjectMetadata {
+	var out []*metav1.PartialObjectMetadata
+	seen := map[types.UID]bool{}
+	for _, pod := range pods {
+		if buffer := bufferOf(pod); buffer != nil && !seen[buffer.UID] {
+			seen[buffer.UID] = true
+			out = append(out, buffer)
+		}
+	}
+	return out
+}
+
+// unhelpedBuffer is a CapacityBuffer whose room no node group can make,
+// and why: the reason of its first virtual pod left.
+type unhelpedBuffer struct {
+	buffer  *metav1.PartialObjectMetadata
+	message string
+}
+
+// buffersNotHelped are the CapacityBuffers with virtual pods that no node
+// group can help, once each.
+func buffersNotHelped(noScaleUp []scaleup.NoScaleUp) []unhelpedBuffer {
+	var out []unhelpedBuffer
+	seen := map[types.UID]bool{}
+	for _, pod := range noScaleUp {
+		if buffer := bufferOf(pod.Pod); buffer != nil && !seen[buffer.UID] {
+			seen[buffer.UID] = true
+			out = append(out, unhelpedBuffer{buffer: buffer, message: pod.Message()})
+		}
+	}
+	return out
 }
 
 // placementsOfRealPods are the placements of pods that exist.

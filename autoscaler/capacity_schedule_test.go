@@ -29,7 +29,7 @@ func scheduled(t *testing.T, buffer buffers.Buffer, annotations map[string]strin
 // by reason, in order.
 func (f *fixture) windowEvents() []string {
 	var reasons []string
-	for _, event := range f.podEvents() {
+	for _, event := range f.bufferEvents() {
 		for _, reason := range []string{autoscaler.EventBufferWindowOpened, autoscaler.EventBufferWindowClosed, autoscaler.EventInvalidBufferSchedule} {
 			if strings.Contains(event, " "+reason+" ") {
 				reasons = append(reasons, reason)

@@ -74,6 +74,35 @@ func TestABufferThatFitsNowhereGetsNewNodes(t *testing.T) {
 	g.Expect(statusPatches(f)).To(BeZero(), "no pod that does not exist is nominated")
 }
 
+// A scale-up for a buffer's room is told on the buffer, once for all its
+// pods, as upstream tells it; a buffer no group can make room for is told
+// why, once while the reason stays.
+func TestABufferIsToldWhetherItsRoomTriggeredAScaleUp(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
+	nodes := group.addNodes(1)
+	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+
+	f.runOnce(t)
+
+	g.Expect(f.bufferEvents()).To(ConsistOf(
+		"Normal TriggeredScaleUp pod triggered scale-up: [{MachineDeployment/default/md-0 1->2 (max: 10)}]"))
+
+	full := &fakeGroup{id: "MachineDeployment/default/md-0", max: 1, template: templateNode()}
+	nodes = full.addNodes(1)
+	busy = st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	f = newFixture(t, []*fakeGroup{full}, objects(nodes, busy)...).
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+
+	f.runOnce(t)
+	f.runOnce(t)
+
+	g.Expect(full.increases).To(BeEmpty())
+	g.Expect(f.bufferEvents()).To(ConsistOf(HavePrefix("Normal NotTriggerScaleUp ")), "told once")
+}
+
 // The room a buffer holds on a node that exists keeps that node: without
 // the buffer, the empty node goes once unneeded long enough.
 func TestTheNodeABufferHoldsIsNotScaledDown(t *testing.T) {

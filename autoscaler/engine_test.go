@@ -250,7 +250,7 @@ func newFixture(t *testing.T, groups []*fakeGroup, objects ...client.Object) *fi
 		cluster:       fake.NewClientBuilder().WithObjects(objects...).Build(),
 		clientset:     kubefake.NewClientset(runtimeObjects...),
 		provider:      &fakeProvider{groups: groups},
-		recorder:      record.NewFakeRecorder(10000),
+		recorder:      &record.FakeRecorder{Events: make(chan string, 10000), IncludeObject: true},
 		groupRecorder: &fakeGroupRecorder{},
 		registry:      prometheus.NewRegistry(),
 	}
@@ -369,14 +369,34 @@ func (f *fixture) runPastUnneededTime(ctx context.Context, t *testing.T) autosca
 	return second
 }
 
+// bufferEventObject ends the events the fake recorder records on a
+// CapacityBuffer.
+const bufferEventObject = " involvedObject{kind=CapacityBuffer,apiVersion=autoscaling.x-k8s.io/v1beta1}"
+
+// podEvents are the events recorded on pods and nodes since the last call,
+// as "type reason message"; bufferEvents those on CapacityBuffers. Each
+// takes the events of both.
 func (f *fixture) podEvents() []string {
-	var events []string
+	pods, _ := f.events()
+	return pods
+}
+
+func (f *fixture) bufferEvents() []string {
+	_, buffers := f.events()
+	return buffers
+}
+
+func (f *fixture) events() (pods, buffers []string) {
 	for {
 		select {
 		case e := <-f.recorder.Events:
-			events = append(events, e)
+			if event, ok := strings.CutSuffix(e, bufferEventObject); ok {
+				buffers = append(buffers, event)
+				continue
+			}
+			pods = append(pods, e[:strings.LastIndex(e, " involvedObject{")])
 		default:
-			return events
+			return pods, buffers
 		}
 	}
 }
