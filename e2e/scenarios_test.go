@@ -127,3 +127,11 @@ var _ = Describe("Dynamic Resource Allocation", Label("ci", "scale-up"), func() 
 		return DRASpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
 	})
 })
+
+// About four minutes (the windows open at the next whole minute after a
+// lead time, and last 100 s): too long for the ci set.
+var _ = Describe("Scheduled capacity", Label("full"), func() {
+	ScheduledCapacitySpec(ctx, func() ScheduledCapacitySpecInput {
+		return ScheduledCapacitySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
