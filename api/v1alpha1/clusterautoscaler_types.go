@@ -755,6 +755,11 @@ type ScheduledDisruptionBudget struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be positive"
 	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// nodeGroups select the node groups the budget applies to, as those
+	// of scheduledMinimums; unset, it applies to every group.
+	// +optional
+	NodeGroups *ScheduledNodeGroups `json:"nodeGroups,omitempty"`
 }
 
 // DisruptionBudget bounds how many nodes consolidation removes at once.

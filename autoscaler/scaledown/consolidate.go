@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
@@ -104,13 +105,34 @@ func (o ConsolidationOptions) Replaces() bool {
 }
 
 // ScheduledBudget is a disruption budget that applies at all times, or
-// only inside the windows of Schedule.
+// only inside the windows of Schedule, to every node group or to those
+// Groups selects.
 type ScheduledBudget struct {
 	// Name names the budget in the reasons nodes are kept.
 	Name  string
 	Nodes intstr.IntOrString
 	// Schedule is nil for a budget that always applies.
 	Schedule *schedule.Schedule
+	// Groups is nil for a budget of every group.
+	Groups *GroupSelector
+}
+
+// GroupSelector selects node groups by the name of the object behind them
+// and by its labels: a group is selected when it matches each that is set.
+type GroupSelector struct {
+	// Names are the names of the objects, nil for any.
+	Names map[string]bool
+	// Labels selects their labels, nil for any.
+	Labels labels.Selector
+}
+
+// Selects tells whether the selector selects group.
+func (s *GroupSelector) Selects(group nodegroups.NodeGroup) bool {
+	id := group.ID()
+	if s.Names != nil && !s.Names[id[strings.LastIndex(id, "/")+1:]] {
+		return false
+	}
+	return s.Labels == nil || s.Labels.Matches(labels.Set(group.Labels()))
 }
 
 // allowance is how many nodes of a group consolidation may disrupt at
@@ -132,6 +154,9 @@ func (o ConsolidationOptions) allowed(group nodegroups.NodeGroup, now time.Time)
 	nodes, _ := intstr.GetScaledValueFromIntOrPercent(&budget, group.TargetSize(), true)
 	least := allowance{nodes: max(nodes, 0), budget: fmt.Sprintf("%s (nodes %s)", name, budget.String())}
 	for _, b := range o.Budgets {
+		if b.Groups != nil && !b.Groups.Selects(group) {
+			continue
+		}
 		var in string
 		if b.Schedule != nil {
 			open, _ := b.Schedule.At(now)

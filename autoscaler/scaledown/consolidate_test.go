@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -390,6 +391,40 @@ func TestConsolidationBudgetWindowHoldsConsolidationWhileOpen(t *testing.T) {
 	plan = planner.Plan(ctx, snap, opts, scaledown.Progress{})
 	g.Expect(plan.Consolidation).NotTo(BeNil(), "once the window has closed")
 	g.Expect(names(plan.Consolidation.Removals)).To(Equal([]string{"b", "a"}))
+}
+
+// A budget that selects node groups holds only theirs: with halfEmpty's
+// "a" and "b" in a group "ng-ab" and "c" in "ng-c", an open window of 0
+// for ng-ab, by name or by its labels, keeps a and b, and the pods of c
+// move onto them.
+func TestConsolidationBudgetOfSelectedGroups(t *testing.T) {
+	for name, groups := range map[string]*scaledown.GroupSelector{
+		"by name":   {Names: map[string]bool{"ng-ab": true}},
+		"by labels": {Labels: labels.SelectorFromSet(labels.Set{"tier": "frontend"})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			c := halfEmpty()
+			ab := newGroup("ng-ab", c.nodes[0], c.nodes[1])
+			ab.GroupLabels = map[string]string{"tier": "frontend"}
+			snap := snapshot.New(snapshot.Input{
+				Nodes: c.nodes, Pods: c.pods, Controllers: st.Controllers(c.pods...),
+				NodeGroups: []nodegroups.NodeGroup{ab, newGroup("ng-c", c.nodes[2])},
+			})
+			opts := consolidating(func(o *scaledown.Options) {
+				o.Consolidation.Budgets = []scaledown.ScheduledBudget{{Name: "budgets[0]", Nodes: intstr.FromInt32(0), Schedule: officeHours(t), Groups: groups}}
+			})
+			g.Expect(opts.Validate()).To(Succeed())
+
+			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, snap, opts, scaledown.Progress{})
+
+			held := scaledown.ReasonConsolidationBudget
+			g.Expect(reasons(plan.Kept)).To(Equal(map[string]scaledown.Reason{"a": held, "b": held}), "nodes kept")
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			g.Expect(names(plan.Consolidation.Removals)).To(Equal([]string{"c"}))
+		})
+	}
 }
 
 // Where several budgets apply at once, the smallest wins; a percentage is

@@ -229,7 +229,33 @@ func scheduledBudgets(in []autoscalingv1alpha1.ScheduledDisruptionBudget) ([]sca
 			}
 			budget.Schedule = windows
 		}
+		if b.NodeGroups != nil {
+			groups, err := groupSelector(*b.NodeGroups)
+			if err != nil {
+				return nil, fmt.Errorf("%s.nodeGroups: %w", name, err)
+			}
+			budget.Groups = groups
+		}
 		out = append(out, budget)
+	}
+	return out, nil
+}
+
+// groupSelector is the engine's selector of the node groups in.
+func groupSelector(in autoscalingv1alpha1.ScheduledNodeGroups) (*scaledown.GroupSelector, error) {
+	out := &scaledown.GroupSelector{}
+	if in.Names != nil {
+		out.Names = make(map[string]bool, len(in.Names))
+		for _, name := range in.Names {
+			out.Names[name] = true
+		}
+	}
+	if in.LabelSelector != nil {
+		selector, err := metav1.LabelSelectorAsSelector(in.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("labelSelector: %w", err)
+		}
+		out.Labels = selector
 	}
 	return out, nil
 }

@@ -241,6 +241,26 @@ func TestFromSpec(t *testing.T) {
 			wantErr: true,
 		},
 		{
+			name: "a budget of the node groups it names",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", NodeGroups: &autoscalingv1alpha1.ScheduledNodeGroups{Names: []string{"md-gpu"}}}},
+			}},
+			want: func(c *autoscaler.Config) {
+				c.Consolidation.Budgets = []scaledown.ScheduledBudget{
+					{Name: "spec.consolidation.budgets[0]", Nodes: intstr.FromInt32(0), Groups: &scaledown.GroupSelector{Names: map[string]bool{"md-gpu": true}}},
+				}
+			},
+		},
+		{
+			name: "a budget whose node groups' label selector cannot be read refuses the spec",
+			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
+				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", NodeGroups: &autoscalingv1alpha1.ScheduledNodeGroups{
+					LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}},
+				}}},
+			}},
+			wantErr: true,
+		},
+		{
 			name: "a budget with a schedule but no duration refuses the spec",
 			spec: autoscalingv1alpha1.ClusterAutoscalerSpec{Consolidation: &autoscalingv1alpha1.ConsolidationConfig{
 				Budgets: []autoscalingv1alpha1.ScheduledDisruptionBudget{{Nodes: "0", Schedule: "0 9 * * *"}},
