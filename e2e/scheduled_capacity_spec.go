@@ -43,6 +43,10 @@ const (
 	// raised back for its nodes to be Ready as the window closes.
 	sleepWindow      = 100 * time.Second
 	scheduleLeadTime = 30 * time.Second
+	// scheduledMinimumSlack is how early before its lead time the spec
+	// accepts the raise back: the loop that decides it reads its clock a
+	// moment before the spec sees the replicas.
+	scheduledMinimumSlack = 2 * time.Second
 	// scheduledBootTime is how long the spec's Machines take to boot.
 	scheduledBootTime = 5 * time.Second
 )
@@ -163,6 +167,9 @@ func ScheduledCapacitySpec(ctx context.Context, inputGetter func() ScheduledCapa
 		framework.DeleteWorkload(ctx, workload, framework.WorkloadDeployment(burst))
 
 		By("Seeing the dev group back, Ready, before its window closes")
+		Eventually(func(g Gomega) int32 { return framework.Replicas(ctx, g, mgmt, dev) },
+			time.Until(opens.Add(sleepWindow)), framework.AutoscalerPoll).Should(BeEquivalentTo(2), "the dev group was not raised back before its window closed")
+		Expect(time.Now()).To(BeTemporally(">=", opens.Add(sleepWindow-scheduleLeadTime-scheduledMinimumSlack)), "the dev group was raised back before its lead time")
 		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: dev, Count: 2})
 		awake := time.Until(opens.Add(sleepWindow))
 		Expect(awake).To(BeNumerically(">", 0), "the dev group's nodes were not Ready when its window closed")
