@@ -237,7 +237,7 @@ type WaitForNodeGroupNodesInput struct {
 }
 
 // WaitForNodeGroupNodes waits until a node group has exactly Count
-// Machines, none being deleted, each with a Ready Node, and returns the names of those Nodes by
+// Machines, each with a Ready Node, and returns the names of those Nodes by
 // Machine name. The Machines of a MachineDeployment or a MachineSet must be
 // Running; those of a MachinePool must be the instances its
 // spec.providerIDList lists, Count of them.
@@ -257,9 +257,6 @@ func WaitForNodeGroupNodes(ctx context.Context, input WaitForNodeGroupNodesInput
 			for _, m := range machines {
 				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
 			}
-		}
-		for _, m := range machines {
-			g.Expect(m.DeletionTimestamp).To(BeNil(), "Machine %s is being deleted", m.Name)
 		}
 		nodes = readyNodes(ctx, g, input.Workload, machines)
 	}, NodesReadyTimeout, AutoscalerPoll).Should(Succeed(), "node group %s does not have %d Ready Nodes", NodeGroupID(input.Group), input.Count)
