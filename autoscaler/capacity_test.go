@@ -54,16 +54,23 @@ func bufferRow(status autoscaler.Status) autoscaler.BufferStatus {
 	return autoscaler.BufferStatus{}
 }
 
+// bufferBesideABusyNode is a group of 4-cpu nodes, up to maxSize, whose one
+// node runs a 3-cpu pod, and a buffer of two 2-cpu pods.
+func bufferBesideABusyNode(t *testing.T, maxSize int) (*fakeGroup, *fixture) {
+	t.Helper()
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: maxSize, template: templateNode()}
+	nodes := group.addNodes(1)
+	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
+	return group, newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
+		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+}
+
 // A buffer whose pods fit on no node that exists gets nodes of its own,
 // as pending pods would, and nothing is written for its pods: they do not
 // exist.
 func TestABufferThatFitsNowhereGetsNewNodes(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
-	nodes := group.addNodes(1)
-	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
-	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+	group, f := bufferBesideABusyNode(t, 10)
 
 	status := f.runOnce(t)
 
@@ -79,22 +86,14 @@ func TestABufferThatFitsNowhereGetsNewNodes(t *testing.T) {
 // why, once while the reason stays.
 func TestABufferIsToldWhetherItsRoomTriggeredAScaleUp(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode()}
-	nodes := group.addNodes(1)
-	busy := st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
-	f := newFixture(t, []*fakeGroup{group}, objects(nodes, busy)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+	_, f := bufferBesideABusyNode(t, 10)
 
 	f.runOnce(t)
 
 	g.Expect(f.bufferEvents()).To(ConsistOf(
 		"Normal TriggeredScaleUp pod triggered scale-up: [{MachineDeployment/default/md-0 1->2 (max: 10)}]"))
 
-	full := &fakeGroup{id: "MachineDeployment/default/md-0", max: 1, template: templateNode()}
-	nodes = full.addNodes(1)
-	busy = st.Pod("busy-0", "3", "1Gi", st.OwnedBy("busy"), st.OnNode(nodes[0].Name))
-	f = newFixture(t, []*fakeGroup{full}, objects(nodes, busy)...).
-		withBuffers(t, &staticBuffers{list: []buffers.Buffer{bufferOf(2)}})
+	full, f := bufferBesideABusyNode(t, 1)
 
 	f.runOnce(t)
 	f.runOnce(t)
