@@ -23,8 +23,8 @@ const maxReplacementGroups = 4
 // maxMixPartners is how many groups of smaller nodes one pass tries
 // beside each group of maxReplacementGroups, in mixes of a few nodes of
 // the group and as many of the smaller ones as the pods need: with at
-// most two mixes a pair, a pass simulates at most
-// maxReplacementGroups × (1 + 2 × maxMixPartners) times MaxSimulations
+// most three mixes a pair (mixSizes), a pass simulates at most
+// maxReplacementGroups × (1 + 3 × maxMixPartners) times MaxSimulations
 // replacements.
 const maxMixPartners = 2
 
