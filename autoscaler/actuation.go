@@ -301,25 +301,36 @@ func (a active) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 // replace asks for the new nodes of a consolidation that replaces nodes,
 // and has the actuator follow it: the nodes it replaces are drained once
 // the new ones are Ready. It says whether the consolidation goes on: a
-// deletion always does, a replacement whose group refused to grow does
-// not.
+// deletion always does, a replacement of which a group refused to grow
+// does not, and the groups that grew for it are taken back.
 func (a active) replace(ctx context.Context, l *loop, consolidation *scaledown.Consolidation) bool {
 	replacement := consolidation.Replacement
 	if replacement == nil {
 		return true
 	}
-	increase := scaleup.Increase{Group: replacement.Group, Delta: replacement.Nodes}
-	id := replacement.Group.ID()
-	if err := a.increase(ctx, l, increase); err != nil {
-		a.groupError(ctx, id, "adding the nodes of a replacement", err)
-		return false
+	increases := make([]scaleup.Increase, 0, len(replacement.Groups))
+	for _, g := range replacement.Groups {
+		increases = append(increases, scaleup.Increase{Group: g.Group, Delta: g.Nodes})
 	}
-	a.increased(l, increase, "", "Consolidation")
-	a.scaledUp(l, replacement.Nodes)
+	for i, increase := range increases {
+		if err := a.increase(ctx, l, increase); err != nil {
+			a.groupError(ctx, increase.Group.ID(), "adding the nodes of a replacement", err)
+			for _, done := range increases[:i] {
+				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
+					a.groupError(ctx, done.Group.ID(), "taking back the nodes of a replacement", err)
+				}
+			}
+			return false
+		}
+	}
 	before := map[string]bool{}
-	for _, name := range l.snapshot.RegisteredNodes(id) {
-		before[name] = true
+	for _, increase := range increases {
+		a.increased(l, increase, "", "Consolidation")
+		for _, name := range l.snapshot.RegisteredNodes(increase.Group.ID()) {
+			before[name] = true
+		}
 	}
+	a.scaledUp(l, replacement.Nodes())
 	a.s.actuator.StartReplacing(&scaledown.Replacing{Consolidation: consolidation, Started: l.now, Before: before})
 	return true
 }
@@ -359,7 +370,9 @@ func consolidationGroups(consolidation *scaledown.Consolidation) []string {
 		ids = append(ids, removal.Group.ID())
 	}
 	if replacement := consolidation.Replacement; replacement != nil {
-		ids = append(ids, replacement.Group.ID())
+		for _, g := range replacement.Groups {
+			ids = append(ids, g.Group.ID())
+		}
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)

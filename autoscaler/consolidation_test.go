@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -327,4 +328,51 @@ func TestDryRunRecordsAReplacementAndWritesNothing(t *testing.T) {
 	f.expectNoWrites(g)
 	g.Expect(large.increases).To(BeEmpty())
 	g.Expect(f.groupRecorder.events).To(BeEmpty())
+}
+
+// withTinyNodes prices md-large at 0.4 an hour and adds md-tiny, whose
+// 3-core nodes at 0.15 take one of the 2.5-core pods: one large node for
+// three pods and one tiny node for the fourth replace the four small
+// nodes, saving 0.25 an hour, more than either group alone (0.2).
+func withTinyNodes(large *fakeGroup) *fakeGroup {
+	large.price = ptr.To[pricing.Price](400_000)
+	return &fakeGroup{id: "MachineDeployment/default/md-tiny", max: 10, template: st.Node("tiny-template", "3", "4Gi"), price: ptr.To[pricing.Price](150_000)}
+}
+
+// A replacement by nodes of two groups asks each for its nodes, and takes
+// back those it asked for when another group refuses to grow: no node is
+// drained for a replacement that is only half there.
+func TestMixedReplacementAsksEachGroupAndTakesBackWhenOneRefuses(t *testing.T) {
+	g := NewWithT(t)
+	small, large, nodes, pods := crowdedSmallNodes()
+	tiny := withTinyNodes(large)
+	f := newFixture(t, []*fakeGroup{small, large, tiny}, objects(nodes, pods...)...)
+	config := replacingConfig(dryRunConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	status := f.runOnce(t)
+
+	names := nodes[0].Name + ", " + nodes[1].Name + ", " + nodes[2].Name + ", " + nodes[3].Name
+	g.Expect(status.Decisions).To(HaveLen(1))
+	g.Expect(status.Decisions[0].Message()).To(Equal("Would replace node(s) " + names + " [" + large.id + " +1, " + small.id + " -4, " + tiny.id + " +1]: " +
+		"consolidation: replacing nodes " + names + " with 1 × " + large.id + " and 1 × " + tiny.id + " saves 0.25/h"))
+
+	small, large, nodes, pods = crowdedSmallNodes()
+	tiny = withTinyNodes(large)
+	tiny.increaseErr = errors.New("the infrastructure is out of tiny nodes")
+	f = newFixture(t, []*fakeGroup{small, large, tiny}, objects(nodes, pods...)...)
+	config = replacingConfig(autoscaler.DefaultConfig())
+	f.apply(t, config)
+	f.runOnce(t)
+	f.clock.Step(config.Consolidation.ConsolidateAfter + time.Second)
+	f.runOnce(t)
+
+	g.Expect(large.increases).To(Equal([]int{1}))
+	g.Expect(large.decreases).To(Equal([]int{1}), "the large node is taken back")
+	g.Expect(large.target).To(BeZero())
+	f.clock.Step(time.Minute)
+	f.runOnce(t)
+	g.Expect(f.evicted()).To(BeEmpty())
+	g.Expect(small.deletedNodes).To(BeEmpty())
 }

@@ -283,7 +283,9 @@ func (d dryRun) scaleDown(ctx context.Context, l *loop, plan *scaledown.Plan) {
 		// Active engine would ask for now.
 		if replacement := consolidation.Replacement; replacement != nil {
 			removals = consolidation.Removals
-			deltas[replacement.Group.ID()] += replacement.Nodes
+			for _, g := range replacement.Groups {
+				deltas[g.Group.ID()] += g.Nodes
+			}
 		}
 	}
 	if len(removals) == 0 {

@@ -216,7 +216,7 @@ func BenchmarkConsolidateReplace(b *testing.B) {
 				b.Fatal("consolidation replaced nothing")
 			default:
 				b.ReportMetric(float64(len(plan.Consolidation.Removals)), "replaced-nodes")
-				b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes), "new-nodes")
+				b.ReportMetric(float64(plan.Consolidation.Replacement.Nodes()), "new-nodes")
 			}
 			heap.Report(b)
 		})

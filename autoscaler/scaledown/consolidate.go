@@ -216,13 +216,47 @@ type Consolidation struct {
 	Replacement *Replacement
 }
 
-// Replacement are the new nodes of one node group that a consolidation
-// adds in place of those it removes.
+// Replacement are the new nodes, of one node group or several, that a
+// consolidation adds in place of those it removes.
 type Replacement struct {
-	Group nodegroups.NodeGroup
-	Nodes int
+	// Groups are the new nodes of each group, a group at most once.
+	Groups []NewNodes
 	// Price is what the new nodes cost per hour, together.
 	Price pricing.Price
+}
+
+// NewNodes are new nodes of one node group.
+type NewNodes struct {
+	Group nodegroups.NodeGroup
+	Nodes int
+}
+
+// Nodes counts the new nodes of every group.
+func (r *Replacement) Nodes() int {
+	nodes := 0
+	for _, g := range r.Groups {
+		nodes += g.Nodes
+	}
+	return nodes
+}
+
+// Of is how many new nodes the replacement asks of the group with id.
+func (r *Replacement) Of(id string) int {
+	for _, g := range r.Groups {
+		if g.Group.ID() == id {
+			return g.Nodes
+		}
+	}
+	return 0
+}
+
+// String says what the new nodes are: "1 × A and 3 × B".
+func (r *Replacement) String() string {
+	parts := make([]string, 0, len(r.Groups))
+	for _, g := range r.Groups {
+		parts = append(parts, fmt.Sprintf("%d × %s", g.Nodes, g.Group.ID()))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // Message says what consolidation does, for events, logs and decisions.
@@ -232,7 +266,7 @@ func (c *Consolidation) Message() string {
 		names = append(names, removal.Node.Name)
 	}
 	if r := c.Replacement; r != nil {
-		return fmt.Sprintf("consolidation: replacing nodes %s with %d × %s saves %s/h", strings.Join(names, ", "), r.Nodes, r.Group.ID(), c.Savings)
+		return fmt.Sprintf("consolidation: replacing nodes %s with %s saves %s/h", strings.Join(names, ", "), r, c.Savings)
 	}
 	return fmt.Sprintf("consolidation: removing nodes %s saves %s/h", strings.Join(names, ", "), c.Savings)
 }
@@ -372,8 +406,10 @@ type step struct {
 	// the pods they evict.
 	removed pricing.Price
 	pods    int
-	// newNodes are the new nodes the pods moved so far need.
-	newNodes int
+	// newNodes are the new nodes the pods moved so far need, by slot of
+	// the replacement, and newCost what they cost per hour.
+	newNodes []int
+	newCost  pricing.Price
 }
 
 // decided is a consolidation with the steps it was grown in.
@@ -420,13 +456,13 @@ func (s consolidationScope) score(savings pricing.Price, pods int) float64 {
 }
 
 // best chooses how far to take a consolidation grown in steps, with the
-// new nodes at price each: the first steps that save the most, and,
-// under ConsolidationBalanced, whose score reaches the threshold. Nil when
-// no prefix saves anything.
-func (o ConsolidationOptions) best(steps []step, scope consolidationScope, group nodegroups.NodeGroup, price pricing.Price) *decided {
+// new nodes of slots: the first steps that save the most, and, under
+// ConsolidationBalanced, whose score reaches the threshold. Nil when no
+// prefix saves anything.
+func (o ConsolidationOptions) best(steps []step, scope consolidationScope, slots []replacementSlot) *decided {
 	taken, savings := 0, pricing.Price(0)
 	for i, s := range steps {
-		saves := s.removed - pricing.Price(s.newNodes)*price
+		saves := s.removed - s.newCost
 		if saves <= savings || o.Policy == ConsolidationBalanced && scope.score(saves, s.pods) < o.BalancedThreshold {
 			continue
 		}
@@ -439,8 +475,14 @@ func (o ConsolidationOptions) best(steps []step, scope consolidationScope, group
 	for _, s := range d.steps {
 		d.Removals = append(d.Removals, s.removal)
 	}
-	if n := steps[taken-1].newNodes; n > 0 {
-		d.Replacement = &Replacement{Group: group, Nodes: n, Price: pricing.Price(n) * price}
+	last := steps[taken-1]
+	for slot, n := range last.newNodes {
+		if n > 0 {
+			if d.Replacement == nil {
+				d.Replacement = &Replacement{Price: last.newCost}
+			}
+			d.Replacement.Groups = append(d.Replacement.Groups, NewNodes{Group: slots[slot].group.group, Nodes: n})
+		}
 	}
 	return d
 }
@@ -457,7 +499,7 @@ func (p *Planner) consolidateByDeleting(ctx context.Context, snap *snapshot.Snap
 	state := p.newPass(ctx, sched)
 	p.startPass(ctx, sched, progress, state)
 	steps := p.grow(ctx, sched, state, candidates, p.opts.Consolidation.MaxSimulations)
-	return p.opts.Consolidation.best(steps, scope, nil, 0)
+	return p.opts.Consolidation.best(steps, scope, nil)
 }
 
 // newPass is the state of a simulation pass on sched, whose snapshot has
@@ -500,9 +542,10 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 		allowed[id] = left - 1
 		removed += c.price
 		pods += c.pods
+		newNodes, newCost := state.newNodesUsed()
 		steps = append(steps, step{
 			removal: Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}, empty: empty,
-			removed: removed, pods: pods, newNodes: state.newNodesUsed(),
+			removed: removed, pods: pods, newNodes: newNodes, newCost: newCost,
 		})
 	}
 	return steps

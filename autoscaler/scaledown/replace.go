@@ -17,9 +17,16 @@ import (
 )
 
 // maxReplacementGroups is how many groups one pass tries to replace
-// nodes by, the cheapest capacity first, each with MaxSimulations: so a
-// pass simulates at most that many times MaxSimulations replacements.
+// nodes by, the cheapest capacity first, each with MaxSimulations.
 const maxReplacementGroups = 4
+
+// maxMixPartners is how many groups of smaller nodes one pass tries
+// beside each group of maxReplacementGroups, in mixes of a few nodes of
+// the group and as many of the smaller ones as the pods need: with at
+// most three mixes a pair (mixSizes), a pass simulates at most
+// maxReplacementGroups × (1 + 3 × maxMixPartners) times MaxSimulations
+// replacements.
+const maxMixPartners = 2
 
 // Replacing is a replacement under way: its new nodes were asked of their
 // group at Started, and the nodes it replaces are drained once the new
@@ -29,19 +36,21 @@ const maxReplacementGroups = 4
 type Replacing struct {
 	Consolidation *Consolidation
 	Started       time.Time
-	// Before are the names of the group's registered nodes when the new
-	// nodes were asked for: the group's other nodes are the new ones.
+	// Before are the names of the registered nodes of the new nodes'
+	// groups when these were asked for: the groups' other nodes are the
+	// new ones.
 	Before map[string]bool
 }
 
 // adds tells whether the named node is one of the new nodes of the
-// replacement: a node of its group that registered since it started.
+// replacement: a node of one of its groups that registered since it
+// started.
 func (r *Replacing) adds(snap *snapshot.Snapshot, name string) bool {
 	if r == nil || r.Before[name] {
 		return false
 	}
 	group := snap.NodeGroupOf(name)
-	return group != nil && group.ID() == r.Consolidation.Replacement.Group.ID()
+	return group != nil && r.Consolidation.Replacement.Of(group.ID()) > 0
 }
 
 // ReplacingOutcome is where a replacement under way stands after a pass.
@@ -67,7 +76,7 @@ func (o *ReplacingOutcome) Message() string {
 	case o.Ready:
 		return fmt.Sprintf("%s: the new nodes are Ready, draining the nodes replaced", c.Message())
 	default:
-		return fmt.Sprintf("%s: waiting for the new nodes to be Ready (%d of %d)", c.Message(), o.ReadyNodes, c.Replacement.Nodes)
+		return fmt.Sprintf("%s: waiting for the new nodes to be Ready (%d of %d)", c.Message(), o.ReadyNodes, c.Replacement.Nodes())
 	}
 }
 
@@ -115,51 +124,122 @@ func (p *Planner) replacementGroups(snap *snapshot.Snapshot, progress Progress) 
 	return groups
 }
 
+// replacementSlot are new nodes of a group that may take pods in a
+// replacement: nodes of them, or as many as the pods need when 0.
+type replacementSlot struct {
+	group replacementGroup
+	nodes int
+}
+
 // consolidateByReplacing looks, group after group, for nodes whose pods
 // fit on the nodes that remain plus new nodes of the group, and that cost
 // more than those new nodes: the set grows as consolidateByDeleting grows
 // it, with the new nodes there to take pods after the nodes that exist,
-// and the first nodes of it that save the most are taken. The group whose
-// replacement saves the most wins. At most maxReplacementGroups groups are
-// tried, each with MaxSimulations.
+// and the first nodes of it that save the most are taken. It also tries
+// mixes, a few new nodes of the group and then as many of a group of
+// smaller nodes as the pods left need (one 32-cpu node and three 4-cpu
+// nodes, where neither size alone saves as much): so the pods that pack
+// well on large nodes take them, and the rest get small ones, as
+// first-fit decreasing packs bins of two sizes. The replacement that
+// saves the most wins, the first tried on a tie. At most
+// maxReplacementGroups groups are tried, each alone and in mixes with
+// maxMixPartners others, each with MaxSimulations.
 func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	groups := p.replacementGroups(snap, progress)
+	simulations := p.opts.Consolidation.MaxSimulations
 	var best *decided
-	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
-		d := p.replaceBy(ctx, snap, progress, candidates, scope, group, p.opts.Consolidation.MaxSimulations)
+	try := func(slots ...replacementSlot) *decided {
+		d := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
 		if d != nil && (best == nil || d.Savings > best.Savings) {
 			best = d
+		}
+		return d
+	}
+	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
+		alone := try(replacementSlot{group: group})
+		used := 0
+		if alone != nil && alone.Replacement != nil {
+			used = alone.Replacement.Of(group.group.ID())
+		}
+		partners := 0
+		for _, smaller := range groups {
+			if partners == maxMixPartners {
+				break
+			}
+			if smaller.worth >= group.worth {
+				continue
+			}
+			partners++
+			for _, nodes := range mixSizes(used, group.room) {
+				try(replacementSlot{group: group, nodes: nodes}, replacementSlot{group: smaller})
+			}
 		}
 	}
 	return best
 }
 
-// replaceBy grows a replacement by new nodes of group, in a fork.
+// mixSizes are how many nodes of a group a mix tries before the smaller
+// nodes of another, when the group alone needed used nodes (0 when it
+// saved nothing): one, as many, and all but the last; one and two
+// without used.
+func mixSizes(used, room int) []int {
+	sizes := []int{1, 2}
+	if used > 0 {
+		sizes = []int{1, used - 1, used}
+	}
+	sizes = slices.DeleteFunc(sizes, func(n int) bool { return n < 1 || n > room })
+	slices.Sort(sizes)
+	return slices.Compact(sizes)
+}
+
+// replaceBy grows a replacement by the new nodes of slots, in a fork: the
+// pods that the nodes there do not take go to the first new node that
+// takes them, in the order of the slots.
 func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate,
-	scope consolidationScope, group replacementGroup, simulations int) *decided {
+	scope consolidationScope, slots []replacementSlot, simulations int) *decided {
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
 	defer sched.Revert()
-	newNodes := map[string]bool{}
-	for i := range min(group.room, len(candidates), simulations) {
-		name := fmt.Sprintf("%s-replacement-%d", group.template.Name(), i)
-		if sched.AddNode(group.template.CopyAs(name)) == nil {
-			newNodes[name] = true
+	pods := 0
+	for _, c := range candidates {
+		pods += c.pods
+	}
+	newNodes := map[string]int{}
+	// The nodes of the slots before count against the cluster's limits.
+	added := slices.Clone(snap.NodeInfos())
+	for slot, s := range slots {
+		room := s.group.room
+		if slot > 0 {
+			if allowed, _ := p.opts.Consolidation.Limits.NodesAllowed(added, s.group.template); allowed < room {
+				room = allowed
+			}
+			room = min(room, s.group.group.MaxSize()-s.group.group.TargetSize())
+		}
+		nodes := min(room, max(len(candidates), pods), simulations)
+		if s.nodes > 0 {
+			nodes = min(nodes, s.nodes)
+		}
+		for i := range nodes {
+			name := fmt.Sprintf("%s-replacement-%d", s.group.template.Name(), i)
+			if sched.AddNode(s.group.template.CopyAs(name)) == nil {
+				newNodes[name] = slot
+				added = append(added, s.group.template)
+			}
 		}
 	}
 	state := p.newPass(ctx, sched)
 	p.startPass(ctx, sched, progress, state)
 	// The cluster's minimums count only the nodes there now.
-	for range newNodes {
-		state.totals.Sub(group.template.LimitCapacity())
+	for _, slot := range newNodes {
+		state.totals.Sub(slots[slot].group.template.LimitCapacity())
 	}
-	state.newNodes = newNodes
+	state.newNodes, state.newSlots = newNodes, slots
 	steps := p.grow(ctx, sched, state, candidates, simulations)
-	d := p.opts.Consolidation.best(steps, scope, group.group, group.price)
+	d := p.opts.Consolidation.best(steps, scope, slots)
 	if d != nil && d.Replacement == nil {
 		// The pods fit without new nodes: a deletion the greedy order of
 		// consolidateByDeleting missed.
-		klog.FromContext(ctx).V(4).Info("Consolidation found a deletion while trying a replacement", "nodeGroup", group.group.ID())
+		klog.FromContext(ctx).V(4).Info("Consolidation found a deletion while trying a replacement", "nodeGroup", slots[0].group.group.ID())
 	}
 	return d
 }
@@ -176,7 +256,6 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	out := &ReplacingOutcome{Replacing: r}
 	plan.Replacing = out
 	c := r.Consolidation
-	group := c.Replacement.Group
 	defer func() {
 		klog.FromContext(ctx).V(2).Info("Replacement under way", "message", out.Message())
 	}()
@@ -186,16 +265,28 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 			return
 		}
 	}
-	for _, name := range snap.RegisteredNodes(group.ID()) {
-		if info := snap.NodeInfo(name); r.adds(snap, name) && info != nil && p.opts.NodeRules.Readiness(info.Node(), now) == nodefacts.Ready {
-			out.ReadyNodes++
+	// Each group must have its new nodes Ready: more of one group do not
+	// make up for another's.
+	var late []nodegroups.NodeGroup
+	for _, g := range c.Replacement.Groups {
+		ready := 0
+		for _, name := range snap.RegisteredNodes(g.Group.ID()) {
+			if info := snap.NodeInfo(name); r.adds(snap, name) && info != nil && p.opts.NodeRules.Readiness(info.Node(), now) == nodefacts.Ready {
+				ready++
+			}
+		}
+		out.ReadyNodes += min(ready, g.Nodes)
+		if ready < g.Nodes {
+			late = append(late, g.Group)
 		}
 	}
-	if out.ReadyNodes < c.Replacement.Nodes {
+	for _, group := range late {
 		if wait := p.opts.Groups.For(group).MaxNodeProvisionTime; wait > 0 && !now.Before(r.Started.Add(wait)) {
-			out.Abandoned = fmt.Sprintf("%d of its %d new node(s) Ready %s after they were asked for (maxNodeProvisionTime)", out.ReadyNodes, c.Replacement.Nodes, wait)
+			out.Abandoned = fmt.Sprintf("%d of its %d new node(s) Ready %s after they were asked for (maxNodeProvisionTime)", out.ReadyNodes, c.Replacement.Nodes(), wait)
 			return
 		}
+	}
+	if len(late) > 0 {
 		p.keepReplaced(plan, out)
 		return
 	}

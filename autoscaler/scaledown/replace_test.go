@@ -1,6 +1,7 @@
 package scaledown_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ const (
 	largeID = "MachineDeployment/default/md-large"
 	// smallPrice is what a 4-core node of md-small costs an hour.
 	smallPrice pricing.Price = 200_000
+	tinyID                   = "MachineDeployment/default/md-tiny"
 )
 
 // crowded is the cluster the replacement tests start from: four 4-core
@@ -39,6 +41,8 @@ type crowded struct {
 	small      *testGroup
 	large      *testGroup
 	largePrice pricing.Price
+	// tiny, when set, is a third group, of nodes smaller than md-large's.
+	tiny *testGroup
 }
 
 func newCrowded(largePrice pricing.Price, podOpts map[string][]st.PodOption) *crowded {
@@ -59,9 +63,13 @@ func newCrowded(largePrice pricing.Price, podOpts map[string][]st.PodOption) *cr
 func (c *crowded) snapshot(t *testing.T) *snapshot.Snapshot {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
+	groups := []nodegroups.NodeGroup{c.small, c.large}
+	if c.tiny != nil {
+		groups = append(groups, c.tiny)
+	}
 	snap := snapshot.New(snapshot.Input{
 		Nodes: c.nodes, Pods: c.pods, Controllers: st.Controllers(c.pods...), PodDisruptionBudgets: c.pdbs,
-		NodeGroups: []nodegroups.NodeGroup{c.small, c.large},
+		NodeGroups: groups,
 	})
 	if failed := simulator.SetTemplates(ctx, snap, options().NodeRules); len(failed) > 0 {
 		t.Fatalf("templates: %v", failed)
@@ -199,8 +207,7 @@ func TestConsolidationReplacesNodesByFewerCheaperOnes(t *testing.T) {
 			g.Expect(plan.Consolidation).NotTo(BeNil())
 			g.Expect(names(plan.Consolidation.Removals)).To(Equal(tt.wantReplaced))
 			g.Expect(plan.Consolidation.Replacement).NotTo(BeNil())
-			g.Expect(plan.Consolidation.Replacement.Group.ID()).To(Equal(largeID))
-			g.Expect(plan.Consolidation.Replacement.Nodes).To(Equal(tt.wantNewNodes))
+			g.Expect(plan.Consolidation.Replacement.String()).To(Equal(fmt.Sprintf("%d × %s", tt.wantNewNodes, largeID)))
 			g.Expect(plan.Consolidation.Savings).To(Equal(tt.wantSavings))
 		})
 	}
@@ -233,7 +240,7 @@ func TestReplacementWinsWhenItSavesMoreThanDeleting(t *testing.T) {
 				return
 			}
 			g.Expect(plan.Consolidation.Replacement).NotTo(BeNil())
-			g.Expect(plan.Consolidation.Replacement.Nodes).To(Equal(1))
+			g.Expect(plan.Consolidation.Replacement.Nodes()).To(Equal(1))
 			g.Expect(names(plan.Consolidation.Removals)).To(Equal([]string{"a", "b", "c"}))
 			g.Expect(plan.Consolidation.Savings).To(Equal(3*smallPrice - 300_000))
 			g.Expect(plan.Drain).To(BeEmpty())
@@ -247,6 +254,83 @@ func TestReplacementMessageNamesTheNodesTheNewNodesAndTheSavings(t *testing.T) {
 	plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, newCrowded(500_000, nil).snapshot(t), replacing(scaledown.ConsolidationReplace), scaledown.Progress{})
 	g.Expect(plan.Consolidation).NotTo(BeNil())
 	g.Expect(plan.Consolidation.Message()).To(Equal("consolidation: replacing nodes a, b, c with 1 × " + largeID + " saves 0.1/h"))
+}
+
+// withTiny adds md-tiny, whose 3-core nodes at 0.15 an hour each take one
+// of the 2.5-core pods, and prices md-large's 8-core nodes, which take
+// three, at 0.4: md-large alone replaces a, b and c (0.6) by one node
+// (saving 0.2, the fourth pod would need a second one), md-tiny alone
+// replaces each node by a cheaper one (saving 0.2 too), and one large node
+// for three pods and one tiny node for the fourth save 0.25.
+func withTiny(c *crowded) *crowded {
+	c.tiny = &testGroup{NodeGroup: &st.NodeGroup{Name: tinyID, Max: 10, Template: st.Node("tiny", "3", "4Gi")}}
+	c.tiny.options.Price = ptr.To(pricing.Price(150_000))
+	return c
+}
+
+// Replace mixes groups when a mix saves more than any group alone: the
+// pods that pack well on large nodes take them, the rest small ones.
+// Balanced mixes them too when the mix saves enough: 0.25 of the 0.8 the
+// nodes cost for all their pods scores 0.31.
+func TestReplacementMixesGroupsWhenThatSavesMore(t *testing.T) {
+	const mixed = "consolidation: replacing nodes a, b, c, d with 1 × " + largeID + " and 1 × " + tinyID + " saves 0.25/h"
+	for _, tt := range []struct {
+		name        string
+		policy      scaledown.ConsolidationPolicy
+		threshold   float64
+		wantMessage string
+	}{
+		{name: "Replace", policy: scaledown.ConsolidationReplace, wantMessage: mixed},
+		{name: "Balanced at 0.3", policy: scaledown.ConsolidationBalanced, threshold: 0.3, wantMessage: mixed},
+		{name: "not Balanced at 0.5", policy: scaledown.ConsolidationBalanced, threshold: 0.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			c := withTiny(newCrowded(400_000, nil))
+			opts := replacing(tt.policy, func(o *scaledown.Options) { o.Consolidation.BalancedThreshold = tt.threshold })
+
+			plan := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now)).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{})
+
+			g.Expect(plan.Drain).To(BeEmpty(), "nothing is drained before the new nodes are Ready")
+			if tt.wantMessage == "" {
+				g.Expect(plan.Consolidation).To(BeNil())
+				return
+			}
+			g.Expect(plan.Consolidation).NotTo(BeNil())
+			g.Expect(plan.Consolidation.Message()).To(Equal(tt.wantMessage))
+		})
+	}
+}
+
+// A mixed replacement drains the nodes it replaces once the new nodes of
+// every group are Ready: a Ready large node does not make up for the tiny
+// one.
+func TestMixedReplacementWaitsForTheNewNodesOfEveryGroup(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	opts := replacing(scaledown.ConsolidationReplace)
+	c := withTiny(newCrowded(400_000, nil))
+	decidedOn := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{})
+	g.Expect(decidedOn.Consolidation).NotTo(BeNil())
+	r := &scaledown.Replacing{Consolidation: decidedOn.Consolidation, Started: st.Now.Add(-5 * time.Minute), Before: map[string]bool{}}
+
+	c.large.Target, c.large.Nodes = 1, []string{"large-0"}
+	c.tiny.Target = 1
+	c.nodes = append(c.nodes, st.Node("large-0", "8", "32Gi"))
+	plan := scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{Replacing: r})
+	g.Expect(plan.Replacing).NotTo(BeNil())
+	g.Expect(plan.Replacing.Ready).To(BeFalse())
+	g.Expect(plan.Replacing.Message()).To(HaveSuffix("waiting for the new nodes to be Ready (1 of 2)"))
+	g.Expect(plan.Drain).To(BeEmpty())
+
+	c.tiny.Nodes = []string{"tiny-0"}
+	c.nodes = append(c.nodes, st.Node("tiny-0", "3", "4Gi"))
+	plan = scaledown.NewPlanner(clk).Plan(ctx, c.snapshot(t), opts, scaledown.Progress{Replacing: r})
+	g.Expect(plan.Replacing.Abandoned).To(BeEmpty())
+	g.Expect(plan.Replacing.Ready).To(BeTrue())
+	g.Expect(names(plan.Drain)).To(ConsistOf("a", "b", "c", "d"))
 }
 
 // Balanced lets through the deletions that save enough: two of halfEmpty's

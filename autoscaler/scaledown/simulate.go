@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -31,9 +32,11 @@ type pass struct {
 	// scans remember which nodes the pods moved so far filled, for the
 	// pods of later candidates to skip.
 	scans *simulator.Scans
-	// newNodes are the names of the nodes a replacement would add, which
-	// take pods before they exist; nil outside replacements.
-	newNodes map[string]bool
+	// newNodes are, by name, the nodes a replacement would add, which
+	// take pods before they exist, each with the index of its slot in
+	// newSlots; nil outside replacements.
+	newNodes map[string]int
+	newSlots []replacementSlot
 }
 
 // scheduleOptions place pods on the ready nodes that remain, and on the
@@ -42,21 +45,28 @@ func (p *Planner) scheduleOptions(state *pass) simulator.ScheduleOptions {
 	filter := p.readyNode
 	if len(state.newNodes) > 0 {
 		filter = func(nodeInfo *snapshot.NodeInfo) bool {
-			return state.newNodes[nodeInfo.Name()] || p.readyNode(nodeInfo)
+			_, added := state.newNodes[nodeInfo.Name()]
+			return added || p.readyNode(nodeInfo)
 		}
 	}
 	return simulator.ScheduleOptions{NodeFilter: filter, Scans: state.scans}
 }
 
-// newNodesUsed counts the new nodes that pods were moved onto.
-func (s *pass) newNodesUsed() int {
-	used := 0
-	for name := range s.newNodes {
+// newNodesUsed counts, by slot, the new nodes that pods were moved onto,
+// and returns what they cost.
+func (s *pass) newNodesUsed() ([]int, pricing.Price) {
+	if len(s.newSlots) == 0 {
+		return nil, 0
+	}
+	used := make([]int, len(s.newSlots))
+	var cost pricing.Price
+	for name, slot := range s.newNodes {
 		if len(s.movedOnto[name]) > 0 {
-			used++
+			used[slot]++
+			cost += s.newSlots[slot].group.price
 		}
 	}
-	return used
+	return used, cost
 }
 
 // moved records where a simulation placed pods.

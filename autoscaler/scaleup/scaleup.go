@@ -19,6 +19,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -28,8 +29,10 @@ type ScaleUp struct {
 	opts          Options
 	expanders     []expander
 	ignoredLabels sets.Set[string]
-	// price is the price expander of the chain, nil when it has none.
-	price *priceExpander
+	// price is the price expander of the chain, nil when it has none;
+	// priceAt is its index in expanders.
+	price   *priceExpander
+	priceAt int
 }
 
 // New validates the options and returns a ScaleUp.
@@ -52,8 +55,8 @@ func New(opts Options) (*ScaleUp, error) {
 			return nil, err
 		}
 		s.expanders = append(s.expanders, e)
-		if price, ok := e.(priceExpander); ok {
-			s.price = &price
+		if price, ok := e.(priceExpander); ok && s.price == nil {
+			s.price, s.priceAt = &price, len(s.expanders)-1
 		}
 	}
 	return s, nil
@@ -293,9 +296,9 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
 			return plan
 		}
-		// The chosen option, or its nodes but the last and a cheaper
-		// option for the pods of the last: each is kept.
-		chosen := s.sizeLastNode(ctx, sched, r.chosen, growable, skipReasons, len(planned))
+		// The chosen option, or the nodes but the last of an option and a
+		// cheaper option for the pods of the last: each is kept.
+		chosen := s.sizeCheapest(ctx, sched, r, growable, skipReasons, len(planned))
 		if chosen == nil {
 			keep(sched, r.chosen)
 			countPlanned(growable, r.chosen.increases, 1)
@@ -340,43 +343,104 @@ func countPlanned(growable []*candidate, increases []Increase, sign int) {
 	}
 }
 
-// sizeLastNode sizes the last new node of the chosen option to its pods,
-// as Karpenter launches each NodeClaim as the cheapest type its pods fit:
-// a round buys nodes of one group for as many pods as they take, so its
+// sizeCheapest sizes the last new node of an option to its pods, as
+// Karpenter launches each NodeClaim as the cheapest type its pods fit: a
+// round buys nodes of one group for as many pods as they take, so its
 // last node often runs a few pods that a smaller, cheaper node of another
-// group would run. It binpacks the option's pods on its nodes but the
-// last, lets the expanders choose, in a round of their own, an option for
-// the pods left over, and keeps both when that option helps them all and
-// the two cost less than the chosen option. It returns the two options,
-// kept and counted as planned, or nil when the chosen option stays, with
-// nothing changed. Only prices tell what is cheaper: without the price
-// expander in the chain, the chosen option always stays, and the other
-// expanders, ahead of price, still choose the option for the pods left.
-func (s *ScaleUp) sizeLastNode(ctx context.Context, sched *simulator.Scheduler, chosen *estimate, growable []*candidate,
+// group would run, and an option of large nodes whose last node is sized
+// may cost less than the option chosen (three 16-cpu nodes, where one
+// 32-cpu node and one 16-cpu node cost less). It sizes the chosen option
+// and each other option the expanders ahead of price kept that could
+// cost less for what its pods are worth, and keeps the sized option of
+// the lowest price score, with nothing changed on a tie. It returns the
+// two options, kept and counted as planned, or nil when the chosen option
+// stays. Only prices tell what is cheaper: without the price expander in
+// the chain, the chosen option always stays, and the other expanders,
+// ahead of price, still choose the option for the pods left.
+func (s *ScaleUp) sizeCheapest(ctx context.Context, sched *simulator.Scheduler, r roundResult, growable []*candidate,
 	skipReasons map[string]string, planned int) []*estimate {
 	price := s.price
-	if price == nil || chosen.nodes < 2 {
+	if price == nil {
 		return nil
 	}
-	opts := chosen.opts
-	opts.maxNodes = chosen.nodes - 1
+	score := func(cost pricing.Price, option *estimate) float64 {
+		return float64(cost) / float64(podWorth(option.requested))
+	}
+	if podWorth(r.chosen.requested) == 0 {
+		return nil
+	}
+	var best *estimate
+	bestScore := score(price.cost(r.chosen), r.chosen)
+	options := []*estimate{r.chosen}
+	for _, option := range s.aheadOfPrice(r.estimates) {
+		if option != r.chosen && option.nodes > 0 && podWorth(option.requested) > 0 {
+			options = append(options, option)
+		}
+	}
+	for _, option := range options {
+		// Sizing saves at most the option's last node.
+		if option.nodes < 2 || score(price.cost(option)*pricing.Price(option.nodes-1)/pricing.Price(option.nodes), option) >= bestScore {
+			continue
+		}
+		if cost, sized := s.sizeLastNode(ctx, sched, option, growable, skipReasons, planned, false); sized != nil && score(cost, option) < bestScore {
+			best, bestScore = option, score(cost, option)
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	_, sized := s.sizeLastNode(ctx, sched, best, growable, skipReasons, planned, true)
+	return sized
+}
+
+// aheadOfPrice are the options the expanders ahead of price in the chain
+// keep.
+func (s *ScaleUp) aheadOfPrice(options []*estimate) []*estimate {
+	options = slices.DeleteFunc(slices.Clone(options), func(est *estimate) bool { return est.nodes == 0 })
+	for _, e := range s.expanders[:s.priceAt] {
+		if len(options) <= 1 {
+			break
+		}
+		options = e.best(options)
+	}
+	return options
+}
+
+// sizeLastNode binpacks the option's pods on its nodes but the last, lets
+// the expanders choose, in a round of their own, an option for the pods
+// left over, and, when that option helps them all and the two cost less
+// than the option, returns what they cost and the two options; nil
+// otherwise. With keep, the two options are kept and counted as planned;
+// without, nothing is changed.
+func (s *ScaleUp) sizeLastNode(ctx context.Context, sched *simulator.Scheduler, option *estimate, growable []*candidate,
+	skipReasons map[string]string, planned int, keepSized bool) (pricing.Price, []*estimate) {
+	price := s.price
+	opts := option.opts
+	opts.maxNodes = option.nodes - 1
 	sched.Fork()
 	trimmed := binpackOn(sched, opts)
-	helped := sets.New(chosen.pods...)
+	helped := sets.New(option.pods...)
 	if trimmed.nodes == 0 || !helped.HasAll(trimmed.pods...) {
 		sched.Revert()
-		return nil
+		return 0, nil
 	}
-	left := only(remaining(chosen.opts.podGroups, trimmed.pods), helped)
+	left := only(remaining(option.opts.podGroups, trimmed.pods), helped)
 	if slices.ContainsFunc(left, spreads) {
 		sched.Revert()
-		return nil
+		return 0, nil
 	}
-	// The round probes the groups for the pods left: keeping the chosen
-	// option again needs their probes for all the pods.
+	// The round probes the groups for the pods left: keeping an option
+	// again needs their probes for all the pods.
 	probes := make([]map[*simulator.PodGroup]probeResult, len(growable))
 	for j, c := range growable {
 		probes[j] = c.probe
+	}
+	undo := func() {
+		countPlanned(growable, trimmed.increases, -1)
+		for j, c := range growable {
+			c.probe = probes[j]
+		}
+		sched.Revert()
 	}
 	countPlanned(growable, trimmed.increases, 1)
 	r := s.round(sched, growable, left, skipReasons, planned+trimmed.nodes)
@@ -384,20 +448,20 @@ func (s *ScaleUp) sizeLastNode(ctx context.Context, sched *simulator.Scheduler, 
 	if r.chosen != nil {
 		cost += price.cost(r.chosen)
 	}
-	if r.chosen == nil || len(r.chosen.pods) != podsOf(left) || cost >= price.cost(chosen) {
-		countPlanned(growable, trimmed.increases, -1)
-		for j, c := range growable {
-			c.probe = probes[j]
-		}
-		sched.Revert()
-		return nil
+	if r.chosen == nil || len(r.chosen.pods) != podsOf(left) || cost >= price.cost(option) {
+		undo()
+		return 0, nil
+	}
+	if !keepSized {
+		undo()
+		return cost, []*estimate{trimmed, r.chosen}
 	}
 	keep(sched, r.chosen)
 	countPlanned(growable, r.chosen.increases, 1)
 	sched.Commit()
-	klog.FromContext(ctx).V(4).Info("Sized the last node of a scale-up option to its pods", "nodeGroup", chosen.group.ID(),
-		"nodes", chosen.nodes, "lastNodePods", podsOf(left), "lastNodeGroup", r.chosen.group.ID(), "saving", price.cost(chosen)-cost)
-	return []*estimate{trimmed, r.chosen}
+	klog.FromContext(ctx).V(4).Info("Sized the last node of a scale-up option to its pods", "nodeGroup", option.group.ID(),
+		"nodes", option.nodes, "lastNodePods", podsOf(left), "lastNodeGroup", r.chosen.group.ID(), "saving", price.cost(option)-cost)
+	return cost, []*estimate{trimmed, r.chosen}
 }
 
 // spreads tells whether the pods of podGroup spread over topology

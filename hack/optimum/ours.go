@@ -279,14 +279,15 @@ func (c Consolidated) Place(ctx context.Context, m *Mix) (*Placement, error) {
 
 // startReplacing starts the new nodes of a replacement.
 func (c *cluster) startReplacing(consolidation *scaledown.Consolidation, now time.Time) *scaledown.Replacing {
-	id := consolidation.Replacement.Group.ID()
-	g := slices.IndexFunc(c.groups, func(group *st.NodeGroup) bool { return group.Name == id })
 	before := map[string]bool{}
-	for _, name := range c.groups[g].Nodes {
-		before[name] = true
-	}
-	for range consolidation.Replacement.Nodes {
-		c.addNode(g)
+	for _, g := range consolidation.Replacement.Groups {
+		i := slices.IndexFunc(c.groups, func(group *st.NodeGroup) bool { return group.Name == g.Group.ID() })
+		for _, name := range c.groups[i].Nodes {
+			before[name] = true
+		}
+		for range g.Nodes {
+			c.addNode(i)
+		}
 	}
 	return &scaledown.Replacing{Consolidation: consolidation, Started: now, Before: before}
 }
