@@ -85,11 +85,13 @@ func (l *sharedLock) take(write func() error) error {
 	if !l.leases.reserve(l.lease) {
 		return errOverShare
 	}
-	err := write()
-	if err != nil {
+	if err := write(); err != nil {
 		l.leases.unreserve(l.lease)
+		return err
 	}
-	return err
+	// The elector renews without reading the Lease again.
+	l.holder = l.leases.Identity
+	return nil
 }
 
 // share is how many Clusters' Leases this manager may hold: all of them
@@ -129,7 +131,13 @@ func (c *ClusterLeases) holding() int {
 func (c *ClusterLeases) reserve(lease *clusterLease) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if lease.releasing || c.holding() >= c.share() {
+	if lease.releasing {
+		return false
+	}
+	if lease.counted() {
+		return true
+	}
+	if c.holding() >= c.share() {
 		return false
 	}
 	lease.mu.Lock()

@@ -52,10 +52,12 @@ var _ = Describe("Clusters spread over replicas by their Leases", func() {
 		cut := time.Now()
 		c.cutOff.Store(true)
 		Eventually(holders, waitTimeout, 50*time.Millisecond).Should(Equal(map[string]int{"replica-a": 3, "replica-b": 3}))
-		// Its Leases expire a Lease duration after its last renewal, at
-		// most a RetryPeriod before the cut; the others try every
-		// RetryPeriod, jittered by 1.2.
-		Expect(time.Since(cut)).To(BeNumerically("<", testLeaseTimings.LeaseDuration+3*testLeaseTimings.RetryPeriod))
+		// Its Leases and its membership expire a Lease duration after its
+		// last renewal, at most a RetryPeriod before the cut; the others
+		// count the replicas and try every RetryPeriod (jittered by 1.2):
+		// about 5s. The slack is for a loaded machine's delays, below a
+		// second Lease duration.
+		Expect(time.Since(cut)).To(BeNumerically("<", 2*testLeaseTimings.LeaseDuration), "taken over within the Lease duration")
 		Expect(c.acting()).To(BeEmpty(), "the cut off replica stopped acting")
 
 		Expect(violations()).To(BeEmpty())
