@@ -82,9 +82,9 @@ func (h *harness) spread(ctx context.Context, stack *localstack.Stack, binary st
 	}
 	slices.Sort(allTaken)
 	slices.Sort(allLooping)
-	h.row("| %d failovers, %d Clusters taken over in all | Leases taken: median %s, max %s; engines looping: median %s, max %s after the kill | | load %s |",
-		o.failovers, len(allTaken), roundDuration(percentile(allTaken, 0.5)), roundDuration(percentile(allTaken, 1)),
-		roundDuration(percentile(allLooping, 0.5)), roundDuration(percentile(allLooping, 1)), loadavg())
+	h.row("| %d failovers, %d Clusters taken over in all | Leases taken: min %s, median %s, max %s; engines looping: min %s, median %s, max %s after the kill | | load %s |",
+		o.failovers, len(allTaken), roundDuration(percentile(allTaken, 0)), roundDuration(percentile(allTaken, 50)), roundDuration(percentile(allTaken, 100)),
+		roundDuration(percentile(allLooping, 0)), roundDuration(percentile(allLooping, 50)), roundDuration(percentile(allLooping, 100)), loadavg())
 
 	// Late lines of the logs: a Lease duration more.
 	if err := sleep(ctx, controller.DefaultClusterLeaseTimings.LeaseDuration); err != nil {
@@ -214,11 +214,11 @@ func (h *harness) failover(ctx context.Context, stack *localstack.Stack, binary 
 	}
 	slices.Sort(leaseTaken)
 	slices.Sort(looping)
-	h.row("| failover %d: %s killed (SIGKILL), serving %d Clusters: its Clusters' Leases taken by the others | median %s, max %s after the kill | Lease duration %s, retry period %s | load %s |",
-		round, victim.name, len(orphans), roundDuration(percentile(leaseTaken, 0.5)), roundDuration(percentile(leaseTaken, 1)),
+	h.row("| failover %d: %s killed (SIGKILL), serving %d Clusters: its Clusters' Leases taken by the others | min %s, median %s, max %s after the kill | Lease duration %s, retry period %s | load %s |",
+		round, victim.name, len(orphans), roundDuration(percentile(leaseTaken, 0)), roundDuration(percentile(leaseTaken, 50)), roundDuration(percentile(leaseTaken, 100)),
 		controller.DefaultClusterLeaseTimings.LeaseDuration, controller.DefaultClusterLeaseTimings.RetryPeriod, loadavg())
-	h.row("| the same: their engines looping in the others | median %s, max %s after the kill | Clusters per manager %s (share %d; polled every 250ms) | load %s |",
-		roundDuration(percentile(looping, 0.5)), roundDuration(percentile(looping, 1)), h.shares(served), liveShare, loadavg())
+	h.row("| the same: their engines looping in the others | min %s, median %s, max %s after the kill | Clusters per manager %s (share %d; polled every 250ms) | load %s |",
+		roundDuration(percentile(looping, 0)), roundDuration(percentile(looping, 50)), roundDuration(percentile(looping, 100)), h.shares(served), liveShare, loadavg())
 
 	// Start it again: the others give back what is above their share.
 	base, _, _ := strings.Cut(victim.name, "-restart")
