@@ -28,7 +28,7 @@ const ReplicaGroupLabel = "autoscaling.cluster.x-k8s.io/replicas-of"
 // while it holds fewer than ceil(Clusters / live replicas), and gives back
 // those above that share when replicas join. Each replica says it is live
 // by renewing a membership Lease of its own, labelled with Group; those
-// whose Lease was not renewed within the Lease duration are dead, and
+// whose Lease was not renewed within half the Lease duration are dead, and
 // their Clusters go to the others as their Leases expire.
 type ClusterShare struct {
 	// Namespace holds the membership Leases.
@@ -193,7 +193,7 @@ func (c *ClusterLeases) countReplicas(ctx context.Context) (int, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	duration := c.timings().LeaseDuration
+	duration := membershipDuration(c.timings())
 	mine := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Share.Name, Labels: map[string]string{ReplicaGroupLabel: c.Share.Group}},
 		Spec: coordinationv1.LeaseSpec{
@@ -233,7 +233,16 @@ func (c *ClusterLeases) countReplicas(ctx context.Context) (int, error) {
 	return live, nil
 }
 
-// staleMembership is how many Lease durations after its expiry a dead
+// membershipDuration is how long a replica counts as live after it last
+// renewed its membership Lease: half the Clusters' Lease duration, so that
+// the others have counted it dead, and grown their share, by the time its
+// Clusters' Leases expire. Counted dead too soon, a replica that is only
+// slow loses nothing: the others take only free Leases.
+func membershipDuration(timings ClusterLeaseTimings) time.Duration {
+	return max(timings.LeaseDuration/2, time.Second)
+}
+
+// staleMembership is how many membership durations after its expiry a dead
 // replica's membership Lease is deleted.
 const staleMembership = 20
 
