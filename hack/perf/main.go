@@ -28,6 +28,13 @@
 // window, unschedulable ones and ones bound to the static nodes, and
 // measures the managers over it (churn.go). --managers splits the Clusters
 // between managers by --watch-filter, as Cluster API controllers scale out.
+//
+//	go run ./hack/perf --clusters=20 --nodes-per-cluster=5 --pods-per-node=10 --managers=3 --spread-clusters [--failovers=3]
+//
+// --spread-clusters has the managers share the Clusters by their Leases
+// instead, unfiltered, and measures the share of each, the failover after
+// killing one and the give-back once it is started again, checking each
+// Cluster's invariant watcher (spread.go).
 package main
 
 import (
