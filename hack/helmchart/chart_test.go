@@ -394,6 +394,11 @@ func TestNamespaceScopedValues(t *testing.T) {
 	g.Expect(dashboard.GetLabels()).To(And(HaveKeyWithValue("dashboards", "capi"), HaveKeyWithValue("grafana_dashboard", "1")))
 	g.Expect(rendered.Notes).To(ContainSubstring("namespace tenant-a only"))
 
+	spread := managerArgs(g, render(t, namespaceScopedRelease, "leaderElection: {spreadClusters: true}"))
+	g.Expect(spread).To(ContainElement("--spread-clusters"), "every replica autoscales its share")
+	g.Expect(spread).NotTo(ContainElement("--leader-elect"), "the manager refuses both")
+	g.Expect(spread).To(ContainElement("--leader-election-id="+prefix+"leader"), "the replicas of the release share the Clusters")
+
 	withoutLeaderElection := render(t, namespaceScopedRelease, "leaderElection: {enabled: false}")
 	g.Expect(managerArgs(g, withoutLeaderElection)).NotTo(ContainElement(HavePrefix("--leader-elect")))
 	g.Expect(withoutLeaderElection.Find("Role", prefix+"leader-election-role")).To(BeNil())

@@ -84,6 +84,10 @@ var optionalObjects = []optionalObject{
 // leaderElection turns the manager's leader election flags on and off.
 const leaderElection = ".Values.leaderElection.enabled"
 
+// spreadClusters has every replica autoscale its share of the Clusters
+// (--spread-clusters) in place of leader election.
+const spreadClusters = ".Values.leaderElection.spreadClusters"
+
 // argConditions are the manager's flags of config/ that a value turns off.
 var argConditions = map[string]string{
 	"--leader-elect":                leaderElection,
@@ -651,7 +655,17 @@ func (g *generator) args(t *templateFile, container *kyaml.Node) error {
 				open = condition
 			}
 		}
-		items = append(items, arg)
+		if flag == "--leader-elect" && arg.Value == flag {
+			// Every replica autoscales its share of the Clusters instead.
+			items = append(items, t.blockItem(fixed(
+				"{{- if "+spreadClusters+" }}",
+				"- --spread-clusters",
+				"{{- else }}",
+				"- --leader-elect",
+				"{{- end }}")))
+		} else {
+			items = append(items, arg)
+		}
 		if flag == "--leader-elect" {
 			// Two releases in one namespace hold Leases of their own.
 			items = append(items, str("--leader-election-id="+t.expr(fullname)+"-leader"))

@@ -64,7 +64,7 @@ func (h *harness) createCluster(ctx context.Context, name string, burstMax int) 
 	objects := append(simcluster.ClusterObjects(namespace, name),
 		pool.MachineTemplate(), pool.MachineDeployment(), burst.MachineTemplate(), burst.MachineDeployment())
 	for _, obj := range objects {
-		if cluster, ok := obj.(*clusterv1.Cluster); ok {
+		if cluster, ok := obj.(*clusterv1.Cluster); ok && h.managerOf(name) != nil {
 			cluster.Labels = watchFilterLabels(h.managerOf(name).watchFilter)
 		}
 		if err := h.mgmt.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {

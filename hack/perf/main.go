@@ -28,6 +28,13 @@
 // window, unschedulable ones and ones bound to the static nodes, and
 // measures the managers over it (churn.go). --managers splits the Clusters
 // between managers by --watch-filter, as Cluster API controllers scale out.
+//
+//	go run ./hack/perf --clusters=20 --nodes-per-cluster=5 --pods-per-node=10 --managers=3 --spread-clusters [--failovers=3]
+//
+// --spread-clusters has the managers share the Clusters by their Leases
+// instead, unfiltered, and measures the share of each, the failover after
+// killing one and the give-back once it is started again, checking each
+// Cluster's invariant watcher (spread.go).
 package main
 
 import (
@@ -71,9 +78,13 @@ type options struct {
 	idle                            time.Duration
 	clusters, nodesPerCluster       int
 	waitRunning                     bool
-	// managers split the Clusters between them by --watch-filter.
+	// managers split the Clusters between them by --watch-filter, or
+	// with spread, by the Clusters' Leases.
 	managers int
-	churn    churnOptions
+	spread   bool
+	// failovers is how many managers spread kills and starts again.
+	failovers int
+	churn     churnOptions
 	// workloadAPIServer tunes every workload API server, e.g. to fit 100
 	// of them in memory.
 	workloadAPIServer localstack.APIServerOptions
@@ -102,6 +113,8 @@ func main() {
 	flag.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 50, "Multi-cluster mode: static nodes per Cluster")
 	flag.BoolVar(&o.waitRunning, "wait-running", true, "Wait until kwok has marked every pod Running before measuring; false measures as soon as they are bound (kwok goes on in the background: about 50 pods/s at 5,000 nodes)")
 	flag.IntVar(&o.managers, "managers", 1, "Multi-cluster mode: this many managers, each serving a disjoint block of the Clusters through its own --watch-filter value")
+	flag.BoolVar(&o.spread, "spread-clusters", false, "Multi-cluster mode: the --managers run with --spread-clusters, unfiltered, and share the Clusters by their Leases; the harness measures the share of each, kills one (SIGKILL) and measures the failover, starts it again and measures the give-back, and checks that no Cluster was served by two at once (spread.go)")
+	flag.IntVar(&o.failovers, "failovers", 3, "With --spread-clusters: how many times a manager is killed and started again")
 	flag.DurationVar(&o.churn.window, "churn", 0, "Multi-cluster mode: after the idle window, churn pods in every workload cluster and measure the managers over this window (after a warm-up of one --churn-pod-life)")
 	flag.Float64Var(&o.churn.rate, "churn-rate", 1, "Pods created per second in each workload cluster (as many are deleted once the churn is steady)")
 	flag.DurationVar(&o.churn.podLife, "churn-pod-life", 30*time.Second, "How long a churned pod lives before the harness deletes it")
@@ -144,6 +157,8 @@ func (o options) validate() error {
 	switch {
 	case o.managers < 1:
 		return errors.New("--managers must be at least 1")
+	case o.spread && (o.clusters == 0 || o.managers < 2):
+		return errors.New("--spread-clusters needs --clusters and --managers=2 or more")
 	case o.managers > 1 && o.clusters < o.managers:
 		return fmt.Errorf("--managers=%d needs at least as many --clusters", o.managers)
 	case o.churn.window > 0 && o.clusters == 0:
@@ -198,6 +213,7 @@ type manager struct {
 	pid             int
 	log             string
 	clusters        []string
+	process         *localstack.Process
 }
 
 // managerOf is the manager that serves cluster.
@@ -335,6 +351,9 @@ func run(ctx context.Context, o options) (retErr error) {
 	}
 	h.row("| manager started, no ClusterAutoscaler | RSS %s | | load %s |", h.managersRSS(), loadavg())
 
+	if o.spread {
+		return h.spread(ctx, stack, binary, clusters, workloads)
+	}
 	if o.clusters > 0 {
 		return h.multi(ctx, clusters, workloads)
 	}
@@ -360,11 +379,21 @@ func (h *harness) planManagers(clusters []string) {
 	h.servedBy = map[string]*manager{}
 	for i := 0; i < n; i++ {
 		m := &manager{name: simcluster.ManagerProcess}
+		if h.opts.spread {
+			m.name += fmt.Sprintf("-%d", i)
+			h.managers = append(h.managers, m)
+			continue
+		}
 		if n > 1 {
 			m.watchFilter = fmt.Sprintf("shard-%d", i)
 			m.name += "-" + m.watchFilter
 		}
 		h.managers = append(h.managers, m)
+	}
+	if h.opts.spread {
+		// Served by whichever holds the Cluster's Lease.
+		h.servedBy = nil
+		return
 	}
 	for i, c := range clusters {
 		m := h.managers[i*n/len(clusters)]
@@ -388,14 +417,17 @@ func (h *harness) startManager(ctx context.Context, stack *localstack.Stack, bin
 	if m.watchFilter != "" {
 		args = append(args, "--watch-filter="+m.watchFilter)
 	}
-	if h.opts.clusters > 0 {
+	switch {
+	case h.opts.spread:
+		args = append(args, "--spread-clusters", "--leader-election-id="+spreadGroup, "--leader-election-namespace="+namespace)
+	case h.opts.clusters > 0:
 		args = append(args, "--leader-elect", "--leader-election-id="+m.name, "--leader-election-namespace="+namespace)
 	}
 	process, err := simcluster.StartNamedManager(ctx, stack, m.name, binary, m.metricsAddress, args...)
 	if err != nil {
 		return fmt.Errorf("starting manager %s: %w", m.name, err)
 	}
-	m.log, m.pid = process.LogPath(), process.Pid()
+	m.process, m.log, m.pid = process, process.LogPath(), process.Pid()
 	// Wait for the manager to serve its metrics before reading its memory.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := goMemory(ctx, m.metricsAddress)

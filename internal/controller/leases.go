@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -51,6 +52,12 @@ type ClusterLeases struct {
 	// its pod's name and a random suffix.
 	Identity string
 	Timings  ClusterLeaseTimings
+	// Share, when set, spreads the Clusters evenly over the replicas
+	// that run RunShare; without it, the manager takes every Lease it can.
+	Share *ClusterShare
+
+	// liveReplicas is the last count of RunShare, 0 before the first.
+	liveReplicas atomic.Int32
 
 	mu     sync.Mutex
 	leases map[client.ObjectKey]*clusterLease
@@ -81,22 +88,62 @@ type clusterLease struct {
 	// reported is the other holder the manager last reported, "" since it
 	// last held the Lease.
 	reported string
+	// taking is set while the manager writes itself as the holder of the
+	// Lease (sharedLock), which counts it as held.
+	taking bool
+	// giving is set while the manager gives the Lease back, above its
+	// share: its engine stops, then stopRun releases the Lease.
+	giving  bool
+	stopRun context.CancelFunc
 }
 
-// state says whether this manager holds the Lease, and who does.
+// state says whether this manager holds the Lease, and who does; one it
+// gives back it no longer holds for its engine.
 func (l *clusterLease) state() (held bool, holder string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.giving {
+		return false, l.holder
+	}
 	return l.held, l.holder
+}
+
+// counted says whether the Lease counts in the manager's share: held, or
+// being taken.
+func (l *clusterLease) counted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held || l.taking
+}
+
+// givingBack says whether the manager gives the Lease back.
+func (l *clusterLease) givingBack() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.giving
+}
+
+// startGivingBack has the owner stop its engine, which then hands the
+// Lease back (ClusterLeases.handBack).
+func (l *clusterLease) startGivingBack() {
+	l.mu.Lock()
+	l.giving = true
+	changed := l.changed
+	l.mu.Unlock()
+	changed()
 }
 
 // set records who holds the Lease, and tells the owner.
 func (l *clusterLease) set(held bool, holder string) {
 	l.mu.Lock()
-	l.held = held
 	if holder != "" {
 		l.holder = holder
+	} else if l.held && !held {
+		// Stopped leading: who holds it next is not known yet.
+		l.holder = ""
 	}
+	l.held = held
+	l.taking = false
 	if held {
 		l.reported = ""
 	}
@@ -250,12 +297,16 @@ func (c *ClusterLeases) timings() ClusterLeaseTimings {
 // config is the leader election on the Cluster's Lease, for lease.
 func (c *ClusterLeases) config(logger logr.Logger, cluster client.ObjectKey, lease *clusterLease) leaderelection.LeaderElectionConfig {
 	timings := c.timings()
+	var lock resourcelock.Interface = &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
+		Client:     c.Client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+	}
+	if c.Share != nil {
+		lock = &sharedLock{Interface: lock, leases: c, lease: lease}
+	}
 	return leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: cluster.Namespace, Name: ClusterLeaseName(cluster.Name)},
-			Client:     c.Client,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
-		},
+		Lock:            lock,
 		LeaseDuration:   timings.LeaseDuration,
 		RenewDeadline:   timings.RenewDeadline,
 		RetryPeriod:     timings.RetryPeriod,
@@ -294,7 +345,16 @@ func (c *ClusterLeases) contend(ctx context.Context, cluster client.ObjectKey, l
 			logger.Error(err, "Cannot contend for the Lease of the Cluster")
 			return
 		}
-		elector.Run(ctx)
+		runCtx, stopRun := context.WithCancel(ctx)
+		lease.mu.Lock()
+		lease.stopRun = stopRun
+		lease.mu.Unlock()
+		elector.Run(runCtx)
+		stopRun()
+		// Given back, or lost: the next elector takes it within the share.
+		lease.mu.Lock()
+		lease.giving = false
+		lease.mu.Unlock()
 	}
 }
 
@@ -318,6 +378,14 @@ func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *r
 	}
 	r.stopEngine(ctx, key)
 	s.statusElsewhere = true
+	if r.Leases.handBack(clusterKey(ca)) {
+		ctrl.LoggerFrom(ctx).Info("Gave the Lease of the Cluster back to the other replicas: this manager held more than its share")
+		return false
+	}
+	if holder == "" && r.Leases.Share != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("Not autoscaling: this manager holds its share of the Clusters, another replica takes this one")
+		return false
+	}
 	// One event for each holder, not one per reconcile.
 	if !r.Leases.reportHolder(clusterKey(ca), holder) {
 		return false

@@ -22,6 +22,7 @@ type commandLine struct {
 	profilerAddress         string
 	healthProbeBindAddress  string
 	leaderElect             bool
+	spreadClusters          bool
 	leaderElectionID        string
 	leaderElectionNamespace string
 	leaderElection          leaderElectionTimings
@@ -50,6 +51,8 @@ func (o *commandLine) addFlags(fs *pflag.FlagSet) {
 		"The address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader on a Lease so that only one replica autoscales at a time.")
+	fs.BoolVar(&o.spreadClusters, "spread-clusters", false,
+		"Instead of --leader-elect: every replica autoscales, the Clusters spread evenly over the live replicas by their Leases (each takes at most ceil(Clusters / replicas)); those of a replica that dies are taken over within the Lease duration. The replicas of one --leader-election-id share the Clusters, each renewing a membership Lease in --leader-election-namespace.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "capi-autoscaler-leader",
 		"The name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",

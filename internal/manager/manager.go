@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	capacitybufferv1beta1 "github.com/capi-autoscaler/capi-autoscaler/api/capacitybuffer/v1beta1"
@@ -124,7 +127,7 @@ func run(opts *commandLine, build Options) error {
 		return err
 	}
 
-	log.Info("Starting manager", "leaderElection", opts.leaderElect)
+	log.Info("Starting manager", "leaderElection", opts.leaderElect, "spreadClusters", opts.spreadClusters)
 	return mgr.Start(ctx)
 }
 
@@ -150,6 +153,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *commandLine, 
 	leases, err := clusterLeases(mgr, opts)
 	if err != nil {
 		return nil, err
+	}
+	if leases.Share != nil {
+		if err := mgr.Add(manager.RunnableFunc(leases.RunShare)); err != nil {
+			return nil, fmt.Errorf("sharing the Clusters between replicas: %w", err)
+		}
 	}
 	reconciler := &controller.ClusterAutoscalerReconciler{
 		Leases:                 leases,
@@ -184,18 +192,52 @@ func clusterLeases(mgr ctrl.Manager, opts *commandLine) (*controller.ClusterLeas
 	if err != nil {
 		return nil, fmt.Errorf("naming this manager in the Clusters' Leases: %w", err)
 	}
-	return &controller.ClusterLeases{
+	id := string(uuid.NewUUID())
+	leases := &controller.ClusterLeases{
 		Client:   clientset.CoordinationV1(),
-		Identity: hostname + "_" + string(uuid.NewUUID()),
+		Identity: hostname + "_" + id,
 		Timings: controller.ClusterLeaseTimings{
 			LeaseDuration: opts.leaderElection.leaseDuration,
 			RenewDeadline: opts.leaderElection.renewDeadline,
 			RetryPeriod:   opts.leaderElection.retryPeriod,
 		},
-	}, nil
+	}
+	if opts.spreadClusters {
+		namespace, err := membershipNamespace(opts.leaderElectionNamespace)
+		if err != nil {
+			return nil, err
+		}
+		leases.Share = &controller.ClusterShare{Namespace: namespace, Group: opts.leaderElectionID, Name: opts.leaderElectionID + "-" + id}
+	}
+	return leases, nil
+}
+
+// inClusterNamespace holds the namespace of the manager's pod.
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// membershipNamespace is where the replicas that spread the Clusters
+// renew their membership Leases: --leader-election-namespace, else the
+// pod's namespace, as leader election's.
+func membershipNamespace(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	namespace, err := os.ReadFile(inClusterNamespace)
+	if err != nil {
+		return "", fmt.Errorf("--spread-clusters needs --leader-election-namespace outside a pod: %w", err)
+	}
+	return strings.TrimSpace(string(namespace)), nil
 }
 
 func managerOptions(opts *commandLine) (ctrl.Options, error) {
+	if opts.spreadClusters && opts.leaderElect {
+		return ctrl.Options{}, errors.New("--spread-clusters and --leader-elect exclude each other: with the first every replica autoscales its share of the Clusters, with the second one replica autoscales them all")
+	}
+	if opts.spreadClusters {
+		if errs := validation.IsValidLabelValue(opts.leaderElectionID); len(errs) > 0 {
+			return ctrl.Options{}, fmt.Errorf("--spread-clusters labels the membership Leases with --leader-election-id: %s", strings.Join(errs, "; "))
+		}
+	}
 	// Metrics are served over HTTPS to callers allowed to GET /metrics
 	// (with the log level, and pprof with --profiling, next to them), or
 	// over plain HTTP with --insecure-diagnostics.

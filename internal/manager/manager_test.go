@@ -7,8 +7,10 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -36,4 +38,27 @@ func TestNewManagerLogsTheFailedAttemptsWithTheLoggerOfItsContext(t *testing.T) 
 		ContainSubstring("Creating the manager failed, trying again"),
 		ContainSubstring("the API server is upgrading"),
 	)))
+}
+
+func TestSpreadClustersReplacesLeaderElection(t *testing.T) {
+	parse := func(args ...string) *commandLine {
+		opts := &commandLine{logging: logsv1.NewLoggingConfiguration()}
+		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		opts.addFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return opts
+	}
+	g := NewWithT(t)
+
+	_, err := managerOptions(parse("--spread-clusters", "--leader-elect"))
+	g.Expect(err).To(MatchError(ContainSubstring("exclude each other")), "one replica leading all, or every replica its share: not both")
+
+	_, err = managerOptions(parse("--spread-clusters", "--leader-election-id=replicas/of"))
+	g.Expect(err).To(MatchError(ContainSubstring("--leader-election-id")), "the membership Leases' label value")
+
+	opts, err := managerOptions(parse("--spread-clusters", "--leader-election-namespace=capi-autoscaler-system"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opts.LeaderElection).To(BeFalse(), "every replica runs its reconcilers")
 }

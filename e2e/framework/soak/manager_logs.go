@@ -234,6 +234,17 @@ func klogTime(line string, now time.Time) (time.Time, bool) {
 	return at, true
 }
 
+// Violations are what the managers' logs broke so far (managerViolations):
+// an engine started without the Lease, two engines of the
+// ClusterAutoscaler at once, a panic or an unexpected exit.
+func (m *Managers) Violations(now time.Time) ([]string, error) {
+	histories, err := m.histories()
+	if err != nil {
+		return nil, err
+	}
+	return managerViolations(histories, now), nil
+}
+
 // Holder is the running manager whose log says it holds the Cluster's
 // Lease: the last it said of the Lease is that it took it. Nil when none
 // says so.
