@@ -30,6 +30,7 @@ KARPENTER_GO := go1.26.10
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 KUSTOMIZE := $(BIN)/kustomize
+CRD_REF_DOCS := $(BIN)/crd-ref-docs
 
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 
@@ -58,6 +59,11 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 helm-chart: manifests ## Generate the Helm chart's templates (charts/capi-autoscaler/templates) and version from config/ and metadata.yaml (docs/helm.md).
 	go run ./hack/helmchart --repo-root=$(ROOT)
 
+.PHONY: docs
+docs: $(CRD_REF_DOCS) ## Generate the references of docs/reference: the ClusterAutoscaler API from its Go types (crd-ref-docs), and the manager's flags, annotations, labels, taints, event reasons, conditions and metrics from the code (hack/docsgen).
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown --output-path=docs/reference/api.md
+	go run ./hack/docsgen --repo-root=$(ROOT)
+
 .PHONY: fmt
 fmt: ## Format the code.
 	go fmt ./...
@@ -71,11 +77,11 @@ lint: $(GOLANGCI_LINT) ## Lint the code with golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests helm-chart ## Fail when generated files (the Helm chart included), formatting or go.mod drift.
+verify: generate manifests helm-chart docs ## Fail when generated files (the Helm chart and docs/reference included), formatting or go.mod drift.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "Files need gofmt:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
-	@git diff --exit-code -- api config e2e/framework/infrastructure charts || { echo "Generated files are out of date: run 'make generate manifests helm-chart' and commit."; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts; exit 1; }
+	@git diff --exit-code -- api config e2e/framework/infrastructure charts docs/reference || { echo "Generated files are out of date: run 'make generate manifests helm-chart docs' and commit."; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts docs/reference)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts docs/reference; exit 1; }
 
 ##@ Build
 
@@ -251,3 +257,6 @@ $(GOLANGCI_LINT): $(TOOLS_MOD)
 
 $(KUSTOMIZE): $(TOOLS_MOD)
 	go build -modfile=$(TOOLS_MOD) -o $@ sigs.k8s.io/kustomize/kustomize/v5
+
+$(CRD_REF_DOCS): $(TOOLS_MOD)
+	go build -modfile=$(TOOLS_MOD) -o $@ github.com/elastic/crd-ref-docs

@@ -1,7 +1,9 @@
 package manager
 
 import (
+	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -85,6 +87,22 @@ func (o *commandLine) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.goMemoryLimitPercent, "go-memory-limit-percent", defaultGoMemoryLimitPercent,
 		fmt.Sprintf("The Go runtime's soft memory limit, as a percentage of the container's memory limit, which the %s environment variable holds in bytes (from the downward API): the garbage collector works harder as the heap nears it. Ignored when GOMEMLIMIT is set or %s is not; 0 sets none.", memoryLimitEnv, memoryLimitEnv))
 	logsv1.AddFlags(o.logging, fs)
+}
+
+// Flags returns the flags Main parses, bound to defaults only: the
+// manager's, Cluster API's diagnostics and logging flags, and those of the
+// Go flag set (controller-runtime's --kubeconfig). hack/docsgen writes the
+// flags reference from it.
+func Flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	(&commandLine{logging: logsv1.NewLoggingConfiguration()}).addFlags(fs)
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		// A test binary has the testing package's flags too.
+		if !strings.HasPrefix(f.Name, "test.") {
+			fs.AddGoFlag(f)
+		}
+	})
+	return fs
 }
 
 // leaderElectionTimings are the Lease timings, Cluster API's flags and
