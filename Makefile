@@ -18,8 +18,10 @@ RELEASE_DIR ?= $(ROOT)/out
 # The image the release components default to (clusterctl wants a name with
 # its registry) and that `make release` saves.
 RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
-# The platforms `make release` builds the kubectl plugin for.
+# The platforms `make release` builds the kubectl plugin for, each named in
+# the krew manifest (hack/krew), and where krew downloads the archives.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+KREW_RELEASE_URL ?= https://github.com/capi-autoscaler/capi-autoscaler/releases/download/$(RELEASE_VERSION)
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -224,13 +226,14 @@ release: release-manifests release-chart release-kubectl-plugin docker-build ## 
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
 
 .PHONY: release-kubectl-plugin
-release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (no docker).
+release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each, and its krew manifest krew-capi-autoscaler.yaml (no docker).
 	mkdir -p $(RELEASE_DIR)
 	for platform in $(PLUGIN_PLATFORMS); do \
 		os=$${platform%/*} arch=$${platform#*/}; dir=$(BIN)/release/kubectl-plugin/$$os-$$arch; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
 		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler; \
 	done
+	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR)
 
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
