@@ -32,13 +32,18 @@ func Generate(root string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Pages(names, metrics), nil
+}
+
+// Pages renders the pages of what the code holds, by path.
+func Pages(names *Names, metrics []Metric) map[string]string {
 	return map[string]string{
 		FlagsPage:      flagsPage(manager.Flags()),
 		KeysPage:       keysPage(names.Keys),
 		EventsPage:     eventsPage(names.EventReasons),
 		ConditionsPage: conditionsPage(names),
 		MetricsPage:    metricsPage(metrics),
-	}, nil
+	}
 }
 
 func flagsPage(fs *pflag.FlagSet) string {
