@@ -14,6 +14,9 @@ import (
 // markdownLink is an inline link or image, [text](target "title").
 var markdownLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 
+// scheme starts a link that is not relative (https:, mailto:).
+var scheme = regexp.MustCompile(`^[a-z]+:`)
+
 // codeSpan is inline code, whose brackets are no links.
 var codeSpan = regexp.MustCompile("`[^`]*`")
 
@@ -94,7 +97,7 @@ func relativeLinks(content string) []string {
 			continue
 		}
 		for _, m := range markdownLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
-			if !regexp.MustCompile(`^[a-z]+:`).MatchString(m[1]) {
+			if !scheme.MatchString(m[1]) {
 				links = append(links, m[1])
 			}
 		}

@@ -24,11 +24,13 @@ type collectors struct {
 	registered []prometheus.Collector
 }
 
+// MustRegister registers with the registry and remembers cs.
 func (c *collectors) MustRegister(cs ...prometheus.Collector) {
 	c.Registerer.MustRegister(cs...)
 	c.registered = append(c.registered, cs...)
 }
 
+// Register registers with the registry and remembers collector.
 func (c *collectors) Register(collector prometheus.Collector) error {
 	if err := c.Registerer.Register(collector); err != nil {
 		return err
