@@ -11,7 +11,8 @@ for placeholder in $(grep -o 'SHA256_[a-z0-9]*_[a-z0-9]*' <<<"$manifest"); do
 	platform=${placeholder#SHA256_}
 	archive=$dir/kubectl-capi_autoscaler-${platform%_*}-${platform#*_}.tar.gz
 	[[ -f $archive ]] || { echo "krew manifest: $archive is missing: the manifest names a platform the release does not build" >&2; exit 1; }
-	sum=$(sha256sum "$archive" | cut -d' ' -f1)
+	# sha256sum on Linux, shasum on macOS.
+	sum=$({ sha256sum "$archive" 2>/dev/null || shasum -a 256 "$archive"; } | cut -d' ' -f1)
 	manifest=${manifest//$placeholder/$sum}
 done
 for archive in "$dir"/kubectl-capi_autoscaler-*.tar.gz; do
