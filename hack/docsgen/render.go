@@ -55,6 +55,9 @@ func flagsPage(fs *pflag.FlagSet) string {
 	b.WriteString("| flag | type | default | meaning |\n| --- | --- | --- | --- |\n")
 	fs.SortFlags = true
 	fs.VisitAll(func(f *pflag.Flag) {
+		if isTestFlag(f) {
+			return
+		}
 		def := f.DefValue
 		if def == "" || def == "[]" {
 			def = "none"
@@ -68,6 +71,12 @@ func flagsPage(fs *pflag.FlagSet) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, f.Value.Type(), def, cell(f.Usage))
 	})
 	return b.String()
+}
+
+// isTestFlag is a flag of the testing package, which the Go flag set of a
+// test binary has.
+func isTestFlag(f *pflag.Flag) bool {
+	return strings.HasPrefix(f.Name, "test.")
 }
 
 func keysPage(keys map[string]*Name) string {

@@ -3,7 +3,6 @@ package manager
 import (
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -89,20 +88,20 @@ func (o *commandLine) addFlags(fs *pflag.FlagSet) {
 	logsv1.AddFlags(o.logging, fs)
 }
 
-// Flags returns the flags Main parses, bound to defaults only: the
-// manager's, Cluster API's diagnostics and logging flags, and those of the
-// Go flag set (controller-runtime's --kubeconfig). hack/docsgen writes the
-// flags reference from it.
+// Flags returns the flags Main parses, bound to defaults only.
+// hack/docsgen writes the flags reference from it.
 func Flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	(&commandLine{logging: logsv1.NewLoggingConfiguration()}).addFlags(fs)
-	flag.CommandLine.VisitAll(func(f *flag.Flag) {
-		// A test binary has the testing package's flags too.
-		if !strings.HasPrefix(f.Name, "test.") {
-			fs.AddGoFlag(f)
-		}
-	})
+	(&commandLine{logging: logsv1.NewLoggingConfiguration()}).bind(fs)
 	return fs
+}
+
+// bind adds the manager's flags to fs: its own, Cluster API's diagnostics
+// and logging flags, and those of the Go flag set (controller-runtime's
+// --kubeconfig).
+func (o *commandLine) bind(fs *pflag.FlagSet) {
+	o.addFlags(fs)
+	fs.AddGoFlagSet(flag.CommandLine)
 }
 
 // leaderElectionTimings are the Lease timings, Cluster API's flags and
