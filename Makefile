@@ -18,8 +18,10 @@ RELEASE_DIR ?= $(ROOT)/out
 # The image the release components default to (clusterctl wants a name with
 # its registry) and that `make release` saves.
 RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
-# The platforms `make release` builds the kubectl plugin for.
+# The platforms `make release` builds the kubectl plugin for, each named in
+# the krew manifest (hack/krew), and where krew downloads the archives.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+KREW_RELEASE_URL ?= https://github.com/capi-autoscaler/capi-autoscaler/releases/download/$(RELEASE_VERSION)
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -30,6 +32,7 @@ KARPENTER_GO := go1.26.10
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 KUSTOMIZE := $(BIN)/kustomize
+CRD_REF_DOCS := $(BIN)/crd-ref-docs
 
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 
@@ -58,6 +61,11 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 helm-chart: manifests ## Generate the Helm chart's templates (charts/capi-autoscaler/templates) and version from config/ and metadata.yaml (docs/helm.md).
 	go run ./hack/helmchart --repo-root=$(ROOT)
 
+.PHONY: docs
+docs: $(CRD_REF_DOCS) ## Generate the references of docs/reference: the ClusterAutoscaler API from its Go types (crd-ref-docs), and the manager's flags, annotations, labels, taints, event reasons, conditions and metrics from the code (hack/docsgen).
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown --output-path=docs/reference/api.md
+	go run ./hack/docsgen --repo-root=$(ROOT)
+
 .PHONY: fmt
 fmt: ## Format the code.
 	go fmt ./...
@@ -71,11 +79,11 @@ lint: $(GOLANGCI_LINT) ## Lint the code with golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests helm-chart ## Fail when generated files (the Helm chart included), formatting or go.mod drift.
+verify: generate manifests helm-chart docs ## Fail when generated files (the Helm chart and docs/reference included), formatting or go.mod drift.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "Files need gofmt:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go mod tidy -diff
-	@git diff --exit-code -- api config e2e/framework/infrastructure charts || { echo "Generated files are out of date: run 'make generate manifests helm-chart' and commit."; exit 1; }
-	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts; exit 1; }
+	@git diff --exit-code -- api config e2e/framework/infrastructure charts docs/reference || { echo "Generated files are out of date: run 'make generate manifests helm-chart docs' and commit."; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts docs/reference)" || { echo "Untracked generated files:"; git ls-files --others --exclude-standard -- api config e2e/framework/infrastructure charts docs/reference; exit 1; }
 
 ##@ Build
 
@@ -218,13 +226,14 @@ release: release-manifests release-chart release-kubectl-plugin docker-build ## 
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
 
 .PHONY: release-kubectl-plugin
-release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (no docker).
+release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each, and its krew manifest krew-capi-autoscaler.yaml (no docker).
 	mkdir -p $(RELEASE_DIR)
 	for platform in $(PLUGIN_PLATFORMS); do \
 		os=$${platform%/*} arch=$${platform#*/}; dir=$(BIN)/release/kubectl-plugin/$$os-$$arch; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
 		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler; \
 	done
+	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR)
 
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
@@ -251,3 +260,6 @@ $(GOLANGCI_LINT): $(TOOLS_MOD)
 
 $(KUSTOMIZE): $(TOOLS_MOD)
 	go build -modfile=$(TOOLS_MOD) -o $@ sigs.k8s.io/kustomize/kustomize/v5
+
+$(CRD_REF_DOCS): $(TOOLS_MOD)
+	go build -modfile=$(TOOLS_MOD) -o $@ github.com/elastic/crd-ref-docs

@@ -38,8 +38,8 @@ type DryRunBesideActiveSpecInput struct {
 // never let a node stay unneeded for that long.
 const besideActiveUnneededTime = 20 * time.Second
 
-// DryRunBesideActiveSpec tries a scale-down configuration as the README
-// tells users to: an Active ClusterAutoscaler that reaches the workload
+// DryRunBesideActiveSpec tries a scale-down configuration as
+// docs/howto/workload-identity.md tells users to: an Active ClusterAutoscaler that reaches the workload
 // cluster with the narrow workload kubeconfig Secret, and a DryRun one for
 // the same Cluster, created later to trial a shorter unneededTime, that
 // names no Secret (so that alone it would use the Cluster's admin

@@ -76,7 +76,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.expanders) || !self.expanders.exists(e, e == 'priority') || (has(self.expanderPriorities) && size(self.expanderPriorities) > 0)",message="expanderPriorities must be set when the priority expander is used"
 // +kubebuilder:validation:XValidation:rule="!has(self.minLoopInterval) || !has(self.scanInterval) || duration(self.minLoopInterval) <= duration(self.scanInterval)",message="minLoopInterval must not exceed scanInterval"
 type ClusterAutoscalerSpec struct {
-	// clusterName is the name of the Cluster, in the same namespace, to autoscale.
+	// clusterName is the name of the Cluster, in the same namespace, to
+	// autoscale; it cannot change.
 	// The controller makes that Cluster an owner of the ClusterAutoscaler:
 	// clusterctl move takes the ClusterAutoscaler along with the Cluster, and
 	// deleting the Cluster deletes the ClusterAutoscaler.
@@ -161,8 +162,10 @@ type ClusterAutoscalerSpec struct {
 	BalancingIgnoredLabels []string `json:"balancingIgnoredLabels,omitempty"`
 
 	// expanders choose among the node groups able to help pending pods,
-	// applied in order: each one passes its ties to the next. The default,
-	// least-waste, is the upstream cluster-autoscaler's.
+	// applied in order: each one passes its ties to the next, and ties left
+	// at the end go to the first group by ID. The default, least-waste, is
+	// the upstream cluster-autoscaler's since 1.33 (kubernetes/autoscaler#7631;
+	// it was random before).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
@@ -209,8 +212,10 @@ type ClusterAutoscalerSpec struct {
 	// maxNodeProvisionTime is how long a new node may take to register before
 	// its scale-up counts as failed, and how long a Machine may be without a
 	// registered node, from when the autoscaler first saw it so, before it
-	// is deleted. At least 1m: a shorter time deletes Machines that are
-	// still booting.
+	// is deleted, but never below the group's min size (a
+	// BrokenInstancesAtMinSize problem on its status row says it is kept,
+	// for a MachineHealthCheck to replace). At least 1m: a shorter time
+	// deletes Machines that are still booting.
 	// +optional
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="maxNodeProvisionTime must be at least 1m: a shorter time deletes Machines that are still booting"
@@ -627,7 +632,9 @@ type ScaleDownConfig struct {
 	MaxDrainParallelism *int32 `json:"maxDrainParallelism,omitempty"`
 
 	// cordonNodeBeforeTerminating cordons nodes (spec.unschedulable) on top
-	// of the ToBeDeletedByClusterAutoscaler taint before removing them.
+	// of the ToBeDeletedByClusterAutoscaler taint before removing them. A
+	// node given back is uncordoned only when the autoscaler cordoned it,
+	// whatever this says by then.
 	// +optional
 	// +kubebuilder:default=false
 	CordonNodeBeforeTerminating *bool `json:"cordonNodeBeforeTerminating,omitempty"`
@@ -637,7 +644,8 @@ type ScaleDownConfig struct {
 	// while its Machine is not being deleted, e.g. because another writer
 	// set the replicas back. Then the autoscaler gives it back: it removes
 	// its taint, its cordon and the Machine's mark, and says so in a
-	// Warning event and on the group's status row.
+	// NodeNotDeleted Warning event on the group and on the group's status
+	// row. At least 10s.
 	// +optional
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="nodeDeletionTimeout must be at least 10s"

@@ -98,7 +98,7 @@ func kindOrder(obj *unstructured.Unstructured) int {
 }
 
 // InstallWorkloadRBAC creates config/workload-rbac, WorkloadServiceAccount
-// and its roles, in the workload cluster, as the README tells users to, and
+// and its roles, in the workload cluster, as docs/howto/workload-identity.md tells users to, and
 // returns a kubeconfig with a token of the ServiceAccount: what the suite's
 // ClusterAutoscalers reach the workload cluster with (see
 // CreateSimulatedCluster).

@@ -72,8 +72,7 @@ const (
 )
 
 // The manager's permissions are two ClusterRoles, so that an install can
-// grant the second only in the namespaces it autoscales (README,
-// "Permissions"). The end-to-end suite runs the manager with exactly these
+// grant the second only in the namespaces it autoscales (docs/reference/permissions.md). The end-to-end suite runs the manager with exactly these
 // roles and fails on any request they refuse.
 //
 // manager-role, bound cluster-wide: what the caches list and watch, and the

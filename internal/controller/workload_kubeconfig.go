@@ -267,7 +267,7 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 		// the namespaces it is to autoscale: the Cluster's Lease, /scale
 		// and Machines are refused here too.
 		r.refuseWorkloadKubeconfig(ctx, s, autoscalingv1alpha1.WorkloadKubeconfigForbiddenReason, fmt.Sprintf(
-			"Nothing is autoscaled: the manager is not granted its namespace role (the ClusterRole *-manager-namespace-role; README, \"Permissions\") in namespace %s: %v", ca.Namespace, err))
+			"Nothing is autoscaled: the manager is not granted its namespace role (the ClusterRole *-manager-namespace-role; docs/reference/permissions.md) in namespace %s: %v", ca.Namespace, err))
 		return false, nil
 	case ca.Spec.WorkloadKubeconfigSecretRef == nil:
 		// The Cluster's own kubeconfig: the ClusterCache reports its

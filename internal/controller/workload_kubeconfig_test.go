@@ -660,7 +660,7 @@ func (c connectedWith) GetRESTConfig(context.Context, client.ObjectKey) (*rest.C
 }
 
 // A ClusterAutoscaler in a namespace where a narrower install did not bind
-// the manager's namespace role (README, "Permissions") says so on its own
+// the manager's namespace role (docs/reference/permissions.md) says so on its own
 // conditions, whichever Secret holds its kubeconfig, and nothing of its
 // Cluster is touched: no engine, and no contending for the Cluster's
 // Lease, which the manager may not write there either and would report as

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -88,6 +89,22 @@ func (o *commandLine) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.goMemoryLimitPercent, "go-memory-limit-percent", defaultGoMemoryLimitPercent,
 		fmt.Sprintf("The Go runtime's soft memory limit, as a percentage of the container's memory limit, which the %s environment variable holds in bytes (from the downward API): the garbage collector works harder as the heap nears it. Ignored when GOMEMLIMIT is set or %s is not; 0 sets none.", memoryLimitEnv, memoryLimitEnv))
 	logsv1.AddFlags(o.logging, fs)
+}
+
+// Flags returns the flags Main parses, bound to defaults only.
+// hack/docsgen writes the flags reference from it.
+func Flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	(&commandLine{logging: logsv1.NewLoggingConfiguration()}).bind(fs)
+	return fs
+}
+
+// bind adds the manager's flags to fs: its own, Cluster API's diagnostics
+// and logging flags, and those of the Go flag set (controller-runtime's
+// --kubeconfig).
+func (o *commandLine) bind(fs *pflag.FlagSet) {
+	o.addFlags(fs)
+	fs.AddGoFlagSet(flag.CommandLine)
 }
 
 // leaderElectionTimings are the Lease timings, Cluster API's flags and

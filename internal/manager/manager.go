@@ -7,7 +7,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -71,10 +70,7 @@ type Options struct {
 // it is signalled to stop. It returns the exit code of the process.
 func Main(build Options) int {
 	opts := &commandLine{logging: logsv1.NewLoggingConfiguration()}
-	fs := pflag.CommandLine
-	opts.addFlags(fs)
-	// controller-runtime registers --kubeconfig on the Go flag set.
-	fs.AddGoFlagSet(flag.CommandLine)
+	opts.bind(pflag.CommandLine)
 	pflag.Parse()
 
 	if err := logsv1.ValidateAndApply(opts.logging, nil); err != nil {

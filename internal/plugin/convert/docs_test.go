@@ -16,6 +16,9 @@ func flagTableDoc() string {
 	var b strings.Builder
 	b.WriteString(`# Upstream cluster-autoscaler flags and the ClusterAutoscaler
 
+After this page you can tell what becomes of each flag of your upstream
+cluster-autoscaler in a ClusterAutoscaler ([migrating](migrating.md)).
+
 What ` + "`kubectl capi-autoscaler convert`" + ` (docs/operations.md, "Converting
 the upstream cluster-autoscaler") makes of each flag of the upstream
 cluster-autoscaler. Generated from its flag table

@@ -113,11 +113,11 @@ func nextSteps(ca *autoscalingv1alpha1.ClusterAutoscaler) []string {
 		return []string{
 			apply + ": in DryRun mode it runs beside the upstream autoscaler and only says what it would do",
 			"compare: kubectl capi-autoscaler status shows its would-be decisions (status.dryRunDecisions, WouldScaleUp and WouldScaleDown events)",
-			"switch over: scale the upstream Deployment to 0, then set spec.mode: Active (README, \"Switching from the upstream cluster-autoscaler\")",
+			"switch over: scale the upstream Deployment to 0, then set spec.mode: Active (docs/migrating.md)",
 		}
 	}
 	return []string{
 		apply + ": while the upstream autoscaler acts on the cluster, this one waits (ScalingActive False, reason OtherAutoscalerActive)",
-		"switch over: scale the upstream Deployment to 0 (README, \"Switching from the upstream cluster-autoscaler\")",
+		"switch over: scale the upstream Deployment to 0 (docs/migrating.md)",
 	}
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// markdownLink is an inline link or image, [text](target "title").
+var markdownLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// scheme starts a link that is not relative (https:, mailto:).
+var scheme = regexp.MustCompile(`^[a-z]+:`)
+
+// codeSpan is inline code, whose brackets are no links.
+var codeSpan = regexp.MustCompile("`[^`]*`")
+
+// TestLinksResolve fails on each relative link of README.md and docs/ whose
+// file does not exist, or whose anchor names no heading of its page.
+func TestLinksResolve(t *testing.T) {
+	pages := []string{filepath.Join(root, "README.md")}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) (map[string]bool, error) {
+		if a, ok := anchors[path]; ok {
+			return a, nil
+		}
+		content, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		a := headingAnchors(string(content))
+		anchors[path] = a
+		return a, nil
+	}
+	for _, page := range pages {
+		content, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(root, page)
+		for _, link := range relativeLinks(string(content)) {
+			file, anchor, _ := strings.Cut(link, "#")
+			target := page
+			if file != "" {
+				target = filepath.Join(filepath.Dir(page), file)
+				if _, err := os.Stat(target); err != nil {
+					t.Errorf("%s: the link %s names no file", name, link)
+					continue
+				}
+			}
+			if anchor == "" {
+				continue
+			}
+			if !strings.HasSuffix(target, ".md") {
+				t.Errorf("%s: the link %s has an anchor into a file that is not Markdown", name, link)
+				continue
+			}
+			a, err := anchorsOf(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a[anchor] {
+				t.Errorf("%s: the link %s names no heading of %s", name, link, file)
+			}
+		}
+	}
+	if len(pages) < 20 {
+		t.Fatalf("only %d pages found", len(pages))
+	}
+}
+
+// relativeLinks are the targets of the links of a page outside code, but
+// for those with a scheme (https:, mailto:).
+func relativeLinks(content string) []string {
+	var links []string
+	inFence := false
+	for line := range strings.SplitSeq(content, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		for _, m := range markdownLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+			if !scheme.MatchString(m[1]) {
+				links = append(links, m[1])
+			}
+		}
+	}
+	return links
+}
+
+// headingAnchors are the anchors GitHub gives the headings of a page: the
+// text lowercased, without punctuation but hyphens and underscores, spaces
+// as hyphens, and -1, -2... after repeats.
+func headingAnchors(content string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	inFence := false
+	for line := range strings.SplitSeq(content, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		// A link in a heading counts by its text.
+		text = markdownLink.ReplaceAllStringFunc(text, func(link string) string {
+			return link[strings.Index(link, "[")+1 : strings.Index(link, "]")]
+		})
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchor := b.String()
+		if n := seen[anchor]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", anchor, n)] = true
+		} else {
+			anchors[anchor] = true
+		}
+		seen[anchor]++
+	}
+	return anchors
+}
