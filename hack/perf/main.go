@@ -16,6 +16,11 @@
 // at zero and whose machines never provision: each trial ends when its
 // replicas are raised, then the pods are deleted and the replicas reset.
 //
+// --groups adds that many MachineDeployments at zero (zones × sizes ×
+// teams) that no pending pod selects, to measure the loops, the first
+// scale-up and the requests to the management cluster with many node
+// groups (groups.go).
+//
 // With --clusters, each Cluster's workload cluster is an API server of its
 // own (localstack's StartAPIServer: etcd shared, no scheduler, controller
 // manager nor kwok), holding --nodes-per-cluster static Nodes and their
