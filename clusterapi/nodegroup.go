@@ -63,14 +63,18 @@ type nodeGroupOptions struct {
 	reader   client.Reader
 	recorder EventRecorder
 	nodes    *nodeIndex
+	// listed are the MachineSets and Machines of the listing the group
+	// is built in; the group's later reads use the resource's reader.
+	listed *scalable.Listed
 }
 
 func newNodeGroup(ctx context.Context, opts nodeGroupOptions) (*nodeGroup, error) {
-	machines, err := opts.resource.Machines(ctx)
+	listing := opts.resource.WithListed(opts.listed)
+	machines, err := listing.Machines(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rolloutReason, err := opts.resource.RolloutReason(ctx)
+	rolloutReason, err := listing.RolloutReason(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -121,10 +121,17 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 	if err := p.management.Get(ctx, p.cluster, cluster); err != nil {
 		return list, fmt.Errorf("reading Cluster %s: %w", p.cluster, err)
 	}
-	candidates, err := p.candidates(ctx)
+	candidates, machineSets, err := p.candidates(ctx)
 	if err != nil {
 		return list, err
 	}
+	machines := &clusterv1.MachineList{}
+	if err := p.management.List(ctx, machines, client.InNamespace(p.cluster.Namespace)); err != nil {
+		return list, fmt.Errorf("listing the Machines of Cluster %s: %w", p.cluster, err)
+	}
+	// Each group finds its MachineSets and Machines in these: a list per
+	// group would filter every one of them, groups × objects per loop.
+	listed := scalable.NewListed(machineSets, machines.Items)
 	// The Nodes are only read, so they need not be copied out of the cache.
 	nodes := &corev1.NodeList{}
 	if err := p.workload.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
@@ -173,7 +180,7 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 				Message: budgetErr.Error() + "; until it is fixed, consolidation disrupts the group within the ClusterAutoscaler's budget"})
 		}
 		group, err := newNodeGroup(ctx, nodeGroupOptions{resource: resource, hints: hints, hintsErr: hintsErr, price: price, consolidationBudget: budget,
-			reader: p.templates, recorder: p.recorder, nodes: index})
+			reader: p.templates, recorder: p.recorder, nodes: index, listed: listed})
 		if err != nil {
 			return list, err
 		}
@@ -189,12 +196,13 @@ func (p *Provider) NodeGroups(ctx context.Context) (nodegroups.List, error) {
 // candidates are the Cluster's MachineDeployments, standalone MachineSets and
 // MachinePools that carry a size annotation. A MachineSet controlled by a
 // MachineDeployment is part of the MachineDeployment's group, even though it
-// inherits its annotations.
-func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
+// inherits its annotations. It also returns every MachineSet of the
+// namespace.
+func (p *Provider) candidates(ctx context.Context) ([]client.Object, []clusterv1.MachineSet, error) {
 	var candidates []client.Object
 	deployments := &clusterv1.MachineDeploymentList{}
 	if err := p.management.List(ctx, deployments, client.InNamespace(p.cluster.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the MachineDeployments of Cluster %s: %w", p.cluster, err)
+		return nil, nil, fmt.Errorf("listing the MachineDeployments of Cluster %s: %w", p.cluster, err)
 	}
 	for i := range deployments.Items {
 		md := &deployments.Items[i]
@@ -204,7 +212,7 @@ func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
 	}
 	machineSets := &clusterv1.MachineSetList{}
 	if err := p.management.List(ctx, machineSets, client.InNamespace(p.cluster.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the MachineSets of Cluster %s: %w", p.cluster, err)
+		return nil, nil, fmt.Errorf("listing the MachineSets of Cluster %s: %w", p.cluster, err)
 	}
 	for i := range machineSets.Items {
 		ms := &machineSets.Items[i]
@@ -219,9 +227,9 @@ func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
 		// A management cluster without the MachinePool CRD has none, as the
 		// upstream autoscaler assumes when discovery does not list them.
 		ctrl.LoggerFrom(ctx).V(4).Info("Not looking for MachinePools: the API server does not serve them")
-		return candidates, nil
+		return candidates, machineSets.Items, nil
 	case err != nil:
-		return nil, fmt.Errorf("listing the MachinePools of Cluster %s: %w", p.cluster, err)
+		return nil, nil, fmt.Errorf("listing the MachinePools of Cluster %s: %w", p.cluster, err)
 	}
 	for i := range machinePools.Items {
 		mp := &machinePools.Items[i]
@@ -229,5 +237,5 @@ func (p *Provider) candidates(ctx context.Context) ([]client.Object, error) {
 			candidates = append(candidates, mp)
 		}
 	}
-	return candidates, nil
+	return candidates, machineSets.Items, nil
 }

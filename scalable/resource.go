@@ -13,6 +13,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -121,6 +122,35 @@ type Resource interface {
 	// lowering the replicas then would let Cluster API choose which
 	// Machine goes. Called between the read and the write of the replicas.
 	CheckMarks(ctx context.Context, machines []*clusterv1.Machine) error
+	// WithListed returns the resource reading its MachineSets and Machines
+	// from listed instead of its reader (Machines, RolloutReason), for
+	// the reads of one listing of node groups.
+	WithListed(listed *Listed) Resource
+}
+
+// Listed are the MachineSets and Machines of a namespace listed once, by
+// the UID of their controller: the resources of one listing of node
+// groups find theirs there, where each listing them would filter all of
+// them, groups × objects in all.
+type Listed struct {
+	machineSets map[types.UID][]*clusterv1.MachineSet
+	machines    map[types.UID][]*clusterv1.Machine
+}
+
+// NewListed indexes the listed MachineSets and Machines.
+func NewListed(machineSets []clusterv1.MachineSet, machines []clusterv1.Machine) *Listed {
+	l := &Listed{machineSets: map[types.UID][]*clusterv1.MachineSet{}, machines: map[types.UID][]*clusterv1.Machine{}}
+	for i := range machineSets {
+		if owner := metav1.GetControllerOf(&machineSets[i]); owner != nil {
+			l.machineSets[owner.UID] = append(l.machineSets[owner.UID], &machineSets[i])
+		}
+	}
+	for i := range machines {
+		if owner := metav1.GetControllerOf(&machines[i]); owner != nil {
+			l.machines[owner.UID] = append(l.machines[owner.UID], &machines[i])
+		}
+	}
+	return l
 }
 
 // MarkedAnnotation records on a Machine that the autoscaler set its
@@ -306,6 +336,9 @@ type resource struct {
 	// annotatedMinSize is the min-size annotation's; minSize is what
 	// Options.MinSize makes of it.
 	annotatedMinSize int
+	// listed, when set, holds the Machines and MachineSets read instead
+	// of the reader's (WithListed).
+	listed *Listed
 }
 
 var _ Resource = &resource{}
@@ -329,6 +362,12 @@ func (r *resource) WithMinSize(rule nodegroups.MinSizeRule) Resource {
 	with := *r
 	with.opts.MinSize = rule
 	with.applyMinSize()
+	return &with
+}
+
+func (r *resource) WithListed(listed *Listed) Resource {
+	with := *r
+	with.listed = listed
 	return &with
 }
 
@@ -478,6 +517,17 @@ func (r *resource) Machines(ctx context.Context) ([]*clusterv1.Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s has an invalid selector: %w", r.ID(), err)
 	}
+	if r.listed != nil {
+		var owned []*clusterv1.Machine
+		for uid := range owners {
+			for _, machine := range r.listed.machines[uid] {
+				if machine.Namespace == r.Namespace() && selector.Matches(labels.Set(machine.Labels)) {
+					owned = append(owned, machine)
+				}
+			}
+		}
+		return owned, nil
+	}
 	machines := &clusterv1.MachineList{}
 	if err := r.reader.List(ctx, machines, client.InNamespace(r.Namespace()), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("listing the Machines of %s: %w", r.ID(), err)
@@ -512,6 +562,15 @@ func (r *resource) machineOwners(ctx context.Context) (sets.Set[types.UID], erro
 
 // machineSets lists the MachineSets a MachineDeployment controls.
 func (r *resource) machineSets(ctx context.Context) ([]*clusterv1.MachineSet, error) {
+	if r.listed != nil {
+		var controlled []*clusterv1.MachineSet
+		for _, ms := range r.listed.machineSets[r.obj.GetUID()] {
+			if ms.Namespace == r.Namespace() && ms.Labels[clusterv1.MachineDeploymentNameLabel] == r.Name() {
+				controlled = append(controlled, ms)
+			}
+		}
+		return controlled, nil
+	}
 	list := &clusterv1.MachineSetList{}
 	if err := r.reader.List(ctx, list, client.InNamespace(r.Namespace()),
 		client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: r.Name()}); err != nil {

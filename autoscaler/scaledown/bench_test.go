@@ -275,3 +275,42 @@ func consolidation(policy scaledown.ConsolidationPolicy) scaledown.Consolidation
 		MaxSimulations: autoscaler.DefaultConfig().Consolidation.MaxSimulations,
 	}
 }
+
+// BenchmarkConsolidateWorkers measures consolidation passes on 1 and 2
+// workers (Options.Workers, DefaultMinParallelWork) over 1,000 nodes: the
+// deletion of BenchmarkConsolidate, whose candidates mostly go, and the
+// replacement of BenchmarkConsolidateReplace with the large nodes priced
+// out, whose every simulation stays, the most a pass does.
+func BenchmarkConsolidateWorkers(b *testing.B) {
+	for _, bench := range []struct {
+		name   string
+		in     snapshot.Input
+		policy scaledown.ConsolidationPolicy
+		// threshold keeps scale-down from removing nodes itself.
+		threshold float64
+	}{
+		{name: "delete", in: underutilizedCluster(1000, benchmark.DefaultGroups), policy: scaledown.ConsolidationDelete, threshold: 0.1},
+		{name: "replace/none", in: crowdedCluster(1000, benchmark.DefaultGroups, ptr.To[pricing.Price](100_000_000)), policy: scaledown.ConsolidationReplace, threshold: 0.5},
+	} {
+		snap, _ := benchmark.NewSnapshot(bench.in)
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("nodes=1000/%s/workers=%d", bench.name, workers), func(b *testing.B) {
+				ctx := klog.NewContext(b.Context(), klog.Background().V(1))
+				opts := options(func(o *scaledown.Options) {
+					o.Groups.ScaleDownUtilizationThreshold = bench.threshold
+					o.Consolidation = consolidation(bench.policy)
+					o.Workers, o.MinParallelWork = workers, scaledown.DefaultMinParallelWork
+				})
+				if failed := simulator.SetTemplates(ctx, snap, opts.NodeRules); len(failed) > 0 {
+					b.Fatal(failed)
+				}
+				plan := planPasses(ctx, b, snap, opts)
+				removed := 0
+				if plan.Consolidation != nil {
+					removed = len(plan.Consolidation.Removals)
+				}
+				b.ReportMetric(float64(removed), "consolidated-nodes")
+			})
+		}
+	}
+}

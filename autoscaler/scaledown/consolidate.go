@@ -513,28 +513,59 @@ func (p *Planner) newPass(ctx context.Context, sched *simulator.Scheduler) *pass
 
 // grow takes the candidates in order, within the budgets of their groups
 // and at most simulations of them, and returns the steps of those that can
-// go, each after those before.
+// go, each after those before. As a scale-down pass does (tryEach), once a
+// candidate stayed it tries the next ones on the workers, up to the first
+// that would go (tryAhead): the steps are those of one goroutine.
 func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *pass, candidates []*consolidationCandidate, simulations int) []step {
 	logger := klog.FromContext(ctx)
 	allowed := map[string]int{}
+	budget := func(c *consolidationCandidate) int {
+		left, seen := allowed[c.group.ID()]
+		if !seen {
+			left = c.allowed.nodes
+		}
+		return left
+	}
 	var steps []step
 	var removed pricing.Price
 	pods, ran := 0, 0
-	for _, c := range candidates {
+	pace := newPacer()
+	// ahead are the candidates tried on the workers, by position: why
+	// they stay, or nil for the first that would go.
+	var ahead map[int]*Decision
+	for i, c := range candidates {
 		if ran == simulations {
 			logger.V(4).Info("Consolidation reached its simulations for this pass", "simulations", ran)
 			break
 		}
 		id := c.group.ID()
-		left, seen := allowed[id]
-		if !seen {
-			left = c.allowed.nodes
-		}
+		left := budget(c)
 		if left == 0 {
 			continue
 		}
 		ran++
-		empty, kept := p.tryRemove(sched, c.candidate, state)
+		kept, decided := ahead[i]
+		if !decided && pace.ready() {
+			// The next simulations while candidates stay: the budgets
+			// stay as they are.
+			var tries []int
+			for j := i; j < len(candidates) && len(tries) <= simulations-ran; j++ {
+				if budget(candidates[j]) > 0 {
+					tries = append(tries, j)
+				}
+			}
+			if p.parallel(len(tries), len(sched.Snapshot().NodeInfos())) {
+				var stay int
+				ahead, stay = p.tryAhead(sched, state, candidates, tries)
+				pace.tried(stay)
+				kept = ahead[i]
+			}
+		}
+		empty := false
+		if kept == nil {
+			empty, kept = p.tryRemove(sched, c.candidate, state)
+		}
+		pace.record(kept != nil)
 		if kept != nil {
 			logger.V(5).Info("Consolidation cannot remove node", "node", klog.KObj(c.nodeInfo.Node()), "reason", kept.Reason, "message", kept.Message)
 			continue
@@ -549,6 +580,27 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 		})
 	}
 	return steps
+}
+
+// tryAhead tries the candidates at positions tries on the workers
+// (tryOnBranches), from the state of sched and the pass, and returns by
+// position why those before the first that would go stay, and nil for
+// that one, and how many stay.
+func (p *Planner) tryAhead(sched *simulator.Scheduler, state *pass, candidates []*consolidationCandidate, tries []int) (map[int]*Decision, int) {
+	tried := make([]*candidate, len(tries))
+	for k, j := range tries {
+		tried[k] = candidates[j].candidate
+	}
+	outcomes := make([]outcome, len(tries))
+	stay := p.tryOnBranches(sched, state, tried, outcomes)
+	ahead := make(map[int]*Decision, stay+1)
+	for k := range stay {
+		ahead[tries[k]] = outcomes[k].kept
+	}
+	if stay < len(tries) {
+		ahead[tries[stay]] = nil
+	}
+	return ahead, stay
 }
 
 // consolidationCandidates are the nodes consolidation may remove: ready

@@ -34,33 +34,57 @@ type outcome struct {
 // single goroutine, whatever the number of workers.
 func (p *Planner) tryEach(sched *simulator.Scheduler, state *pass, candidates []*candidate) []outcome {
 	outcomes := make([]outcome, len(candidates))
-	// stayed counts the candidates that stayed in a row; wait is how many
-	// must have before the workers start. A try on the branches whose
-	// first candidate goes decided nothing, and that candidate is then
-	// simulated twice: wait doubles, so that candidates that go and stay
-	// by turns cost at most a few such tries.
-	stayed, wait := 0, 1
+	pace := newPacer()
 	for i := 0; i < len(candidates); i++ {
-		if stayed >= wait && p.parallel(len(candidates)-i, len(sched.Snapshot().NodeInfos())) {
+		if pace.ready() && p.parallel(len(candidates)-i, len(sched.Snapshot().NodeInfos())) {
 			decided := p.tryOnBranches(sched, state, candidates[i:], outcomes[i:])
-			if decided == 0 {
-				wait *= 2
-			} else {
-				wait = 1
-			}
+			pace.tried(decided)
 			if i += decided; i == len(candidates) {
 				break
 			}
 		}
 		empty, kept := p.tryRemove(sched, candidates[i], state)
 		outcomes[i] = outcome{empty: empty, kept: kept}
-		if kept != nil {
-			stayed++
-		} else {
-			stayed = 0
-		}
+		pace.record(kept != nil)
 	}
 	return outcomes
+}
+
+// pacer tells a pass when to try its next candidates on the workers:
+// after a candidate stayed, when they are enough work. A try on the
+// branches whose first candidate goes decided nothing, and that candidate
+// is then simulated twice: the candidates that must stay in a row before
+// the next try double, so that candidates that go and stay by turns cost
+// at most a few such tries.
+type pacer struct {
+	// stayed counts the candidates that stayed in a row; wait is how many
+	// must have before the workers start.
+	stayed, wait int
+}
+
+func newPacer() pacer { return pacer{wait: 1} }
+
+// ready tells whether enough candidates stayed in a row for the next ones
+// to go on the workers, when they are enough work (Planner.parallel).
+func (pc *pacer) ready() bool { return pc.stayed >= pc.wait }
+
+// tried records a try on the branches that found decided candidates that
+// stay before the first that goes.
+func (pc *pacer) tried(decided int) {
+	if decided == 0 {
+		pc.wait *= 2
+	} else {
+		pc.wait = 1
+	}
+}
+
+// record records whether a candidate stayed.
+func (pc *pacer) record(stayed bool) {
+	if stayed {
+		pc.stayed++
+	} else {
+		pc.stayed = 0
+	}
 }
 
 // parallel tells whether candidates that may each have their pods tried on

@@ -24,6 +24,20 @@ func newDomainCounts() domainCounts {
 	return domainCounts{counts: map[string]int{}, nodes: map[string]int{}, domainsAt: map[int]int{}, min: math.MaxInt}
 }
 
+// domainCountsOf returns the counts, none yet, of the domains of the
+// eligible nodes, given as nodes per domain: what addNode for each node
+// gives.
+func domainCountsOf(nodes map[string]int) domainCounts {
+	d := domainCounts{counts: make(map[string]int, len(nodes)), nodes: maps.Clone(nodes), domainsAt: map[int]int{}, min: math.MaxInt}
+	for domain := range nodes {
+		d.counts[domain] = 0
+	}
+	if len(nodes) > 0 {
+		d.domainsAt[0], d.min = len(nodes), 0
+	}
+	return d
+}
+
 func (d *domainCounts) clone() domainCounts {
 	return domainCounts{counts: maps.Clone(d.counts), nodes: maps.Clone(d.nodes), domainsAt: maps.Clone(d.domainsAt), min: d.min}
 }

@@ -8,8 +8,10 @@
 package simulator
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -465,6 +467,94 @@ type podIndex struct {
 	// order first seen: a spread selector that requires a value of a key
 	// matches no other identity.
 	byLabel map[topologyPair][]*snapshot.Identity
+	// domains are the spreadDomains of the nodes by domainsSignature,
+	// found at the first state that needs them: every candidate's pods
+	// of a scale-down pass are a new group, but spread alike. Branches
+	// add to it at once.
+	domains sync.Map
+}
+
+// spreadDomains is which spread constraints of a state each node of the
+// index counts for, and the domains of the eligible nodes per constraint:
+// what registerDomains finds node by node. It depends on the constraints'
+// topology keys and inclusion policies and on the node selection and
+// tolerations they honor, not on the pods they select.
+type spreadDomains struct {
+	// eligible is per node of the index; nil without spread constraints.
+	eligible []spreadEligibility
+	// nodes are, per constraint, the eligible nodes per domain.
+	nodes []map[string]int
+}
+
+// eligibility is which constraints the node at position n counts for.
+func (d *spreadDomains) eligibility(n int) spreadEligibility {
+	if d.eligible == nil {
+		return spreadEligibility{}
+	}
+	return d.eligible[n]
+}
+
+// domainsOf returns the spread domains of the index's nodes for the
+// constraints of st, found once per domainsSignature.
+func (ix *podIndex) domainsOf(logger klog.Logger, st *podState) *spreadDomains {
+	if len(st.spread) == 0 {
+		return &spreadDomains{}
+	}
+	key := domainsSignature(st)
+	if found, ok := ix.domains.Load(key); ok {
+		return found.(*spreadDomains)
+	}
+	d := &spreadDomains{eligible: make([]spreadEligibility, len(ix.nodes)), nodes: make([]map[string]int, len(st.spread))}
+	for i := range d.nodes {
+		d.nodes[i] = map[string]int{}
+	}
+	for n, node := range ix.nodes {
+		eligible := st.spreadEligibility(logger, node)
+		d.eligible[n] = eligible
+		for i := range st.spread {
+			if st.spread[i].counts(eligible) {
+				d.nodes[i][node.Labels[st.spread[i].topologyKey]]++
+			}
+		}
+	}
+	// A branch that found them at the same time found the same.
+	found, _ := ix.domains.LoadOrStore(key, d)
+	return found.(*spreadDomains)
+}
+
+// domainsSignature is the same for states whose spread constraints count
+// the same nodes in the same domains (see spreadEligibility): their
+// topology keys and inclusion policies, in order, and the node selection
+// and tolerations of the pods when a policy honors them.
+func domainsSignature(st *podState) string {
+	b := binary.AppendUvarint(nil, uint64(len(st.spread)))
+	var honorAffinity, honorTaints bool
+	for i := range st.spread {
+		c := &st.spread[i]
+		b = append(append(b, c.topologyKey...), 0, flag(c.honorNodeAffinity), flag(c.honorNodeTaints))
+		honorAffinity = honorAffinity || c.honorNodeAffinity
+		honorTaints = honorTaints || c.honorNodeTaints
+	}
+	spec := st.info.Pod.Spec
+	if honorAffinity {
+		b = snapshot.AppendLabels(append(b, 'n'), spec.NodeSelector)
+		if spec.Affinity != nil && spec.Affinity.NodeAffinity != nil && spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			b = appendMarshalled(append(b, 'N'), spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
+	if honorTaints {
+		for i := range spec.Tolerations {
+			b = appendMarshalled(append(b, 't'), &spec.Tolerations[i])
+		}
+	}
+	return string(b)
+}
+
+func flag(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // indexedPod is a pod and the position of its node in podIndex.nodes.
@@ -508,9 +598,9 @@ func (ix *podIndex) computeCounts(logger klog.Logger, snap *snapshot.Snapshot, s
 		if !st.hasOwnTerms() {
 			continue
 		}
-		eligible := make([]spreadEligibility, len(ix.nodes))
-		for i, node := range ix.nodes {
-			eligible[i] = st.registerDomains(logger, node)
+		domains := ix.domainsOf(logger, st)
+		for i := range st.spread {
+			st.spread[i].domains = domainCountsOf(domains.nodes[i])
 		}
 		for _, identity := range ix.candidates(st) {
 			pods := ix.pods[identity]
@@ -518,7 +608,7 @@ func (ix *podIndex) computeCounts(logger klog.Logger, snap *snapshot.Snapshot, s
 				continue
 			}
 			for _, placed := range pods {
-				st.countPod(snap, placed.pod, ix.nodes[placed.node], eligible[placed.node], 1)
+				st.countPod(snap, placed.pod, ix.nodes[placed.node], domains.eligibility(placed.node), 1)
 			}
 		}
 	}

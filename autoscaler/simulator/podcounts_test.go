@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
@@ -23,7 +24,8 @@ import (
 // and from a pass over the snapshot: a group it kept since the start, a
 // fresh group of the same terms (kept by signature after the last one was
 // forgotten), and a group of terms never seen (counted from the pod index
-// and caught up with the changes since).
+// and caught up with the changes since), of spreads that count all nodes,
+// those of a zone or those without taints.
 func TestKeptCountsAreTheCountsFromScratch(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -33,10 +35,15 @@ func TestKeptCountsAreTheCountsFromScratch(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 17))
 			app := func() string { return []string{"a", "b", "c"}[rnd.IntN(3)] }
 			added := 0
+			dedicated := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
 			node := func() *corev1.Node {
 				name := fmt.Sprintf("n%d", added)
 				added++
-				return st.Node(name, "4", "8Gi", st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("z%d", rnd.IntN(3)), corev1.LabelHostname, name))
+				node := st.Node(name, "4", "8Gi", st.WithNodeLabels(corev1.LabelTopologyZone, fmt.Sprintf("z%d", rnd.IntN(3)), corev1.LabelHostname, name))
+				if rnd.IntN(3) == 0 {
+					node.Spec.Taints = []corev1.Taint{dedicated}
+				}
+				return node
 			}
 			// termsPod is a pod of app whose terms, of a kind, select the
 			// pods of another app; skew only changes the signature.
@@ -51,6 +58,22 @@ func TestKeptCountsAreTheCountsFromScratch(t *testing.T) {
 						MaxSkew: int32(skew), TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule,
 						LabelSelector: &metav1.LabelSelector{MatchLabels: selected},
 					}}
+					// Which nodes count: spreads of the same keys that
+					// count other nodes have other domains.
+					switch rnd.IntN(4) {
+					case 1:
+						pod.Spec.NodeSelector = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", rnd.IntN(3))}
+					case 2:
+						pod.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
+						if rnd.IntN(2) == 0 {
+							pod.Spec.Tolerations = []corev1.Toleration{{Key: dedicated.Key, Operator: corev1.TolerationOpExists}}
+						}
+					case 3:
+						pod.Spec.NodeSelector = map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("z%d", rnd.IntN(3))}
+						pod.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = ptr.To(corev1.NodeInclusionPolicyIgnore)
+						pod.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
+						pod.Spec.Tolerations = []corev1.Toleration{{Key: dedicated.Key, Operator: corev1.TolerationOpExists}}
+					}
 					if skew%2 == 0 {
 						// No one label required: every identity is looked at.
 						pod.Spec.TopologySpreadConstraints[0].LabelSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{

@@ -16,6 +16,11 @@
 // at zero and whose machines never provision: each trial ends when its
 // replicas are raised, then the pods are deleted and the replicas reset.
 //
+// --groups adds that many MachineDeployments at zero (zones × sizes ×
+// teams) that no pending pod selects, to measure the loops, the first
+// scale-up and the requests to the management cluster with many node
+// groups (groups.go).
+//
 // With --clusters, each Cluster's workload cluster is an API server of its
 // own (localstack's StartAPIServer: etcd shared, no scheduler, controller
 // manager nor kwok), holding --nodes-per-cluster static Nodes and their
@@ -59,6 +64,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -77,7 +83,9 @@ type options struct {
 	poolMax                         int
 	idle                            time.Duration
 	clusters, nodesPerCluster       int
-	waitRunning                     bool
+	// groups are node groups at zero added to the single cluster.
+	groups      int
+	waitRunning bool
 	// managers split the Clusters between them by --watch-filter, or
 	// with spread, by the Clusters' Leases.
 	managers int
@@ -109,6 +117,7 @@ func main() {
 	flag.Float64Var(&o.poolFraction, "pool-fraction", 0.2, "Fraction of the nodes that are Machines of md-pool, underutilized")
 	flag.IntVar(&o.poolMax, "pool-max", 200, "At most this many md-pool Machines")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "Window over which idle loops are measured")
+	flag.IntVar(&o.groups, "groups", 0, "Single-cluster mode: this many more MachineDeployments at zero (zones × sizes × teams), which no pending pod selects but every loop weighs")
 	flag.IntVar(&o.clusters, "clusters", 0, "Multi-cluster mode: this many Clusters, each with its own API server and ClusterAutoscaler")
 	flag.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 50, "Multi-cluster mode: static nodes per Cluster")
 	flag.BoolVar(&o.waitRunning, "wait-running", true, "Wait until kwok has marked every pod Running before measuring; false measures as soon as they are bound (kwok goes on in the background: about 50 pods/s at 5,000 nodes)")
@@ -161,6 +170,8 @@ func (o options) validate() error {
 		return errors.New("--spread-clusters needs --clusters and --managers=2 or more")
 	case o.managers > 1 && o.clusters < o.managers:
 		return fmt.Errorf("--managers=%d needs at least as many --clusters", o.managers)
+	case o.groups > 0 && o.clusters > 0:
+		return errors.New("--groups is for the single-cluster mode (no --clusters)")
 	case o.churn.window > 0 && o.clusters == 0:
 		return errors.New("--churn needs the multi-cluster mode (--clusters)")
 	case o.churn.window > 0 && (o.churn.rate <= 0 || o.churn.podLife <= 0):
@@ -194,6 +205,9 @@ type harness struct {
 	// managementHost is the host:port the managers reach the management
 	// API server at: their requests there are counted under it.
 	managementHost string
+	// apiServer reaches the management API server as its admin, for its
+	// metrics.
+	apiServer *rest.Config
 	// servedBy is the manager of each Cluster.
 	servedBy map[string]*manager
 	mu       sync.Mutex
@@ -315,6 +329,7 @@ func run(ctx context.Context, o options) (retErr error) {
 		return fmt.Errorf("the management API server's address: %w", err)
 	}
 	h.managementHost = managementServer.Host
+	h.apiServer = stack.Management.Config
 
 	h.header(binary)
 	if memoryPlan != "" {
@@ -343,6 +358,13 @@ func run(ctx context.Context, o options) (retErr error) {
 		}
 	}
 	h.logf("%d Cluster(s) provisioned", len(clusters))
+	if o.groups > 0 {
+		started := time.Now()
+		if err := h.createGroups(ctx, clusters[0], o.groups); err != nil {
+			return err
+		}
+		h.row("| %d more node groups at zero, with their MachineSets | created in %s | zones × sizes × teams | load %s |", o.groups, time.Since(started).Round(time.Second), loadavg())
+	}
 
 	for _, m := range h.managers {
 		if err := h.startManager(ctx, stack, binary, m); err != nil {
@@ -535,12 +557,20 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	if err != nil {
 		return err
 	}
+	requestsBefore, err := h.apiRequests(ctx)
+	if err != nil {
+		return err
+	}
 	// The idle window is a CPU profile of the manager.
 	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes.pb.gz", size))
 	if err := saveProfile(ctx, m.profilerAddress, fmt.Sprintf("profile?seconds=%d", int(o.idle.Seconds())), cpuProfile); err != nil {
 		return fmt.Errorf("profiling the idle manager: %w", err)
 	}
 	after, err := scrape(ctx, m.metricsAddress)
+	if err != nil {
+		return err
+	}
+	requestsAfter, err := h.apiRequests(ctx)
 	if err != nil {
 		return err
 	}
@@ -557,6 +587,8 @@ func (h *harness) size(ctx context.Context, cluster string, size int) error {
 	h.row("| %d nodes: loop, nothing to change | %s | over %s; refresh %s | load %s |", size, diff(before.loops[key("main")], after.loops[key("main")]), o.idle, diff(before.loops[key("refresh")], after.loops[key("refresh")]), load)
 	h.row("| %d nodes: scale-down planning (%d underutilized) | %s | unneeded nodes in status: %s | load %s |", size, pool,
 		diff(before.loops[key("scaleDown")], after.loops[key("scaleDown")]), h.gauge(ctx, "cluster_autoscaler_unneeded_nodes_count", cluster), load)
+	h.row("| %d nodes: requests to the management API server, idle | manager: %s | Cluster API kinds, all clients, per minute: %s | load %s |", size,
+		managerRequests(before, after, h.managementHost, o.idle), requestRates(requestsBefore, requestsAfter, o.idle), load)
 	h.row("| %d nodes, %d pods: manager RSS | %.0f MiB | %s; profiles %s, %s | load %s |", size, size*o.podsPerNode, rss, memory, filepath.Base(heapProfile), filepath.Base(cpuProfile), load)
 
 	for _, batch := range o.batches {
@@ -609,6 +641,11 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 	if err != nil {
 		return err
 	}
+	requestsBefore, err := h.apiRequests(ctx)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
 	var results []trialResult
 	peakRSS := 0.0
 	for t := 0; t < trials; t++ {
@@ -631,7 +668,14 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 	if err != nil {
 		return err
 	}
+	requestsAfter, err := h.apiRequests(ctx)
+	if err != nil {
+		return err
+	}
+	window := time.Since(started)
 	load := loadavg()
+	h.row("| %d nodes, batch %d: requests to the management API server during the trials | manager: %s | Cluster API kinds, all clients (the harness resets md-burst's replicas after each trial), per minute over %s: %s | load %s |", size, batch,
+		managerRequests(before, after, h.managementHost, window), window.Round(time.Second), requestRates(requestsBefore, requestsAfter, window), load)
 	if len(results) == 0 {
 		h.row("| %d nodes, batch %d: scale-up latency | all trials failed | | load %s |", size, batch, load)
 		return nil

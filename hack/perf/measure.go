@@ -51,13 +51,7 @@ func scrape(ctx context.Context, address string) (managerMetrics, error) {
 	}
 	defer body.Close()
 	const loopMetric = "cluster_autoscaler_function_duration_seconds_"
-	s := bufio.NewScanner(body)
-	s.Buffer(make([]byte, 1<<20), 1<<22)
-	for s.Scan() {
-		name, labels, value, ok := parseSample(s.Text())
-		if !ok {
-			continue
-		}
+	err = eachSample(body, func(name string, labels map[string]string, value float64) {
 		switch {
 		case name == "process_cpu_seconds_total":
 			out.cpuSeconds = value
@@ -81,8 +75,20 @@ func scrape(ctx context.Context, address string) (managerMetrics, error) {
 			}
 			out.loops[key] = h
 		}
+	})
+	return out, err
+}
+
+// eachSample calls f with each sample of a text exposition.
+func eachSample(r io.Reader, f func(name string, labels map[string]string, value float64)) error {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<22)
+	for s.Scan() {
+		if name, labels, value, ok := parseSample(s.Text()); ok {
+			f(name, labels, value)
+		}
 	}
-	return out, s.Err()
+	return s.Err()
 }
 
 // parseSample splits a sample line, `name{label="value",...} value` or
