@@ -1,0 +1,26 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"flag"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+)
+
+var dayHour = flag.Duration("e2e.day.hour", 20*time.Second, "How long one hour of the compressed day (label day) lasts")
+
+var _ = Describe("Consolidation replacing nodes", Label("ci"), func() {
+	ConsolidationReplaceSpec(ctx, func() ConsolidationReplaceSpecInput {
+		return ConsolidationReplaceSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
+// A compressed day, consolidation off and on side by side: `make day`
+// (docs/cost.md, "A day on the local stack").
+var _ = Describe("A day on the local stack", Label("day"), func() {
+	DaySpec(ctx, func() DaySpecInput {
+		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour}
+	})
+})

@@ -1,0 +1,283 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
+	"github.com/capi-autoscaler/capi-autoscaler/template"
+)
+
+// DaySpecInput is the input of DaySpec.
+type DaySpecInput struct {
+	Stack *localstack.Stack
+	// WorkloadKubeconfig is what the spec's ClusterAutoscalers reach the
+	// workload cluster with (framework.CreateSimulatedClusterInput).
+	WorkloadKubeconfig []byte
+	// Hour is how long one hour of the compressed day lasts.
+	Hour time.Duration
+}
+
+// dayLoad is the share of its peak replicas each workload runs, hour by
+// hour from 6:00 to 5:00 the next day: a ramp up, a peak with dips, a
+// ramp down, the night.
+var dayLoad = [24]float64{
+	0.15, 0.35, 0.6, 0.85, 1, 0.9, 1, 0.95, 0.85, 0.9, 1, 0.8, // 6:00-17:00
+	0.6, 0.45, 0.35, 0.25, 0.2, 0.15, 0.1, 0.1, 0.1, 0.1, 0.1, 0.12, // 18:00-5:00
+}
+
+// dayGroup is a node group of the day: its machines' cpus and price.
+type dayGroup struct {
+	name, cpu, price string
+	minSize, maxSize int
+	replicas         int32
+}
+
+// Larger machines cost a little less per cpu, as cloud families often do.
+var dayGroups = []dayGroup{
+	{name: "small", cpu: "2", price: "0.1", minSize: 1, maxSize: 12, replicas: 1},
+	{name: "medium", cpu: "4", price: "0.19", minSize: 1, maxSize: 10, replicas: 1},
+	{name: "large", cpu: "8", price: "0.36", minSize: 0, maxSize: 6},
+}
+
+// dayWorkload is a Deployment of the day: pods of one size, on any node
+// group or on one (pool), from min replicas at no load to max at the peak.
+type dayWorkload struct {
+	name, cpu, pool string
+	min, max        int32
+}
+
+var dayWorkloads = []dayWorkload{
+	{name: "web", cpu: "500m", min: 2, max: 24},
+	{name: "api", cpu: "1", min: 1, max: 10},
+	{name: "worker", cpu: "1500m", pool: "medium", min: 1, max: 8},
+	{name: "batch", cpu: "3", pool: "large", min: 0, max: 5},
+	{name: "edge", cpu: "250m", pool: "small", min: 1, max: 10},
+}
+
+// replicasAt is the fixed number of pods a workload runs at an hour of
+// the day.
+func (w dayWorkload) replicasAt(hour int) int32 {
+	return w.min + int32(math.Round(float64(w.max-w.min)*dayLoad[hour]))
+}
+
+// dayRun is one Cluster living through the day.
+type dayRun struct {
+	name       string
+	cluster    *clusterv1.Cluster
+	ca         *autoscalingv1alpha1.ClusterAutoscaler
+	groups     []*clusterv1.MachineDeployment
+	workloads  []*appsv1.Deployment
+	invariants *framework.Invariants
+	evictions  *framework.EvictionRecorder
+	meter      *framework.CostMeter
+	// Measured at the end of the day and once it settled.
+	seconds     map[string]float64
+	cost        float64
+	utilization float64
+	nodes       int
+	settled     time.Duration
+}
+
+// DaySpec runs a compressed day on two Clusters side by side, one with
+// consolidation off and one with Balanced, and compares what their nodes
+// cost, the pods each disrupted and the utilization each is left with.
+func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
+	var input DaySpecInput
+
+	BeforeEach(func() {
+		input = inputGetter()
+		Expect(input.Stack).NotTo(BeNil(), "DaySpec needs a stack")
+		Expect(input.Hour).To(BeNumerically(">", 0))
+	})
+
+	It("costs less with consolidation, without disrupting a pod's owner twice within consolidateAfter", func() {
+		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+		consolidateAfter := input.Hour / 2
+		prices := map[string]float64{}
+		for _, g := range dayGroups {
+			price, err := strconv.ParseFloat(g.price, 64)
+			Expect(err).NotTo(HaveOccurred())
+			prices[g.name] = price
+		}
+
+		start := func(name string, consolidation *autoscalingv1alpha1.ConsolidationConfig) *dayRun {
+			run := &dayRun{name: name}
+			namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+name)
+			run.cluster = framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+			DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, run.cluster) })
+			run.invariants = framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: run.cluster, CheckEvictions: true})
+			run.evictions = framework.RecordEvictions(ctx, input.Stack, namespace.Name)
+			for _, g := range dayGroups {
+				annotations := framework.SizeAnnotations(g.minSize, g.maxSize)
+				annotations[template.PriceAnnotation] = g.price
+				md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
+					Client: mgmt, Cluster: run.cluster, Name: g.name, Replicas: ptr.To(g.replicas), Annotations: annotations,
+					Labels:  map[string]string{framework.ClusterLabel: run.cluster.Name, poolLabel: g.name},
+					Machine: framework.SimMachine(g.cpu),
+				})
+				framework.WaitForTemplateCapacity(ctx, mgmt, md)
+				run.groups = append(run.groups, md)
+			}
+			for _, w := range dayWorkloads {
+				nodeSelector := map[string]string{framework.ClusterLabel: run.cluster.Name}
+				if w.pool != "" {
+					nodeSelector[poolLabel] = w.pool
+				}
+				run.workloads = append(run.workloads, framework.CreateWorkload(ctx, framework.WorkloadInput{
+					Client: workload, Namespace: namespace.Name, Name: w.name, Replicas: w.replicasAt(0),
+					Requests: framework.CPURequest(w.cpu), NodeSelector: nodeSelector,
+				}))
+			}
+			spec := framework.FastClusterAutoscalerSpec(run.cluster.Name)
+			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriceExpander, autoscalingv1alpha1.LeastWasteExpander}
+			spec.Consolidation = consolidation
+			run.ca = framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: run.cluster, Spec: spec})
+			return run
+		}
+
+		By("Creating two Clusters of three priced node groups, the day's workloads at 6:00, one with consolidation off, one Balanced")
+		off := start("off", nil)
+		on := start("on", &autoscalingv1alpha1.ConsolidationConfig{
+			Policy:           autoscalingv1alpha1.ConsolidationBalanced,
+			ConsolidateAfter: &metav1.Duration{Duration: consolidateAfter},
+		})
+		runs := []*dayRun{off, on}
+		for _, run := range runs {
+			run.meter = framework.StartCostMeter(ctx, framework.CostMeterInput{Client: mgmt, Cluster: run.cluster, Prices: prices, Interval: time.Second})
+		}
+
+		By(fmt.Sprintf("Living through the day, one hour every %s", input.Hour))
+		dayStart := time.Now()
+		for hour := range dayLoad {
+			for _, run := range runs {
+				for i, w := range dayWorkloads {
+					framework.PatchObject(ctx, workload, run.workloads[i], false, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(w.replicasAt(hour)) })
+				}
+			}
+			GinkgoWriter.Printf("%02d:00 load %.2f\n", (hour+6)%24, dayLoad[hour])
+			select {
+			case <-ctx.Done():
+				Fail("the suite ended in the middle of the day")
+			case <-time.After(time.Until(dayStart.Add(time.Duration(hour+1) * input.Hour))):
+			}
+		}
+		for _, run := range runs {
+			run.seconds = run.meter.MachineSeconds()
+			run.cost = run.meter.Cost(input.Hour)
+		}
+
+		By("Waiting for each Cluster to settle at the night's load: every pod Running, its nodes the same for two hours")
+		var wg sync.WaitGroup
+		for _, run := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer GinkgoRecover()
+				settleStart, stableSince, last := time.Now(), time.Now(), ""
+				Eventually(func(g Gomega) {
+					var names []string
+					for _, node := range framework.ClusterNodes(ctx, g, workload, run.cluster) {
+						names = append(names, node.Name)
+					}
+					slices.Sort(names)
+					if key := strings.Join(names, ","); key != last {
+						last, stableSince = key, time.Now()
+					}
+					for _, d := range run.workloads {
+						running := 0
+						for _, pod := range framework.PodsOf(ctx, g, workload, d) {
+							if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+								running++
+							}
+						}
+						g.Expect(running).To(BeEquivalentTo(*d.Spec.Replicas), "pods of %s/%s Running", run.name, d.Name)
+					}
+					g.Expect(time.Since(stableSince)).To(BeNumerically(">=", 2*input.Hour), "the nodes of %s changed %s ago", run.name, time.Since(stableSince))
+				}, 20*input.Hour, framework.AutoscalerPoll).Should(Succeed())
+				run.settled = stableSince.Sub(settleStart)
+				run.utilization = framework.CPUUtilization(ctx, Default, workload, run.cluster)
+				run.nodes = len(framework.ClusterNodes(ctx, Default, workload, run.cluster))
+			}()
+		}
+		wg.Wait()
+
+		By("Reporting what the day cost")
+		report := dayReport(runs, input.Hour, consolidateAfter)
+		AddReportEntry("a day on the local stack", report)
+		GinkgoWriter.Println(report)
+
+		for _, run := range runs {
+			framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: run.cluster})
+			run.invariants.ExpectNoViolations()
+		}
+		Expect(on.cost).To(BeNumerically("<", off.cost), "consolidation made the day no cheaper:\n%s", report)
+		Expect(framework.DisruptedAgainWithin(on.evictions.Evictions(), consolidateAfter, 2*time.Second)).To(BeEmpty(),
+			"consolidation disrupted an owner's pods again within consolidateAfter:\n%s", report)
+		for _, run := range runs {
+			framework.DeleteClusterAutoscaler(ctx, mgmt, run.ca)
+		}
+	})
+}
+
+// dayReport is the table of the day's figures, a column per run.
+func dayReport(runs []*dayRun, hour, consolidateAfter time.Duration) string {
+	var b strings.Builder
+	row := func(name string, value func(*dayRun) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, run := range runs {
+			fmt.Fprintf(&b, " %s |", value(run))
+		}
+		b.WriteString("\n")
+	}
+	row("consolidation", func(r *dayRun) string { return r.name })
+	b.WriteString("| --- |" + strings.Repeat(" ---: |", len(runs)) + "\n")
+	for _, g := range dayGroups {
+		row(fmt.Sprintf("node-hours %s (%s cpu, %s/h)", g.name, g.cpu, g.price), func(r *dayRun) string {
+			return fmt.Sprintf("%.1f", r.seconds[g.name]/hour.Seconds())
+		})
+	}
+	row("cost of the day", func(r *dayRun) string {
+		return fmt.Sprintf("%.2f (%+.0f%%)", r.cost, 100*(r.cost-runs[0].cost)/runs[0].cost)
+	})
+	row("pods evicted", func(r *dayRun) string { return strconv.Itoa(len(r.evictions.Evictions())) })
+	row("evicted pods bound less than consolidateAfter before", func(r *dayRun) string {
+		young := 0
+		for _, e := range r.evictions.Evictions() {
+			if !e.Bound.IsZero() && e.Evicted.Sub(e.Bound) < consolidateAfter {
+				young++
+			}
+		}
+		return strconv.Itoa(young)
+	})
+	row("owners disrupted again within consolidateAfter", func(r *dayRun) string {
+		again := framework.DisruptedAgainWithin(r.evictions.Evictions(), consolidateAfter, 2*time.Second)
+		if len(again) == 0 {
+			return "0"
+		}
+		return fmt.Sprint(again)
+	})
+	row("nodes once settled", func(r *dayRun) string { return strconv.Itoa(r.nodes) })
+	row("cpu utilization once settled", func(r *dayRun) string { return fmt.Sprintf("%.0f%%", 100*r.utilization) })
+	row("settled after the day (s)", func(r *dayRun) string { return fmt.Sprintf("%.0f", r.settled.Seconds()) })
+	row("invariant violations", func(r *dayRun) string { return strconv.Itoa(len(r.invariants.Violations())) })
+	return b.String()
+}
