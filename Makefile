@@ -139,6 +139,11 @@ soak: e2e-binaries build ## Run the seeded soak on the local stack (SEED=n, time
 	go test -tags e2e -timeout $(SOAK_TIMEOUT) ./e2e/ -args -ginkgo.v -ginkgo.label-filter=soak -e2e.manager=$(BIN)/manager \
 		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.soak.seed=$(or $(SEED),0) -e2e.soak.duration=$(or $(DURATION),10m)
 
+.PHONY: day
+day: e2e-binaries build ## Run a compressed day on two Clusters, consolidation off and Balanced, and compare their cost (HOUR=20s a day's hour; TOPOLOGY; docs/cost.md).
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -ginkgo.label-filter=day -e2e.manager=$(BIN)/manager \
+		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.day.hour=$(or $(HOUR),20s)
+
 .PHONY: envtest-binaries
 envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
 	hack/build-kube-binaries.sh $(KUBE_BIN) kube-apiserver etcd

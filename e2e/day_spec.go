@@ -173,7 +173,11 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 					framework.PatchObject(ctx, workload, run.workloads[i], false, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(w.replicasAt(hour)) })
 				}
 			}
-			GinkgoWriter.Printf("%02d:00 load %.2f\n", (hour+6)%24, dayLoad[hour])
+			line := fmt.Sprintf("%02d:00 load %.2f", (hour+6)%24, dayLoad[hour])
+			for _, run := range runs {
+				line += fmt.Sprintf("; %s: %d nodes, %.2f so far", run.name, len(framework.ClusterNodes(ctx, Default, workload, run.cluster)), run.meter.Cost(input.Hour))
+			}
+			GinkgoWriter.Println(line)
 			select {
 			case <-ctx.Done():
 				Fail("the suite ended in the middle of the day")
