@@ -21,6 +21,6 @@ var _ = Describe("Consolidation replacing nodes", Label("ci"), func() {
 // (docs/cost.md, "A day on the local stack").
 var _ = Describe("A day on the local stack", Label("day"), func() {
 	DaySpec(ctx, func() DaySpecInput {
-		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour}
+		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour, ManagerLog: suiteManager.LogPath()}
 	})
 })

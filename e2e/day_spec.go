@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,9 @@ type DaySpecInput struct {
 	WorkloadKubeconfig []byte
 	// Hour is how long one hour of the compressed day lasts.
 	Hour time.Duration
+	// ManagerLog is the log of the manager: the nodes consolidation
+	// removed are read from it.
+	ManagerLog string
 }
 
 // dayLoad is the share of its peak replicas each workload runs, hour by
@@ -94,7 +99,9 @@ type dayRun struct {
 	cost        float64
 	utilization float64
 	nodes       int
-	settled     time.Duration
+	layout      string
+	// consolidated are the nodes consolidation removed.
+	consolidated map[string]bool
 }
 
 // DaySpec runs a compressed day on two Clusters side by side, one with
@@ -196,7 +203,7 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 			go func() {
 				defer wg.Done()
 				defer GinkgoRecover()
-				settleStart, stableSince, last := time.Now(), time.Now(), ""
+				stableSince, last := time.Now(), ""
 				Eventually(func(g Gomega) {
 					var names []string
 					for _, node := range framework.ClusterNodes(ctx, g, workload, run.cluster) {
@@ -217,14 +224,17 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 					}
 					g.Expect(time.Since(stableSince)).To(BeNumerically(">=", 2*input.Hour), "the nodes of %s changed %s ago", run.name, time.Since(stableSince))
 				}, 20*input.Hour, framework.AutoscalerPoll).Should(Succeed())
-				run.settled = stableSince.Sub(settleStart)
 				run.utilization = framework.CPUUtilization(ctx, Default, workload, run.cluster)
 				run.nodes = len(framework.ClusterNodes(ctx, Default, workload, run.cluster))
+				run.layout = framework.NodeLayout(ctx, Default, workload, run.cluster, poolLabel)
 			}()
 		}
 		wg.Wait()
 
 		By("Reporting what the day cost")
+		for _, run := range runs {
+			run.consolidated = consolidatedNodes(input.ManagerLog, run.cluster)
+		}
 		report := dayReport(runs, input.Hour, consolidateAfter)
 		AddReportEntry("a day on the local stack", report)
 		GinkgoWriter.Println(report)
@@ -234,8 +244,10 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 			run.invariants.ExpectNoViolations()
 		}
 		Expect(on.cost).To(BeNumerically("<", off.cost), "consolidation made the day no cheaper:\n%s", report)
-		Expect(framework.DisruptedAgainWithin(on.evictions.Evictions(), consolidateAfter, 2*time.Second)).To(BeEmpty(),
-			"consolidation disrupted an owner's pods again within consolidateAfter:\n%s", report)
+		Expect(off.consolidated).To(BeEmpty())
+		Expect(on.consolidated).NotTo(BeEmpty())
+		Expect(youngEvictions(on.evictions.Evictions(), on.consolidated, consolidateAfter)).To(BeEmpty(),
+			"consolidation evicted pods bound less than consolidateAfter before:\n%s", report)
 		for _, run := range runs {
 			framework.DeleteClusterAutoscaler(ctx, mgmt, run.ca)
 		}
@@ -262,26 +274,80 @@ func dayReport(runs []*dayRun, hour, consolidateAfter time.Duration) string {
 	row("cost of the day", func(r *dayRun) string {
 		return fmt.Sprintf("%.2f (%+.0f%%)", r.cost, 100*(r.cost-runs[0].cost)/runs[0].cost)
 	})
-	row("pods evicted", func(r *dayRun) string { return strconv.Itoa(len(r.evictions.Evictions())) })
-	row("evicted pods bound less than consolidateAfter before", func(r *dayRun) string {
-		young := 0
-		for _, e := range r.evictions.Evictions() {
-			if !e.Bound.IsZero() && e.Evicted.Sub(e.Bound) < consolidateAfter {
-				young++
-			}
-		}
-		return strconv.Itoa(young)
+	row("nodes removed by consolidation", func(r *dayRun) string { return strconv.Itoa(len(r.consolidated)) })
+	row("pods evicted (by consolidation)", func(r *dayRun) string {
+		return fmt.Sprintf("%d (%d)", len(r.evictions.Evictions()), len(consolidationEvictions(r.evictions.Evictions(), r.consolidated)))
 	})
-	row("owners disrupted again within consolidateAfter", func(r *dayRun) string {
-		again := framework.DisruptedAgainWithin(r.evictions.Evictions(), consolidateAfter, 2*time.Second)
-		if len(again) == 0 {
-			return "0"
-		}
-		return fmt.Sprint(again)
+	row("pods evicted less than consolidateAfter after they were bound (by consolidation)", func(r *dayRun) string {
+		all := r.evictions.Evictions()
+		return fmt.Sprintf("%d (%d)", len(youngEvictions(all, nil, consolidateAfter)), len(youngEvictions(all, r.consolidated, consolidateAfter)))
+	})
+	row("owners whose pods were evicted again within consolidateAfter (by consolidation)", func(r *dayRun) string {
+		all := r.evictions.Evictions()
+		return fmt.Sprintf("%s (%s)", againText(framework.DisruptedAgainWithin(all, consolidateAfter, 2*time.Second)),
+			againText(framework.DisruptedAgainWithin(consolidationEvictions(all, r.consolidated), consolidateAfter, 2*time.Second)))
 	})
 	row("nodes once settled", func(r *dayRun) string { return strconv.Itoa(r.nodes) })
 	row("cpu utilization once settled", func(r *dayRun) string { return fmt.Sprintf("%.0f%%", 100*r.utilization) })
-	row("settled after the day (s)", func(r *dayRun) string { return fmt.Sprintf("%.0f", r.settled.Seconds()) })
 	row("invariant violations", func(r *dayRun) string { return strconv.Itoa(len(r.invariants.Violations())) })
+	for _, run := range runs {
+		fmt.Fprintf(&b, "\nNodes of %s once settled:\n%s", run.name, run.layout)
+	}
 	return b.String()
+}
+
+// againText is what framework.DisruptedAgainWithin found, "0" for nothing.
+func againText(again map[string]int) string {
+	if len(again) == 0 {
+		return "0"
+	}
+	return fmt.Sprint(again)
+}
+
+// consolidationEvictions are the evictions from the nodes consolidation
+// removed.
+func consolidationEvictions(evictions []framework.Eviction, consolidated map[string]bool) []framework.Eviction {
+	var out []framework.Eviction
+	for _, e := range evictions {
+		if consolidated[e.Node] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// youngEvictions are the evictions of pods bound less than window before,
+// from the nodes consolidation removed, or from any node when nil.
+func youngEvictions(evictions []framework.Eviction, consolidated map[string]bool, window time.Duration) []framework.Eviction {
+	if consolidated != nil {
+		evictions = consolidationEvictions(evictions, consolidated)
+	}
+	var out []framework.Eviction
+	for _, e := range evictions {
+		if !e.Bound.IsZero() && e.Evicted.Sub(e.Bound) < window {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// consolidatedNodes are the nodes of cluster that consolidation removed or
+// replaced, as the manager's log tells its decisions ("Consolidating").
+func consolidatedNodes(managerLog string, cluster *clusterv1.Cluster) map[string]bool {
+	data, err := os.ReadFile(managerLog)
+	Expect(err).NotTo(HaveOccurred())
+	nodes := map[string]bool{}
+	decision := regexp.MustCompile(`message="consolidation: (?:removing|replacing) nodes ([^ ,]+(?:, [^ ,]+)*) (?:saves|with)`)
+	of := fmt.Sprintf(`Cluster="%s/%s"`, cluster.Namespace, cluster.Name)
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, `"Consolidating"`) || !strings.Contains(line, of) {
+			continue
+		}
+		if m := decision.FindStringSubmatch(line); m != nil {
+			for _, node := range strings.Split(m[1], ", ") {
+				nodes[node] = true
+			}
+		}
+	}
+	return nodes
 }

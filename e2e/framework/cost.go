@@ -2,7 +2,10 @@ package framework
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,4 +290,36 @@ func CPUUtilization(ctx context.Context, g Gomega, workload client.Client, clust
 		return 0
 	}
 	return float64(requested) / float64(allocatable)
+}
+
+// NodeLayout tells, a line per Node of the Cluster, its value of
+// groupLabel, the cpu its pods request over what it can allocate, and its
+// pods by app label.
+func NodeLayout(ctx context.Context, g Gomega, workload client.Client, cluster *clusterv1.Cluster, groupLabel string) string {
+	nodes := ClusterNodes(ctx, g, workload, cluster)
+	slices.SortFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	for _, node := range nodes {
+		pods := &corev1.PodList{}
+		g.Expect(workload.List(ctx, pods, client.MatchingFields{"spec.nodeName": node.Name})).To(Succeed())
+		var requested int64
+		apps := map[string]int{}
+		for _, pod := range pods.Items {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			for _, c := range pod.Spec.Containers {
+				requested += c.Resources.Requests.Cpu().MilliValue()
+			}
+			apps[pod.Labels["app"]]++
+		}
+		names := slices.Sorted(maps.Keys(apps))
+		parts := make([]string, 0, len(names))
+		for _, app := range names {
+			parts = append(parts, fmt.Sprintf("%s×%d", app, apps[app]))
+		}
+		fmt.Fprintf(&b, "- %s (%s): %dm of %dm: %s\n", node.Name, node.Labels[groupLabel], requested,
+			node.Status.Allocatable.Cpu().MilliValue(), strings.Join(parts, ", "))
+	}
+	return b.String()
 }
