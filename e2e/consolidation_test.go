@@ -9,7 +9,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 )
 
-var dayHour = flag.Duration("e2e.day.hour", 20*time.Second, "How long one hour of the compressed day (label day) lasts")
+var (
+	dayHour       = flag.Duration("e2e.day.hour", 20*time.Second, "How long one hour of the compressed day (label day) lasts")
+	dayReportPath = flag.String("e2e.day.report", "", "File the figures of the compressed day (label day) are written to")
+)
 
 var _ = Describe("Consolidation replacing nodes", Label("ci"), func() {
 	ConsolidationReplaceSpec(ctx, func() ConsolidationReplaceSpecInput {
@@ -21,6 +24,6 @@ var _ = Describe("Consolidation replacing nodes", Label("ci"), func() {
 // (docs/cost.md, "A day on the local stack").
 var _ = Describe("A day on the local stack", Label("day"), func() {
 	DaySpec(ctx, func() DaySpecInput {
-		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour, ManagerLog: suiteManager.LogPath()}
+		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour, ManagerLog: suiteManager.LogPath(), ReportPath: *dayReportPath}
 	})
 })

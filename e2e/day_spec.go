@@ -39,6 +39,8 @@ type DaySpecInput struct {
 	// ManagerLog is the log of the manager: the nodes consolidation
 	// removed are read from it.
 	ManagerLog string
+	// ReportPath, when set, is a file the figures are written to.
+	ReportPath string
 }
 
 // dayLoad is the share of its peak replicas each workload runs, hour by
@@ -238,6 +240,9 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 		report := dayReport(runs, input.Hour, consolidateAfter)
 		AddReportEntry("a day on the local stack", report)
 		GinkgoWriter.Println(report)
+		if input.ReportPath != "" {
+			Expect(os.WriteFile(input.ReportPath, []byte(report), 0o644)).To(Succeed())
+		}
 
 		for _, run := range runs {
 			framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: run.cluster})
