@@ -41,6 +41,9 @@ type DaySpecInput struct {
 	ManagerLog string
 	// ReportPath, when set, is a file the figures are written to.
 	ReportPath string
+	// Budgets are the budget.nodes of further Balanced Clusters beside
+	// the two, e.g. "50%", to see what the default budget holds back.
+	Budgets []string
 }
 
 // dayLoad is the share of its peak replicas each workload runs, hour by
@@ -128,9 +131,9 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 			prices[g.name] = price
 		}
 
-		start := func(name string, consolidation *autoscalingv1alpha1.ConsolidationConfig) *dayRun {
+		start := func(prefix, name string, consolidation *autoscalingv1alpha1.ConsolidationConfig) *dayRun {
 			run := &dayRun{name: name}
-			namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+name)
+			namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+prefix)
 			run.cluster = framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
 			DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, run.cluster) })
 			run.invariants = framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: run.cluster, CheckEvictions: true})
@@ -164,12 +167,22 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 		}
 
 		By("Creating two Clusters of three priced node groups, the day's workloads at 6:00, one with consolidation off, one Balanced")
-		off := start("off", nil)
-		on := start("on", &autoscalingv1alpha1.ConsolidationConfig{
-			Policy:           autoscalingv1alpha1.ConsolidationBalanced,
-			ConsolidateAfter: &metav1.Duration{Duration: consolidateAfter},
-		})
+		balanced := func(budget *string) *autoscalingv1alpha1.ConsolidationConfig {
+			config := &autoscalingv1alpha1.ConsolidationConfig{
+				Policy:           autoscalingv1alpha1.ConsolidationBalanced,
+				ConsolidateAfter: &metav1.Duration{Duration: consolidateAfter},
+			}
+			if budget != nil {
+				config.Budget = &autoscalingv1alpha1.DisruptionBudget{Nodes: budget}
+			}
+			return config
+		}
+		off := start("off", "off", nil)
+		on := start("on", "Balanced", balanced(nil))
 		runs := []*dayRun{off, on}
+		for i, budget := range input.Budgets {
+			runs = append(runs, start(fmt.Sprintf("budget%d", i), "Balanced, budget "+budget, balanced(ptr.To(budget))))
+		}
 		for _, run := range runs {
 			run.meter = framework.StartCostMeter(ctx, framework.CostMeterInput{Client: mgmt, Cluster: run.cluster, Prices: prices, Interval: time.Second})
 		}
@@ -250,9 +263,11 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 		}
 		Expect(on.cost).To(BeNumerically("<", off.cost), "consolidation made the day no cheaper:\n%s", report)
 		Expect(off.consolidated).To(BeEmpty())
-		Expect(on.consolidated).NotTo(BeEmpty())
-		Expect(youngEvictions(on.evictions.Evictions(), on.consolidated, consolidateAfter)).To(BeEmpty(),
-			"consolidation evicted pods bound less than consolidateAfter before:\n%s", report)
+		for _, run := range runs[1:] {
+			Expect(run.consolidated).NotTo(BeEmpty(), "%s consolidated nothing", run.name)
+			Expect(youngEvictions(run.evictions.Evictions(), run.consolidated, consolidateAfter)).To(BeEmpty(),
+				"%s: consolidation evicted pods bound less than consolidateAfter before:\n%s", run.name, report)
+		}
 		for _, run := range runs {
 			framework.DeleteClusterAutoscaler(ctx, mgmt, run.ca)
 		}
