@@ -12,7 +12,7 @@ import (
 
 var (
 	dayHour       = flag.Duration("e2e.day.hour", 20*time.Second, "How long one hour of the compressed day (label day) lasts")
-	dayBudgets    = flag.String("e2e.day.budgets", "", "Comma-separated budget.nodes of further Balanced Clusters of the compressed day (label day), e.g. 50%")
+	dayRuns       = flag.String("e2e.day.runs", "off,Balanced", "The days (label day) to live one after the other: off, Balanced, or the budget.nodes of a Balanced one (50%)")
 	dayReportPath = flag.String("e2e.day.report", "", "File the figures of the compressed day (label day) are written to")
 )
 
@@ -22,15 +22,11 @@ var _ = Describe("Consolidation replacing nodes", Label("ci"), func() {
 	})
 })
 
-// A compressed day, consolidation off and on side by side: `make day`
+// A compressed day, consolidation off then on: `make day`
 // (docs/cost.md, "A day on the local stack").
 var _ = Describe("A day on the local stack", Label("day"), func() {
 	DaySpec(ctx, func() DaySpecInput {
-		var budgets []string
-		if *dayBudgets != "" {
-			budgets = strings.Split(*dayBudgets, ",")
-		}
 		return DaySpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig, Hour: *dayHour, ManagerLog: suiteManager.LogPath(), ReportPath: *dayReportPath,
-			Budgets: budgets}
+			Runs: strings.Split(*dayRuns, ",")}
 	})
 })

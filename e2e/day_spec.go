@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
@@ -41,9 +41,10 @@ type DaySpecInput struct {
 	ManagerLog string
 	// ReportPath, when set, is a file the figures are written to.
 	ReportPath string
-	// Budgets are the budget.nodes of further Balanced Clusters beside
-	// the two, e.g. "50%", to see what the default budget holds back.
-	Budgets []string
+	// Runs are the days to live, one after the other: "off" (no
+	// consolidation), "Balanced" (its defaults), or the budget.nodes of a
+	// Balanced one, e.g. "50%", to see what the default budget holds back.
+	Runs []string
 }
 
 // dayLoad is the share of its peak replicas each workload runs, hour by
@@ -91,17 +92,13 @@ func (w dayWorkload) replicasAt(hour int) int32 {
 
 // dayRun is one Cluster living through the day.
 type dayRun struct {
-	name       string
-	cluster    *clusterv1.Cluster
-	ca         *autoscalingv1alpha1.ClusterAutoscaler
-	groups     []*clusterv1.MachineDeployment
-	workloads  []*appsv1.Deployment
-	invariants *framework.Invariants
-	evictions  *framework.EvictionRecorder
-	meter      *framework.CostMeter
+	name          string
+	consolidation *autoscalingv1alpha1.ConsolidationConfig
 	// Measured at the end of the day and once it settled.
 	seconds     map[string]float64
 	cost        float64
+	evictions   []framework.Eviction
+	violations  []string
 	utilization float64
 	nodes       int
 	layout      string
@@ -109,9 +106,11 @@ type dayRun struct {
 	consolidated map[string]bool
 }
 
-// DaySpec runs a compressed day on two Clusters side by side, one with
-// consolidation off and one with Balanced, and compares what their nodes
-// cost, the pods each disrupted and the utilization each is left with.
+// DaySpec runs a compressed day on a Cluster for each of the runs, one
+// after the other (the Clusters of a local stack share its workload API
+// server: side by side, each engine would see the others' nodes and
+// taints), and compares what their nodes cost, the pods each disrupted and
+// the utilization each is left with.
 func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 	var input DaySpecInput
 
@@ -119,10 +118,10 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 		input = inputGetter()
 		Expect(input.Stack).NotTo(BeNil(), "DaySpec needs a stack")
 		Expect(input.Hour).To(BeNumerically(">", 0))
+		Expect(input.Runs).NotTo(BeEmpty())
 	})
 
-	It("costs less with consolidation, without disrupting a pod's owner twice within consolidateAfter", func() {
-		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	It("costs less with consolidation, without moving a pod again within consolidateAfter", func() {
 		consolidateAfter := input.Hour / 2
 		prices := map[string]float64{}
 		for _, g := range dayGroups {
@@ -130,148 +129,145 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 			Expect(err).NotTo(HaveOccurred())
 			prices[g.name] = price
 		}
-
-		start := func(prefix, name string, consolidation *autoscalingv1alpha1.ConsolidationConfig) *dayRun {
+		var runs []*dayRun
+		for _, name := range input.Runs {
 			run := &dayRun{name: name}
-			namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+prefix)
-			run.cluster = framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
-			DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, run.cluster) })
-			run.invariants = framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: run.cluster, CheckEvictions: true})
-			run.evictions = framework.RecordEvictions(ctx, input.Stack, namespace.Name)
-			for _, g := range dayGroups {
-				annotations := framework.SizeAnnotations(g.minSize, g.maxSize)
-				annotations[template.PriceAnnotation] = g.price
-				md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
-					Client: mgmt, Cluster: run.cluster, Name: g.name, Replicas: ptr.To(g.replicas), Annotations: annotations,
-					Labels:  map[string]string{framework.ClusterLabel: run.cluster.Name, poolLabel: g.name},
-					Machine: framework.SimMachine(g.cpu),
-				})
-				framework.WaitForTemplateCapacity(ctx, mgmt, md)
-				run.groups = append(run.groups, md)
-			}
-			for _, w := range dayWorkloads {
-				nodeSelector := map[string]string{framework.ClusterLabel: run.cluster.Name}
-				if w.pool != "" {
-					nodeSelector[poolLabel] = w.pool
+			if name != "off" {
+				run.consolidation = &autoscalingv1alpha1.ConsolidationConfig{
+					Policy:           autoscalingv1alpha1.ConsolidationBalanced,
+					ConsolidateAfter: &metav1.Duration{Duration: consolidateAfter},
 				}
-				run.workloads = append(run.workloads, framework.CreateWorkload(ctx, framework.WorkloadInput{
-					Client: workload, Namespace: namespace.Name, Name: w.name, Replicas: w.replicasAt(0),
-					Requests: framework.CPURequest(w.cpu), NodeSelector: nodeSelector,
-				}))
-			}
-			spec := framework.FastClusterAutoscalerSpec(run.cluster.Name)
-			spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriceExpander, autoscalingv1alpha1.LeastWasteExpander}
-			spec.Consolidation = consolidation
-			run.ca = framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: run.cluster, Spec: spec})
-			return run
-		}
-
-		By("Creating two Clusters of three priced node groups, the day's workloads at 6:00, one with consolidation off, one Balanced")
-		balanced := func(budget *string) *autoscalingv1alpha1.ConsolidationConfig {
-			config := &autoscalingv1alpha1.ConsolidationConfig{
-				Policy:           autoscalingv1alpha1.ConsolidationBalanced,
-				ConsolidateAfter: &metav1.Duration{Duration: consolidateAfter},
-			}
-			if budget != nil {
-				config.Budget = &autoscalingv1alpha1.DisruptionBudget{Nodes: budget}
-			}
-			return config
-		}
-		off := start("off", "off", nil)
-		on := start("on", "Balanced", balanced(nil))
-		runs := []*dayRun{off, on}
-		for i, budget := range input.Budgets {
-			runs = append(runs, start(fmt.Sprintf("budget%d", i), "Balanced, budget "+budget, balanced(ptr.To(budget))))
-		}
-		for _, run := range runs {
-			run.meter = framework.StartCostMeter(ctx, framework.CostMeterInput{Client: mgmt, Cluster: run.cluster, Prices: prices, Interval: time.Second})
-		}
-
-		By(fmt.Sprintf("Living through the day, one hour every %s", input.Hour))
-		dayStart := time.Now()
-		for hour := range dayLoad {
-			for _, run := range runs {
-				for i, w := range dayWorkloads {
-					framework.PatchObject(ctx, workload, run.workloads[i], false, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(w.replicasAt(hour)) })
+				if name != "Balanced" {
+					run.consolidation.Budget = &autoscalingv1alpha1.DisruptionBudget{Nodes: ptr.To(name)}
+					run.name = "Balanced, budget " + name
 				}
 			}
-			line := fmt.Sprintf("%02d:00 load %.2f", (hour+6)%24, dayLoad[hour])
-			for _, run := range runs {
-				line += fmt.Sprintf("; %s: %d nodes, %.2f so far", run.name, len(framework.ClusterNodes(ctx, Default, workload, run.cluster)), run.meter.Cost(input.Hour))
-			}
-			GinkgoWriter.Println(line)
-			select {
-			case <-ctx.Done():
-				Fail("the suite ended in the middle of the day")
-			case <-time.After(time.Until(dayStart.Add(time.Duration(hour+1) * input.Hour))):
-			}
+			runs = append(runs, run)
 		}
-		for _, run := range runs {
-			run.seconds = run.meter.MachineSeconds()
-			run.cost = run.meter.Cost(input.Hour)
+		for i, run := range runs {
+			liveTheDay(ctx, input, run, fmt.Sprintf("run%d", i), prices, consolidateAfter)
 		}
 
-		By("Waiting for each Cluster to settle at the night's load: every pod Running, its nodes the same for two hours")
-		var wg sync.WaitGroup
-		for _, run := range runs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer GinkgoRecover()
-				stableSince, last := time.Now(), ""
-				Eventually(func(g Gomega) {
-					var names []string
-					for _, node := range framework.ClusterNodes(ctx, g, workload, run.cluster) {
-						names = append(names, node.Name)
-					}
-					slices.Sort(names)
-					if key := strings.Join(names, ","); key != last {
-						last, stableSince = key, time.Now()
-					}
-					for _, d := range run.workloads {
-						running := 0
-						for _, pod := range framework.PodsOf(ctx, g, workload, d) {
-							if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
-								running++
-							}
-						}
-						g.Expect(running).To(BeEquivalentTo(*d.Spec.Replicas), "pods of %s/%s Running", run.name, d.Name)
-					}
-					g.Expect(time.Since(stableSince)).To(BeNumerically(">=", 2*input.Hour), "the nodes of %s changed %s ago", run.name, time.Since(stableSince))
-				}, 20*input.Hour, framework.AutoscalerPoll).Should(Succeed())
-				run.utilization = framework.CPUUtilization(ctx, Default, workload, run.cluster)
-				run.nodes = len(framework.ClusterNodes(ctx, Default, workload, run.cluster))
-				run.layout = framework.NodeLayout(ctx, Default, workload, run.cluster, poolLabel)
-			}()
-		}
-		wg.Wait()
-
-		By("Reporting what the day cost")
-		for _, run := range runs {
-			run.consolidated = consolidatedNodes(input.ManagerLog, run.cluster)
-		}
+		By("Reporting what the days cost")
 		report := dayReport(runs, input.Hour, consolidateAfter)
 		AddReportEntry("a day on the local stack", report)
 		GinkgoWriter.Println(report)
 		if input.ReportPath != "" {
 			Expect(os.WriteFile(input.ReportPath, []byte(report), 0o644)).To(Succeed())
 		}
-
 		for _, run := range runs {
-			framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: run.cluster})
-			run.invariants.ExpectNoViolations()
-		}
-		Expect(on.cost).To(BeNumerically("<", off.cost), "consolidation made the day no cheaper:\n%s", report)
-		Expect(off.consolidated).To(BeEmpty())
-		for _, run := range runs[1:] {
+			Expect(run.violations).To(BeEmpty(), "%s", run.name)
+			if run.consolidation == nil {
+				Expect(run.consolidated).To(BeEmpty())
+				continue
+			}
 			Expect(run.consolidated).NotTo(BeEmpty(), "%s consolidated nothing", run.name)
-			Expect(youngEvictions(run.evictions.Evictions(), run.consolidated, consolidateAfter)).To(BeEmpty(),
+			Expect(youngEvictions(run.evictions, run.consolidated, consolidateAfter)).To(BeEmpty(),
 				"%s: consolidation evicted pods bound less than consolidateAfter before:\n%s", run.name, report)
-		}
-		for _, run := range runs {
-			framework.DeleteClusterAutoscaler(ctx, mgmt, run.ca)
+			if runs[0].consolidation == nil {
+				Expect(run.cost).To(BeNumerically("<", runs[0].cost), "%s made the day no cheaper:\n%s", run.name, report)
+			}
 		}
 	})
+}
+
+// liveTheDay creates a Cluster of the day's groups and workloads, lives
+// through the day, measures it once it settled, and deletes the Cluster.
+func liveTheDay(ctx context.Context, input DaySpecInput, run *dayRun, prefix string, prices map[string]float64, consolidateAfter time.Duration) {
+	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
+	By("Creating a Cluster of three priced node groups, consolidation " + run.name)
+	namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+prefix)
+	cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, WorkloadKubeconfig: input.WorkloadKubeconfig})
+	DeferCleanup(func() {
+		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); err == nil {
+			framework.DeleteCluster(ctx, mgmt, cluster)
+		}
+	})
+	invariants := framework.WatchInvariants(ctx, framework.WatchInvariantsInput{Stack: input.Stack, Cluster: cluster, CheckEvictions: true})
+	evictions := framework.RecordEvictions(ctx, input.Stack, namespace.Name)
+	for _, g := range dayGroups {
+		annotations := framework.SizeAnnotations(g.minSize, g.maxSize)
+		annotations[template.PriceAnnotation] = g.price
+		md := framework.CreateNodeGroup(ctx, framework.CreateNodeGroupInput{
+			Client: mgmt, Cluster: cluster, Name: g.name, Replicas: ptr.To(g.replicas), Annotations: annotations,
+			Labels:  map[string]string{framework.ClusterLabel: cluster.Name, poolLabel: g.name},
+			Machine: framework.SimMachine(g.cpu),
+		})
+		framework.WaitForTemplateCapacity(ctx, mgmt, md)
+		framework.WaitForNodeGroupNodes(ctx, framework.WaitForNodeGroupNodesInput{Management: mgmt, Workload: workload, Group: md, Count: int(g.replicas)})
+	}
+	var workloads []*appsv1.Deployment
+	for _, w := range dayWorkloads {
+		nodeSelector := map[string]string{framework.ClusterLabel: cluster.Name}
+		if w.pool != "" {
+			nodeSelector[poolLabel] = w.pool
+		}
+		// At zero replicas until the day starts.
+		workloads = append(workloads, framework.CreateWorkload(ctx, framework.WorkloadInput{
+			Client: workload, Namespace: namespace.Name, Name: w.name, Replicas: 0,
+			Requests: framework.CPURequest(w.cpu), NodeSelector: nodeSelector,
+		}))
+	}
+	spec := framework.FastClusterAutoscalerSpec(cluster.Name)
+	spec.Expanders = []autoscalingv1alpha1.Expander{autoscalingv1alpha1.PriceExpander, autoscalingv1alpha1.LeastWasteExpander}
+	spec.Consolidation = run.consolidation
+	ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: spec})
+	meter := framework.StartCostMeter(ctx, framework.CostMeterInput{Client: mgmt, Cluster: cluster, Prices: prices, Interval: time.Second})
+
+	By(fmt.Sprintf("Living through the day, one hour every %s", input.Hour))
+	dayStart := time.Now()
+	for hour := range dayLoad {
+		for i, w := range dayWorkloads {
+			framework.PatchObject(ctx, workload, workloads[i], false, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(w.replicasAt(hour)) })
+		}
+		GinkgoWriter.Printf("%s %02d:00 load %.2f: %d nodes, %.2f so far\n", run.name, (hour+6)%24, dayLoad[hour],
+			len(framework.ClusterNodes(ctx, Default, workload, cluster)), meter.Cost(input.Hour))
+		select {
+		case <-ctx.Done():
+			Fail("the suite ended in the middle of the day")
+		case <-time.After(time.Until(dayStart.Add(time.Duration(hour+1) * input.Hour))):
+		}
+	}
+	run.seconds = meter.MachineSeconds()
+	run.cost = meter.Cost(input.Hour)
+
+	By("Waiting for the Cluster to settle at the night's load: every pod Running, its nodes the same for two hours")
+	stableSince, last := time.Now(), ""
+	Eventually(func(g Gomega) {
+		var names []string
+		for _, node := range framework.ClusterNodes(ctx, g, workload, cluster) {
+			names = append(names, node.Name)
+		}
+		slices.Sort(names)
+		if key := strings.Join(names, ","); key != last {
+			last, stableSince = key, time.Now()
+		}
+		for _, d := range workloads {
+			running := 0
+			for _, pod := range framework.PodsOf(ctx, g, workload, d) {
+				if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(BeEquivalentTo(*d.Spec.Replicas), "pods of %s Running", d.Name)
+		}
+		g.Expect(time.Since(stableSince)).To(BeNumerically(">=", 2*input.Hour), "the nodes changed %s ago", time.Since(stableSince))
+	}, 20*input.Hour, framework.AutoscalerPoll).Should(Succeed())
+	run.utilization = framework.CPUUtilization(ctx, Default, workload, cluster)
+	run.nodes = len(framework.ClusterNodes(ctx, Default, workload, cluster))
+	run.layout = framework.NodeLayout(ctx, Default, workload, cluster, poolLabel)
+	run.consolidated = consolidatedNodes(input.ManagerLog, cluster)
+	framework.ExpectNothingLeftBehind(ctx, framework.ExpectNothingLeftBehindInput{Stack: input.Stack, Cluster: cluster})
+	// Before the Cluster's deletion, whose removals are neither
+	// violations nor evictions of the day.
+	run.evictions = evictions.Evictions()
+	Expect(invariants.Events()).To(BeNumerically(">", 0), "the invariant watches saw nothing")
+	run.violations = invariants.Violations()
+
+	framework.DeleteAutoscaledCluster(ctx, framework.DeleteAutoscaledClusterInput{Management: mgmt, Workload: workload, ClusterAutoscaler: ca, Cluster: cluster})
+	Eventually(func(g Gomega) {
+		g.Expect(framework.ClusterNodes(ctx, g, workload, cluster)).To(BeEmpty())
+	}, framework.DeletionTimeout, framework.AutoscalerPoll).Should(Succeed(), "the Nodes of %s are not gone", cluster.Name)
 }
 
 // dayReport is the table of the day's figures, a column per run.
@@ -296,20 +292,20 @@ func dayReport(runs []*dayRun, hour, consolidateAfter time.Duration) string {
 	})
 	row("nodes removed by consolidation", func(r *dayRun) string { return strconv.Itoa(len(r.consolidated)) })
 	row("pods evicted (by consolidation)", func(r *dayRun) string {
-		return fmt.Sprintf("%d (%d)", len(r.evictions.Evictions()), len(consolidationEvictions(r.evictions.Evictions(), r.consolidated)))
+		return fmt.Sprintf("%d (%d)", len(r.evictions), len(consolidationEvictions(r.evictions, r.consolidated)))
 	})
 	row("pods evicted less than consolidateAfter after they were bound (by consolidation)", func(r *dayRun) string {
-		all := r.evictions.Evictions()
+		all := r.evictions
 		return fmt.Sprintf("%d (%d)", len(youngEvictions(all, nil, consolidateAfter)), len(youngEvictions(all, r.consolidated, consolidateAfter)))
 	})
 	row("owners whose pods were evicted again within consolidateAfter (by consolidation)", func(r *dayRun) string {
-		all := r.evictions.Evictions()
+		all := r.evictions
 		return fmt.Sprintf("%s (%s)", againText(framework.DisruptedAgainWithin(all, consolidateAfter, 2*time.Second)),
 			againText(framework.DisruptedAgainWithin(consolidationEvictions(all, r.consolidated), consolidateAfter, 2*time.Second)))
 	})
 	row("nodes once settled", func(r *dayRun) string { return strconv.Itoa(r.nodes) })
 	row("cpu utilization once settled", func(r *dayRun) string { return fmt.Sprintf("%.0f%%", 100*r.utilization) })
-	row("invariant violations", func(r *dayRun) string { return strconv.Itoa(len(r.invariants.Violations())) })
+	row("invariant violations", func(r *dayRun) string { return strconv.Itoa(len(r.violations)) })
 	for _, run := range runs {
 		fmt.Fprintf(&b, "\nNodes of %s once settled:\n%s", run.name, run.layout)
 	}
