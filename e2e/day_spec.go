@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -306,6 +307,7 @@ func dayReport(runs []*dayRun, hour, consolidateAfter time.Duration) string {
 	row("nodes once settled", func(r *dayRun) string { return strconv.Itoa(r.nodes) })
 	row("cpu utilization once settled", func(r *dayRun) string { return fmt.Sprintf("%.0f%%", 100*r.utilization) })
 	row("invariant violations", func(r *dayRun) string { return strconv.Itoa(len(r.violations)) })
+	fmt.Fprintf(&b, "\nThe cheapest nodes for each hour's pods, bought and let go on the hour, cost %.2f.\n", idealDayCost())
 	for _, run := range runs {
 		fmt.Fprintf(&b, "\nNodes of %s once settled:\n%s", run.name, run.layout)
 	}
@@ -366,4 +368,90 @@ func consolidatedNodes(managerLog string, cluster *clusterv1.Cluster) map[string
 		}
 	}
 	return nodes
+}
+
+// idealDayCost is what the day would cost with the cheapest nodes that
+// hold each hour's pods, bought and let go at once on the hour: for each
+// hour, the cheapest counts of nodes of each group within their sizes on
+// which the pods fit, placed largest first (pinned pods before the others)
+// on the node they leave the least room on. No autoscaler can do better
+// than about this, whatever it consolidates.
+func idealDayCost() float64 {
+	type node struct {
+		group string
+		free  int64
+	}
+	cpus := map[string]int64{}
+	prices := map[string]float64{}
+	for _, g := range dayGroups {
+		cpu := resource.MustParse(g.cpu)
+		cpus[g.name] = cpu.MilliValue()
+		price, _ := strconv.ParseFloat(g.price, 64)
+		prices[g.name] = price
+	}
+	type pod struct {
+		milli int64
+		pool  string
+	}
+	fits := func(counts []int, pods []pod) bool {
+		var nodes []*node
+		for i, g := range dayGroups {
+			for range counts[i] {
+				nodes = append(nodes, &node{group: g.name, free: cpus[g.name]})
+			}
+		}
+		for _, p := range pods {
+			var best *node
+			for _, n := range nodes {
+				if (p.pool == "" || n.group == p.pool) && n.free >= p.milli && (best == nil || n.free < best.free) {
+					best = n
+				}
+			}
+			if best == nil {
+				return false
+			}
+			best.free -= p.milli
+		}
+		return true
+	}
+	var total float64
+	for hour := range dayLoad {
+		var pods []pod
+		for _, w := range dayWorkloads {
+			cpu := resource.MustParse(w.cpu)
+			for range w.replicasAt(hour) {
+				pods = append(pods, pod{milli: cpu.MilliValue(), pool: w.pool})
+			}
+		}
+		slices.SortStableFunc(pods, func(a, b pod) int {
+			if (a.pool == "") != (b.pool == "") {
+				if a.pool != "" {
+					return -1
+				}
+				return 1
+			}
+			return int(b.milli - a.milli)
+		})
+		best := math.Inf(1)
+		counts := make([]int, len(dayGroups))
+		var try func(i int, cost float64)
+		try = func(i int, cost float64) {
+			if cost >= best {
+				return
+			}
+			if i == len(dayGroups) {
+				if fits(counts, pods) {
+					best = cost
+				}
+				return
+			}
+			for n := dayGroups[i].minSize; n <= dayGroups[i].maxSize; n++ {
+				counts[i] = n
+				try(i+1, cost+float64(n)*prices[dayGroups[i].name])
+			}
+		}
+		try(0, 0)
+		total += best
+	}
+	return total
 }
