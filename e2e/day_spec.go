@@ -349,19 +349,26 @@ func youngEvictions(evictions []framework.Eviction, consolidated map[string]bool
 	return out
 }
 
-// consolidatedNodes are the nodes of cluster that consolidation removed or
-// replaced, as the manager's log tells its decisions ("Consolidating").
+// consolidatedNodes are the nodes of cluster that consolidation removed,
+// as the manager's log tells its decisions: a deletion when it decides it
+// ("Consolidating"), a replacement once its new nodes are Ready and it
+// drains the nodes it replaces (an abandoned one drains nothing).
 func consolidatedNodes(managerLog string, cluster *clusterv1.Cluster) map[string]bool {
 	data, err := os.ReadFile(managerLog)
 	Expect(err).NotTo(HaveOccurred())
 	nodes := map[string]bool{}
-	decision := regexp.MustCompile(`message="consolidation: (?:removing|replacing) nodes ([^ ,]+(?:, [^ ,]+)*) (?:saves|with)`)
+	deletion := regexp.MustCompile(`"Consolidating".* message="consolidation: removing nodes ([^ ,]+(?:, [^ ,]+)*) saves`)
+	replacement := regexp.MustCompile(`outcome="Consolidation" message="consolidation: replacing nodes ([^ ,]+(?:, [^ ,]+)*) with .*: the new nodes are Ready, draining`)
 	of := fmt.Sprintf(`Cluster="%s/%s"`, cluster.Namespace, cluster.Name)
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.Contains(line, `"Consolidating"`) || !strings.Contains(line, of) {
+		if !strings.Contains(line, of) {
 			continue
 		}
-		if m := decision.FindStringSubmatch(line); m != nil {
+		m := deletion.FindStringSubmatch(line)
+		if m == nil {
+			m = replacement.FindStringSubmatch(line)
+		}
+		if m != nil {
 			for _, node := range strings.Split(m[1], ", ") {
 				nodes[node] = true
 			}
