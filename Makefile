@@ -141,6 +141,7 @@ soak: e2e-binaries build ## Run the seeded soak on the local stack (SEED=n, time
 
 .PHONY: day
 day: e2e-binaries build ## Run a compressed day twice, consolidation off then Balanced, and compare their cost, into _artifacts/day.md (HOUR=20s a day's hour; TOPOLOGY; docs/cost.md).
+	mkdir -p $(ROOT)/_artifacts
 	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -ginkgo.label-filter=day -e2e.manager=$(BIN)/manager \
 		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.day.hour=$(or $(HOUR),20s) -e2e.day.report=$(ROOT)/_artifacts/day.md
 
