@@ -147,6 +147,12 @@ soak: e2e-binaries build ## Run the seeded soak on the local stack (SEED=n, time
 	go test -tags e2e -timeout $(SOAK_TIMEOUT) ./e2e/ -args -ginkgo.v -ginkgo.label-filter=soak -e2e.manager=$(BIN)/manager \
 		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.soak.seed=$(or $(SEED),0) -e2e.soak.duration=$(or $(DURATION),10m)
 
+.PHONY: day
+day: e2e-binaries build ## Run a compressed day twice, consolidation off then Balanced, and compare their cost, into _artifacts/day.md (HOUR=20s a day's hour; TOPOLOGY; docs/cost.md).
+	mkdir -p $(ROOT)/_artifacts
+	go test -tags e2e -timeout 60m ./e2e/ -args -ginkgo.v -ginkgo.label-filter=day -e2e.manager=$(BIN)/manager \
+		-e2e.topology=$(or $(TOPOLOGY),SelfHosted) -e2e.day.hour=$(or $(HOUR),20s) -e2e.day.report=$(ROOT)/_artifacts/day.md
+
 .PHONY: envtest-binaries
 envtest-binaries: ## Build kube-apiserver and etcd for envtest into bin/k8s.
 	hack/build-kube-binaries.sh $(KUBE_BIN) kube-apiserver etcd

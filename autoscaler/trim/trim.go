@@ -32,6 +32,7 @@ var PodAnnotations = []string{
 	corev1.MirrorPodAnnotationKey,
 	scaledown.SafeToEvictAnnotation,
 	scaledown.SafeToEvictLocalVolumesAnnotation,
+	scaledown.DoNotDisruptAnnotation,
 	snapshot.DaemonSetPodAnnotation,
 	provisioningv1.ConsumeProvisioningRequestAnnotation,
 	provisioningv1.DeprecatedConsumeProvisioningRequestAnnotation,

@@ -142,6 +142,23 @@ func TestPodKeepsWhatTheEngineDecidesOn(t *testing.T) {
 	g.Expect(full.Spec.Containers[0].Ports).To(HaveLen(1), "only the host port matters to scheduling")
 }
 
+// The annotations by which a pod keeps its node from scale-down or
+// consolidation reach the engine: the watches of a real cluster pass their
+// pods through the Transformer, which drops the annotations it does not
+// know of (do-not-disrupt was dropped so, and consolidation removed the
+// nodes of such pods on the local stack).
+func TestPodKeepsTheAnnotationsThatKeepItsNode(t *testing.T) {
+	for _, annotation := range []string{scaledown.SafeToEvictAnnotation, scaledown.DoNotDisruptAnnotation} {
+		t.Run(annotation, func(t *testing.T) {
+			g := NewWithT(t)
+			pod := deploymentPod("web-7d9f-a")
+			pod.Annotations[annotation] = "true"
+			full := trim.NewTransformer().Pod(pod).Full()
+			g.Expect(full.Annotations).To(HaveKeyWithValue(annotation, "true"))
+		})
+	}
+}
+
 func TestPodStillShowsTheSchedulerFoundNoNode(t *testing.T) {
 	g := NewWithT(t)
 	pod := deploymentPod("web-7d9f-pending")
