@@ -101,6 +101,15 @@ func (a active) groupError(ctx context.Context, groupID, action string, err erro
 	a.metrics().recordError(a.s.opts.ClusterName, "cloudProviderError")
 }
 
+// increaseFailed tells an increase that failed as a failure of the group;
+// one the group refused for now was told by increase.
+func (a active) increaseFailed(ctx context.Context, groupID, action string, err error) {
+	var refused *nodegroups.RefusedError
+	if !errors.As(err, &refused) {
+		a.groupError(ctx, groupID, action, err)
+	}
+}
+
 func (a active) giveUpSizes(ctx context.Context, l *loop, group nodegroups.NodeGroup, sizes int) {
 	if err := a.giveUp(ctx, l, group, sizes); err != nil {
 		a.groupError(ctx, group.ID(), "correcting target size after a timed-out scale-up", err)
@@ -191,7 +200,7 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	for _, increase := range plan.Increases {
 		id := increase.Group.ID()
 		if err := a.increase(ctx, l, increase); err != nil {
-			a.groupError(ctx, id, "increasing size", err)
+			a.increaseFailed(ctx, id, "increasing size", err)
 			continue
 		}
 		scaled += increase.Delta
@@ -229,7 +238,7 @@ func (a active) raiseToMinimums(ctx context.Context, l *loop, raises []minimumRa
 		id := raise.increase.Group.ID()
 		from := a.s.state.Group(id).Target + l.increased[id]
 		if err := a.increase(ctx, l, raise.increase); err != nil {
-			a.groupError(ctx, id, "increasing size to the scheduled minimum", err)
+			a.increaseFailed(ctx, id, "increasing size to the scheduled minimum", err)
 			continue
 		}
 		scaled += raise.increase.Delta
@@ -274,6 +283,13 @@ func (a active) increase(ctx context.Context, l *loop, increase scaleup.Increase
 	if err == nil {
 		return nil
 	}
+	var refused *nodegroups.RefusedError
+	if errors.As(err, &refused) {
+		// Not a failure of the group: a later loop grows it, without the
+		// backoff of a failed scale-up.
+		klog.FromContext(ctx).V(2).Info("Node group refused to grow for now", "nodeGroup", id, "delta", increase.Delta, "reason", refused.Reason)
+		return err
+	}
 	message := fmt.Sprintf("Failed to increase %s by %d: %v", id, increase.Delta, err)
 	a.s.state.Backoff(id, "IncreaseSizeFailed", message, l.now)
 	a.groupEvent(id, corev1.EventTypeWarning, EventFailedToScaleUpGroup, message)
@@ -314,7 +330,7 @@ func (a active) replace(ctx context.Context, l *loop, consolidation *scaledown.C
 	}
 	for i, increase := range increases {
 		if err := a.increase(ctx, l, increase); err != nil {
-			a.groupError(ctx, increase.Group.ID(), "adding the nodes of a replacement", err)
+			a.increaseFailed(ctx, increase.Group.ID(), "adding the nodes of a replacement", err)
 			for _, done := range increases[:i] {
 				if err := done.Group.DecreaseTargetSize(ctx, done.Delta); err != nil {
 					a.groupError(ctx, done.Group.ID(), "taking back the nodes of a replacement", err)

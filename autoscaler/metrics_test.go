@@ -246,3 +246,23 @@ cluster_autoscaler_scaled_up_nodes_total{cluster="default/workload",mode="DryRun
 		}
 	}
 }
+
+// A group that refuses to grow for now (a removal pending, say) is not
+// failing: it does not back off, and grows in the next loop that plans it.
+func TestARefusedIncreaseIsNoFailure(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: 10, template: templateNode(),
+		increaseErr: &nodegroups.RefusedError{Reason: "the removal of Machine(s) b is pending"}}
+	nodes := group.addNodes(1, st.Unschedulable())
+	f := newFixture(t, []*fakeGroup{group}, objects(nodes, st.Replicas("web", 1, "3", "1Gi")...)...)
+
+	status := f.runOnce(t)
+
+	g.Expect(group.increases).To(BeEmpty())
+	g.Expect(groupRow(status, group.id).BackoffUntil).To(BeZero(), "no backoff")
+	g.Expect(f.groupRecorder.reasons(group.id)).NotTo(ContainElement(autoscaler.EventFailedToScaleUpGroup))
+
+	group.increaseErr = nil
+	f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{1}))
+}

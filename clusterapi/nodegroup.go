@@ -141,11 +141,34 @@ func (g *nodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	return node, err
 }
 
+// IncreaseSize raises the replicas, unless a removal the autoscaler asked
+// for is still pending: its Machine marked and the replicas lowered, but
+// Cluster API not deleting it yet. Raising them then would give Cluster
+// API the Machine back instead of a new one, drained and tainted, and
+// lose the removal; the refusal lasts until Cluster API starts deleting
+// it, within a reconcile.
 func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 	if delta <= 0 {
 		return fmt.Errorf("%s: size increase must be positive, got %d", g.ID(), delta)
 	}
-	_, err := g.resource.UpdateReplicas(ctx, func(current int) (int, error) { return current + delta, nil })
+	machines, existing, err := g.existingInstances(ctx)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	for _, machine := range notDeleting(machines) {
+		if scalable.IsMarkedByAutoscaler(machine) {
+			pending = append(pending, machine.Name)
+		}
+	}
+	_, err = g.resource.UpdateReplicas(ctx, func(current int) (int, error) {
+		if current < existing && len(pending) > 0 {
+			return 0, &nodegroups.RefusedError{Reason: fmt.Sprintf(
+				"%s: not growing while the removal of Machine(s) %s is pending (replicas %d, %d instances): Cluster API has yet to delete them, and growing now would keep them",
+				g.ID(), strings.Join(pending, ", "), current, existing)}
+		}
+		return current + delta, nil
+	})
 	return err
 }
 

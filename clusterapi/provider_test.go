@@ -412,6 +412,29 @@ var _ = Describe("Provider", func() {
 			Expect(replicasOf(ms)).To(BeEquivalentTo(4), "1 + 2 from the other writer + 1 from us")
 		})
 
+		It("does not grow while a removal it asked for is pending, which growing would cancel, and grows once Cluster API deletes the Machine", func() {
+			ms := f.MachineSet("ms-0", 2, sizeAnnotations(0, 5), nil)
+			f.Create(ctx, ms)
+			member(ms, "a", true)
+			removed, _ := member(ms, "b", true)
+			// What DeleteNodes leaves before Cluster API acts: the Machine
+			// marked by the autoscaler, the replicas lowered.
+			removed.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "2026-12-07T11:00:00Z", scalable.MarkedAnnotation: "2026-12-07T11:00:00Z"}
+			Expect(k8sClient.Update(ctx, removed)).To(Succeed())
+			ms.Spec.Replicas = ptr.To[int32](1)
+			Expect(k8sClient.Update(ctx, ms)).To(Succeed())
+			group := groupIn(discover(), "MachineSet", "ms-0")
+
+			var refused *nodegroups.RefusedError
+			Expect(errors.As(group.IncreaseSize(ctx, 1), &refused)).To(BeTrue())
+			Expect(refused.Reason).To(ContainSubstring("removal of Machine(s) b is pending"))
+			Expect(replicasOf(ms)).To(BeEquivalentTo(1), "the removal stands")
+
+			deleteKeepingFinalizer(removed)
+			Expect(group.IncreaseSize(ctx, 1)).To(Succeed())
+			Expect(replicasOf(ms)).To(BeEquivalentTo(2))
+		})
+
 		It("gives up only replicas that have no Machine yet", func() {
 			ms := f.MachineSet("ms-0", 4, sizeAnnotations(0, 5), nil)
 			f.Create(ctx, ms)
