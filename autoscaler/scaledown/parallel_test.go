@@ -204,7 +204,10 @@ func describeConsolidation(c *scaledown.Consolidation) string {
 		b = fmt.Appendf(b, "consolidation removes %s\n", removal.Node.Name)
 	}
 	if r := c.Replacement; r != nil {
-		b = fmt.Appendf(b, "replaced by %d of %s for %s\n", r.Nodes, r.Group.ID(), r.Price)
+		for _, g := range r.Groups {
+			b = fmt.Appendf(b, "replaced by %d of %s\n", g.Nodes, g.Group.ID())
+		}
+		b = fmt.Appendf(b, "replacements cost %s\n", r.Price)
 	}
 	return string(b)
 }
