@@ -3,15 +3,17 @@ package autoscaler
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // maxNominationsPerLoop bounds the pods nominated in one loop, so that a
@@ -29,12 +31,17 @@ const maxNominationsPerLoop = 30
 // room left: a second round of machines for a burst that the plan fitted.
 //
 // kube-scheduler clears a nomination when the pod fails to schedule, as
-// when other nodes register before its own: later loops write it again.
+// when other nodes register before its own: the nominations written or
+// found in place stand until the next loop, which writes back at once
+// those kube-scheduler clears (renominations).
 // Only the nominations that pods do not carry are written. A pod that
 // changed since it was read (bound, or nominated by kube-scheduler) is
 // left as it is: the next loop plans it again.
 func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) {
 	logger := klog.FromContext(ctx)
+	if !s.nominationsRefused {
+		s.renominations.stand(placements)
+	}
 	written := 0
 	for _, placement := range placements {
 		pod := placement.Pod
@@ -44,7 +51,7 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 		if pod.Status.NominatedNodeName == placement.NodeName {
 			continue
 		}
-		err := nominatePod(ctx, s.opts.Clientset, pod, placement.NodeName)
+		err := nominatePod(ctx, s.opts.Clientset, pod.Namespace, pod.Name, pod.ResourceVersion, placement.NodeName)
 		switch {
 		case err == nil:
 			written++
@@ -65,14 +72,157 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 
 // nominatePod sets the pod's nominated node, on the version of the pod
 // that was read.
-func nominatePod(ctx context.Context, clientset kubernetes.Interface, pod *corev1.Pod, nodeName string) error {
+func nominatePod(ctx context.Context, clientset kubernetes.Interface, namespace, name, resourceVersion, nodeName string) error {
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": pod.ResourceVersion},
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
 		"status":   map[string]any{"nominatedNodeName": nodeName},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = clientset.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// Renominations are written at most this often, apart from the loop's
+// nominations, so that a wave of failed attempts (every pod waiting for
+// a node fails when another node registers) does not take the client's
+// whole rate (--workload-client-qps, 20 by default) from the loop.
+const (
+	renominationsPerSecond = 10
+	renominationBurst      = 20
+)
+
+// renominations writes back at once the nominations the last loop stood
+// by that kube-scheduler cleared, instead of a loop later.
+//
+// kube-scheduler clears a pod's nominatedNodeName on each of its failed
+// attempts (preemption finds no victim and nominates ""), and a pod
+// waiting for a node on its way fails whenever any other node registers
+// or changes. Until the nomination is back, kube-scheduler keeps no room
+// for the pod on its node: when that node starts taking pods in between,
+// pods planned for other nodes still on their way take its room within
+// milliseconds while the pod waits out its backoff, and a node more is
+// bought (issue 47). A loop comes a second later, more on a busy machine;
+// the pod informer tells of the clearing within milliseconds.
+//
+// Only the nominations of the last loop's plan are written back, to the
+// node that plan gave them, and only those that kube-scheduler cleared:
+// a nomination it changed to another node (for preemption) is its own.
+type renominations struct {
+	clientset kubernetes.Interface
+	limiter   flowcontrol.RateLimiter
+	wake      chan struct{}
+
+	mu sync.Mutex
+	// standing are the nominations of the last loop's plan, node by pod;
+	// next are those of the loop in progress, which replace them as the
+	// loop ends.
+	standing, next map[types.UID]string
+	// cleared are the pods whose standing nomination kube-scheduler
+	// cleared, in their last version, waiting to be nominated again.
+	cleared map[types.UID]*snapshot.Pod
+}
+
+func newRenominations(clientset kubernetes.Interface) *renominations {
+	return &renominations{
+		clientset: clientset,
+		limiter:   flowcontrol.NewTokenBucketRateLimiter(renominationsPerSecond, renominationBurst),
+		wake:      make(chan struct{}, 1),
+		cleared:   map[types.UID]*snapshot.Pod{},
+	}
+}
+
+// stand records that the loop in progress nominated (or found nominated)
+// each pod of placements to its planned node.
+func (r *renominations) stand(placements []simulator.Placement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = make(map[types.UID]string, len(placements))
+	}
+	for _, placement := range placements {
+		r.next[placement.Pod.UID] = placement.NodeName
+	}
+}
+
+// loopEnded makes the nominations of the loop that ended the standing
+// ones: none when it nominated nothing (no pod waits for a node on its
+// way, or the loop only reported, in DryRun mode).
+func (r *renominations) loopEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.standing, r.next = r.next, nil
+	for uid := range r.cleared {
+		if _, ok := r.standing[uid]; !ok {
+			delete(r.cleared, uid)
+		}
+	}
+}
+
+// podUpdated queues the pod for a nomination again when kube-scheduler
+// cleared the one the last loop stood by, and the pod still waits.
+func (r *renominations) podUpdated(old, pod *snapshot.Pod) {
+	if old.NominatedNodeName == "" || pod.NominatedNodeName != "" || pod.NodeName != "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.standing[pod.UID] != old.NominatedNodeName {
+		return
+	}
+	r.cleared[pod.UID] = pod
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the cleared nominations back until ctx is done.
+func (r *renominations) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		for {
+			pod, node := r.pop()
+			if pod == nil {
+				break
+			}
+			if err := r.limiter.Wait(ctx); err != nil {
+				return
+			}
+			r.renominate(ctx, pod, node)
+		}
+	}
+}
+
+// pop takes a cleared pod whose nomination still stands, with its node.
+func (r *renominations) pop() (*snapshot.Pod, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, pod := range r.cleared {
+		delete(r.cleared, uid)
+		if node, ok := r.standing[uid]; ok {
+			return pod, node
+		}
+	}
+	return nil, ""
+}
+
+func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node string) {
+	logger := klog.FromContext(ctx)
+	err := nominatePod(ctx, r.clientset, pod.Namespace, pod.Name, pod.ResourceVersion, node)
+	switch {
+	case err == nil:
+		logger.V(4).Info("Nominated a pod again to the node on its way planned for it, which kube-scheduler had cleared", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node)
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// The pod changed (bound, nominated elsewhere) or went: the next
+		// loop plans it as it is.
+	default:
+		// Forbidden included: the loop's nominations say so, once.
+		logger.V(2).Info("Failed to nominate a pod again to the node planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node, "err", err)
+	}
 }
