@@ -186,6 +186,7 @@ func (r *renominations) run(ctx context.Context) {
 			return
 		case <-r.wake:
 		}
+		written := 0
 		for {
 			pod, node := r.pop()
 			if pod == nil {
@@ -194,7 +195,12 @@ func (r *renominations) run(ctx context.Context) {
 			if err := r.limiter.Wait(ctx); err != nil {
 				return
 			}
-			r.renominate(ctx, pod, node)
+			if r.renominate(ctx, pod, node) {
+				written++
+			}
+		}
+		if written > 0 {
+			klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", written)
 		}
 	}
 }
@@ -212,12 +218,15 @@ func (r *renominations) pop() (*snapshot.Pod, string) {
 	return nil, ""
 }
 
-func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node string) {
+// renominate writes the pod's nomination to node back, on the version of
+// the pod that had it cleared, and says whether it did.
+func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node string) bool {
 	logger := klog.FromContext(ctx)
 	err := nominatePod(ctx, r.clientset, pod.Namespace, pod.Name, pod.ResourceVersion, node)
 	switch {
 	case err == nil:
-		logger.V(4).Info("Nominated a pod again to the node on its way planned for it, which kube-scheduler had cleared", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node)
+		logger.V(4).Info("Nominated a pod again to the node on its way planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node)
+		return true
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		// The pod changed (bound, nominated elsewhere) or went: the next
 		// loop plans it as it is.
@@ -225,4 +234,5 @@ func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node 
 		// Forbidden included: the loop's nominations say so, once.
 		logger.V(2).Info("Failed to nominate a pod again to the node planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node, "err", err)
 	}
+	return false
 }
