@@ -3,7 +3,9 @@ package autoscaler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,11 @@ import (
 // default burst.
 const maxNominationsPerLoop = 30
 
+// nominationWriters bounds the nominations written at once. One at a
+// time, a loop's nominations take as many round trips as there are pods,
+// seconds on a busy machine, while the nodes they wait for may start.
+const nominationWriters = 10
+
 // nominate tells kube-scheduler which node the plan gave each pod that
 // waits for a node on its way whose name is known, through the pod's
 // status.nominatedNodeName (KEP-5278). kube-scheduler tries a pod's
@@ -32,38 +39,61 @@ const maxNominationsPerLoop = 30
 //
 // kube-scheduler clears a nomination when the pod fails to schedule, as
 // when other nodes register before its own: the nominations written or
-// found in place stand until the next loop, which writes back at once
-// those kube-scheduler clears (renominations).
-// Only the nominations that pods do not carry are written. A pod that
-// changed since it was read (bound, or nominated by kube-scheduler) is
-// left as it is: the next loop plans it again.
+// found in place stand until the next loop, and those kube-scheduler
+// clears meanwhile are written back at once (renominations).
+// Only the nominations that pods do not carry are written, several at a
+// time. A pod that changed since it was read (bound, or nominated by
+// kube-scheduler) is left as it is: the next loop plans it again.
 func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) {
-	logger := klog.FromContext(ctx)
-	if !s.nominationsRefused {
-		s.renominations.stand(placements)
+	if s.nominationsRefused {
+		return
 	}
-	written := 0
+	s.renominations.stand(placements)
+	var missing []simulator.Placement
 	for _, placement := range placements {
-		pod := placement.Pod
-		if s.nominationsRefused || written == maxNominationsPerLoop {
+		if len(missing) == maxNominationsPerLoop {
 			break
 		}
-		if pod.Status.NominatedNodeName == placement.NodeName {
-			continue
+		if placement.Pod.Status.NominatedNodeName != placement.NodeName {
+			missing = append(missing, placement)
 		}
-		err := nominatePod(ctx, s.opts.Clientset, pod.Namespace, pod.Name, pod.ResourceVersion, placement.NodeName)
+	}
+	errs := make([]error, len(missing))
+	writers := make(chan struct{}, nominationWriters)
+	var wg sync.WaitGroup
+	for i, placement := range missing {
+		writers <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-writers }()
+			pod := placement.Pod
+			errs[i] = nominatePod(ctx, s.opts.Clientset, pod.Namespace, pod.Name, pod.ResourceVersion, placement.NodeName)
+		})
+	}
+	wg.Wait()
+
+	logger := klog.FromContext(ctx)
+	written, failed := 0, 0
+	var failure error
+	for i, err := range errs {
 		switch {
 		case err == nil:
 			written++
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err):
-			s.nominationsRefused = true
-			logger.Error(err, "Cannot nominate pods to the nodes planned for them; kube-scheduler may place them so that more nodes are needed. Grant patch on pods/status in the workload cluster (config/workload-rbac)")
+			if !s.nominationsRefused {
+				s.nominationsRefused = true
+				logger.Error(err, "Cannot nominate pods to the nodes planned for them; kube-scheduler may place them so that more nodes are needed. Grant patch on pods/status in the workload cluster (config/workload-rbac)")
+			}
 		default:
 			// The API server is failing: the next loop tries again.
-			logger.Error(err, "Failed to nominate a pod to the node planned for it", "pod", klog.KObj(pod), "node", placement.NodeName)
-			return
+			if failed == 0 {
+				failure = fmt.Errorf("nominating pod %s to node %s: %w", klog.KObj(missing[i].Pod), missing[i].NodeName, err)
+			}
+			failed++
 		}
+	}
+	if failed > 0 {
+		logger.Error(failure, "Failed to nominate pods to the nodes planned for them", "failed", failed)
 	}
 	if written > 0 {
 		logger.V(2).Info("Nominated pods to the nodes on their way planned for them", "pods", written)
@@ -115,9 +145,9 @@ type renominations struct {
 	wake      chan struct{}
 
 	mu sync.Mutex
-	// standing are the nominations of the last loop's plan, node by pod;
-	// next are those of the loop in progress, which replace them as the
-	// loop ends.
+	// standing are the nominations of the last loop's plan and of the
+	// loop in progress, node by pod; next are those of the loop in
+	// progress alone, which replace them as the loop ends.
 	standing, next map[types.UID]string
 	// cleared are the pods whose standing nomination kube-scheduler
 	// cleared, in their last version, waiting to be nominated again.
@@ -134,15 +164,21 @@ func newRenominations(clientset kubernetes.Interface) *renominations {
 }
 
 // stand records that the loop in progress nominated (or found nominated)
-// each pod of placements to its planned node.
+// each pod of placements to its planned node. They stand at once: the
+// loop goes on after writing them, and kube-scheduler may clear them
+// meanwhile.
 func (r *renominations) stand(placements []simulator.Placement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.next == nil {
 		r.next = make(map[types.UID]string, len(placements))
 	}
+	if r.standing == nil {
+		r.standing = make(map[types.UID]string, len(placements))
+	}
 	for _, placement := range placements {
 		r.next[placement.Pod.UID] = placement.NodeName
+		r.standing[placement.Pod.UID] = placement.NodeName
 	}
 }
 
@@ -186,21 +222,28 @@ func (r *renominations) run(ctx context.Context) {
 			return
 		case <-r.wake:
 		}
-		written := 0
+		var written atomic.Int32
+		writers := make(chan struct{}, nominationWriters)
+		var wg sync.WaitGroup
 		for {
 			pod, node := r.pop()
 			if pod == nil {
 				break
 			}
 			if err := r.limiter.Wait(ctx); err != nil {
-				return
+				break
 			}
-			if r.renominate(ctx, pod, node) {
-				written++
-			}
+			writers <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-writers }()
+				if r.renominate(ctx, pod, node) {
+					written.Add(1)
+				}
+			})
 		}
-		if written > 0 {
-			klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", written)
+		wg.Wait()
+		if n := written.Load(); n > 0 {
+			klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", n)
 		}
 	}
 }
