@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
 
@@ -132,4 +134,97 @@ func TestPlanHoldsWhenAPodBindsToANodePlannedForAnother(t *testing.T) {
 	g.Expect(large.increases).To(Equal([]int{1}), "the batch pod fits beside the web pod")
 	g.Expect(general.increases).To(Equal([]int{5}))
 	g.Expect(groupRow(status, general.id).Upcoming).To(Equal(5))
+}
+
+// runInBackground runs the fixture's engine as the manager does until the
+// test ends. Its first loop runs at once; no other runs until the fake
+// clock is stepped or the engine triggered.
+func runInBackground(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.engine.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// setNomination has kube-scheduler set the pod's nominated node to node,
+// "" to clear it, as it does after a failed attempt, and tells the engine
+// as its pod informer does.
+func setNomination(t *testing.T, f *fixture, name, node string) {
+	t.Helper()
+	pods := f.clientset.CoreV1().Pods("default")
+	old, err := pods.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := old.DeepCopy()
+	changed.Status.NominatedNodeName = node
+	changed, err = pods.UpdateStatus(context.Background(), changed, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine.PodUpdated(snapshot.NewPod(old), snapshot.NewPod(changed))
+}
+
+// kube-scheduler clears the nomination of a pod on each failed attempt, as
+// when another node registers before the pod's own. Until it is back,
+// kube-scheduler keeps no room for the pod there, and pods planned for
+// nodes still on their way can take it as soon as the node starts: the
+// engine writes it back as soon as it hears of the clearing, not a loop
+// later (issue 47).
+func TestNominationClearedByKubeSchedulerIsWrittenBackBeforeTheNextLoop(t *testing.T) {
+	g := NewWithT(t)
+	f, _, _ := demoFixture(t)
+	runInBackground(t, f)
+	g.Eventually(func() string { return nominatedNode(t, f, "batch-0") }).Should(Equal("md-large-0"), "the first loop nominates the batch pod")
+	loop := f.engine.Status().Time
+
+	setNomination(t, f, "batch-0", "")
+
+	g.Eventually(func() string { return nominatedNode(t, f, "batch-0") }).Should(Equal("md-large-0"),
+		"the batch pod keeps its room on md-large's node while the node is on its way")
+	g.Expect(f.engine.Status().Time).To(Equal(loop), "no loop ran in between")
+}
+
+// A nomination kube-scheduler sets, for preemption on a node that
+// exists, is its own: the engine does not write its plan over it, nor
+// back once kube-scheduler clears it.
+func TestNominationOfKubeSchedulerIsLeftToIt(t *testing.T) {
+	g := NewWithT(t)
+	f, _, _ := demoFixture(t)
+	runInBackground(t, f)
+	g.Eventually(func() string { return nominatedNode(t, f, "web-1") }).Should(HavePrefix("md-general-"))
+
+	setNomination(t, f, "web-1", "md-general-0")
+	g.Consistently(func() string { return nominatedNode(t, f, "web-1") }, 200*time.Millisecond).Should(Equal("md-general-0"))
+	setNomination(t, f, "web-1", "")
+	g.Consistently(func() string { return nominatedNode(t, f, "web-1") }, 200*time.Millisecond).Should(BeEmpty())
+}
+
+// In DryRun mode the engine writes nothing to the cluster: once a loop in
+// DryRun mode ran, the nominations of the Active loops before it are no
+// longer written back.
+func TestDryRunWritesNoNominationBack(t *testing.T) {
+	g := NewWithT(t)
+	f, _, _ := demoFixture(t)
+	runInBackground(t, f)
+	g.Eventually(func() string { return nominatedNode(t, f, "batch-0") }).Should(Equal("md-large-0"))
+	config := autoscaler.DefaultConfig()
+	config.DryRun = true
+	f.engine.Apply(mustSettings(t, config, f.clock))
+	g.Eventually(func() bool {
+		f.engine.Trigger()
+		f.clock.Step(50 * time.Millisecond)
+		return f.engine.Status().DryRun
+	}).Should(BeTrue(), "a loop in DryRun mode")
+
+	setNomination(t, f, "batch-0", "")
+
+	g.Consistently(func() string { return nominatedNode(t, f, "batch-0") }, 200*time.Millisecond).Should(BeEmpty())
 }

@@ -145,8 +145,8 @@ func (e *PanicError) Error() string {
 }
 
 // Engine autoscales one cluster. Run it with Run; Trigger asks for an early
-// loop. It is safe to call Trigger, Apply, Config, Status and Stalled
-// concurrently with Run.
+// loop. It is safe to call Trigger, PodUpdated, Apply, Config, Status and
+// Stalled concurrently with Run.
 type Engine struct {
 	opts    Options
 	clock   clock.WithTicker
@@ -206,6 +206,8 @@ func New(opts Options) (*Engine, error) {
 			told:     newTold(),
 			planner:  scaledown.NewPlanner(opts.Clock),
 			actuator: actuator,
+
+			renominations: newRenominations(opts.Clientset),
 		},
 	}
 	e.lasting.atomic.restore(opts.AtomicScaleUps)
@@ -235,6 +237,13 @@ func (e *Engine) Status() Status {
 	return e.status
 }
 
+// PodUpdated tells the engine of a change of a pod of its cluster, from
+// old to pod: a nomination of the last loop's plan that kube-scheduler
+// cleared is written back at once (see renominations).
+func (e *Engine) PodUpdated(old, pod *snapshot.Pod) {
+	e.lasting.renominations.podUpdated(old, pod)
+}
+
 // Trigger asks for a loop soon, e.g. because a pod became unschedulable.
 // A burst of triggers shares one loop (see settle).
 func (e *Engine) Trigger() {
@@ -258,6 +267,12 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	// catches a panic of the release.
 	defer e.recoverPanic(ctx, &err)
 	defer e.releaseDrains(ctx)
+
+	renominating, stopRenominating := context.WithCancel(ctx)
+	var renominated sync.WaitGroup
+	renominated.Go(func() { e.lasting.renominations.run(renominating) })
+	defer renominated.Wait()
+	defer stopRenominating()
 
 	// lastTriggered is when the last loop that a trigger started began.
 	var lastTriggered time.Time
@@ -406,6 +421,7 @@ func (e *Engine) RunOnce(ctx context.Context, now time.Time) Status {
 		status.Err = fmt.Errorf("the loop did not finish within %s: %w", e.opts.LoopTimeout, cmp.Or(status.Err, loopCtx.Err()))
 	}
 	cancel()
+	e.lasting.renominations.loopEnded()
 	end := e.clock.Now()
 	e.steps.metrics().observeFunction(e.opts.ClusterName, "main", start, end)
 	logger.V(4).Info("Finished loop", "duration", end.Sub(start))

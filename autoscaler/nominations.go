@@ -3,15 +3,19 @@ package autoscaler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // maxNominationsPerLoop bounds the pods nominated in one loop, so that a
@@ -19,6 +23,11 @@ import (
 // loops nominate the rest, long before machines boot. It is the client's
 // default burst.
 const maxNominationsPerLoop = 30
+
+// nominationWriters bounds the nominations written at once. One at a
+// time, a loop's nominations take as many round trips as there are pods,
+// seconds on a busy machine, while the nodes they wait for may start.
+const nominationWriters = 10
 
 // nominate tells kube-scheduler which node the plan gave each pod that
 // waits for a node on its way whose name is known, through the pod's
@@ -29,34 +38,62 @@ const maxNominationsPerLoop = 30
 // room left: a second round of machines for a burst that the plan fitted.
 //
 // kube-scheduler clears a nomination when the pod fails to schedule, as
-// when other nodes register before its own: later loops write it again.
-// Only the nominations that pods do not carry are written. A pod that
-// changed since it was read (bound, or nominated by kube-scheduler) is
-// left as it is: the next loop plans it again.
+// when other nodes register before its own: the nominations written or
+// found in place stand until the next loop, and those kube-scheduler
+// clears meanwhile are written back at once (renominations).
+// Only the nominations that pods do not carry are written, several at a
+// time. A pod that changed since it was read (bound, or nominated by
+// kube-scheduler) is left as it is: the next loop plans it again.
 func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) {
-	logger := klog.FromContext(ctx)
-	written := 0
+	if s.nominationsRefused {
+		return
+	}
+	s.renominations.stand(placements)
+	var missing []simulator.Placement
 	for _, placement := range placements {
-		pod := placement.Pod
-		if s.nominationsRefused || written == maxNominationsPerLoop {
+		if len(missing) == maxNominationsPerLoop {
 			break
 		}
-		if pod.Status.NominatedNodeName == placement.NodeName {
-			continue
+		if placement.Pod.Status.NominatedNodeName != placement.NodeName {
+			missing = append(missing, placement)
 		}
-		err := nominatePod(ctx, s.opts.Clientset, pod, placement.NodeName)
+	}
+	errs := make([]error, len(missing))
+	writers := make(chan struct{}, nominationWriters)
+	var wg sync.WaitGroup
+	for i, placement := range missing {
+		writers <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-writers }()
+			pod := placement.Pod
+			errs[i] = nominatePod(ctx, s.opts.Clientset, pod.Namespace, pod.Name, pod.ResourceVersion, placement.NodeName)
+		})
+	}
+	wg.Wait()
+
+	logger := klog.FromContext(ctx)
+	written, failed := 0, 0
+	var failure error
+	for i, err := range errs {
 		switch {
 		case err == nil:
 			written++
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err):
-			s.nominationsRefused = true
-			logger.Error(err, "Cannot nominate pods to the nodes planned for them; kube-scheduler may place them so that more nodes are needed. Grant patch on pods/status in the workload cluster (config/workload-rbac)")
+			if !s.nominationsRefused {
+				s.nominationsRefused = true
+				logger.Error(err, "Cannot nominate pods to the nodes planned for them; kube-scheduler may place them so that more nodes are needed. Grant patch on pods/status in the workload cluster (config/workload-rbac)")
+			}
 		default:
 			// The API server is failing: the next loop tries again.
-			logger.Error(err, "Failed to nominate a pod to the node planned for it", "pod", klog.KObj(pod), "node", placement.NodeName)
-			return
+			if failed == 0 {
+				failure = fmt.Errorf("nominating pod %s to node %s: %w", klog.KObj(missing[i].Pod), missing[i].NodeName, err)
+			}
+			failed++
 		}
+	}
+	if failed > 0 {
+		logger.Error(failure, "Failed to nominate pods to the nodes planned for them", "failed", failed)
 	}
 	if written > 0 {
 		logger.V(2).Info("Nominated pods to the nodes on their way planned for them", "pods", written)
@@ -65,14 +102,180 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 
 // nominatePod sets the pod's nominated node, on the version of the pod
 // that was read.
-func nominatePod(ctx context.Context, clientset kubernetes.Interface, pod *corev1.Pod, nodeName string) error {
+func nominatePod(ctx context.Context, clientset kubernetes.Interface, namespace, name, resourceVersion, nodeName string) error {
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": pod.ResourceVersion},
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
 		"status":   map[string]any{"nominatedNodeName": nodeName},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = clientset.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = clientset.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// Renominations are written at most this often, apart from the loop's
+// nominations, so that a wave of failed attempts (every pod waiting for
+// a node fails when another node registers) does not take the client's
+// whole rate (--workload-client-qps, 20 by default) from the loop.
+const (
+	renominationsPerSecond = 10
+	renominationBurst      = 20
+)
+
+// renominations writes back at once the nominations the last loop stood
+// by that kube-scheduler cleared, instead of a loop later.
+//
+// kube-scheduler clears a pod's nominatedNodeName on each of its failed
+// attempts (preemption finds no victim and nominates ""), and a pod
+// waiting for a node on its way fails whenever any other node registers
+// or changes. Until the nomination is back, kube-scheduler keeps no room
+// for the pod on its node: when that node starts taking pods in between,
+// pods planned for other nodes still on their way take its room within
+// milliseconds while the pod waits out its backoff, and a node more is
+// bought (issue 47). A loop comes a second later, more on a busy machine;
+// the pod informer tells of the clearing within milliseconds.
+//
+// Only the nominations of the last loop's plan are written back, to the
+// node that plan gave them, and only those that kube-scheduler cleared:
+// a nomination it changed to another node (for preemption) is its own.
+type renominations struct {
+	clientset kubernetes.Interface
+	limiter   flowcontrol.RateLimiter
+	wake      chan struct{}
+
+	mu sync.Mutex
+	// standing are the nominations of the last loop's plan and of the
+	// loop in progress, node by pod; next are those of the loop in
+	// progress alone, which replace them as the loop ends.
+	standing, next map[types.UID]string
+	// cleared are the pods whose standing nomination kube-scheduler
+	// cleared, in their last version, waiting to be nominated again.
+	cleared map[types.UID]*snapshot.Pod
+}
+
+func newRenominations(clientset kubernetes.Interface) *renominations {
+	return &renominations{
+		clientset: clientset,
+		limiter:   flowcontrol.NewTokenBucketRateLimiter(renominationsPerSecond, renominationBurst),
+		wake:      make(chan struct{}, 1),
+		cleared:   map[types.UID]*snapshot.Pod{},
+	}
+}
+
+// stand records that the loop in progress nominated (or found nominated)
+// each pod of placements to its planned node. They stand at once: the
+// loop goes on after writing them, and kube-scheduler may clear them
+// meanwhile.
+func (r *renominations) stand(placements []simulator.Placement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = make(map[types.UID]string, len(placements))
+	}
+	if r.standing == nil {
+		r.standing = make(map[types.UID]string, len(placements))
+	}
+	for _, placement := range placements {
+		r.next[placement.Pod.UID] = placement.NodeName
+		r.standing[placement.Pod.UID] = placement.NodeName
+	}
+}
+
+// loopEnded makes the nominations of the loop that ended the standing
+// ones: none when it nominated nothing (no pod waits for a node on its
+// way, or the loop only reported, in DryRun mode).
+func (r *renominations) loopEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.standing, r.next = r.next, nil
+	for uid := range r.cleared {
+		if _, ok := r.standing[uid]; !ok {
+			delete(r.cleared, uid)
+		}
+	}
+}
+
+// podUpdated queues the pod for a nomination again when kube-scheduler
+// cleared the one the last loop stood by, and the pod still waits.
+func (r *renominations) podUpdated(old, pod *snapshot.Pod) {
+	if old.NominatedNodeName == "" || pod.NominatedNodeName != "" || pod.NodeName != "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.standing[pod.UID] != old.NominatedNodeName {
+		return
+	}
+	r.cleared[pod.UID] = pod
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the cleared nominations back until ctx is done.
+func (r *renominations) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		var written atomic.Int32
+		writers := make(chan struct{}, nominationWriters)
+		var wg sync.WaitGroup
+		for {
+			pod, node := r.pop()
+			if pod == nil {
+				break
+			}
+			if err := r.limiter.Wait(ctx); err != nil {
+				break
+			}
+			writers <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-writers }()
+				if r.renominate(ctx, pod, node) {
+					written.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := written.Load(); n > 0 {
+			klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", n)
+		}
+	}
+}
+
+// pop takes a cleared pod whose nomination still stands, with its node.
+func (r *renominations) pop() (*snapshot.Pod, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, pod := range r.cleared {
+		delete(r.cleared, uid)
+		if node, ok := r.standing[uid]; ok {
+			return pod, node
+		}
+	}
+	return nil, ""
+}
+
+// renominate writes the pod's nomination to node back, on the version of
+// the pod that had it cleared, and says whether it did.
+func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node string) bool {
+	logger := klog.FromContext(ctx)
+	err := nominatePod(ctx, r.clientset, pod.Namespace, pod.Name, pod.ResourceVersion, node)
+	switch {
+	case err == nil:
+		logger.V(4).Info("Nominated a pod again to the node on its way planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node)
+		return true
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// The pod changed (bound, nominated elsewhere) or went: the next
+		// loop plans it as it is.
+	default:
+		// Forbidden included: the loop's nominations say so, once.
+		logger.V(2).Info("Failed to nominate a pod again to the node planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node, "err", err)
+	}
+	return false
 }

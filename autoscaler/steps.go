@@ -84,6 +84,10 @@ type lasting struct {
 	// the cluster forbade writing a pod's nominated node, so that a
 	// cluster whose role predates nominations is told once.
 	nominationsRefused bool
+	// renominations are the Active actuation's too (nominate): the
+	// nominations of its last plan, which a goroutine of Run writes back
+	// as soon as kube-scheduler clears them.
+	renominations *renominations
 	// decisions are the DryRun actuation's: what it decided; empty in
 	// Active mode.
 	decisions dryRunDecisions

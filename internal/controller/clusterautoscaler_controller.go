@@ -517,7 +517,9 @@ func (r *ClusterAutoscalerReconciler) useConnection(ctx context.Context, running
 }
 
 // watchUnschedulablePods triggers the engines of a Cluster when one of its
-// pods becomes unschedulable, so that scale-ups need not wait for the next scan.
+// pods becomes unschedulable, so that scale-ups need not wait for the next
+// scan, and tells them of pods whose nomination kube-scheduler cleared, so
+// that they need not wait for the next loop to nominate them again.
 func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context, cluster client.ObjectKey) error {
 	unschedulable := func(obj any) bool {
 		pod, ok := obj.(*snapshot.Pod)
@@ -532,6 +534,13 @@ func (r *ClusterAutoscalerReconciler) watchUnschedulablePods(ctx context.Context
 		UpdateFunc: func(oldObj, newObj any) {
 			if unschedulable(newObj) && !unschedulable(oldObj) {
 				r.triggerEngines(cluster)
+			}
+			oldPod, oldOK := oldObj.(*snapshot.Pod)
+			pod, ok := newObj.(*snapshot.Pod)
+			if oldOK && ok && oldPod.NominatedNodeName != "" && pod.NominatedNodeName == "" {
+				for _, running := range r.engines.ofCluster(cluster) {
+					running.engine.PodUpdated(oldPod, pod)
+				}
 			}
 		},
 	})
