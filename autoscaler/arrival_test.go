@@ -183,7 +183,9 @@ func TestNominationClearedByKubeSchedulerIsWrittenBackBeforeTheNextLoop(t *testi
 	f, _, _ := demoFixture(t)
 	runInBackground(t, f)
 	g.Eventually(func() string { return nominatedNode(t, f, "batch-0") }).Should(Equal("md-large-0"), "the first loop nominates the batch pod")
-	loop := f.engine.Status().Time
+	// It writes its nominations before it ends: wait for its end.
+	loop := f.clock.Now()
+	g.Eventually(func() time.Time { return f.engine.Status().Time }).Should(Equal(loop), "the first loop ends")
 
 	setNomination(t, f, "batch-0", "")
 

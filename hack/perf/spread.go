@@ -230,7 +230,8 @@ func (h *harness) failover(ctx context.Context, stack *localstack.Stack, binary 
 		w.Add(restarted.process)
 	}
 	rejoined := time.Now()
-	h.managers = append(survivors, restarted)
+	survivors = append(survivors, restarted)
+	h.managers = survivors
 	served, err = h.waitServed(ctx, clusters, h.managers, share, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("giving Clusters back to %s: %w", restarted.name, err)
