@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -165,24 +166,22 @@ func watchServedTwice(clusters []client.ObjectKey) (add func(*shareReplica), vio
 		defer mu.Unlock()
 		return append([]*shareReplica(nil), replicas...)
 	}
-	go func() {
-		for watchCtx.Err() == nil {
-			served := map[client.ObjectKey][]string{}
-			for _, r := range snapshot() {
-				for _, cluster := range r.acting() {
-					served[cluster] = append(served[cluster], r.leases.Identity)
-				}
+	// Every 20 ms, a sample of which replicas act on each Cluster.
+	go wait.UntilWithContext(watchCtx, func(context.Context) {
+		served := map[client.ObjectKey][]string{}
+		for _, r := range snapshot() {
+			for _, cluster := range r.acting() {
+				served[cluster] = append(served[cluster], r.leases.Identity)
 			}
-			for _, cluster := range clusters {
-				if len(served[cluster]) > 1 {
-					mu.Lock()
-					seen = append(seen, fmt.Sprintf("%s served by %v at %s", cluster, served[cluster], time.Now().Format(time.StampMilli)))
-					mu.Unlock()
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}()
+		for _, cluster := range clusters {
+			if len(served[cluster]) > 1 {
+				mu.Lock()
+				seen = append(seen, fmt.Sprintf("%s served by %v at %s", cluster, served[cluster], time.Now().Format(time.StampMilli)))
+				mu.Unlock()
+			}
+		}
+	}, 20*time.Millisecond)
 	add = func(r *shareReplica) {
 		mu.Lock()
 		defer mu.Unlock()
