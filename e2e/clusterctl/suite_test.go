@@ -6,6 +6,7 @@ package clusterctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -141,7 +143,12 @@ func releaseVersions(metadataPath string) (string, string, error) {
 // buildRelease writes the clusterctl artifacts of a release into dir with
 // the Makefile target a release uses.
 func buildRelease(root, version, dir string) error {
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_IMAGE="+releaseImage)
+	changelog, err := releaseChangelog(version)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(changelog)
+	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_IMAGE="+releaseImage, "RELEASE_CHANGELOG="+changelog)
 	// Under `make test` the outer make's flags would reach this make too.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
@@ -150,6 +157,20 @@ func buildRelease(root, version, dir string) error {
 		return fmt.Errorf("make release-manifests RELEASE_VERSION=%s: %w\n%s", version, err, out)
 	}
 	return nil
+}
+
+// releaseChangelog writes a changelog with an entry for version, which the
+// release targets check for, and returns its path: the versions the tests
+// build are no releases of the repository's CHANGELOG.md.
+func releaseChangelog(version string) (string, error) {
+	file, err := os.CreateTemp("", "CHANGELOG-*.md")
+	if err != nil {
+		return "", err
+	}
+	number := strings.TrimPrefix(version, "v")
+	_, err = fmt.Fprintf(file, "# Changelog\n\n## [%s] - %s\n\n### Added\n\n- A release the test builds.\n\n[%s]: https://example.invalid/%s\n",
+		number, time.Now().UTC().Format(time.DateOnly), number, version)
+	return file.Name(), errors.Join(err, file.Close())
 }
 
 // writeCoreProviderRelease writes the metadata of the Cluster API release

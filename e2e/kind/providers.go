@@ -5,6 +5,7 @@ package kind
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,6 +126,20 @@ func writeClusterAPIRepository(repositoryDir string) error {
 	return nil
 }
 
+// releaseChangelog writes a changelog with an entry for version, which the
+// release targets check for, and returns its path: the versions the tests
+// build are no releases of the repository's CHANGELOG.md.
+func releaseChangelog(version string) (string, error) {
+	file, err := os.CreateTemp("", "CHANGELOG-*.md")
+	if err != nil {
+		return "", err
+	}
+	number := strings.TrimPrefix(version, "v")
+	_, err = fmt.Fprintf(file, "# Changelog\n\n## [%s] - %s\n\n### Added\n\n- A release the test builds.\n\n[%s]: https://example.invalid/%s\n",
+		number, time.Now().UTC().Format(time.DateOnly), number, version)
+	return file.Name(), errors.Join(err, file.Close())
+}
+
 func writeRelease(dir string, components, metadata []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -139,7 +154,12 @@ func writeRelease(dir string, components, metadata []byte) error {
 // repository with the Makefile target a release uses.
 func writeAutoscalerRelease(root, repositoryDir, version string) error {
 	dir := filepath.Join(repositoryDir, autoscalerProvider.label(), version)
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir)
+	changelog, err := releaseChangelog(version)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(changelog)
+	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_CHANGELOG="+changelog)
 	// Under `make test-kind` the outer make's flags would reach this make too.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
