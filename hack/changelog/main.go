@@ -22,21 +22,23 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stderr io.Writer) error {
+const usage = "usage: changelog --version=v0.1.0 CHANGELOG.md"
+
+func run(args []string) error {
 	flags := flag.NewFlagSet("changelog", flag.ContinueOnError)
-	flags.SetOutput(stderr)
+	flags.SetOutput(io.Discard) // the error says it all, once
 	version := flags.String("version", "", "the version being released, such as v0.1.0")
 	if err := flags.Parse(args); err != nil {
-		return err
+		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	if flags.NArg() != 1 {
-		return errors.New("usage: changelog --version=v0.1.0 CHANGELOG.md")
+		return errors.New(usage)
 	}
 	path := flags.Arg(0)
 	content, err := os.ReadFile(path)

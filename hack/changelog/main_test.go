@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,15 +73,18 @@ func TestTheCommandChecksTheFileItIsGiven(t *testing.T) {
 	if err := os.WriteFile(path, []byte(released), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"--version=v0.1.0", path}, io.Discard); err != nil {
+	if err := run([]string{"--version=v0.1.0", path}); err != nil {
 		t.Errorf("v0.1.0: %v", err)
 	}
-	err := run([]string{"--version=v0.2.0", path}, io.Discard)
+	err := run([]string{"--version=v0.2.0", path})
 	if err == nil || !strings.HasPrefix(err.Error(), path+": no entry for 0.2.0") {
 		t.Errorf("v0.2.0: got %v, want the file and the version named", err)
 	}
-	if err := run([]string{"--version=v0.1.0", filepath.Join(t.TempDir(), "missing.md")}, io.Discard); err == nil {
+	if err := run([]string{"--version=v0.1.0", filepath.Join(t.TempDir(), "missing.md")}); err == nil {
 		t.Error("a missing changelog was accepted")
+	}
+	if err := run([]string{"--version=v0.1.0"}); err == nil || !strings.Contains(err.Error(), "usage:") {
+		t.Errorf("no changelog named: got %v, want the usage", err)
 	}
 }
 
