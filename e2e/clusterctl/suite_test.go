@@ -6,15 +6,11 @@ package clusterctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -36,6 +32,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/release"
 )
 
 const (
@@ -98,7 +95,7 @@ var _ = BeforeSuite(func() {
 
 	repositoryDir = filepath.Join(dir, "repository")
 	for _, version := range []string{oldVersion, newVersion} {
-		Expect(buildRelease(root, version, filepath.Join(repositoryDir, providerLabel, version))).To(Succeed())
+		Expect(release.Manifests(root, version, filepath.Join(repositoryDir, providerLabel, version), "RELEASE_IMAGE="+releaseImage)).To(Succeed())
 	}
 	Expect(writeCoreProviderRelease(filepath.Join(repositoryDir, coreProviderName, coreProviderVersion))).To(Succeed())
 
@@ -138,39 +135,6 @@ func releaseVersions(metadataPath string) (string, string, error) {
 		return int(a.Minor) - int(b.Minor)
 	})
 	return fmt.Sprintf("v%d.%d.0", newest.Major, newest.Minor), fmt.Sprintf("v%d.%d.1", newest.Major, newest.Minor), nil
-}
-
-// buildRelease writes the clusterctl artifacts of a release into dir with
-// the Makefile target a release uses.
-func buildRelease(root, version, dir string) error {
-	changelog, err := releaseChangelog(version)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(changelog)
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_IMAGE="+releaseImage, "RELEASE_CHANGELOG="+changelog)
-	// Under `make test` the outer make's flags would reach this make too.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-	})
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("make release-manifests RELEASE_VERSION=%s: %w\n%s", version, err, out)
-	}
-	return nil
-}
-
-// releaseChangelog writes a changelog with an entry for version, which the
-// release targets check for, and returns its path: the versions the tests
-// build are no releases of the repository's CHANGELOG.md.
-func releaseChangelog(version string) (string, error) {
-	file, err := os.CreateTemp("", "CHANGELOG-*.md")
-	if err != nil {
-		return "", err
-	}
-	number := strings.TrimPrefix(version, "v")
-	_, err = fmt.Fprintf(file, "# Changelog\n\n## [%s] - %s\n\n### Added\n\n- A release the test builds.\n\n[%s]: https://example.invalid/%s\n",
-		number, time.Now().UTC().Format(time.DateOnly), number, version)
-	return file.Name(), errors.Join(err, file.Close())
 }
 
 // writeCoreProviderRelease writes the metadata of the Cluster API release

@@ -5,13 +5,10 @@ package kind
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,20 +123,6 @@ func writeClusterAPIRepository(repositoryDir string) error {
 	return nil
 }
 
-// releaseChangelog writes a changelog with an entry for version, which the
-// release targets check for, and returns its path: the versions the tests
-// build are no releases of the repository's CHANGELOG.md.
-func releaseChangelog(version string) (string, error) {
-	file, err := os.CreateTemp("", "CHANGELOG-*.md")
-	if err != nil {
-		return "", err
-	}
-	number := strings.TrimPrefix(version, "v")
-	_, err = fmt.Fprintf(file, "# Changelog\n\n## [%s] - %s\n\n### Added\n\n- A release the test builds.\n\n[%s]: https://example.invalid/%s\n",
-		number, time.Now().UTC().Format(time.DateOnly), number, version)
-	return file.Name(), errors.Join(err, file.Close())
-}
-
 func writeRelease(dir string, components, metadata []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -148,26 +131,6 @@ func writeRelease(dir string, components, metadata []byte) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "metadata.yaml"), metadata, 0o644)
-}
-
-// writeAutoscalerRelease writes capi-autoscaler's release artifacts into the
-// repository with the Makefile target a release uses.
-func writeAutoscalerRelease(root, repositoryDir, version string) error {
-	dir := filepath.Join(repositoryDir, autoscalerProvider.label(), version)
-	changelog, err := releaseChangelog(version)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(changelog)
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_CHANGELOG="+changelog)
-	// Under `make test-kind` the outer make's flags would reach this make too.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-	})
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("make release-manifests RELEASE_VERSION=%s: %w\n%s", version, err, out)
-	}
-	return nil
 }
 
 // writeClusterctlConfig writes the clusterctl configuration a user of the
