@@ -22,6 +22,8 @@ RELEASE_IMAGE ?= ghcr.io/capi-autoscaler/capi-autoscaler
 # the krew manifest (hack/krew), and where krew downloads the archives.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 KREW_RELEASE_URL ?= https://github.com/capi-autoscaler/capi-autoscaler/releases/download/$(RELEASE_VERSION)
+# The changelog every release target checks for an entry of RELEASE_VERSION.
+RELEASE_CHANGELOG ?= $(ROOT)/CHANGELOG.md
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -228,11 +230,15 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy created from the cluster in KUBECON
 
 .PHONY: release
 release: IMG = $(RELEASE_IMAGE):$(RELEASE_VERSION)
-release: release-manifests release-chart release-kubectl-plugin docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, the Helm chart, the kubectl plugin and the image as a tarball.
+release: release-changelog release-manifests release-chart release-kubectl-plugin docker-build ## Write the release artifacts to RELEASE_DIR: clusterctl metadata and components, workload cluster components, monitoring, the Helm chart, the kubectl plugin and the image as a tarball.
 	docker save -o $(RELEASE_DIR)/capi-autoscaler-image-$(RELEASE_VERSION).tar $(IMG)
 
+.PHONY: release-changelog
+release-changelog: ## Fail unless RELEASE_CHANGELOG (CHANGELOG.md) has a dated entry for RELEASE_VERSION; every release target runs it first.
+	go run ./hack/changelog --version=$(RELEASE_VERSION) $(RELEASE_CHANGELOG)
+
 .PHONY: release-kubectl-plugin
-release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each, and its krew manifest krew-capi-autoscaler.yaml (no docker).
+release-kubectl-plugin: release-changelog ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each, and its krew manifest krew-capi-autoscaler.yaml (no docker).
 	mkdir -p $(RELEASE_DIR)
 	for platform in $(PLUGIN_PLATFORMS); do \
 		os=$${platform%/*} arch=$${platform#*/}; dir=$(BIN)/release/kubectl-plugin/$$os-$$arch; \
@@ -242,7 +248,7 @@ release-kubectl-plugin: ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELE
 	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR)
 
 .PHONY: release-manifests
-release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
+release-manifests: release-changelog $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
 	@[[ "$(RELEASE_VERSION)" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit, write VERSION or pass RELEASE_VERSION=v0.1.0."; exit 1; }; \
 	grep -A1 -x -- "- major: $${BASH_REMATCH[1]}" metadata.yaml | grep -qx -- "  minor: $${BASH_REMATCH[2]}" || { echo "metadata.yaml has no release series $${BASH_REMATCH[1]}.$${BASH_REMATCH[2]} for $(RELEASE_VERSION): add it with its Cluster API contract."; exit 1; }
 	mkdir -p $(RELEASE_DIR)
@@ -252,7 +258,7 @@ release-manifests: $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, w
 	$(KUSTOMIZE) build config/monitoring-release > $(RELEASE_DIR)/monitoring.yaml
 
 .PHONY: release-chart
-release-chart: ## Write the Helm chart of RELEASE_VERSION, with RELEASE_IMAGE, to RELEASE_DIR as capi-autoscaler-<version>.tgz (no docker, no helm).
+release-chart: release-changelog ## Write the Helm chart of RELEASE_VERSION, with RELEASE_IMAGE, to RELEASE_DIR as capi-autoscaler-<version>.tgz (no docker, no helm).
 	@[[ "$(RELEASE_VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "Release version '$(RELEASE_VERSION)' is not a semver like v0.1.0: tag the commit, write VERSION or pass RELEASE_VERSION=v0.1.0."; exit 1; }
 	go run ./hack/helmchart package --repo-root=$(ROOT) --version=$(RELEASE_VERSION) --image=$(RELEASE_IMAGE) --out=$(RELEASE_DIR)
 

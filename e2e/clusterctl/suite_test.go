@@ -8,10 +8,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -34,6 +32,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/release"
 )
 
 const (
@@ -96,7 +95,7 @@ var _ = BeforeSuite(func() {
 
 	repositoryDir = filepath.Join(dir, "repository")
 	for _, version := range []string{oldVersion, newVersion} {
-		Expect(buildRelease(root, version, filepath.Join(repositoryDir, providerLabel, version))).To(Succeed())
+		Expect(release.Manifests(root, version, filepath.Join(repositoryDir, providerLabel, version), "RELEASE_IMAGE="+releaseImage)).To(Succeed())
 	}
 	Expect(writeCoreProviderRelease(filepath.Join(repositoryDir, coreProviderName, coreProviderVersion))).To(Succeed())
 
@@ -136,20 +135,6 @@ func releaseVersions(metadataPath string) (string, string, error) {
 		return int(a.Minor) - int(b.Minor)
 	})
 	return fmt.Sprintf("v%d.%d.0", newest.Major, newest.Minor), fmt.Sprintf("v%d.%d.1", newest.Major, newest.Minor), nil
-}
-
-// buildRelease writes the clusterctl artifacts of a release into dir with
-// the Makefile target a release uses.
-func buildRelease(root, version, dir string) error {
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir, "RELEASE_IMAGE="+releaseImage)
-	// Under `make test` the outer make's flags would reach this make too.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-	})
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("make release-manifests RELEASE_VERSION=%s: %w\n%s", version, err, out)
-	}
-	return nil
 }
 
 // writeCoreProviderRelease writes the metadata of the Cluster API release

@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,21 +131,6 @@ func writeRelease(dir string, components, metadata []byte) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "metadata.yaml"), metadata, 0o644)
-}
-
-// writeAutoscalerRelease writes capi-autoscaler's release artifacts into the
-// repository with the Makefile target a release uses.
-func writeAutoscalerRelease(root, repositoryDir, version string) error {
-	dir := filepath.Join(repositoryDir, autoscalerProvider.label(), version)
-	cmd := exec.Command("make", "-C", root, "release-manifests", "RELEASE_VERSION="+version, "RELEASE_DIR="+dir)
-	// Under `make test-kind` the outer make's flags would reach this make too.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-	})
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("make release-manifests RELEASE_VERSION=%s: %w\n%s", version, err, out)
-	}
-	return nil
 }
 
 // writeClusterctlConfig writes the clusterctl configuration a user of the

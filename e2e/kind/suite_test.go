@@ -36,6 +36,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/pki"
+	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/release"
 )
 
 const (
@@ -160,7 +161,7 @@ var _ = BeforeSuite(func() {
 		Expect(writeDockerTemplates(repositoryDir)).To(Succeed())
 		autoscalerVersion, err = newestReleaseSeries(filepath.Join(root, "metadata.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(writeAutoscalerRelease(root, repositoryDir, autoscalerVersion)).To(Succeed())
+		Expect(release.Manifests(root, autoscalerVersion, filepath.Join(repositoryDir, autoscalerProvider.label(), autoscalerVersion))).To(Succeed())
 		Expect(writeClusterctlConfig(clusterctlConfigPath, repositoryDir, autoscalerImage)).To(Succeed())
 	})
 
