@@ -1,7 +1,9 @@
 package plugin
 
 import (
-	"fmt"
+	"io"
+	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -27,20 +29,18 @@ when it is on the PATH: the release archive has it, beside the plugin.`,
 
   # fish
   kubectl capi-autoscaler completion fish > ~/.config/fish/completions/kubectl-capi_autoscaler.fish`,
-		ValidArgs:             []string{"bash", "zsh", "fish"},
+		ValidArgs:             slices.Sorted(maps.Keys(completionScripts)),
 		Args:                  cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root, out := cmd.Root(), o.Streams.Out
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(out, true)
-			case "zsh":
-				return root.GenZshCompletion(out)
-			case "fish":
-				return root.GenFishCompletion(out, true)
-			}
-			return fmt.Errorf("no completion for %q", args[0])
+			return completionScripts[args[0]](cmd.Root(), o.Streams.Out)
 		},
 	}
+}
+
+// completionScripts write cobra's completion script of root for each shell.
+var completionScripts = map[string]func(root *cobra.Command, out io.Writer) error{
+	"bash": func(root *cobra.Command, out io.Writer) error { return root.GenBashCompletionV2(out, true) },
+	"zsh":  (*cobra.Command).GenZshCompletion,
+	"fish": func(root *cobra.Command, out io.Writer) error { return root.GenFishCompletion(out, true) },
 }

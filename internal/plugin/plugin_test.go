@@ -131,7 +131,8 @@ func candidates(stdout string) []string {
 
 func TestVersionIsTheRelease(t *testing.T) {
 	g := NewWithT(t)
-	t.Cleanup(func(old string) func() { return func() { version = old } }(version))
+	released := version
+	t.Cleanup(func() { version = released })
 
 	version = "v1.2.3"
 	stdout, _, err := run(t, "version")
