@@ -28,7 +28,7 @@ const releasedVersion = "v0.0.0-krew.test"
 func TestKrewInstallsTheRelease(t *testing.T) {
 	krew := os.Getenv(krewEnv)
 	if krew == "" {
-		t.Skipf("no krew: %s is unset; `make test` builds krew (`make krew`, into bin/krew) and sets it", krewEnv)
+		t.Skipf("no krew: %s is unset; `make test` builds krew and sets it, or run `make krew` (bin/krew-<KREW_VERSION>/krew) and set it", krewEnv)
 	}
 	if _, err := os.Stat(krew); err != nil {
 		t.Fatalf("%s: %v", krewEnv, err)
