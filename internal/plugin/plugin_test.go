@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -93,6 +95,19 @@ func TestCompletionScriptsHaveTheCommands(t *testing.T) {
 // TestCompleteCandidates asks the plugin what kubectl's completion and the
 // scripts ask it: the candidates for the last, partial, word.
 func TestCompleteCandidates(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- {name: management, cluster: {server: "https://127.0.0.1:6443"}}
+contexts:
+- {name: management, context: {cluster: management, user: admin}}
+- {name: prod, context: {cluster: management, user: admin}}
+users:
+- {name: admin, user: {token: secret}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want []string
@@ -105,8 +120,9 @@ func TestCompleteCandidates(t *testing.T) {
 		{args: []string{"completion", "z"}, want: []string{"zsh"}},
 		{args: []string{"status", "--color", ""}, want: []string{"always", "auto", "never"}},
 		{args: []string{"status", "-o", ""}, want: []string{"json", "yaml"}},
+		{args: []string{"--kubeconfig", kubeconfig, "top", "--context", ""}, want: []string{"management", "prod"}},
 	} {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+		t.Run(strings.ReplaceAll(strings.Join(tt.args, " "), kubeconfig, "FILE"), func(t *testing.T) {
 			stdout, _, err := run(t, append([]string{cobra.ShellCompRequestCmd}, tt.args...)...)
 			g := NewWithT(t)
 			g.Expect(err).NotTo(HaveOccurred())

@@ -7,7 +7,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,11 +127,24 @@ ClusterAutoscaler.`,
 	flags.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Look at the ClusterAutoscalers of every namespace")
 	flags.StringVar(&o.color, "color", colorAuto, "Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
 	mustCompleteFlag(root, "color", colorAuto, colorAlways, colorNever)
+	if err := root.RegisterFlagCompletionFunc("context", o.completeContext); err != nil {
+		panic(err)
+	}
 
 	for _, newCommand := range newCommands {
 		root.AddCommand(newCommand(o))
 	}
 	return root
+}
+
+// completeContext completes --context with the contexts of the kubeconfig
+// (of --kubeconfig, else KUBECONFIG's files, else ~/.kube/config).
+func (o *Options) completeContext(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	config, err := o.loadingRules.Load()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	return slices.Sorted(maps.Keys(config.Contexts)), cobra.ShellCompDirectiveNoFileComp
 }
 
 // Scope selects the ClusterAutoscalers a command looks at.
