@@ -1,11 +1,13 @@
 package krew
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +25,8 @@ const releasedVersion = "v0.0.0-krew.test"
 // the archive and the krew manifest, and `krew install --manifest
 // --archive` installs them into a KREW_ROOT of its own, offline (a proxy
 // that refuses every connection). kubectl then runs the installed plugin,
-// which must be the release's, and completes its arguments with the
-// completion helper the archive ships.
+// which must be the release's, and the completion helper the archive ships
+// completes its arguments, run by kubectl (1.26 and later) and directly.
 func TestKrewInstallsTheRelease(t *testing.T) {
 	krew := os.Getenv(krewEnv)
 	if krew == "" {
@@ -85,25 +87,46 @@ func TestKrewInstallsTheRelease(t *testing.T) {
 	}
 
 	// The completion helper is in krew's store: the manifest's caveats
-	// say to install it into krew's bin, on the PATH.
-	helper := filepath.Join(store, "kubectl_complete-capi_autoscaler")
-	runOK(t, exec.Command("install", "-m", "0755", helper, bin), env)
-	complete := exec.Command(kubectl, "__complete", "capi-autoscaler", "explain", "")
-	if !viaKubectl {
-		complete = exec.Command(filepath.Join(bin, "kubectl_complete-capi_autoscaler"), "explain", "")
+	// say to install it into krew's bin, on the PATH, where kubectl 1.26
+	// and later find it.
+	runOK(t, exec.Command("install", "-m", "0755", filepath.Join(store, "kubectl_complete-capi_autoscaler"), bin), env)
+	completes := []*exec.Cmd{exec.Command(filepath.Join(bin, "kubectl_complete-capi_autoscaler"), "explain", "")}
+	if viaKubectl && kubectlMinor(t, kubectl) >= 26 {
+		completes = append(completes, exec.Command(kubectl, "__complete", "capi-autoscaler", "explain", ""))
 	}
-	var got []string
-	for line := range strings.Lines(runOK(t, complete, env)) {
-		if strings.HasPrefix(line, ":") {
-			break
+	for _, complete := range completes {
+		var got []string
+		for line := range strings.Lines(runOK(t, complete, env)) {
+			if strings.HasPrefix(line, ":") {
+				break
+			}
+			name, _, _ := strings.Cut(strings.TrimSpace(line), "\t")
+			got = append(got, name)
 		}
-		name, _, _ := strings.Cut(strings.TrimSpace(line), "\t")
-		got = append(got, name)
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"node", "pod"}) {
+			t.Errorf("%s completes `explain` with %q, want node and pod", complete, got)
+		}
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"node", "pod"}) {
-		t.Errorf("%s completes `explain` with %q, want node and pod", complete, got)
+}
+
+// kubectlMinor is the minor version of kubectl.
+func kubectlMinor(t *testing.T, kubectl string) int {
+	t.Helper()
+	var v struct {
+		ClientVersion struct {
+			Minor string `json:"minor"`
+		} `json:"clientVersion"`
 	}
+	if err := json.Unmarshal([]byte(runOK(t, exec.Command(kubectl, "version", "--client", "-o", "json"), os.Environ())), &v); err != nil {
+		t.Fatalf("kubectl version: %v", err)
+	}
+	// Some builds say 32+.
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.ClientVersion.Minor, "+"))
+	if err != nil {
+		t.Fatalf("kubectl version: minor %q: %v", v.ClientVersion.Minor, err)
+	}
+	return minor
 }
 
 // runOK runs cmd in env and returns its stdout; it fails the test, with
