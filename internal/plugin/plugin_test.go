@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -16,14 +17,14 @@ import (
 )
 
 // run runs the plugin with args, as kubectl runs it, and returns its
-// stdout and stderr.
-func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
+// stdout.
+func run(t *testing.T, args ...string) (stdout string, err error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := NewCommand(cli.Streams{Out: &out, ErrOut: &errOut})
+	var out bytes.Buffer
+	cmd := NewCommand(cli.Streams{Out: &out, ErrOut: io.Discard})
 	cmd.SetArgs(args)
 	err = cmd.Execute()
-	return out.String(), errOut.String(), err
+	return out.String(), err
 }
 
 // TestEveryCommandHasExamples walks the command tree: the --help of each
@@ -45,7 +46,7 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	}
 	for _, cmd := range commands {
 		path := strings.Fields(cmd.CommandPath())[2:] // without "kubectl capi-autoscaler"
-		stdout, _, err := run(t, append(path, "--help")...)
+		stdout, err := run(t, append(path, "--help")...)
 		if err != nil {
 			t.Errorf("%s --help: %v", cmd.CommandPath(), err)
 			continue
@@ -71,7 +72,7 @@ func TestCompletionScriptsHaveTheCommands(t *testing.T) {
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		t.Run(shell, func(t *testing.T) {
 			g := NewWithT(t)
-			stdout, _, err := run(t, "completion", shell)
+			stdout, err := run(t, "completion", shell)
 			g.Expect(err).NotTo(HaveOccurred())
 			// The scripts complete the binary kubectl runs, by asking it
 			// (__complete): the commands are in its answers, and named in
@@ -88,7 +89,7 @@ func TestCompletionScriptsHaveTheCommands(t *testing.T) {
 			}
 		})
 	}
-	_, _, err := run(t, "completion", "powershell")
+	_, err := run(t, "completion", "powershell")
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`invalid argument "powershell"`)))
 }
 
@@ -123,7 +124,7 @@ users:
 		{args: []string{"--kubeconfig", kubeconfig, "top", "--context", ""}, want: []string{"management", "prod"}},
 	} {
 		t.Run(strings.ReplaceAll(strings.Join(tt.args, " "), kubeconfig, "FILE"), func(t *testing.T) {
-			stdout, _, err := run(t, append([]string{cobra.ShellCompRequestCmd}, tt.args...)...)
+			stdout, err := run(t, append([]string{cobra.ShellCompRequestCmd}, tt.args...)...)
 			g := NewWithT(t)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(candidates(stdout)).To(Equal(tt.want))
@@ -151,7 +152,7 @@ func TestVersionIsTheRelease(t *testing.T) {
 	t.Cleanup(func() { version = released })
 
 	version = "v1.2.3"
-	stdout, _, err := run(t, "version")
+	stdout, err := run(t, "version")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Fields(stdout)).To(HaveExactElements("kubectl-capi_autoscaler", "v1.2.3", Not(BeEmpty()), Not(BeEmpty())))
 
@@ -160,7 +161,7 @@ func TestVersionIsTheRelease(t *testing.T) {
 	version = ""
 	info, ok := debug.ReadBuildInfo()
 	g.Expect(ok).To(BeTrue())
-	stdout, _, err = run(t, "version")
+	stdout, err = run(t, "version")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Fields(stdout)[1]).To(Equal(info.Main.Version))
 }
