@@ -24,6 +24,8 @@ PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 KREW_RELEASE_URL ?= https://github.com/capi-autoscaler/capi-autoscaler/releases/download/$(RELEASE_VERSION)
 # The changelog every release target checks for an entry of RELEASE_VERSION.
 RELEASE_CHANGELOG ?= $(ROOT)/CHANGELOG.md
+# The variable the release's plugin says its version from (`version`).
+PLUGIN_VERSION_VAR := github.com/capi-autoscaler/capi-autoscaler/internal/plugin.version
 BASE_IMAGE ?= scratch
 KUBECONFIG ?= $(HOME)/.kube/config
 GO_TEST_FLAGS ?=
@@ -35,6 +37,10 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 KUSTOMIZE := $(BIN)/kustomize
 CRD_REF_DOCS := $(BIN)/crd-ref-docs
+# krew, built from its own module: its client-go is not ours. The test of
+# hack/krew installs the kubectl plugin with it (make test sets KREW_BINARY).
+KREW_VERSION := v0.4.3
+KREW := $(BIN)/krew-$(KREW_VERSION)/krew
 
 export KUBEBUILDER_ASSETS := $(KUBE_BIN)
 
@@ -113,8 +119,8 @@ tmux: ## Install tmux from the machine's Debian packages when it is missing (the
 	@hack/ensure-tmux.sh
 
 .PHONY: test
-test: envtest-binaries e2e-binaries build tmux $(KUSTOMIZE) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
-	go test $(GO_TEST_FLAGS) ./...
+test: envtest-binaries e2e-binaries build tmux $(KUSTOMIZE) $(KREW) ## Run all tests, then the end-to-end specs CI runs: local stack, then kind + CAPD (builds what they need on first use).
+	KREW_BINARY=$(KREW) go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-e2e-ci
 	$(MAKE) test-kind KIND_LABELS=kind-smoke
 
@@ -238,14 +244,16 @@ release-changelog: ## Fail unless RELEASE_CHANGELOG (CHANGELOG.md) has a dated e
 	go run ./hack/changelog --version=$(RELEASE_VERSION) $(RELEASE_CHANGELOG)
 
 .PHONY: release-kubectl-plugin
-release-kubectl-plugin: release-changelog ## Write the kubectl plugin for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each, and its krew manifest krew-capi-autoscaler.yaml (no docker).
+release-kubectl-plugin: release-changelog ## Write the kubectl plugin of RELEASE_VERSION for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (with its completion helper kubectl_complete-capi_autoscaler), and its krew manifest krew-capi-autoscaler.yaml (no docker).
 	mkdir -p $(RELEASE_DIR)
 	for platform in $(PLUGIN_PLATFORMS); do \
-		os=$${platform%/*} arch=$${platform#*/}; dir=$(BIN)/release/kubectl-plugin/$$os-$$arch; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
-		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler; \
+		os=$${platform%/*} arch=$${platform#*/}; dir=$$(mktemp -d); \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X $(PLUGIN_VERSION_VAR)=$(RELEASE_VERSION)" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
+		install -m 0755 cmd/kubectl-capi_autoscaler/kubectl_complete-capi_autoscaler $$dir/; \
+		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler; \
+		rm -r $$dir; \
 	done
-	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR)
+	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR) $(PLUGIN_PLATFORMS)
 
 .PHONY: release-manifests
 release-manifests: release-changelog $(KUSTOMIZE) ## Write metadata.yaml, addon-components.yaml, workload-components.yaml and monitoring.yaml of RELEASE_VERSION to RELEASE_DIR (no docker).
@@ -275,3 +283,9 @@ $(KUSTOMIZE): $(TOOLS_MOD)
 
 $(CRD_REF_DOCS): $(TOOLS_MOD)
 	go build -modfile=$(TOOLS_MOD) -o $@ github.com/elastic/crd-ref-docs
+
+.PHONY: krew
+krew: $(KREW) ## Build krew KREW_VERSION from its own Go module into bin/krew-<version>/krew, for the test that installs the kubectl plugin with it (make test builds it).
+
+$(KREW):
+	GOBIN=$(@D) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)

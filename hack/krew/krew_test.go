@@ -59,8 +59,13 @@ func releasePlatforms(t *testing.T) []string {
 	if m == nil {
 		t.Fatal("the Makefile sets no PLUGIN_PLATFORMS")
 	}
-	// The archives the release writes, and the binary in each.
-	for _, want := range []string{"-o $$dir/kubectl-capi_autoscaler ", "tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler"} {
+	// The archives the release writes, the binary and the completion
+	// helper in each, and the platforms the manifest is for.
+	for _, want := range []string{
+		"-o $$dir/kubectl-capi_autoscaler ",
+		"tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler;",
+		"hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR) $(PLUGIN_PLATFORMS)",
+	} {
 		if !strings.Contains(string(makefile), want) {
 			t.Fatalf("the Makefile's release-kubectl-plugin no longer has %q: update the krew manifest and this test", want)
 		}
@@ -72,30 +77,28 @@ func releasePlatforms(t *testing.T) []string {
 	return platforms
 }
 
-// release writes a fake archive for each platform, each with other bytes,
-// and the manifest manifest.sh writes for them.
-func release(t *testing.T, platforms []string) (dir string, output []byte, err error) {
+// releaseWithManifest writes an archive, of other bytes each, for each of the platforms
+// built, and the manifest manifest.sh writes for the platforms of the
+// release (PLUGIN_PLATFORMS).
+func releaseWithManifest(t *testing.T, built, platforms []string) (dir string, output []byte, err error) {
 	t.Helper()
 	dir = t.TempDir()
-	for _, p := range platforms {
+	for _, p := range built {
 		if err := os.WriteFile(filepath.Join(dir, "kubectl-capi_autoscaler-"+p+".tar.gz"), []byte("archive of "+p), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	output, err = exec.Command("./manifest.sh", "v0.1.0", "https://github.com/capi-autoscaler/capi-autoscaler/releases/download/v0.1.0", dir).CombinedOutput()
+	args := []string{"v0.1.0", "https://github.com/capi-autoscaler/capi-autoscaler/releases/download/v0.1.0", dir}
+	for _, p := range platforms {
+		args = append(args, strings.Replace(p, "-", "/", 1))
+	}
+	output, err = exec.Command("./manifest.sh", args...).CombinedOutput()
 	return dir, output, err
 }
 
-// TestManifestIsValidForKrew checks the manifest of a release against the
-// rules krew's index validation applies (pkg/index/validation), and that
-// its platforms are exactly those the release builds, each with its
-// archive's name and sha256 and the binary in it.
-func TestManifestIsValidForKrew(t *testing.T) {
-	platforms := releasePlatforms(t)
-	dir, output, err := release(t, platforms)
-	if err != nil {
-		t.Fatalf("manifest.sh failed: %v: %s", err, output)
-	}
+// manifest is the manifest of a release.
+func manifest(t *testing.T, dir string) plugin {
+	t.Helper()
 	content, err := os.ReadFile(filepath.Join(dir, "krew-capi-autoscaler.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +107,20 @@ func TestManifestIsValidForKrew(t *testing.T) {
 	if err := yaml.UnmarshalStrict(content, &p); err != nil {
 		t.Fatalf("the manifest has fields krew does not know: %v", err)
 	}
+	return p
+}
+
+// TestManifestIsValidForKrew checks the manifest of a release against the
+// rules krew's index validation applies (pkg/index/validation), and that
+// its platforms are exactly those the release builds, each with its
+// archive's name and sha256 and the binary in it.
+func TestManifestIsValidForKrew(t *testing.T) {
+	platforms := releasePlatforms(t)
+	dir, output, err := releaseWithManifest(t, platforms, platforms)
+	if err != nil {
+		t.Fatalf("manifest.sh failed: %v: %s", err, output)
+	}
+	p := manifest(t, dir)
 	if p.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || p.Kind != "Plugin" {
 		t.Errorf("apiVersion %q, kind %q: want krew.googlecontainertools.github.com/v1alpha2, Plugin", p.APIVersion, p.Kind)
 	}
@@ -137,8 +154,9 @@ func TestManifestIsValidForKrew(t *testing.T) {
 		if pl.Bin != "kubectl-"+strings.ReplaceAll(p.Metadata.Name, "-", "_") {
 			t.Errorf("%s: bin %q is not the binary the archive holds, kubectl-capi_autoscaler", name, pl.Bin)
 		}
-		if len(pl.Files) != 1 || pl.Files[0].From != pl.Bin || pl.Files[0].To != "." {
-			t.Errorf("%s: files %v: want the binary, from %s to .", name, pl.Files, pl.Bin)
+		if len(pl.Files) != 2 || pl.Files[0].From != pl.Bin || pl.Files[0].To != "." ||
+			pl.Files[1].From != "kubectl_complete-capi_autoscaler" || pl.Files[1].To != "." {
+			t.Errorf("%s: files %v: want the binary, from %s to ., and its completion helper, from kubectl_complete-capi_autoscaler to .", name, pl.Files, pl.Bin)
 		}
 		if len(pl.Selector.MatchLabels) != 2 {
 			t.Errorf("%s: selector %v: want os and arch", name, pl.Selector.MatchLabels)
@@ -151,14 +169,23 @@ func TestManifestIsValidForKrew(t *testing.T) {
 	}
 }
 
-// TestManifestMatchesTheArchives fails the release when the manifest names
-// a platform the release did not build, or lacks one it built.
+// TestManifestMatchesTheArchives fails the release when an archive of its
+// platforms is missing, or the manifest knows no entry for one of them; a
+// release of fewer platforms (make release-kubectl-plugin
+// PLUGIN_PLATFORMS=linux/amd64) has a manifest of those.
 func TestManifestMatchesTheArchives(t *testing.T) {
 	platforms := releasePlatforms(t)
-	if _, _, err := release(t, platforms[1:]); err == nil {
+	if _, _, err := releaseWithManifest(t, platforms[1:], platforms); err == nil {
 		t.Errorf("manifest.sh wrote a manifest without the archive of %s", platforms[0])
 	}
-	if _, _, err := release(t, append(platforms, "windows-amd64")); err == nil {
-		t.Error("manifest.sh wrote a manifest without the platform of an archive the release built, windows-amd64")
+	if _, _, err := releaseWithManifest(t, append(platforms, "windows-amd64"), append(platforms, "windows-amd64")); err == nil {
+		t.Error("manifest.sh wrote a manifest without an entry for windows-amd64, a platform of the release")
+	}
+	dir, output, err := releaseWithManifest(t, platforms[1:2], platforms[1:2])
+	if err != nil {
+		t.Fatalf("manifest.sh failed for the release of %s: %v: %s", platforms[1], err, output)
+	}
+	if got := manifest(t, dir).Spec.Platforms; len(got) != 1 || !strings.HasSuffix(got[0].URI, "/kubectl-capi_autoscaler-"+platforms[1]+".tar.gz") {
+		t.Errorf("the manifest of a release of %s has the platforms %+v", platforms[1], got)
 	}
 }

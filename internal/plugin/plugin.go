@@ -10,7 +10,7 @@
 //
 // Each command lives in a package of its own, over what they share
 // (package cli): view has status, explain and top; compare and convert
-// theirs.
+// theirs. completion and version are the plugin's own.
 package plugin
 
 import (
@@ -32,4 +32,5 @@ func NewCommand(streams cli.Streams) *cobra.Command {
 // commands make the plugin's commands.
 var commands = []func(*cli.Options) *cobra.Command{
 	view.NewStatusCommand, view.NewExplainCommand, view.NewTopCommand, compare.NewCommand, convert.NewCommand,
+	newCompletionCommand, newVersionCommand,
 }

@@ -1,5 +1,5 @@
-// Package release writes capi-autoscaler's clusterctl artifacts for the
-// suites that install them, with the Makefile target a release uses.
+// Package release writes capi-autoscaler's release artifacts for the tests
+// that install them, with the Makefile targets a release uses.
 package release
 
 import (
@@ -18,7 +18,7 @@ import (
 // repository's CHANGELOG.md, which the target checks for an entry: each gets
 // a changelog of its own.
 func Manifests(root, version, dir string, vars ...string) error {
-	changelog, err := changelogFor(version)
+	changelog, err := Changelog(version)
 	if err != nil {
 		return err
 	}
@@ -36,9 +36,9 @@ func Manifests(root, version, dir string, vars ...string) error {
 	return nil
 }
 
-// changelogFor writes a changelog whose only entry is version's, and
-// returns its path.
-func changelogFor(version string) (string, error) {
+// Changelog writes a changelog whose only entry is version's, for a
+// release target to check, and returns its path; the caller removes it.
+func Changelog(version string) (string, error) {
 	file, err := os.CreateTemp("", "CHANGELOG-*.md")
 	if err != nil {
 		return "", err

@@ -7,7 +7,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +55,20 @@ const (
 	OutputJSON = "json"
 	OutputYAML = "yaml"
 )
+
+// AddOutputFlag adds -o, whose value lands in output, to cmd: the shells
+// complete it with the output formats.
+func AddOutputFlag(cmd *cobra.Command, output *string, usage string) {
+	cmd.Flags().StringVarP(output, "output", "o", OutputText, usage)
+	mustCompleteFlag(cmd, "output", OutputJSON, OutputYAML)
+}
+
+// mustCompleteFlag completes cmd's flag with values; the flag must be cmd's.
+func mustCompleteFlag(cmd *cobra.Command, flag string, values ...string) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic(err)
+	}
+}
 
 // CheckOutput refuses an -o that is no output format.
 func CheckOutput(output string) error {
@@ -110,11 +126,25 @@ ClusterAutoscaler.`,
 	flags.StringVarP(&o.Overrides.Context.Namespace, "namespace", "n", "", "The namespace of the ClusterAutoscalers and Clusters")
 	flags.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Look at the ClusterAutoscalers of every namespace")
 	flags.StringVar(&o.color, "color", colorAuto, "Colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
+	mustCompleteFlag(root, "color", colorAuto, colorAlways, colorNever)
+	if err := root.RegisterFlagCompletionFunc("context", o.completeContext); err != nil {
+		panic(err)
+	}
 
 	for _, newCommand := range newCommands {
 		root.AddCommand(newCommand(o))
 	}
 	return root
+}
+
+// completeContext completes --context with the contexts of the kubeconfig
+// (of --kubeconfig, else KUBECONFIG's files, else ~/.kube/config).
+func (o *Options) completeContext(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	config, err := o.loadingRules.Load()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	return slices.Sorted(maps.Keys(config.Contexts)), cobra.ShellCompDirectiveNoFileComp
 }
 
 // Scope selects the ClusterAutoscalers a command looks at.

@@ -120,7 +120,7 @@ when they differ.`,
 	flags.DurationVar(&co.tolerance, "tolerance", 2*time.Minute, "How far apart in time two scale-ups for the same pods may be")
 	flags.StringVar(&co.statusConfigMap, "status-configmap", autoscaler.UpstreamNamespace+"/"+autoscaler.UpstreamStatusConfigMap,
 		"NAMESPACE/NAME of the other autoscaler's status ConfigMap in the workload cluster (its --namespace and --status-config-map-name)")
-	flags.StringVarP(&co.output, "output", "o", cli.OutputText, "Print the comparison as json or yaml")
+	cli.AddOutputFlag(cmd, &co.output, "Print the comparison as json or yaml")
 	flags.BoolVar(&co.failOnDifference, "fail-on-difference", false, "Exit with 2 when the autoscalers differ")
 	return cmd
 }

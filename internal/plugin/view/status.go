@@ -53,7 +53,7 @@ last scale-ups, scale-downs and events. --watch shows it live, as top does.`,
 			return printStatus(o.TerminalStreams(), output, view, o.Palette(), o.Now(), scope)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", cli.OutputText, "Print the view as json or yaml")
+	cli.AddOutputFlag(cmd, &output, "Print the view as json or yaml")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "Show the live view, as top does")
 	return cmd
 }
