@@ -194,8 +194,6 @@ func (g *givenBackNodes) shown(now time.Time) map[string]string {
 func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int {
 	s := a.s
 	logger := klog.FromContext(ctx)
-	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
-
 	scaled := 0
 	for _, increase := range plan.Increases {
 		id := increase.Group.ID()
@@ -207,6 +205,10 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 		target := a.increased(l, increase, "", "Scale-up")
 		logger.Info("Scaled up node group", "nodeGroup", id, "delta", increase.Delta, "targetSize", target+increase.Delta)
 	}
+	// After the increases: the nominations wait for machines that boot for
+	// long, while up to maxNominationsPerLoop pod writes would hold the new
+	// machines back, and a burst's nodes would become Ready further apart.
+	s.nominate(ctx, placementsOfRealPods(plan.ToNominate))
 	if scaled > 0 {
 		a.scaledUp(l, scaled)
 		message := s.scaleUpMessage(plan.Increases)

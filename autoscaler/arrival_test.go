@@ -9,7 +9,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
@@ -229,4 +231,36 @@ func TestDryRunWritesNoNominationBack(t *testing.T) {
 	setNomination(t, f, "batch-0", "")
 
 	g.Consistently(func() string { return nominatedNode(t, f, "batch-0") }, 200*time.Millisecond).Should(BeEmpty())
+}
+
+// A loop that both nominates pods to the machines on their way and buys
+// more writes the increase first: the nominations, up to a few dozen pod
+// writes on the client's rate limit, hold the new machines back by as
+// long, and the nodes of a burst then become Ready that much further
+// apart (issue 51), while a nomination waits for a machine that boots for
+// the better part of a minute.
+func TestLoopIncreasesBeforeItNominates(t *testing.T) {
+	g := NewWithT(t)
+	f, general, large := demoFixture(t)
+	// Two more web pods: one fits beside the batch pod on md-large's
+	// machine, the other needs a machine more.
+	for _, name := range []string{"web-6", "web-7"} {
+		late := st.Pod(name, "1500m", "3Gi", st.OwnedBy("web"))
+		g.Expect(f.cluster.Create(context.Background(), late.DeepCopy())).To(Succeed())
+		_, err := f.clientset.CoreV1().Pods("default").Create(context.Background(), late, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	var increasesBefore []int
+	f.clientset.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "status" {
+			increasesBefore = append(increasesBefore, len(general.increases)+len(large.increases))
+		}
+		return false, nil, nil
+	})
+
+	f.runOnce(t)
+
+	g.Expect(len(general.increases)+len(large.increases)).To(Equal(3), "a machine more for the late web pods")
+	g.Expect(increasesBefore).NotTo(BeEmpty(), "the pods waiting for the machines on their way are nominated")
+	g.Expect(increasesBefore).To(HaveEach(3), "every nomination is written after the loop's increase")
 }

@@ -173,8 +173,8 @@ func SoakSpec(ctx context.Context, inputGetter func() SoakSpecInput) {
 			input.Stack.Topology(), input.Seed, soaked.Round(time.Second), soak.Summary(history),
 			faults.Requests-before.Requests, faults.Injected()-before.Injected(), faultCounts(before, faults),
 			invariants.Events(), len(invariants.Violations()), len(invariants.Accepted(framework.DeletedByRemediation)),
-			len(waited), soak.Percentile(waited, 50).Round(100*time.Millisecond), soak.Percentile(waited, 99).Round(100*time.Millisecond),
-			soak.Percentile(waited, 100).Round(100*time.Millisecond), quiescence.Round(time.Second))
+			len(waited), framework.Percentile(waited, 50).Round(100*time.Millisecond), framework.Percentile(waited, 99).Round(100*time.Millisecond),
+			framework.Percentile(waited, 100).Round(100*time.Millisecond), quiescence.Round(time.Second))
 		AddReportEntry("soak", figures)
 		framework.AppendFigures(input.Stack, "soak.txt", figures)
 	})

@@ -74,6 +74,8 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 			Management: mgmt, Workload: workload, Namespace: namespace.Name, Groups: groups, NodesBefore: nodesBefore, Pods: 60,
 		})
 		DeferCleanup(stopWatching)
+		steps := framework.WatchReadyToRunning(ctx, input.Stack, cluster, namespace.Name)
+		burstStarted := time.Now()
 
 		By("Creating 40 pods spread over the zones, then 20 more that also keep apart by host")
 		web := framework.CreateWorkload(ctx, framework.WorkloadInput{
@@ -114,6 +116,10 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 		report := fmt.Sprintf("%d nodes; %s", nodes, times)
 		AddReportEntry("split burst", report)
 		GinkgoWriter.Println("Split burst:", report)
+		nodeSteps, podSteps := steps.Steps()
+		readyToRunning := framework.NewReadyToRunningReport(nodeSteps, podSteps, burstStarted)
+		AddReportEntry("split burst: from node Ready to pod Running", readyToRunning.String())
+		GinkgoWriter.Println("Split burst, from node Ready to pod Running:\n" + readyToRunning.String())
 		Expect(times.FirstUnschedulable.IsZero() || times.FirstScaleUp.IsZero() || times.FirstNodeReady.IsZero() || times.AllRunning.IsZero()).
 			To(BeFalse(), "the watch saw every moment: %s", times)
 		Expect(times.FirstScaleUp.Sub(times.FirstUnschedulable)).To(BeNumerically("<=", splitBurstMaxScaleUpLatency),

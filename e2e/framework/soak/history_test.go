@@ -48,21 +48,3 @@ func TestHistoryCrashes(t *testing.T) {
 		t.Errorf("the kill shows as %q, want %q", got, want)
 	}
 }
-
-func TestPercentile(t *testing.T) {
-	var sorted []time.Duration
-	for i := 1; i <= 100; i++ {
-		sorted = append(sorted, time.Duration(i)*time.Second)
-	}
-	for p, want := range map[float64]time.Duration{50: 50 * time.Second, 99: 99 * time.Second, 100: 100 * time.Second, 1: time.Second} {
-		if got := Percentile(sorted, p); got != want {
-			t.Errorf("p%v = %s, want %s", p, got, want)
-		}
-	}
-	if got := Percentile(sorted[:3], 50); got != 2*time.Second {
-		t.Errorf("p50 of 1s, 2s, 3s = %s, want 2s", got)
-	}
-	if got := Percentile(nil, 99); got != 0 {
-		t.Errorf("p99 of nothing = %s, want 0", got)
-	}
-}

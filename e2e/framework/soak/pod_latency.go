@@ -96,13 +96,3 @@ func (l *PodLatencies) Waited() []time.Duration {
 	slices.Sort(waited)
 	return waited
 }
-
-// Percentile is the p-th percentile (0 < p <= 100) of sorted durations,
-// by the nearest rank; 0 when there are none.
-func Percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(float64(len(sorted))*p/100+0.999999) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
-}

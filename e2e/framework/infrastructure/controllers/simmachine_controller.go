@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/infrastructure/api/v1alpha1"
@@ -36,6 +37,13 @@ const (
 
 	// waitingReason says that the machine waits for Cluster API.
 	waitingReason = "WaitingForClusterAPI"
+
+	// bootConcurrency bounds the SimMachines reconciled at once. A cloud
+	// boots a burst's machines side by side and each kubelet registers its
+	// Node when its boot ends; one reconcile at a time spread a burst's
+	// registrations over seconds (a few API round trips each), and
+	// zone-spread pods wait for the last zone's nodes.
+	bootConcurrency = 20
 
 	// waitRequeue is how often a machine that waits for Cluster API looks again.
 	waitRequeue = 2 * time.Second
@@ -55,7 +63,9 @@ func (r *SimMachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimMachine{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.SimMachine{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: bootConcurrency}).
+		Complete(r)
 }
 
 // Reconcile provisions or deletes one SimMachine.

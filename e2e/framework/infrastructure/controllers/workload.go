@@ -11,6 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// The rate of a workload client: that of the local stack's own clients.
+const (
+	workloadQPS   = 100
+	workloadBurst = 200
+)
+
 // WorkloadClients hands out clients of workload clusters, built from their
 // kubeconfig Secrets the way Cluster API reaches them.
 type WorkloadClients struct {
@@ -46,6 +52,9 @@ func (w *WorkloadClients) Get(ctx context.Context, c client.Reader, cluster *clu
 	if err != nil {
 		return nil, err
 	}
+	// Each kubelet registers its own Node: the client of all of them must
+	// not queue a burst's registrations behind client-go's 5 per second.
+	cfg.QPS, cfg.Burst = workloadQPS, workloadBurst
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
