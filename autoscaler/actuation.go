@@ -52,6 +52,10 @@ type actuation interface {
 	// scaleUp carries out a scale-up plan for pending pods, and returns
 	// the nodes it adds to each group, by group ID.
 	scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[string]int
+	// reseat gives pending pods back the room of the nodes bought for
+	// them: it evicts the pods that took it once their own nodes are
+	// Ready, for their controllers to recreate them there.
+	reseat(ctx context.Context, l *loop, reseatings []reseating)
 	// raiseToMinimums carries out the scale-ups of groups to the minimum
 	// their scheduled minimums set.
 	raiseToMinimums(ctx context.Context, l *loop, raises []minimumRaise)
@@ -232,6 +236,39 @@ func (a active) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	}
 	s.told.notTriggered.endRound()
 	return l.increased
+}
+
+func (a active) reseat(ctx context.Context, l *loop, reseatings []reseating) {
+	s := a.s
+	logger := klog.FromContext(ctx)
+	for _, r := range reseatings {
+		if message := r.message(); s.told.reseats.tell(string(r.pod.UID), message, l.now) {
+			s.opts.Recorder.Event(r.pod, corev1.EventTypeNormal, EventReseat, message)
+		}
+		for _, m := range r.moves {
+			if !m.ready || m.evicted {
+				continue
+			}
+			grace := gracePeriod(m.pod, s.settings.config.ScaleDown.MaxGracefulTermination)
+			if err := evictPod(ctx, s.opts.Clientset, m.pod, grace); err != nil {
+				// A PodDisruptionBudget that allows no disruption now
+				// included: the next loop tries again.
+				logger.V(2).Info("Failed to evict a pod to move it to the node planned for it", "pod", klog.KRef(m.pod.Namespace, m.pod.Name), "node", r.node,
+					"plannedNode", m.to, "err", err)
+				continue
+			}
+			s.displacements[r.pod.UID].evicted.Insert(m.pod.UID)
+			message := m.message(r)
+			logger.Info("Evicted a pod to move it to the node planned for it", "pod", klog.KRef(m.pod.Namespace, m.pod.Name), "node", r.node,
+				"plannedNode", m.to, "for", klog.KObj(r.pod), "reason", message)
+			s.opts.Recorder.Event(m.pod.Full(), corev1.EventTypeNormal, EventReseat, "Evicted: "+message)
+			if info := l.snapshot.NodeInfo(r.node); info != nil {
+				s.opts.Recorder.Event(info.Node(), corev1.EventTypeNormal, EventReseat, "Evicted "+message)
+			}
+			a.metrics().recordEvictions(s.opts.ClusterName, 1)
+		}
+	}
+	s.told.reseats.endRound()
 }
 
 func (a active) raiseToMinimums(ctx context.Context, l *loop, raises []minimumRaise) {

@@ -28,6 +28,10 @@ const (
 	// AnswerDecision would have set the condition Decision.Answer on a
 	// ProvisioningRequest.
 	AnswerDecision DecisionKind = "Answer"
+	// ReseatDecision would have evicted Decision.Pods from the node of
+	// Decision.Nodes, bought for another pod, to move them to the nodes
+	// planned for them (reseat.go).
+	ReseatDecision DecisionKind = "Reseat"
 )
 
 // MaxDecisions is how many dry-run decisions an engine remembers and a
@@ -72,7 +76,8 @@ type Decision struct {
 	Groups []GroupDelta
 	// Nodes are the nodes a scale-down would have removed, sorted.
 	Nodes []string
-	// Pods are the pending pods a scale-up was for, sorted.
+	// Pods are the pending pods a scale-up was for, or the pods a reseat
+	// would have evicted, sorted.
 	Pods []types.NamespacedName
 	// OldestPod is when the oldest of Pods was created.
 	OldestPod time.Time
@@ -83,7 +88,8 @@ type Decision struct {
 	// one that tells the answer (provisioning.Answer.Conditions).
 	Answer *provisioning.Condition
 	// Reason says why a scale-down would have removed its nodes when it
-	// was not because they were unneeded: consolidation's message.
+	// was not because they were unneeded (consolidation's message), or
+	// why a reseat would have evicted its pods.
 	Reason string
 	// ScheduledMinimum names the scheduled minimums a scale-up would have
 	// raised its groups to.
@@ -127,6 +133,12 @@ func (d Decision) Message() string {
 			return fmt.Sprintf("Would scale up [%s] to the minimum of scheduled minimum %s", strings.Join(groups, ", "), d.ScheduledMinimum)
 		}
 		return fmt.Sprintf("Would scale up [%s] for %d pending pod(s)", strings.Join(groups, ", "), len(d.Pods))
+	case ReseatDecision:
+		pods := make([]string, 0, len(d.Pods))
+		for _, pod := range d.Pods {
+			pods = append(pods, pod.String())
+		}
+		return fmt.Sprintf("Would evict pod(s) %s from node %s: %s", strings.Join(pods, ", "), strings.Join(d.Nodes, ", "), d.Reason)
 	case AnswerDecision:
 		return fmt.Sprintf("Would set %s=%s (%s) on ProvisioningRequest %s: %s", d.Answer.Type, d.Answer.Status, d.Answer.Reason, d.Request, d.Answer.Message)
 	default:
@@ -239,6 +251,33 @@ func (d dryRun) scaleUp(ctx context.Context, l *loop, plan *scaleup.Plan) map[st
 	increases := plannedIncreases(plan)
 	d.publishScaleUp(ctx, l, pendingPodsDecision, decision, plan)
 	return increases
+}
+
+// reseat records the evictions of the pods that took the room of others
+// that a dry-run loop would make, when new, and forgets those of the pods
+// it no longer re-seats.
+func (d dryRun) reseat(ctx context.Context, l *loop, reseatings []reseating) {
+	decided := map[string]bool{}
+	for _, r := range reseatings {
+		decided[reseatDecision(r.pod.UID)] = true
+	}
+	for key := range d.s.decisions.last {
+		if strings.HasPrefix(key, reseatDecisionPrefix) && !decided[key] {
+			d.s.decisions.forget(key)
+		}
+	}
+	for _, r := range reseatings {
+		decision := Decision{Kind: ReseatDecision, Time: l.now, Nodes: []string{r.node},
+			Reason: fmt.Sprintf("planned for nodes on their way, Ready now, they took the room of pod %s, which the node was bought for", klog.KObj(r.pod))}
+		for _, m := range r.moves {
+			if m.ready {
+				decision.Pods = append(decision.Pods, types.NamespacedName{Namespace: m.pod.Namespace, Name: m.pod.Name})
+			}
+		}
+		if len(decision.Pods) > 0 {
+			d.publishDecision(ctx, reseatDecision(r.pod.UID), decision, 0)
+		}
+	}
 }
 
 // raiseToMinimums records the raises to scheduled minimums a dry-run loop
@@ -367,6 +406,11 @@ const (
 )
 
 func requestDecision(uid types.UID) string { return "ProvisioningRequest " + string(uid) }
+
+// reseatDecisionPrefix starts the keys of the re-seats of pods.
+const reseatDecisionPrefix = "reseat of pod "
+
+func reseatDecision(uid types.UID) string { return reseatDecisionPrefix + string(uid) }
 
 func answerDecision(uid types.UID) string { return "answer to ProvisioningRequest " + string(uid) }
 

@@ -208,6 +208,7 @@ func New(opts Options) (*Engine, error) {
 			actuator: actuator,
 
 			renominations: newRenominations(opts.Clientset),
+			displacements: displacements{},
 		},
 	}
 	e.lasting.atomic.restore(opts.AtomicScaleUps)

@@ -31,13 +31,21 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 		l.snapshot.Fork()
 		placeWaitingPods(l.snapshot, l.booked)
 	}
-	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, scaleup.State{
+	s.displacements.observe(l.snapshot, s.history.nominations, l.now, s.groupProvisionTime)
+	state := scaleup.State{
 		Upcoming:          upcoming,
 		Skip:              func(group nodegroups.NodeGroup) string { return s.skipScaleUpReason(group, l.now) },
 		Nominations:       s.history.nominations,
 		ExpectedNodeNames: nodegroups.ExpectedNodeNames(l.groups.Groups),
 		LastPlanned:       s.history.lastPlanned,
-	})
+	}
+	plan := s.settings.scaleUp.Plan(ctx, l.snapshot, state)
+	// Pods that took the room of others on the nodes bought for them move
+	// to their own nodes, when that buys fewer nodes.
+	reseated, reseatings := s.reseat(ctx, l, state, plan)
+	if reseated != nil {
+		plan = reseated
+	}
 	if booked {
 		l.snapshot.Revert()
 	}
@@ -48,6 +56,7 @@ func (s *steps) scaleUpPending(ctx context.Context, l *loop) {
 	l.status.Buffers = bufferStatuses(l.listedBuffers, l.bufferWindows, l.snapshot, plan)
 	l.problems = append(l.problems, templateProblems(plan.TemplateErrors)...)
 	increases := s.act.scaleUp(ctx, l, plan)
+	s.act.reseat(ctx, l, reseatings)
 	l.scaledUp = len(increases) > 0
 	l.status.NotTriggerScaleUpReasons = sortedReasons(countReasons(plan.NoScaleUp))
 	l.status.Explanation.PendingPods = explainPendingPods(plan, increases)
@@ -68,6 +77,14 @@ func templateProblems(templateErrors map[string]error) []nodegroups.Problem {
 		}
 	}
 	return problems
+}
+
+// groupProvisionTime is the max node provision time of the group of id.
+func (s *steps) groupProvisionTime(id string) time.Duration {
+	if state := s.state.Group(id); state != nil {
+		return s.provisionTime(state.Group)
+	}
+	return s.settings.config.MaxNodeProvisionTime
 }
 
 // skipScaleUpReason says why a group must not grow in this loop, or "".

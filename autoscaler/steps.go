@@ -88,6 +88,10 @@ type lasting struct {
 	// nominations of its last plan, which a goroutine of Run writes back
 	// as soon as kube-scheduler clears them.
 	renominations *renominations
+	// displacements are the scale-up step's: the pending pods whose room
+	// on the nodes bought for them was taken by pods planned for other
+	// nodes (reseat.go).
+	displacements displacements
 	// decisions are the DryRun actuation's: what it decided; empty in
 	// Active mode.
 	decisions dryRunDecisions

@@ -25,6 +25,9 @@ type told struct {
 	// buffers hold their room (the event's reason) and the problems of
 	// their schedules, each told in an event.
 	bufferSchedules toldMessages
+	// reseats are, by the UID of the pending pod, why pods that took its
+	// room on its node move, told in an event on the pod.
+	reseats toldMessages
 	// minimumWindows are the windows of scheduled minimums in effect for
 	// each group, by group ID and window name, told when they take effect
 	// and when they end.

@@ -951,6 +951,10 @@ const (
 	// ClusterAutoscaler would have set the condition the message names on
 	// a ProvisioningRequest.
 	WouldAnswerProvisioningRequestReason = "WouldAnswerProvisioningRequest"
+	// WouldReseatReason, of a Normal event: a DryRun ClusterAutoscaler
+	// would have evicted the pods the message names from a node bought for
+	// another pod, to move them to the nodes planned for them.
+	WouldReseatReason = "WouldReseat"
 	// ProvisioningRequestsUnreadableReason, of a Warning event: the
 	// ProvisioningRequests of the workload cluster could not be read;
 	// autoscaling goes on without answering them and tries again every 5
@@ -1225,7 +1229,7 @@ type CapacityBufferRoom struct {
 }
 
 // DecisionKind is what a DryRun decision would have done.
-// +kubebuilder:validation:Enum=ScaleUp;ScaleDown;Answer
+// +kubebuilder:validation:Enum=ScaleUp;ScaleDown;Answer;Reseat
 type DecisionKind string
 
 const (
@@ -1235,6 +1239,10 @@ const (
 	ScaleDownDecision DecisionKind = "ScaleDown"
 	// AnswerDecision would have set a condition on a ProvisioningRequest.
 	AnswerDecision DecisionKind = "Answer"
+	// ReseatDecision would have evicted pods from a node bought for
+	// another pod, whose room they took before the nodes planned for them
+	// started, to move them to those nodes.
+	ReseatDecision DecisionKind = "Reseat"
 )
 
 // DryRunDecision is one decision a DryRun ClusterAutoscaler did not carry out.
@@ -1243,7 +1251,7 @@ type DryRunDecision struct {
 	// +required
 	Time metav1.Time `json:"time"`
 
-	// kind is ScaleUp, ScaleDown or Answer.
+	// kind is ScaleUp, ScaleDown, Answer or Reseat.
 	// +required
 	Kind DecisionKind `json:"kind"`
 

@@ -222,3 +222,41 @@ func (t *pdbTracker) consume(pods []*corev1.Pod) {
 		}
 	}
 }
+
+// MoveBlocker says why a running pod must not be evicted so that it runs
+// on another node, or "" when it may be: its controller must recreate it,
+// and nothing the pod or a PodDisruptionBudget says may forbid it. It is
+// narrower than the rules of scale-down, which the upstream options turn
+// off: a pod of no built-in controller (ReplicatingControllers), a pod that
+// belongs to its node, one that is terminating, one with local volumes not
+// declared safe to lose, and one covered by a PodDisruptionBudget that
+// allows no disruption now all stay. The Eviction API checks the budgets
+// again.
+func MoveBlocker(pod *snapshot.Pod, snap *snapshot.Snapshot) string {
+	switch {
+	case pod.IsDaemonSetPod() || isMirrorPod(pod):
+		return "the pod belongs to its node"
+	case pod.DeletionTimestamp != nil:
+		return "the pod is terminating"
+	case pod.Annotations[SafeToEvictAnnotation] == "false":
+		return fmt.Sprintf("the pod is annotated %s=false", SafeToEvictAnnotation)
+	case pod.Annotations[DoNotDisruptAnnotation] == "true":
+		return fmt.Sprintf("the pod is annotated %s=true", DoNotDisruptAnnotation)
+	}
+	if message := notReplicated(pod, snap, true); message != "" {
+		return message
+	}
+	if volumes := unsafeLocalVolumes(pod); len(volumes) > 0 && pod.Annotations[SafeToEvictAnnotation] != "true" {
+		return fmt.Sprintf("the pod has local volumes %s not listed in %s", strings.Join(volumes, ", "), SafeToEvictLocalVolumesAnnotation)
+	}
+	for _, pdb := range snap.PodDisruptionBudgets() {
+		selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || pdb.Namespace != pod.Namespace || !selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if pdb.Status.DisruptionsAllowed < 1 {
+			return fmt.Sprintf("PodDisruptionBudget %s/%s allows no disruption", pdb.Namespace, pdb.Name)
+		}
+	}
+	return ""
+}

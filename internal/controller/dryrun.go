@@ -66,6 +66,7 @@ var decisionReasons = map[autoscaler.DecisionKind]string{
 	autoscaler.ScaleUpDecision:   autoscalingv1alpha1.WouldScaleUpReason,
 	autoscaler.ScaleDownDecision: autoscalingv1alpha1.WouldScaleDownReason,
 	autoscaler.AnswerDecision:    autoscalingv1alpha1.WouldAnswerProvisioningRequestReason,
+	autoscaler.ReseatDecision:    autoscalingv1alpha1.WouldReseatReason,
 }
 
 // decisionEntry is a decision as the status keeps it.
