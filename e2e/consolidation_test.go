@@ -12,7 +12,7 @@ import (
 
 var (
 	dayHour       = flag.Duration("e2e.day.hour", 20*time.Second, "How long one hour of the compressed day (label day) lasts")
-	dayRuns       = flag.String("e2e.day.runs", "off,Balanced", "The days (label day) to live one after the other: off, Balanced, or the budget.nodes of a Balanced one (50%)")
+	dayRuns       = flag.String("e2e.day.runs", "off,Balanced", "The days (label day) to live one after the other: off, Balanced, Replace, or the budget.nodes of a Balanced one (50%)")
 	dayReportPath = flag.String("e2e.day.report", "", "File the figures of the compressed day (label day) are written to")
 )
 

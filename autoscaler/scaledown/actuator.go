@@ -217,8 +217,17 @@ func (a *Actuator) EndReplacing() {
 // whose pods are as the loop read them.
 func (a *Actuator) Start(ctx context.Context, plan *Plan, pods NodePods) {
 	a.deleteEmpty(ctx, plan.Empty)
+	// Every node is tainted before any pod is evicted, as upstream taints
+	// its batch first: kube-scheduler would otherwise place pods evicted
+	// from one node on the next, to be evicted again a moment later.
+	var started []*drain
 	for _, removal := range plan.Drain {
-		a.startDrain(ctx, removal, pods)
+		if d := a.startDrain(ctx, removal); d != nil {
+			started = append(started, d)
+		}
+	}
+	for _, d := range started {
+		a.step(ctx, d, pods)
 	}
 }
 
@@ -504,26 +513,26 @@ func (a *Actuator) deleteEmpty(ctx context.Context, removals []Removal) {
 	}
 }
 
-// startDrain checks the group afresh, taints the node and takes the first
-// drain step.
-func (a *Actuator) startDrain(ctx context.Context, removal Removal, pods NodePods) {
+// startDrain checks the group afresh, taints the node and returns its
+// drain, whose first step is the caller's; nil when it does not start.
+func (a *Actuator) startDrain(ctx context.Context, removal Removal) *drain {
 	node := removal.Node
 	if a.drains[node.Name] != nil {
-		return
+		return nil
 	}
 	if reason, err := checkGroup(ctx, removal.Group, a.drainsOfGroup(removal.Group.ID())+1); reason != "" || err != nil {
 		a.notStarted(ctx, []*corev1.Node{node}, removal.Group, reason, err)
-		return
+		return nil
 	}
 	now := a.opts.Clock.Now()
 	version, ok := a.taint(ctx, node, now)
 	if !ok {
-		return
+		return nil
 	}
 	klog.FromContext(ctx).Info("Draining node", "node", klog.KObj(node), "nodeGroup", removal.Group.ID())
 	d := &drain{node: node, group: removal.Group, byConsolidation: removal.ByConsolidation, startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{}}
 	a.drains[node.Name] = d
-	a.step(ctx, d, pods)
+	return d
 }
 
 // notStarted says why removals the plan chose do not start: their group

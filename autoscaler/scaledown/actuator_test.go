@@ -351,6 +351,35 @@ func TestDrainEvictsPodsThenDeletesTheNode(t *testing.T) {
 	}), "a drained node stays in progress, never to be chosen again, while it is listed")
 }
 
+// The nodes of a plan are all tainted before any of their pods is
+// evicted, as upstream's actuator taints its batch first: kube-scheduler
+// must not place a pod evicted from the first node on the second, which
+// would evict it again a moment later (the day on the local stack saw
+// it, docs/cost.md).
+func TestNodesOfAPlanAreTaintedBeforeAnyPodIsEvicted(t *testing.T) {
+	g := NewWithT(t)
+	a, b := node("a"), node("b")
+	f := newActuatorFixture(t, a, b, pod("web-0", "100m", "a"), pod("web-1", "100m", "b"))
+	group := newGroup("ng", a, b, node("other"))
+
+	f.start(g, &scaledown.Plan{Drain: []scaledown.Removal{{Node: a, Group: group}, {Node: b, Group: group}}})
+
+	var writes []string
+	for _, action := range f.client.Actions() {
+		write, ok := action.(interface{ GetObject() runtime.Object })
+		if !ok || action.GetVerb() != "update" && action.GetVerb() != "create" {
+			continue
+		}
+		switch object := write.GetObject().(type) {
+		case *corev1.Node:
+			writes = append(writes, "taint "+object.Name)
+		case *policyv1.Eviction:
+			writes = append(writes, "evict "+object.Name)
+		}
+	}
+	g.Expect(writes).To(Equal([]string{"taint a", "taint b", "evict web-0", "evict web-1"}))
+}
+
 // podLists are the lists of pods the actuator asked the API server for.
 func (f *actuatorFixture) podLists() []metav1.ListOptions {
 	var lists []metav1.ListOptions

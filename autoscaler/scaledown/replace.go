@@ -305,6 +305,13 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	// one may be placed on another, which is no pod waiting for it.
 	candidates := make([]*candidate, 0, len(c.Removals))
 	for _, removal := range c.Removals {
+		// As when it was chosen: no pod is moved that came less than
+		// consolidateAfter before, such as a pod kube-scheduler put there
+		// while the new nodes came up.
+		if after := p.opts.Consolidation.ConsolidateAfter; now.Before(p.stable.pods[removal.Node.Name].since.Add(after)) {
+			out.Abandoned = fmt.Sprintf("node %s can no longer go: its pods changed within consolidateAfter (%s)", removal.Node.Name, after)
+			return
+		}
 		nodeInfo := snap.NodeInfo(removal.Node.Name)
 		candidate, kept := p.checkNode(nodeInfo, snap.NodeGroupOf(nodeInfo.Name()), progress.Deleting, now)
 		switch {

@@ -446,6 +446,47 @@ func TestReplacementDrainsOnlyOnceTheNewNodesAreReady(t *testing.T) {
 	}
 }
 
+// A replacement drains the nodes it replaces only when their pods are
+// still those it was decided on for consolidateAfter: a pod that came to
+// one while the new node came up (kube-scheduler placed it there) would
+// be moved at once. The day on the local stack saw three such pods
+// evicted a second after they were bound (docs/cost.md).
+func TestReplacementIsAbandonedWhenPodsCameToAReplacedNodeWithinConsolidateAfter(t *testing.T) {
+	for _, came := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a pod came: %v", came), func(t *testing.T) {
+			g := NewWithT(t)
+			_, ctx := ktesting.NewTestContext(t)
+			clk := clocktesting.NewFakeClock(st.Now)
+			opts := replacing(scaledown.ConsolidationReplace, func(o *scaledown.Options) { o.Consolidation.ConsolidateAfter = 10 * time.Minute })
+			c := newCrowded(500_000, nil)
+			planner := scaledown.NewPlanner(clk)
+			g.Expect(planner.Plan(ctx, c.snapshot(t), opts, scaledown.Progress{}).Consolidation).To(BeNil(), "the cluster has not stayed the same long enough")
+			clk.Step(10 * time.Minute)
+			decidedOn := planner.Plan(ctx, c.snapshot(t), opts, scaledown.Progress{})
+			g.Expect(decidedOn.Consolidation).NotTo(BeNil())
+			g.Expect(decidedOn.Consolidation.Replacement).NotTo(BeNil())
+			r := &scaledown.Replacing{Consolidation: decidedOn.Consolidation, Started: clk.Now(), Before: map[string]bool{}}
+
+			clk.Step(time.Minute)
+			c.large.Target, c.large.Nodes = 1, []string{"large-0"}
+			c.nodes = append(c.nodes, st.Node("large-0", "8", "32Gi"))
+			if came {
+				c.pods = append(c.pods, appPod("a-1", "100m", "", "a", "web"))
+			}
+			plan := planner.Plan(ctx, c.snapshot(t), opts, scaledown.Progress{Replacing: r})
+
+			g.Expect(plan.Replacing).NotTo(BeNil())
+			if came {
+				g.Expect(plan.Replacing.Abandoned).To(Equal("node a can no longer go: its pods changed within consolidateAfter (10m0s)"))
+				g.Expect(plan.Drain).To(BeEmpty())
+				return
+			}
+			g.Expect(plan.Replacing.Abandoned).To(BeEmpty())
+			g.Expect(names(plan.Drain)).To(ConsistOf("a", "b", "c"))
+		})
+	}
+}
+
 // A policy that no longer replaces does not follow the replacement under
 // way: the actuation forgets it, and the new node is left to scale-down.
 func TestReplacementIsNotFollowedOnceThePolicyNoLongerReplaces(t *testing.T) {
