@@ -702,8 +702,12 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 			}
 			return lg[len(lg)/2].Round(time.Millisecond)
 		}(), logs, len(results), results[len(results)-1].replicas, load)
-	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; peak RSS %.0f MiB | load %s |", size, batch,
-		diff(before.loops[key], after.loops[key]), diff(before.loops[upKey], after.loops[upKey]), peakRSS, load)
+	// The CPU the manager used tells its own cost from its waits for a
+	// core or for the API servers, which a loaded machine makes long.
+	loops := diff(before.loops[key], after.loops[key])
+	cpu := after.cpuSeconds - before.cpuSeconds
+	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; manager CPU %.2f s (%s per loop); peak RSS %.0f MiB | load %s |", size, batch,
+		loops, diff(before.loops[upKey], after.loops[upKey]), cpu, perLoop(cpu, loops.count), peakRSS, load)
 	return nil
 }
 
@@ -996,4 +1000,12 @@ func (h *harness) loops(metrics map[*manager]managerMetrics, clusters []string) 
 // bounds how long that may last.
 func pollAgain(error) (bool, error) {
 	return false, nil
+}
+
+// perLoop is seconds shared over n loops.
+func perLoop(seconds float64, n uint64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(seconds / float64(n) * float64(time.Second)).Round(time.Millisecond)
 }
