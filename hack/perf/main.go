@@ -646,6 +646,11 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 		return err
 	}
 	started := time.Now()
+	// A CPU profile of the manager over the first minute of the trials
+	// tells where a scale-up's CPU goes.
+	profiled := make(chan error, 1)
+	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes-batch-%d-trials.pb.gz", size, batch))
+	go func() { profiled <- saveProfile(ctx, m.profilerAddress, "profile?seconds=60", cpuProfile) }()
 	var results []trialResult
 	peakRSS := 0.0
 	for t := 0; t < trials; t++ {
@@ -674,6 +679,9 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 	}
 	window := time.Since(started)
 	load := loadavg()
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("profiling the manager during the trials: %w", err)
+	}
 	h.row("| %d nodes, batch %d: requests to the management API server during the trials | manager: %s | Cluster API kinds, all clients (the harness resets md-burst's replicas after each trial), per minute over %s: %s | load %s |", size, batch,
 		managerRequests(before, after, h.managementHost, window), window.Round(time.Second), requestRates(requestsBefore, requestsAfter, window), load)
 	if len(results) == 0 {
