@@ -202,7 +202,9 @@ type Options struct {
 // MachinePool. It fails
 // with an *AnnotationError when the object's annotations are wrong. Callers
 // decide whether the object asks to be autoscaled (HasSizeAnnotations) and
-// whether a MachineSet is standalone (IsStandalone).
+// whether a MachineSet is standalone (IsStandalone). The Resource never
+// modifies obj, which may be a cache's object: its writes work on copies
+// read afresh.
 func New(obj client.Object, opts Options) (Resource, error) {
 	r := &resource{client: opts.Client, clock: opts.Clock, obj: obj, opts: opts}
 	switch o := obj.(type) {
@@ -224,6 +226,7 @@ func New(obj client.Object, opts Options) (Resource, error) {
 	default:
 		return nil, fmt.Errorf("%T %s is not a MachineDeployment, a MachineSet or a MachinePool", obj, klog.KObj(obj))
 	}
+	r.id = ID(r.kind, obj.GetNamespace(), obj.GetName())
 	r.replicas, _ = SpecReplicas(obj)
 	if opts.Cluster == nil {
 		return nil, fmt.Errorf("%s: the Cluster it belongs to is required", r.ID())
@@ -323,6 +326,8 @@ type resource struct {
 	obj       client.Object
 	opts      Options
 
+	// id is ID's, which every loop asks for many times per group.
+	id          string
 	kind        string
 	clusterName string
 	replicas    int
@@ -343,7 +348,7 @@ type resource struct {
 
 var _ Resource = &resource{}
 
-func (r *resource) ID() string                                     { return ID(r.kind, r.obj.GetNamespace(), r.obj.GetName()) }
+func (r *resource) ID() string                                     { return r.id }
 func (r *resource) Kind() string                                   { return r.kind }
 func (r *resource) Namespace() string                              { return r.obj.GetNamespace() }
 func (r *resource) Name() string                                   { return r.obj.GetName() }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,7 +56,10 @@ func (h *harness) createGroups(ctx context.Context, cluster string, n int) error
 			NodeLabels: labels, Provisioning: infrav1.ProvisioningHang,
 		}
 		for _, obj := range []client.Object{g.MachineTemplate(), g.MachineDeployment()} {
-			if err := h.mgmt.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			// Cluster API's webhooks answer within 4 s or fail the create,
+			// which they do now and then on a loaded machine: try again.
+			err := retry.OnError(transientBackoff, isTransient, func() error { return h.mgmt.Create(ctx, obj) })
+			if err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 			}
 		}
@@ -74,6 +78,17 @@ func (h *harness) createGroups(ctx context.Context, cluster string, n int) error
 		// md-pool and md-burst have theirs too.
 		return len(sets.Items) >= n+2, nil
 	})
+}
+
+// transientBackoff spaces the attempts of a create that failed with a
+// transient error: about half a minute in all.
+var transientBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 5}
+
+// isTransient tells the errors of an API server or webhook too busy to
+// answer in time.
+func isTransient(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
 
 // apiRequests are the management API server's apiserver_request_total for

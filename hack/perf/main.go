@@ -646,6 +646,11 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 		return err
 	}
 	started := time.Now()
+	// A CPU profile of the manager over the first minute of the trials
+	// tells where a scale-up's CPU goes.
+	profiled := make(chan error, 1)
+	cpuProfile := filepath.Join(h.workDir, fmt.Sprintf("cpu-%d-nodes-batch-%d-trials.pb.gz", size, batch))
+	go func() { profiled <- saveProfile(ctx, m.profilerAddress, "profile?seconds=60", cpuProfile) }()
 	var results []trialResult
 	peakRSS := 0.0
 	for t := 0; t < trials; t++ {
@@ -674,6 +679,9 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 	}
 	window := time.Since(started)
 	load := loadavg()
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("profiling the manager during the trials: %w", err)
+	}
 	h.row("| %d nodes, batch %d: requests to the management API server during the trials | manager: %s | Cluster API kinds, all clients (the harness resets md-burst's replicas after each trial), per minute over %s: %s | load %s |", size, batch,
 		managerRequests(before, after, h.managementHost, window), window.Round(time.Second), requestRates(requestsBefore, requestsAfter, window), load)
 	if len(results) == 0 {
@@ -702,8 +710,12 @@ func (h *harness) trials(ctx context.Context, cluster string, size, batch, trial
 			}
 			return lg[len(lg)/2].Round(time.Millisecond)
 		}(), logs, len(results), results[len(results)-1].replicas, load)
-	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; peak RSS %.0f MiB | load %s |", size, batch,
-		diff(before.loops[key], after.loops[key]), diff(before.loops[upKey], after.loops[upKey]), peakRSS, load)
+	// The CPU the manager used tells its own cost from its waits for a
+	// core or for the API servers, which a loaded machine makes long.
+	loops := diff(before.loops[key], after.loops[key])
+	cpu := after.cpuSeconds - before.cpuSeconds
+	h.row("| %d nodes, batch %d: loops during the trials | %s | scaleUp step %s; manager CPU %.2f s (%s per loop); peak RSS %.0f MiB | load %s |", size, batch,
+		loops, diff(before.loops[upKey], after.loops[upKey]), cpu, perLoop(cpu, loops.count), peakRSS, load)
 	return nil
 }
 
@@ -996,4 +1008,12 @@ func (h *harness) loops(metrics map[*manager]managerMetrics, clusters []string) 
 // bounds how long that may last.
 func pollAgain(error) (bool, error) {
 	return false, nil
+}
+
+// perLoop is seconds shared over n loops.
+func perLoop(seconds float64, n uint64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(seconds / float64(n) * float64(time.Second)).Round(time.Millisecond)
 }
