@@ -424,7 +424,7 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 	}
 	w, cost := workloadOf(snap, opts)
 	if before, undone := p.stable.undone(w, cost, now); undone {
-		logger.V(2).Info("Consolidation is held: the nodes cost no less than when it last decided for the same pods", "cost", cost.String(), "costThen", before.cost.String(), "decidedAt", before.at)
+		logger.V(4).Info("Consolidation is held: the nodes cost no less than when it last decided for the same pods", "cost", cost.String(), "costThen", before.cost.String(), "decidedAt", before.at)
 		return
 	}
 	candidates, held := p.consolidationCandidates(snap, progress, now)

@@ -50,7 +50,6 @@ func (p *Planner) placeTogether(ctx context.Context, snap *snapshot.Snapshot, d 
 	sched.Fork()
 	defer sched.Revert()
 	var evicted []*corev1.Pod
-	var removed pricing.Price
 	for _, s := range d.steps {
 		name := s.removal.Node.Name
 		for _, pod := range snap.NodeInfo(name).Pods() {
@@ -61,7 +60,6 @@ func (p *Planner) placeTogether(ctx context.Context, snap *snapshot.Snapshot, d 
 		_ = sched.RemoveNode(name)
 	}
 	last := d.steps[len(d.steps)-1]
-	removed = last.removed
 	if len(evicted) == 0 {
 		return d
 	}
@@ -120,7 +118,7 @@ func (p *Planner) placeTogether(ctx context.Context, snap *snapshot.Snapshot, d 
 			newCost += slots[slot].group.price
 		}
 	}
-	saves := removed - newCost
+	saves := last.removed - newCost
 	if saves <= 0 || p.opts.Consolidation.Policy == ConsolidationBalanced && scope.score(saves, last.pods) < p.opts.Consolidation.BalancedThreshold {
 		return nil
 	}
@@ -137,7 +135,7 @@ func (p *Planner) placeTogether(ctx context.Context, snap *snapshot.Snapshot, d 
 	}
 	if together.Replacement == nil {
 		// The pods fit without new nodes.
-		together.Savings = removed
+		together.Savings = last.removed
 	}
 	return together
 }
