@@ -272,11 +272,88 @@ func (c *Consolidation) Message() string {
 }
 
 // stability remembers since when the cluster has had the nodes it has, and
-// each node the pods it runs, by fingerprints of their names and UIDs.
+// each node the pods it runs, by fingerprints of their names and UIDs;
+// and what the cluster cost when consolidation last decided for the
+// pods it runs.
 type stability struct {
 	seed  maphash.Seed
 	nodes unchangedSince
 	pods  map[string]unchangedSince
+	// decided are, by workload, the cluster when consolidation last
+	// decided for it; remembered are the workloads in the order they were
+	// last decided for, at most maxRemembered.
+	decided    map[workload]decidedFor
+	remembered []workload
+}
+
+// workload is what the cluster runs, as consolidation remembers it: the
+// pods bound and what they request, and the pods pending. Evicted pods
+// come back under other names and UIDs; their requests stay.
+type workload struct {
+	bound, pending   int
+	milliCPU, memory int64
+}
+
+// decidedFor is the cluster when consolidation decided for a workload:
+// what the nodes of the groups cost, the fingerprint of the nodes, and
+// when.
+type decidedFor struct {
+	cost  pricing.Price
+	nodes uint64
+	at    time.Time
+}
+
+// maxRemembered bounds the workloads consolidation remembers, and
+// rememberFor how long.
+const (
+	maxRemembered = 16
+	rememberFor   = time.Hour
+)
+
+// undone tells whether consolidation decided for the same workload within
+// rememberFor, when the cluster had other nodes that cost no more than
+// now: the pods evicted then came back elsewhere than simulated, and the
+// scale-up that placed them took back what it saved, or more. Deciding
+// again could go round (replace, scale up, replace): for a workload,
+// a consolidation must start from a cluster that costs less than the
+// last one did. The same nodes as then say that nothing was done, as in
+// DryRun or after a failure: that decision may be taken again.
+func (s *stability) undone(w workload, cost pricing.Price, now time.Time) (decidedFor, bool) {
+	before, ok := s.decided[w]
+	return before, ok && now.Before(before.at.Add(rememberFor)) && s.nodes.fingerprint != before.nodes && cost >= before.cost
+}
+
+// remember records that consolidation decided for the workload when the
+// cluster cost cost.
+func (s *stability) remember(w workload, cost pricing.Price, now time.Time) {
+	if s.decided == nil {
+		s.decided = map[workload]decidedFor{}
+	}
+	s.remembered = append(slices.DeleteFunc(s.remembered, func(known workload) bool { return known == w }), w)
+	if len(s.remembered) > maxRemembered {
+		delete(s.decided, s.remembered[0])
+		s.remembered = s.remembered[1:]
+	}
+	s.decided[w] = decidedFor{cost: cost, nodes: s.nodes.fingerprint, at: now}
+}
+
+// workloadOf is the workload of snap and what its groups' nodes cost.
+func workloadOf(snap *snapshot.Snapshot, opts ConsolidationOptions) (workload, pricing.Price) {
+	w := workload{pending: len(snap.PendingPods())}
+	var cost pricing.Price
+	for _, nodeInfo := range snap.NodeInfos() {
+		if group := snap.NodeGroupOf(nodeInfo.Name()); group != nil {
+			cost += opts.Prices.NodePrice(group.Options().Price, nodeInfo.Node()).PerHour
+		}
+		for _, pod := range nodeInfo.Pods() {
+			if pod.Pod.NodeName != "" && !pod.Pod.IsDaemonSetPod() {
+				w.bound++
+				w.milliCPU += pod.Requests.MilliCPU
+				w.memory += pod.Requests.Memory
+			}
+		}
+	}
+	return w, cost
 }
 
 // unchangedSince is a fingerprint and since when it has been the same.
@@ -345,6 +422,11 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 		logger.V(4).Info("Consolidation waits for the cluster's nodes to stay the same", "since", p.stable.nodes.since, "consolidateAfter", opts.ConsolidateAfter)
 		return
 	}
+	w, cost := workloadOf(snap, opts)
+	if before, undone := p.stable.undone(w, cost, now); undone {
+		logger.V(4).Info("Consolidation is held: the nodes cost no less than when it last decided for the same pods", "cost", cost.String(), "costThen", before.cost.String(), "decidedAt", before.at)
+		return
+	}
 	candidates, held := p.consolidationCandidates(snap, progress, now)
 	for name, decision := range held {
 		if plan.Kept[name].Reason == ReasonNotUnderutilized {
@@ -366,6 +448,7 @@ func (p *Planner) consolidate(ctx context.Context, snap *snapshot.Snapshot, prog
 	if decided == nil {
 		return
 	}
+	p.stable.remember(w, cost, now)
 	plan.Consolidation = decided.Consolidation
 	if decided.Replacement != nil {
 		for _, removal := range decided.Removals {
@@ -495,11 +578,11 @@ func (o ConsolidationOptions) best(steps []step, scope consolidationScope, slots
 func (p *Planner) consolidateByDeleting(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
-	defer sched.Revert()
 	state := p.newPass(ctx, sched)
 	p.startPass(ctx, sched, progress, state)
 	steps := p.grow(ctx, sched, state, candidates, p.opts.Consolidation.MaxSimulations)
-	return p.opts.Consolidation.best(steps, scope, nil)
+	sched.Revert()
+	return p.bestThatFits(ctx, snap, steps, scope, nil)
 }
 
 // newPass is the state of a simulation pass on sched, whose snapshot has

@@ -486,3 +486,58 @@ func TestConsolidationSmallestBudgetThatAppliesWins(t *testing.T) {
 		})
 	}
 }
+
+// A consolidation whose saving was taken back, as when the pods it evicted
+// came back elsewhere than simulated and a scale-up bought nodes for them,
+// is not decided again for the same pods from a cluster that costs as
+// much: that would go round for ever. The same nodes as when it decided
+// (nothing was done: DryRun, a failure) and another workload may decide
+// again, and so may the same pods an hour later.
+func TestConsolidationIsNotDecidedAgainWhenItsSavingWasTakenBack(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	clk := clocktesting.NewFakeClock(st.Now)
+	planner := scaledown.NewPlanner(clk)
+	opts := consolidating(func(o *scaledown.Options) { o.Consolidation.ConsolidateAfter = 5 * time.Minute })
+	removed := func(c cluster) []string {
+		plan := planner.Plan(ctx, c.snapshot(nil), opts, scaledown.Progress{})
+		if plan.Consolidation == nil {
+			return nil
+		}
+		return names(plan.Consolidation.Removals)
+	}
+	// The same pods on three other nodes of the same price, as a
+	// scale-up brings them back.
+	again := func(suffix string, extra ...*corev1.Pod) cluster {
+		c := cluster{}
+		for _, n := range halfEmpty().nodes {
+			c.nodes = append(c.nodes, node(n.Name+suffix))
+		}
+		for _, p := range halfEmpty().pods {
+			c.pods = append(c.pods, appPod(p.Name+suffix, p.Spec.Containers[0].Resources.Requests.Cpu().String(),
+				p.Spec.Containers[0].Resources.Requests.Memory().String(), p.Spec.NodeName+suffix, p.Labels["app"]))
+		}
+		c.pods = append(c.pods, extra...)
+		return c
+	}
+
+	g.Expect(removed(halfEmpty())).To(BeEmpty(), "the first sight starts the wait")
+	clk.Step(5 * time.Minute)
+	g.Expect(removed(halfEmpty())).To(Equal([]string{"b", "a"}))
+	g.Expect(removed(halfEmpty())).To(Equal([]string{"b", "a"}), "nothing was done: the same decision")
+
+	taken := again("-2")
+	g.Expect(removed(taken)).To(BeEmpty(), "the new nodes start the wait")
+	clk.Step(5 * time.Minute)
+	g.Expect(removed(taken)).To(BeEmpty(), "the same pods on nodes that cost as much")
+
+	grown := again("-3", appPod("c-2", "", "", "c-3", "web"))
+	g.Expect(removed(grown)).To(BeEmpty(), "the new nodes start the wait")
+	clk.Step(5 * time.Minute)
+	g.Expect(removed(grown)).To(Equal([]string{"b-3", "a-3"}), "another pod: another workload")
+
+	later := again("-4")
+	g.Expect(removed(later)).To(BeEmpty(), "the new nodes start the wait")
+	clk.Step(time.Hour)
+	g.Expect(removed(later)).To(Equal([]string{"b-4", "a-4"}), "an hour later")
+}

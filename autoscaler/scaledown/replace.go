@@ -141,19 +141,20 @@ type replacementSlot struct {
 // nodes, where neither size alone saves as much): so the pods that pack
 // well on large nodes take them, and the rest get small ones, as
 // first-fit decreasing packs bins of two sizes. The replacement that
-// saves the most wins, the first tried on a tie. At most
+// saves the most wins, the first tried on a tie, once its evicted pods
+// fit together (placeTogether); only the winners are placed so. At most
 // maxReplacementGroups groups are tried, each alone and in mixes with
 // maxMixPartners others, each with MaxSimulations.
 func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	groups := p.replacementGroups(snap, progress)
 	simulations := p.opts.Consolidation.MaxSimulations
-	var best *decided
+	var replacements []replacement
 	try := func(slots ...replacementSlot) *decided {
-		d := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
-		if d != nil && (best == nil || d.Savings > best.Savings) {
-			best = d
+		r := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
+		if r.decided != nil {
+			replacements = append(replacements, r)
 		}
-		return d
+		return r.decided
 	}
 	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
 		alone := try(replacementSlot{group: group})
@@ -175,7 +176,23 @@ func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Sna
 			}
 		}
 	}
-	return best
+	// The replacements as simulated, the most saving first, the first
+	// tried on a tie: the first whose pods fit together wins.
+	slices.SortStableFunc(replacements, func(a, b replacement) int { return cmp.Compare(b.decided.Savings, a.decided.Savings) })
+	for _, r := range replacements {
+		if d := p.bestThatFits(ctx, snap, r.steps, scope, r.slots); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// replacement is a replacement as simulated: the steps it was grown in
+// with the new nodes of its slots, and the prefix that saves most.
+type replacement struct {
+	decided *decided
+	steps   []step
+	slots   []replacementSlot
 }
 
 // mixSizes are how many nodes of a group a mix tries before the smaller
@@ -196,10 +213,9 @@ func mixSizes(used, room int) []int {
 // pods that the nodes there do not take go to the first new node that
 // takes them, in the order of the slots.
 func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate,
-	scope consolidationScope, slots []replacementSlot, simulations int) *decided {
+	scope consolidationScope, slots []replacementSlot, simulations int) replacement {
 	sched := simulator.NewScheduler(ctx, snap)
 	sched.Fork()
-	defer sched.Revert()
 	pods := 0
 	for _, c := range candidates {
 		pods += c.pods
@@ -235,13 +251,14 @@ func (p *Planner) replaceBy(ctx context.Context, snap *snapshot.Snapshot, progre
 	}
 	state.newNodes, state.newSlots = newNodes, slots
 	steps := p.grow(ctx, sched, state, candidates, simulations)
+	sched.Revert()
 	d := p.opts.Consolidation.best(steps, scope, slots)
 	if d != nil && d.Replacement == nil {
 		// The pods fit without new nodes: a deletion the greedy order of
 		// consolidateByDeleting missed.
 		klog.FromContext(ctx).V(4).Info("Consolidation found a deletion while trying a replacement", "nodeGroup", slots[0].group.group.ID())
 	}
-	return d
+	return replacement{decided: d, steps: steps, slots: slots}
 }
 
 // followReplacement carries the replacement under way one step: it waits

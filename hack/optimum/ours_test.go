@@ -14,7 +14,10 @@ import (
 // Replace replaces by 2-cpu nodes; on 1/33, Replace replaces three nodes,
 // the pods of the first of which go to the third, by two smaller ones; on
 // 1/06, the pods a replacement evicts, placed in another order than it
-// simulated, leave one pod pending, for which the engine scales up again;
+// simulated, left one pod pending, for which the engine scaled up again,
+// 0.6% above the optimum (6.44/h): placed together as the scheduler
+// places them before the replacement is decided, they take one more node
+// of the cheaper group, and the plan ends at the optimum (6.400378/h);
 // on 1/28, where a cheaper plan ended dearer (1.447 of the optimum,
 // 2.946/h, with one group per replacement), Delete removes nothing and
 // Replace, mixing groups, ends at most 8% above the optimum (2.035877/h).
@@ -25,7 +28,7 @@ func TestOurPlannersPlaceTheMixAndConsolidationLowersItsCost(t *testing.T) {
 		// replaceBound, when set, is the most Replace may leave.
 		replaceBound pricing.Price
 	}{
-		{index: 9}, {index: 33, deleteSaves: true}, {index: 6, deleteSaves: true}, {index: 28, replaceBound: 2_200_000},
+		{index: 9}, {index: 33, deleteSaves: true}, {index: 6, deleteSaves: true, replaceBound: 6_400_378}, {index: 28, replaceBound: 2_200_000},
 	} {
 		mix := Generate(1, tc.index)
 		t.Run(mix.Name, func(t *testing.T) {
