@@ -124,8 +124,8 @@ func managedFields(managers ...string) []metav1.ManagedFieldsEntry {
 	for _, manager := range managers {
 		entries = append(entries, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
 			Time: ptr.To(metav1.NewTime(st.Now)), FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:capacity.cluster-autoscaler.kubernetes.io/labels":{}}},` +
-				`"f:spec":{".":{},"f:clusterName":{},"f:replicas":{},"f:template":{".":{},"f:spec":{".":{},"f:bootstrap":{},"f:infrastructureRef":{}}}}}`)}})
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:capacity.cluster-autoscaler.kubernetes.io/labels":{}}},` +
+				`"f:spec":{".":{},"f:clusterName":{},"f:replicas":{},"f:template":{".":{},"f:spec":{".":{},"f:bootstrap":{},"f:infrastructureRef":{}}}}}`)})
 	}
 	return entries
 }

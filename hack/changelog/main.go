@@ -71,7 +71,7 @@ func checkEntry(content, version string) error {
 			return fmt.Errorf("the entry of %s has no release date: write its heading as \"## [%s] - YYYY-MM-DD\"", number, m[1])
 		}
 		if !listsChanges(lines[i+1:]) {
-			return fmt.Errorf("the entry of %s lists no change: add them under ### Added, Changed, Fixed...", number)
+			return fmt.Errorf("the entry of %s lists no change: add them under ### Added, Changed or Fixed", number)
 		}
 		if !strings.Contains(content, "\n["+m[1]+"]: ") {
 			return fmt.Errorf("the entry of %s has no link: add \"[%s]: <the release's URL>\" at the end", number, m[1])
