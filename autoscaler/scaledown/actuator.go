@@ -79,7 +79,9 @@ func (o ActuatorOptions) Validate() error {
 // (NodePods): a drain reads them in every loop for minutes, and so do
 // several drains at once. Before a node is handed to its group the API
 // server is read once more (podsLeft), for the pods the cache has not
-// seen yet.
+// seen yet; a consolidation's drain reads it before its first eviction
+// too, and gives the node back when a pod its decision did not see is
+// there.
 //
 // Before every step that changes the cluster (taint, evict, delete) the
 // Actuator asks the node's group, read afresh, whether the removal still
@@ -113,7 +115,12 @@ type drain struct {
 	node            *corev1.Node
 	group           nodegroups.NodeGroup
 	byConsolidation bool
-	startedAt       time.Time
+	// moves are the pods consolidation chose the node with
+	// (Removal.Moves); listed tells that the API server was asked for the
+	// node's pods since the taint.
+	moves     map[types.UID]bool
+	listed    bool
+	startedAt time.Time
 	// taintVersion is the node's resourceVersion once it carried the
 	// deletion taint.
 	taintVersion string
@@ -530,7 +537,10 @@ func (a *Actuator) startDrain(ctx context.Context, removal Removal) *drain {
 		return nil
 	}
 	klog.FromContext(ctx).Info("Draining node", "node", klog.KObj(node), "nodeGroup", removal.Group.ID())
-	d := &drain{node: node, group: removal.Group, byConsolidation: removal.ByConsolidation, startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{}}
+	d := &drain{
+		node: node, group: removal.Group, byConsolidation: removal.ByConsolidation, moves: removal.Moves,
+		startedAt: now, taintVersion: version, evictedAt: map[types.UID]time.Time{},
+	}
 	a.drains[node.Name] = d
 	return d
 }

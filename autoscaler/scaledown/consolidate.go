@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
@@ -480,6 +481,20 @@ func (plan *Plan) add(steps []step) {
 	}
 }
 
+// consolidationRemoval is the removal of a node consolidation chose, with
+// the pods bound to it then: a pod bound since, even a moment before the
+// taint, came less than consolidateAfter before and is not moved.
+func consolidationRemoval(c *candidate) Removal {
+	moves := map[types.UID]bool{}
+	for _, pod := range c.nodeInfo.Pods() {
+		// Pending pods placed there to plan are not bound to it.
+		if pod.Pod.NodeName == c.nodeInfo.Name() {
+			moves[pod.Pod.UID] = true
+		}
+	}
+	return Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true, Moves: moves}
+}
+
 // step is a consolidation grown by one node: the node, and what the
 // consolidation removes, saves and evicts with it and the nodes before.
 type step struct {
@@ -658,7 +673,7 @@ func (p *Planner) grow(ctx context.Context, sched *simulator.Scheduler, state *p
 		pods += c.pods
 		newNodes, newCost := state.newNodesUsed()
 		steps = append(steps, step{
-			removal: Removal{Node: c.nodeInfo.Node(), Group: c.group, ByConsolidation: true}, empty: empty,
+			removal: consolidationRemoval(c.candidate), empty: empty,
 			removed: removed, pods: pods, newNodes: newNodes, newCost: newCost,
 		})
 	}

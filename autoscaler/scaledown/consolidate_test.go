@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -221,6 +222,21 @@ func TestConsolidationMessageNamesTheNodesAndTheSavings(t *testing.T) {
 	plan := planner.Plan(ctx, halfEmpty().snapshot(func(g *testGroup) { g.options.Price = ptr.To[pricing.Price](192_000) }), consolidating(), scaledown.Progress{})
 	g.Expect(plan.Consolidation).NotTo(BeNil())
 	g.Expect(plan.Consolidation.Message()).To(Equal("consolidation: removing nodes b, a saves 0.384/h"))
+}
+
+// A removal names the pods bound to its node when consolidation chose it,
+// the only ones its drain evicts.
+func TestConsolidationRemovalsNameThePodsTheyMove(t *testing.T) {
+	g := NewWithT(t)
+	_, ctx := ktesting.NewTestContext(t)
+	planner := scaledown.NewPlanner(clocktesting.NewFakeClock(st.Now))
+	plan := planner.Plan(ctx, halfEmpty().snapshot(nil), consolidating(), scaledown.Progress{})
+	g.Expect(plan.Consolidation).NotTo(BeNil())
+	moves := map[string]map[types.UID]bool{}
+	for _, removal := range plan.Drain {
+		moves[removal.Node.Name] = removal.Moves
+	}
+	g.Expect(moves).To(Equal(map[string]map[types.UID]bool{"a": {"uid-a-0": true}, "b": {"uid-b-0": true}}))
 }
 
 // A node is a candidate once the cluster's nodes and its own pods have

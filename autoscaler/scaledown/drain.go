@@ -21,21 +21,29 @@ const defaultGracePeriod = 30 * time.Second
 // step evicts the pods left on the node, deletes the node once they are
 // gone, and fails the drain when its time limits are over. The pods are
 // those of the loop's cache, until it has none left: then the API server
-// says whether any it has not seen yet are there (podsLeft).
+// says whether any it has not seen yet are there (podsLeft). A
+// consolidation asks the API server first, before any eviction, and gives
+// the node back when a pod its decision did not see is there.
 func (a *Actuator) step(ctx context.Context, d *drain, cached NodePods) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(d.node))
 	now := a.opts.Clock.Now()
 	pods := podsToEvict(cached.PodsOn(d.node.Name), now)
 	var err error
-	if len(pods) == 0 {
+	if len(pods) == 0 || d.byConsolidation && !d.listed {
 		pods, err = a.podsLeft(ctx, d.node.Name, d.taintVersion, now)
 		if err != nil {
 			d.refused = fmt.Errorf("listing pods: %w", err)
 		}
+		d.listed = d.listed || err == nil
 		if err == nil && len(pods) == 0 {
 			a.deleteDrained(ctx, d)
 			return
 		}
+	}
+	if pod := d.newcomer(pods); pod != nil {
+		a.cancel(ctx, d.node, fmt.Sprintf("pod %s/%s was bound to the node after consolidation chose it, "+
+			"and consolidation disrupts no pod bound less than consolidateAfter before", pod.Namespace, pod.Name))
+		return
 	}
 	notEvicted := 0
 	for _, pod := range pods {
@@ -67,6 +75,22 @@ func (a *Actuator) step(ctx context.Context, d *drain, cached NodePods) {
 	if (notEvicted > 0 || err != nil) && now.Sub(d.startedAt) >= a.opts.MaxPodEvictionTime {
 		a.fail(ctx, d.node, fmt.Sprintf("failed to drain the node within %s: %v", a.opts.MaxPodEvictionTime, d.refused))
 	}
+}
+
+// newcomer is a pod of pods, not being deleted, that was not on the node
+// when consolidation chose it, such as a pod kube-scheduler bound there
+// between the decision and the taint; nil when there is none or when
+// scale-down chose the node, which evicts what runs there as upstream does.
+func (d *drain) newcomer(pods []*snapshot.Pod) *snapshot.Pod {
+	if !d.byConsolidation {
+		return nil
+	}
+	for _, pod := range pods {
+		if pod.DeletionTimestamp == nil && !d.moves[pod.UID] {
+			return pod
+		}
+	}
+	return nil
 }
 
 // evict asks the Eviction API to evict the pod, with its grace period

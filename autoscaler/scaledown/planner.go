@@ -22,6 +22,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -113,6 +114,10 @@ type Removal struct {
 	// ByConsolidation tells that consolidation, not scale-down, chose the
 	// node, for Progress.ConsolidatedNodes.
 	ByConsolidation bool
+	// Moves are, for consolidation, the UIDs of the pods bound to the node
+	// when it was chosen: its drain evicts no other pod, but gives the
+	// node back.
+	Moves map[types.UID]bool
 }
 
 // Unneeded is a node that could go.

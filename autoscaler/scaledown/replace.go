@@ -352,7 +352,7 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", candidate.nodeInfo.Name(), kept.Message)
 			return
 		}
-		steps = append(steps, step{removal: Removal{Node: candidate.nodeInfo.Node(), Group: candidate.group, ByConsolidation: true}, empty: empty})
+		steps = append(steps, step{removal: consolidationRemoval(candidate), empty: empty})
 	}
 	plan.add(steps)
 	out.Ready = true
