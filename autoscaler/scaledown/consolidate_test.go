@@ -1,6 +1,7 @@
 package scaledown_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -52,6 +53,18 @@ func consolidating(change ...func(*scaledown.Options)) scaledown.Options {
 			Policy: scaledown.ConsolidationDelete, Budget: intstr.FromString("100%"), MaxSimulations: 100,
 		}
 	}}, change...)...)
+}
+
+// consolidationRemovals plans c with planner and returns the names of the
+// nodes its consolidation removes, none when it decides nothing.
+func consolidationRemovals(ctx context.Context, planner *scaledown.Planner, opts scaledown.Options) func(cluster) []string {
+	return func(c cluster) []string {
+		plan := planner.Plan(ctx, c.snapshot(nil), opts, scaledown.Progress{})
+		if plan.Consolidation == nil {
+			return nil
+		}
+		return names(plan.Consolidation.Removals)
+	}
 }
 
 // dbPDB is a budget over the pods labelled app=db, allowing no disruption.
@@ -247,13 +260,7 @@ func TestConsolidationWaitsForTheClusterToSettle(t *testing.T) {
 	clk := clocktesting.NewFakeClock(st.Now)
 	planner := scaledown.NewPlanner(clk)
 	opts := consolidating(func(o *scaledown.Options) { o.Consolidation.ConsolidateAfter = 5 * time.Minute })
-	removed := func(c cluster) []string {
-		plan := planner.Plan(ctx, c.snapshot(nil), opts, scaledown.Progress{})
-		if plan.Consolidation == nil {
-			return nil
-		}
-		return names(plan.Consolidation.Removals)
-	}
+	removed := consolidationRemovals(ctx, planner, opts)
 
 	g.Expect(removed(halfEmpty())).To(BeEmpty(), "the first sight starts the wait")
 	clk.Step(4 * time.Minute)
@@ -515,13 +522,7 @@ func TestConsolidationIsNotDecidedAgainWhenItsSavingWasTakenBack(t *testing.T) {
 	clk := clocktesting.NewFakeClock(st.Now)
 	planner := scaledown.NewPlanner(clk)
 	opts := consolidating(func(o *scaledown.Options) { o.Consolidation.ConsolidateAfter = 5 * time.Minute })
-	removed := func(c cluster) []string {
-		plan := planner.Plan(ctx, c.snapshot(nil), opts, scaledown.Progress{})
-		if plan.Consolidation == nil {
-			return nil
-		}
-		return names(plan.Consolidation.Removals)
-	}
+	removed := consolidationRemovals(ctx, planner, opts)
 	// The same pods on three other nodes of the same price, as a
 	// scale-up brings them back.
 	again := func(suffix string, extra ...*corev1.Pod) cluster {
