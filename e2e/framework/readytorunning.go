@@ -406,8 +406,12 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 			nominations = append(nominations, n.Node+"@"+at(n.At))
 		}
 	}
-	return fmt.Sprintf("%s on %s, relative to its node Ready: created %s, %d Unschedulable reports (last %s), nominations [%s], bound %s, Running %s",
-		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), at(p.Bound), at(p.Running))
+	untainted := "never"
+	if node := nodes[p.Node]; !node.Untainted.IsZero() {
+		untainted = at(node.Untainted)
+	}
+	return fmt.Sprintf("%s on %s, relative to its node Ready: created %s, %d Unschedulable reports (last %s), nominations [%s], node untainted %s, bound %s, Running %s",
+		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), untainted, at(p.Bound), at(p.Running))
 }
 
 // String is the report as a Markdown table and lines.

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -112,8 +113,8 @@ func TestReadyToRunningSteps(t *testing.T) {
 	if report.LastReadyToAllRunning != 3200*time.Millisecond {
 		t.Errorf("every pod Running %s after the last node Ready, want 3.2s", report.LastReadyToAllRunning)
 	}
-	if len(report.Slowest) != 1 {
-		t.Errorf("timelines %q, want the pod's", report.Slowest)
+	if len(report.Slowest) != 1 || !strings.Contains(report.Slowest[0], "node untainted 100ms, bound 3s") {
+		t.Errorf("timelines %q, want the pod's, its node untainted 100ms after Ready", report.Slowest)
 	}
 }
 
