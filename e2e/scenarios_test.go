@@ -122,6 +122,14 @@ var _ = Describe("Split burst", Label("full"), func() {
 	})
 })
 
+// About a minute (machines take 20 s, then 17 nodes come and go): too
+// long for the ci set.
+var _ = Describe("Burst without spread", Label("full"), func() {
+	PlainBurstSpec(ctx, func() PlainBurstSpecInput {
+		return PlainBurstSpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}
+	})
+})
+
 var _ = Describe("Dynamic Resource Allocation", Label("ci", "scale-up"), func() {
 	DRASpec(ctx, func() DRASpecInput {
 		return DRASpecInput{Stack: stack, WorkloadKubeconfig: workloadKubeconfig}

@@ -323,7 +323,7 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 		}
 	}
 	var allRunning time.Time
-	var bound, running, total, lastFailure []time.Duration
+	var bound, untaintedToBound, running, total, lastFailure []time.Duration
 	type waited struct {
 		pod   PodSteps
 		ready time.Time
@@ -349,6 +349,9 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 			report.BoundAsLastNominated++
 		}
 		bound = append(bound, p.Bound.Sub(node.Ready))
+		if !node.Untainted.IsZero() {
+			untaintedToBound = append(untaintedToBound, p.Bound.Sub(node.Untainted))
+		}
 		if !p.LastFailure.IsZero() {
 			lastFailure = append(lastFailure, p.LastFailure.Sub(node.Ready))
 		}
@@ -370,6 +373,7 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 		stepRow("node: Ready → not-ready taint removed (node lifecycle controller)", untaintedIn),
 		stepRow("pod: its node Ready → last Unschedulable report (kube-scheduler)", lastFailure),
 		stepRow("pod: its node Ready → bound (kube-scheduler)", bound),
+		stepRow("pod: its node's not-ready taint removed → bound (kube-scheduler)", untaintedToBound),
 		stepRow("pod: bound → Running (kwok)", running),
 		stepRow("pod: its node Ready → Running", total),
 	}
@@ -402,8 +406,12 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 			nominations = append(nominations, n.Node+"@"+at(n.At))
 		}
 	}
-	return fmt.Sprintf("%s on %s, relative to its node Ready: created %s, %d Unschedulable reports (last %s), nominations [%s], bound %s, Running %s",
-		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), at(p.Bound), at(p.Running))
+	untainted := "never"
+	if node := nodes[p.Node]; !node.Untainted.IsZero() {
+		untainted = at(node.Untainted)
+	}
+	return fmt.Sprintf("%s on %s, relative to its node Ready: created %s, %d Unschedulable reports (last %s), nominations [%s], node untainted %s, bound %s, Running %s",
+		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), untainted, at(p.Bound), at(p.Running))
 }
 
 // String is the report as a Markdown table and lines.
