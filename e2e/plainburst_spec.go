@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
@@ -44,30 +43,8 @@ func PlainBurstSpec(ctx context.Context, inputGetter func() PlainBurstSpecInput)
 
 	It("buys the nodes the burst needs, no more, and runs the pods of each on it", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "plain-burst")
-		zones := []string{"zone-a", "zone-b", "zone-c"}
-		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{
-			Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, FailureDomains: zones, WorkloadKubeconfig: input.WorkloadKubeconfig,
-		})
-		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
-
-		By("Creating one MachineDeployment of 4-core machines per zone, 1 node each, machines taking 20s")
-		machine := framework.SimMachine("4")
-		machine.ProvisioningDelay = metav1.Duration{Duration: 20 * time.Second}
-		groups := framework.CreateZonalNodeGroups(ctx, framework.CreateZonalNodeGroupsInput{
-			Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
-			Replicas: 1, Annotations: framework.SizeAnnotations(1, 20), Machine: machine,
-		})
-		nodesBefore := framework.NodeNames(ctx, workload)
-		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
-
-		watchCtx, stopWatching := context.WithCancel(ctx)
-		burst := watchBurst(watchCtx, burstWatchInput{
-			Management: mgmt, Workload: workload, Namespace: namespace.Name, Groups: groups, NodesBefore: nodesBefore, Pods: plainBurstPods,
-		})
-		DeferCleanup(stopWatching)
-		steps := framework.WatchReadyToRunning(ctx, input.Stack, cluster, namespace.Name)
-		burstStarted := time.Now()
+		z := startZonalBurst(ctx, input.Stack, input.WorkloadKubeconfig, "plain-burst", 20*time.Second, plainBurstPods)
+		namespace, cluster, groups, ca, burst, stopWatching, steps, burstStarted := z.namespace, z.cluster, z.groups, z.ca, z.burst, z.stopWatching, z.steps, z.started
 
 		By(fmt.Sprintf("Creating %d pods of 1.5 cores, without spread", plainBurstPods))
 		web := framework.CreateWorkload(ctx, framework.WorkloadInput{

@@ -17,6 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework"
 	"github.com/capi-autoscaler/capi-autoscaler/e2e/framework/localstack"
 )
@@ -52,30 +53,8 @@ func SplitBurstSpec(ctx context.Context, inputGetter func() SplitBurstSpecInput)
 
 	It("buys the nodes of the whole burst once, and runs every pod as soon as the first machines are ready", func() {
 		mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
-		namespace := framework.CreateSpecNamespace(ctx, input.Stack, "split-burst")
-		zones := []string{"zone-a", "zone-b", "zone-c"}
-		cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{
-			Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, FailureDomains: zones, WorkloadKubeconfig: input.WorkloadKubeconfig,
-		})
-		DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
-
-		By("Creating one MachineDeployment of 4-core machines per zone, 1 node each, machines taking 45s")
-		machine := framework.SimMachine("4")
-		machine.ProvisioningDelay = metav1.Duration{Duration: 45 * time.Second}
-		groups := framework.CreateZonalNodeGroups(ctx, framework.CreateZonalNodeGroupsInput{
-			Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
-			Replicas: 1, Annotations: framework.SizeAnnotations(1, 20), Machine: machine,
-		})
-		nodesBefore := framework.NodeNames(ctx, workload)
-		ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
-
-		watchCtx, stopWatching := context.WithCancel(ctx)
-		burst := watchBurst(watchCtx, burstWatchInput{
-			Management: mgmt, Workload: workload, Namespace: namespace.Name, Groups: groups, NodesBefore: nodesBefore, Pods: 60,
-		})
-		DeferCleanup(stopWatching)
-		steps := framework.WatchReadyToRunning(ctx, input.Stack, cluster, namespace.Name)
-		burstStarted := time.Now()
+		z := startZonalBurst(ctx, input.Stack, input.WorkloadKubeconfig, "split-burst", 45*time.Second, 60)
+		namespace, cluster, groups, ca, burst, stopWatching, steps, burstStarted := z.namespace, z.cluster, z.groups, z.ca, z.burst, z.stopWatching, z.steps, z.started
 
 		By("Creating 40 pods spread over the zones, then 20 more that also keep apart by host")
 		web := framework.CreateWorkload(ctx, framework.WorkloadInput{
@@ -232,4 +211,51 @@ func watchBurst(ctx context.Context, input burstWatchInput) *burstWatch {
 		}, 100*time.Millisecond)
 	}()
 	return w
+}
+
+// zonalBurst is a Cluster of three zonal groups of 4-core machines at one
+// node each, autoscaled, and the watches of a burst of pods to come.
+type zonalBurst struct {
+	namespace framework.SpecNamespace
+	cluster   *clusterv1.Cluster
+	groups    []*clusterv1.MachineDeployment
+	ca        *autoscalingv1alpha1.ClusterAutoscaler
+	burst     *burstWatch
+	// stopWatching ends the burst's watch before its report.
+	stopWatching context.CancelFunc
+	steps        *framework.ReadyToRunning
+	started      time.Time
+}
+
+// startZonalBurst creates the bursts' Cluster, whose machines take boot,
+// and watches the burst of pods pods from now.
+func startZonalBurst(ctx context.Context, stack *localstack.Stack, workloadKubeconfig []byte, name string, boot time.Duration, pods int) zonalBurst {
+	mgmt, workload := stack.Management.Client, stack.Workload.Client
+	namespace := framework.CreateSpecNamespace(ctx, stack, name)
+	zones := []string{"zone-a", "zone-b", "zone-c"}
+	cluster := framework.CreateSimulatedCluster(ctx, framework.CreateSimulatedClusterInput{
+		Client: mgmt, Namespace: namespace.Name, Name: namespace.Name, FailureDomains: zones, WorkloadKubeconfig: workloadKubeconfig,
+	})
+	DeferCleanup(func() { framework.DeleteCluster(ctx, mgmt, cluster) })
+
+	By(fmt.Sprintf("Creating one MachineDeployment of 4-core machines per zone, 1 node each, machines taking %s", boot))
+	machine := framework.SimMachine("4")
+	machine.ProvisioningDelay = metav1.Duration{Duration: boot}
+	groups := framework.CreateZonalNodeGroups(ctx, framework.CreateZonalNodeGroupsInput{
+		Management: mgmt, Workload: workload, Cluster: cluster, Zones: zones,
+		Replicas: 1, Annotations: framework.SizeAnnotations(1, 20), Machine: machine,
+	})
+	nodesBefore := framework.NodeNames(ctx, workload)
+	ca := framework.CreateClusterAutoscaler(ctx, framework.CreateClusterAutoscalerInput{Client: mgmt, Cluster: cluster, Spec: framework.FastClusterAutoscalerSpec(cluster.Name)})
+
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	burst := watchBurst(watchCtx, burstWatchInput{
+		Management: mgmt, Workload: workload, Namespace: namespace.Name, Groups: groups, NodesBefore: nodesBefore, Pods: pods,
+	})
+	DeferCleanup(stopWatching)
+	return zonalBurst{
+		namespace: namespace, cluster: cluster, groups: groups, ca: ca, burst: burst, stopWatching: stopWatching,
+		steps:   framework.WatchReadyToRunning(ctx, stack, cluster, namespace.Name),
+		started: time.Now(),
+	}
 }
