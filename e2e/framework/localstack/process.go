@@ -6,12 +6,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -210,12 +213,52 @@ func httpsClient(caPEM []byte, clientCert *pki.KeyPair) (*http.Client, error) {
 // httpClient talks to plain HTTP endpoints of the stack.
 var httpClient = http.Client{Timeout: 5 * time.Second}
 
-// FreePort returns a port of 127.0.0.1 nobody listens on right now.
+// Ports FreePort picks from: below the kernel's ephemeral range (32768-60999
+// by default), so that no outgoing connection takes one between the pick and
+// the component's bind.
+const (
+	firstFreePort = 20000
+	lastFreePort  = 32767
+)
+
+// reservedPorts holds the lock of every port FreePort handed out, for the
+// life of the process.
+var reservedPorts struct {
+	sync.Mutex
+	locks []*os.File
+}
+
+// FreePort returns a port of 127.0.0.1 nobody listens on right now, and that
+// no FreePort on this machine returns again while this process lives: make
+// test starts two stacks side by side, and a port picked by one and not yet
+// bound by its component must not go to the other. A port is reserved by an
+// flock on a file of its number in a shared directory, which the kernel
+// releases when the process ends, however it ends.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	dir := filepath.Join(os.TempDir(), "localstack-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, fmt.Errorf("reserving a port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 1000 {
+		port := firstFreePort + rand.IntN(lastFreePort-firstFreePort+1)
+		lock, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			return 0, fmt.Errorf("reserving a port: %w", err)
+		}
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			lock.Close()
+			continue
+		}
+		l.Close()
+		reservedPorts.Lock()
+		reservedPorts.locks = append(reservedPorts.locks, lock)
+		reservedPorts.Unlock()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port between %d and %d", firstFreePort, lastFreePort)
 }
