@@ -261,6 +261,9 @@ func managerOptions(opts *commandLine) (ctrl.Options, error) {
 	}
 	mgrOpts.Cache.SyncPeriod = &opts.syncPeriod
 	mgrOpts.Cache.ByObject = controller.ClusterCacheByObject()
+	// Nothing reads who last wrote a field: the managed fields of the
+	// cached objects (every MachineDeployment and Machine) are not kept.
+	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	if opts.watchNamespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{opts.watchNamespace: {}}
 	}

@@ -8,10 +8,13 @@ import (
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -61,4 +64,22 @@ func TestSpreadClustersReplacesLeaderElection(t *testing.T) {
 	opts, err := managerOptions(parse("--spread-clusters", "--leader-election-namespace=capi-autoscaler-system"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(opts.LeaderElection).To(BeFalse(), "every replica runs its reconcilers")
+}
+
+func TestManagementCacheDropsManagedFields(t *testing.T) {
+	g := NewWithT(t)
+	mgrOpts, err := managerOptions(&commandLine{
+		diagnostics: flags.ManagerOptions{DiagnosticsAddress: ":8443", TLSMinVersion: "VersionTLS12"},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mgrOpts.Cache.DefaultTransform).NotTo(BeNil(), "the management cluster's cache keeps objects as the API server sends them")
+
+	machineDeployment := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{
+		Name: "md-0", Namespace: "default",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "clusterctl", Operation: metav1.ManagedFieldsOperationApply}},
+	}}
+	cached, err := mgrOpts.Cache.DefaultTransform(machineDeployment)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cached.(*clusterv1.MachineDeployment).ManagedFields).To(BeEmpty())
+	g.Expect(cached.(*clusterv1.MachineDeployment).Name).To(Equal("md-0"))
 }
