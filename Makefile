@@ -244,13 +244,14 @@ release-changelog: ## Fail unless RELEASE_CHANGELOG (CHANGELOG.md) has a dated e
 	go run ./hack/changelog --version=$(RELEASE_VERSION) $(RELEASE_CHANGELOG)
 
 .PHONY: release-kubectl-plugin
-release-kubectl-plugin: release-changelog ## Write the kubectl plugin of RELEASE_VERSION for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (with its completion helper kubectl_complete-capi_autoscaler), and its krew manifest krew-capi-autoscaler.yaml (no docker).
+release-kubectl-plugin: release-changelog ## Write the kubectl plugin of RELEASE_VERSION for PLUGIN_PLATFORMS to RELEASE_DIR, one kubectl-capi_autoscaler-<os>-<arch>.tar.gz each (with its completion helper kubectl_complete-capi_autoscaler and the LICENSE), and its krew manifest krew-capi-autoscaler.yaml (no docker).
 	mkdir -p $(RELEASE_DIR)
 	for platform in $(PLUGIN_PLATFORMS); do \
 		os=$${platform%/*} arch=$${platform#*/}; dir=$$(mktemp -d); \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X $(PLUGIN_VERSION_VAR)=$(RELEASE_VERSION)" -o $$dir/kubectl-capi_autoscaler ./cmd/kubectl-capi_autoscaler; \
 		install -m 0755 cmd/kubectl-capi_autoscaler/kubectl_complete-capi_autoscaler $$dir/; \
-		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler; \
+		install -m 0644 LICENSE $$dir/; \
+		tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler LICENSE; \
 		rm -r $$dir; \
 	done
 	hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR) $(PLUGIN_PLATFORMS)

@@ -79,6 +79,10 @@ func TestKrewInstallsTheRelease(t *testing.T) {
 	if link, err := os.Readlink(filepath.Join(bin, "kubectl-capi_autoscaler")); err != nil || link != filepath.Join(store, "kubectl-capi_autoscaler") {
 		t.Errorf("krew's bin/kubectl-capi_autoscaler links to %q (%v), not to the release's binary in its store", link, err)
 	}
+	// The krew index takes a plugin only with its license in the archive.
+	if _, err := os.Stat(filepath.Join(store, "LICENSE")); err != nil {
+		t.Errorf("krew installed no LICENSE with the plugin: %v", err)
+	}
 
 	// As kubectl runs it, when there is a kubectl: it finds
 	// kubectl-capi_autoscaler, which krew linked, on the PATH.

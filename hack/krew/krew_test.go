@@ -59,11 +59,11 @@ func releasePlatforms(t *testing.T) []string {
 	if m == nil {
 		t.Fatal("the Makefile sets no PLUGIN_PLATFORMS")
 	}
-	// The archives the release writes, the binary and the completion
-	// helper in each, and the platforms the manifest is for.
+	// The archives the release writes, the binary, the completion helper
+	// and the license in each, and the platforms the manifest is for.
 	for _, want := range []string{
 		"-o $$dir/kubectl-capi_autoscaler ",
-		"tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler;",
+		"tar -czf $(RELEASE_DIR)/kubectl-capi_autoscaler-$$os-$$arch.tar.gz -C $$dir kubectl-capi_autoscaler kubectl_complete-capi_autoscaler LICENSE;",
 		"hack/krew/manifest.sh $(RELEASE_VERSION) $(KREW_RELEASE_URL) $(RELEASE_DIR) $(PLUGIN_PLATFORMS)",
 	} {
 		if !strings.Contains(string(makefile), want) {
@@ -154,9 +154,11 @@ func TestManifestIsValidForKrew(t *testing.T) {
 		if pl.Bin != "kubectl-"+strings.ReplaceAll(p.Metadata.Name, "-", "_") {
 			t.Errorf("%s: bin %q is not the binary the archive holds, kubectl-capi_autoscaler", name, pl.Bin)
 		}
-		if len(pl.Files) != 2 || pl.Files[0].From != pl.Bin || pl.Files[0].To != "." ||
-			pl.Files[1].From != "kubectl_complete-capi_autoscaler" || pl.Files[1].To != "." {
-			t.Errorf("%s: files %v: want the binary, from %s to ., and its completion helper, from kubectl_complete-capi_autoscaler to .", name, pl.Files, pl.Bin)
+		// The krew index takes a plugin only with its license.
+		if len(pl.Files) != 3 || pl.Files[0].From != pl.Bin || pl.Files[0].To != "." ||
+			pl.Files[1].From != "kubectl_complete-capi_autoscaler" || pl.Files[1].To != "." ||
+			pl.Files[2].From != "LICENSE" || pl.Files[2].To != "." {
+			t.Errorf("%s: files %v: want the binary, from %s to ., its completion helper, from kubectl_complete-capi_autoscaler to ., and LICENSE to .", name, pl.Files, pl.Bin)
 		}
 		if len(pl.Selector.MatchLabels) != 2 {
 			t.Errorf("%s: selector %v: want os and arch", name, pl.Selector.MatchLabels)
