@@ -133,9 +133,8 @@ func ConsolidationReplaceSpec(ctx context.Context, inputGetter func() Consolidat
 		Eventually(func(g Gomega) {
 			for _, md := range []*clusterv1.MachineDeployment{medium, large} {
 				messages := framework.EventMessages(framework.ObjectEvents(ctx, g, mgmt, namespace.Name, "MachineDeployment", md.Name, "Consolidation"))
-				// The engine's events go through events.k8s.io: the one it
-				// records when the drain starts, of the same reason on the
-				// same group, joins this one's series and keeps its note.
+				// The decision's event; the one recorded when the drain
+				// starts has a message of its own.
 				g.Expect(messages).To(ContainElement(And(
 					ContainSubstring("consolidation: replacing nodes"), ContainSubstring("with 1 × "+framework.NodeGroupID(large)+" saves 0.3/h"),
 				)), "on %s", md.Name)

@@ -72,12 +72,14 @@ func runController(e *testenv.Environment) {
 	Expect(err).NotTo(HaveOccurred())
 	leaseClient, err := kubernetes.NewForConfig(mgr.GetConfig())
 	Expect(err).NotTo(HaveOccurred())
+	recorder, stopRecording, err := autoscalercontroller.NewEventRecorder(managerCtx, mgr)
+	Expect(err).NotTo(HaveOccurred())
 	reconciler := &autoscalercontroller.ClusterAutoscalerReconciler{
 		Leases:              &autoscalercontroller.ClusterLeases{Client: leaseClient.CoordinationV1(), Identity: "move-source-manager"},
 		Client:              mgr.GetClient(),
 		ClusterCache:        clusterCache,
 		WorkloadKubeconfigs: kubeconfigs,
-		Recorder:            mgr.GetEventRecorder("capi-autoscaler"),
+		Recorder:            recorder,
 	}
 	Expect(reconciler.SetupWithManager(managerCtx, mgr, controller.Options{})).To(Succeed())
 
@@ -90,6 +92,7 @@ func runController(e *testenv.Environment) {
 	DeferCleanup(func() {
 		cancel()
 		Eventually(stopped, time.Minute).Should(BeClosed())
+		stopRecording()
 		clusterCache.(interface{ Shutdown() }).Shutdown()
 	})
 }

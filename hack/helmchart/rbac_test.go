@@ -77,8 +77,9 @@ var readVerbs = sets.New("get", "list", "watch")
 // actsInNamespace says whether rule grants what the manager needs only in
 // the namespaces it autoscales: Secrets, ConfigMaps or Leases at all, or
 // any write but those of its ClusterAutoscalers (finalizer, status) and
-// events, which it needs wherever a ClusterAutoscaler is, to say why it
-// cannot act there.
+// events (one resource, served by the core and the events.k8s.io APIs),
+// which it needs wherever a ClusterAutoscaler is, to say why it cannot act
+// there.
 func actsInNamespace(rule rbacv1.PolicyRule) bool {
 	for _, group := range rule.APIGroups {
 		for _, resource := range rule.Resources {
@@ -86,7 +87,7 @@ func actsInNamespace(rule rbacv1.PolicyRule) bool {
 			case "/secrets", "/configmaps", "coordination.k8s.io/leases":
 				return true
 			case "autoscaling.cluster.x-k8s.io/clusterautoscalers", "autoscaling.cluster.x-k8s.io/clusterautoscalers/status",
-				"events.k8s.io/events", "authentication.k8s.io/tokenreviews", "authorization.k8s.io/subjectaccessreviews":
+				"/events", "events.k8s.io/events", "authentication.k8s.io/tokenreviews", "authorization.k8s.io/subjectaccessreviews":
 				continue
 			}
 			if !readVerbs.HasAll(rule.Verbs...) {

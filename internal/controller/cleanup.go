@@ -108,7 +108,7 @@ func (r *ClusterAutoscalerReconciler) removeScaleDownTaints(ctx context.Context,
 			return min(r.WorkloadCleanupTimeout-waited, maxCleanupRetryInterval), nil
 		}
 		ctrl.LoggerFrom(ctx).Info("Giving up removing the scale-down taints of an unreachable workload cluster", "waited", r.WorkloadCleanupTimeout)
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.WorkloadClusterUnreachableReason, cleanupAction,
+		r.Recorder.Eventf(ca, corev1.EventTypeWarning, autoscalingv1alpha1.WorkloadClusterUnreachableReason,
 			"The workload cluster could not be reached within %s of the deletion: the autoscaler's %s taints stay on the Nodes that have them",
 			r.WorkloadCleanupTimeout, nodefacts.ToBeDeletedTaint)
 		return 0, nil

@@ -15,7 +15,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -86,7 +86,7 @@ const (
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
 // manager-namespace-role, needed only in the namespaces of the
 // ClusterAutoscalers and their Clusters: acting on a Cluster. No list or
@@ -117,7 +117,7 @@ type ClusterAutoscalerReconciler struct {
 	// when the credentials of a workload kubeconfig change.
 	WorkloadKubeconfigs *WorkloadKubeconfigs
 	// Recorder records events in the management cluster.
-	Recorder events.EventRecorder
+	Recorder record.EventRecorder
 	// Metrics, shared by all engines; nil records none.
 	Metrics *autoscaler.Metrics
 	// ConditionMetrics export the conditions of every ClusterAutoscaler;
@@ -188,7 +188,7 @@ func (r *ClusterAutoscalerReconciler) SetupWithManager(ctx context.Context, mgr 
 	if r.NodeGroups == nil {
 		r.NodeGroups = func(opts clusterapi.Options) nodegroups.Provider { return clusterapi.NewProvider(opts) }
 	}
-	r.Recorder = noteBoundedRecorder{r.Recorder}
+	r.Recorder = messageBoundedRecorder{r.Recorder}
 	r.ctx = ctx
 	r.statusEvents = make(chan event.GenericEvent)
 
@@ -319,7 +319,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 	}
 	if annotations.IsPaused(cluster, ca) {
 		if r.stopEngine(ctx, key) {
-			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, autoscaleAction, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
+			r.Recorder.Eventf(ca, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterPausedReason, "Stopped autoscaling Cluster %s while it is paused", clusterKey(ca))
 		}
 		// Once the engine's loop has returned: another manager's engine
 		// may act as soon as the Lease is given back.
@@ -382,7 +382,7 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		if leavingActive {
 			// The same engine goes on, dry: what it placed while it acted
 			// is given back, or followed until gone, by its loops.
-			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason, autoscaleAction,
+			r.Recorder.Eventf(ca, corev1.EventTypeNormal, autoscalingv1alpha1.DryRunReason,
 				"Cluster %s is no longer autoscaled, only planned for: the drains in progress are given back; the nodes already handed to their groups keep their taint while their Machines go, and are given back if they are still there after %s",
 				clusterKey(ca), desired.settings.Config().ScaleDown.NodeDeletionTimeout)
 		}
@@ -399,14 +399,14 @@ func (r *ClusterAutoscalerReconciler) reconcileNormal(ctx context.Context, s *re
 		if status.BuffersError != running.buffersError {
 			running.buffersError = status.BuffersError
 			if status.BuffersError != "" {
-				r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.CapacityBuffersUnreadableReason, autoscaleAction,
+				r.Recorder.Eventf(ca, corev1.EventTypeWarning, autoscalingv1alpha1.CapacityBuffersUnreadableReason,
 					"No room is kept for the CapacityBuffers of Cluster %s: %s", clusterKey(ca), status.BuffersError)
 			}
 		}
 		if status.RequestsError != running.requestsError {
 			running.requestsError = status.RequestsError
 			if status.RequestsError != "" {
-				r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.ProvisioningRequestsUnreadableReason, autoscaleAction,
+				r.Recorder.Eventf(ca, corev1.EventTypeWarning, autoscalingv1alpha1.ProvisioningRequestsUnreadableReason,
 					"The ProvisioningRequests of Cluster %s are not answered: %s", clusterKey(ca), status.RequestsError)
 			}
 		}
@@ -493,7 +493,7 @@ func (r *ClusterAutoscalerReconciler) ensureEngine(ctx context.Context, s *recon
 		if err := r.startEngine(ctx, ca, restConfig, desired); err != nil {
 			return nil, err
 		}
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "AutoscalingStarted", autoscaleAction, "Started autoscaling Cluster %s", clusterKey(ca))
+		r.Recorder.Eventf(ca, corev1.EventTypeNormal, "AutoscalingStarted", "Started autoscaling Cluster %s", clusterKey(ca))
 		running = r.engines.get(key)
 	}
 	if err := r.ClusterCache.Watch(ctx, clusterKey(ca), running.workload.watcher()); err != nil {

@@ -49,11 +49,11 @@ func (r *ClusterAutoscalerReconciler) publishDecisions(ca *autoscalingv1alpha1.C
 		}
 		told[decision.Kind] = append(told[decision.Kind], decision.Message())
 	}
-	// The events API takes a second event of the same reason on the same
-	// version of an object for a repeat of the first, and drops its note:
-	// the new decisions of a kind are told together, in one event.
+	// The new decisions of a kind are told together, in one event: the
+	// recorder combines more than 10 events of a reason on an object
+	// within 10 minutes into one, of which only the last message shows.
 	for _, kind := range kinds {
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, decisionReasons[kind], autoscaleAction, "%s", strings.Join(told[kind], "; "))
+		r.Recorder.Eventf(ca, corev1.EventTypeNormal, decisionReasons[kind], "%s", strings.Join(told[kind], "; "))
 	}
 	ca.Status.DryRunDecisions = autoscaler.KeepRecentDecisions(published, func(d autoscalingv1alpha1.DryRunDecision) bool {
 		return d.Kind == autoscalingv1alpha1.AnswerDecision

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 
 	provisioningv1 "github.com/capi-autoscaler/capi-autoscaler/api/provisioningrequest/v1"
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
@@ -21,7 +22,7 @@ import (
 
 func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
 	g := NewWithT(t)
-	recorder := events.NewFakeRecorder(200)
+	recorder := record.NewFakeRecorder(200)
 	r := &ClusterAutoscalerReconciler{Recorder: recorder}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -63,7 +64,7 @@ func TestDryRunDecisionsArePublishedOnceAndBounded(t *testing.T) {
 
 func TestDryRunAnswersToManyRequestsLeaveRoomForScaleUpsAndScaleDowns(t *testing.T) {
 	g := NewWithT(t)
-	r := &ClusterAutoscalerReconciler{Recorder: events.NewFakeRecorder(200)}
+	r := &ClusterAutoscalerReconciler{Recorder: record.NewFakeRecorder(200)}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	scaleUp := autoscaler.Decision{Kind: autoscaler.ScaleUpDecision, Time: start,
@@ -87,7 +88,7 @@ func TestDryRunAnswersToManyRequestsLeaveRoomForScaleUpsAndScaleDowns(t *testing
 
 func TestDryRunAnswersNameTheRequestAndTheCondition(t *testing.T) {
 	g := NewWithT(t)
-	recorder := events.NewFakeRecorder(10)
+	recorder := record.NewFakeRecorder(10)
 	r := &ClusterAutoscalerReconciler{Recorder: recorder}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{}
 	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -112,10 +113,8 @@ func TestEveryNewDryRunDecisionOfAReconcileIsToldInTheEvents(t *testing.T) {
 	scheme := runtime.NewScheme()
 	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
 	clientset := kubefake.NewClientset()
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
-	g.Expect(broadcaster.StartRecordingToSinkWithContext(t.Context())).To(Succeed())
-	t.Cleanup(broadcaster.Shutdown)
-	r := &ClusterAutoscalerReconciler{Recorder: broadcaster.NewRecorder(scheme, "capi-autoscaler")}
+	broadcaster := newEventBroadcaster(t.Context(), clientset.CoreV1())
+	r := &ClusterAutoscalerReconciler{Recorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: autoscalingv1alpha1.EventSource})}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shadow", UID: "1", ResourceVersion: "7"}}
 	answer := func(request string) autoscaler.Decision {
 		return autoscaler.Decision{Kind: autoscaler.AnswerDecision, Time: time.Now(), Request: request,
@@ -126,13 +125,13 @@ func TestEveryNewDryRunDecisionOfAReconcileIsToldInTheEvents(t *testing.T) {
 	r.publishDecisions(ca, autoscaler.Status{DryRun: true, Decisions: []autoscaler.Decision{answer("team-a/job"), answer("team-b/job")}})
 
 	g.Eventually(func(g Gomega) {
-		list, err := clientset.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+		list, err := clientset.CoreV1().Events("ns").List(t.Context(), metav1.ListOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		var notes []string
+		var messages []string
 		for _, event := range list.Items {
-			notes = append(notes, event.Note)
+			messages = append(messages, event.Message)
 		}
-		joined := strings.Join(notes, "\n")
+		joined := strings.Join(messages, "\n")
 		g.Expect(joined).To(ContainSubstring("on ProvisioningRequest team-a/job: 1 of the 1 pods fit"))
 		g.Expect(joined).To(ContainSubstring("on ProvisioningRequest team-b/job: 1 of the 1 pods fit"))
 	}).Should(Succeed())

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -330,9 +329,7 @@ func (r *ClusterAutoscalerReconciler) newWorkloadClients(ctx context.Context, re
 	if err != nil {
 		return nil, nil, err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-	return clientset, broadcaster, nil
+	return clientset, newEventBroadcaster(ctx, events.CoreV1()), nil
 }
 
 // engineCrashed says, in an event, that the engine of a ClusterAutoscaler
@@ -346,7 +343,7 @@ func (r *ClusterAutoscalerReconciler) engineCrashed(regarding *autoscalingv1alph
 	r.restarts.GC()
 	r.restarts.Next(id, now)
 	delay := r.restarts.Get(id)
-	r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, autoscalingv1alpha1.EnginePanickedReason, autoscaleAction,
+	r.Recorder.Eventf(regarding, corev1.EventTypeWarning, autoscalingv1alpha1.EnginePanickedReason,
 		"The autoscaling loop of Cluster %s panicked: %v; a new engine starts in %s", cluster, err.Value, delay)
 	return &engineCrash{err: err, restartDelay: delay, restartAt: now.Add(delay)}
 }

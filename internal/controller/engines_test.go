@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -30,7 +29,7 @@ import (
 func TestAnEngineThatPanicsInARowWaitsLongerForItsSuccessorUpToFiveMinutes(t *testing.T) {
 	g := NewWithT(t)
 	clock := clocktesting.NewFakeClock(time.Now())
-	recorder := events.NewFakeRecorder(10)
+	recorder := record.NewFakeRecorder(10)
 	r := &ClusterAutoscalerReconciler{Clock: clock, Recorder: recorder,
 		restarts: flowcontrol.NewFakeBackOff(engineRestartDelay, maxEngineRestartDelay, clock)}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "autoscaler"}}

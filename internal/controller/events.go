@@ -4,35 +4,71 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
 	"github.com/capi-autoscaler/capi-autoscaler/clusterapi"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 )
 
-// Event actions of the events.k8s.io API, which asks what was done.
-const (
-	// autoscaleAction is the action of events about node groups.
-	autoscaleAction = "Autoscale"
-	// cleanupAction is the action of events about deleting a ClusterAutoscaler.
-	cleanupAction = "Cleanup"
-)
-
-// maxEventNote is the longest note the events.k8s.io API accepts: it
-// refuses a longer one, and the event is lost.
-const maxEventNote = 1024
-
-// noteBoundedRecorder cuts the notes of its events to what the API accepts.
-type noteBoundedRecorder struct {
-	events.EventRecorder
+// newEventBroadcaster returns a broadcaster that records core/v1 events
+// through events until ctx is done or it is shut down, in the management
+// cluster as in the workload clusters. Its EventCorrelator keeps events of different
+// messages apart, counts the repeats of a message in one event and
+// combines only floods of similar ones. The events.k8s.io recorder would
+// instead fold every event of a reason on an object within 6 minutes into
+// the series of the first and drop their notes: of two decisions, such as
+// two consolidations of a group, users would read only the first.
+func newEventBroadcaster(ctx context.Context, events typedcorev1.EventsGetter) record.EventBroadcaster {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.Events("")})
+	return broadcaster
 }
 
-func (r noteBoundedRecorder) Eventf(regarding, related runtime.Object, eventType, reason, action, note string, args ...any) {
-	r.EventRecorder.Eventf(regarding, related, eventType, reason, action, "%s", truncate(fmt.Sprintf(note, args...), maxEventNote))
+// NewEventRecorder returns the recorder of the manager's events in the
+// management cluster of mgr (on ClusterAutoscalers and on the objects
+// behind node groups), and the function that stops it. It records until
+// stopped, not until ctx is done: the engines, as the manager stops, give
+// back their drains and say so.
+func NewEventRecorder(ctx context.Context, mgr ctrl.Manager) (record.EventRecorder, func(), error) {
+	events, err := typedcorev1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the client of the manager's events: %w", err)
+	}
+	broadcaster := newEventBroadcaster(context.WithoutCancel(ctx), events)
+	return broadcaster.NewRecorder(mgr.GetScheme(), corev1.EventSource{Component: autoscalingv1alpha1.EventSource}), broadcaster.Shutdown, nil
+}
+
+// maxEventMessage is the longest note the events.k8s.io API accepts. The
+// core API takes longer messages of events such as these, without an
+// eventTime, but the manager's stay within it: they read the same through
+// either API, and one that tells many decisions does not grow unbounded.
+const maxEventMessage = 1024
+
+// messageBoundedRecorder cuts the messages of its events to
+// maxEventMessage.
+type messageBoundedRecorder struct {
+	record.EventRecorder
+}
+
+var _ record.EventRecorder = messageBoundedRecorder{}
+
+func (r messageBoundedRecorder) Event(object runtime.Object, eventType, reason, message string) {
+	r.EventRecorder.Event(object, eventType, reason, truncate(message, maxEventMessage))
+}
+
+func (r messageBoundedRecorder) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	r.Event(object, eventType, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r messageBoundedRecorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventType, reason, messageFmt string, args ...any) {
+	r.EventRecorder.AnnotatedEventf(object, annotations, eventType, reason, "%s", truncate(fmt.Sprintf(messageFmt, args...), maxEventMessage))
 }
 
 // nodeGroupEventRecorder records the engine's node group events on the
@@ -42,7 +78,7 @@ type nodeGroupEventRecorder struct {
 	// ctx is the engine's; the reads come from the manager's cache.
 	ctx      context.Context
 	client   client.Reader
-	recorder events.EventRecorder
+	recorder record.EventRecorder
 }
 
 var (
@@ -64,5 +100,5 @@ func (r *nodeGroupEventRecorder) Event(groupID, eventType, reason, message strin
 		ctrl.LoggerFrom(r.ctx).V(2).Info("Not recording an event on a node group that cannot be read", "nodeGroup", groupID, "reason", reason, "message", message, "err", err.Error())
 		return
 	}
-	r.recorder.Eventf(obj, nil, eventType, reason, autoscaleAction, "%s", message)
+	r.recorder.Event(obj, eventType, reason, message)
 }

@@ -139,7 +139,7 @@ func (r *ClusterAutoscalerReconciler) ownExplanation(ctx context.Context, ca *au
 	case apierrors.IsInvalid(err):
 		running.explanation.foreign = true
 		ctrl.LoggerFrom(ctx).Info("Not writing the explanation: a ConfigMap of its name exists that is not this ClusterAutoscaler's", "ConfigMap", klog.KObj(created))
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, ExplanationConfigMapTakenReason, autoscaleAction,
+		r.Recorder.Eventf(ca, corev1.EventTypeWarning, ExplanationConfigMapTakenReason,
 			"ConfigMap %s exists and is not this ClusterAutoscaler's: the explanation of its loops is not written there, nor is it taken over (it would be deleted with the ClusterAutoscaler); delete or rename it", *configMap.Name)
 		return false, nil
 	default:

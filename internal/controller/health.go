@@ -60,7 +60,7 @@ func (r *ClusterAutoscalerReconciler) watchLoopProgress(ctx context.Context, s *
 		clusterKey(ca), deadline.UTC().Format(time.RFC3339))
 	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.LoopStalledReason {
 		ctrl.LoggerFrom(ctx).Info("The autoscaling loop is overdue", "dueBy", deadline)
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, autoscalingv1alpha1.LoopStalledReason, autoscaleAction, "%s", s.stalled)
+		r.Recorder.Eventf(ca, corev1.EventTypeWarning, autoscalingv1alpha1.LoopStalledReason, "%s", s.stalled)
 	}
 	return 0
 }

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -141,7 +140,7 @@ func TestAnOverdueLoopIsReportedOnItsClusterAutoscalerUntilALoopFinishes(t *test
 	g := NewWithT(t)
 	clock := clocktesting.NewFakeClock(time.Now())
 	running := engineOn(t, clock)
-	recorder := events.NewFakeRecorder(10)
+	recorder := record.NewFakeRecorder(10)
 	r := &ClusterAutoscalerReconciler{Clock: clock, Recorder: recorder}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "autoscaler"},

@@ -106,7 +106,7 @@ func (r *ClusterAutoscalerReconciler) handlerPanicked(cluster client.ObjectKey, 
 		return
 	}
 	for i := range cas {
-		r.Recorder.Eventf(&cas[i], nil, corev1.EventTypeWarning, autoscalingv1alpha1.InformerPanickedReason, autoscaleAction,
+		r.Recorder.Eventf(&cas[i], corev1.EventTypeWarning, autoscalingv1alpha1.InformerPanickedReason,
 			"An event handler of the informers of workload cluster %s panicked: %v; the panic was recovered and the engine goes on, with loops every scan interval", cluster, value)
 	}
 }

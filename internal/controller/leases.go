@@ -392,7 +392,7 @@ func (r *ClusterAutoscalerReconciler) holdClusterLease(ctx context.Context, s *r
 	}
 	lease := client.ObjectKey{Namespace: ca.Namespace, Name: ClusterLeaseName(ca.Spec.ClusterName)}
 	ctrl.LoggerFrom(ctx).Info("Not autoscaling: another manager holds the Lease of the Cluster", "holder", holder, "Lease", lease)
-	r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason, autoscaleAction,
+	r.Recorder.Eventf(ca, corev1.EventTypeNormal, autoscalingv1alpha1.ClusterLeaseHeldElsewhereReason,
 		"Another manager autoscales Cluster %s: %s holds Lease %s; this one takes over within %s once it stops renewing it",
 		clusterKey(ca), cmp.Or(holder, "another manager"), lease, r.Leases.timings().LeaseDuration)
 	return false

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -291,7 +291,7 @@ func TestAPausedClusterKeepsItsLeaseUntilItsEngineHasStopped(t *testing.T) {
 	r := &ClusterAutoscalerReconciler{
 		Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, ca).
 			WithIndex(&autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName).Build(),
-		Recorder: events.NewFakeRecorder(10),
+		Recorder: record.NewFakeRecorder(10),
 		Leases: &ClusterLeases{Client: clientset.CoordinationV1(), Identity: "this-manager",
 			Timings: ClusterLeaseTimings{LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}},
 	}

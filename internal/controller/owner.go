@@ -79,7 +79,7 @@ func (r *ClusterAutoscalerReconciler) refuse(ctx context.Context, s *reconcileSc
 	// One event when refused, not one per reconcile.
 	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != autoscalingv1alpha1.ClusterAlreadyAutoscaledReason || ready.Message != message {
 		ctrl.LoggerFrom(ctx).Info("Refusing to autoscale a Cluster that another ClusterAutoscaler autoscales", "owner", owner.Name)
-		r.Recorder.Eventf(ca, owner, corev1.EventTypeWarning, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, autoscaleAction, "%s", message)
+		r.Recorder.Eventf(ca, corev1.EventTypeWarning, autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, "%s", message)
 	}
 	s.stop(autoscalingv1alpha1.ClusterAlreadyAutoscaledReason, message)
 	s.refused = true

@@ -85,13 +85,15 @@ var _ = BeforeSuite(func() {
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	Expect(err).NotTo(HaveOccurred())
 
+	recorder, stopRecording, err := NewEventRecorder(ctx, mgr)
+	Expect(err).NotTo(HaveOccurred())
 	metrics = prometheus.NewRegistry()
 	reconciler = &ClusterAutoscalerReconciler{
 		Leases:              testLeases("envtest-manager"),
 		Client:              mgr.GetClient(),
 		ClusterCache:        clusterCache,
 		WorkloadKubeconfigs: kubeconfigs,
-		Recorder:            mgr.GetEventRecorder("capi-autoscaler"),
+		Recorder:            recorder,
 		Metrics:             autoscaler.NewMetrics(metrics),
 		ConditionMetrics:    NewConditionMetrics(metrics),
 		// Their node groups panic on request.
@@ -110,6 +112,7 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(func() {
 		cancel()
 		Eventually(stopped, time.Minute).Should(BeClosed())
+		stopRecording()
 		// The workload cluster caches outlive the manager; their watches
 		// would hold up the API server's shutdown.
 		clusterCache.(interface{ Shutdown() }).Shutdown()

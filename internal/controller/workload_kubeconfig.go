@@ -300,7 +300,7 @@ func (r *ClusterAutoscalerReconciler) reconcileWorkloadKubeconfig(ctx context.Co
 	}
 	if r.WorkloadKubeconfigs.reconnect(cluster) {
 		ctrl.LoggerFrom(ctx).Info("Connecting to the workload cluster again: the credentials of its kubeconfig changed", "Secret", klog.KObj(kubeconfigSecret))
-		r.Recorder.Eventf(ca, kubeconfigSecret, corev1.EventTypeNormal, WorkloadKubeconfigChangedReason, autoscaleAction,
+		r.Recorder.Eventf(ca, corev1.EventTypeNormal, WorkloadKubeconfigChangedReason,
 			"Connecting to Cluster %s again with the new credentials in Secret %s", cluster, kubeconfigSecret.Name)
 	}
 	return true, nil
@@ -340,7 +340,7 @@ func (r *ClusterAutoscalerReconciler) refuseWorkloadKubeconfig(ctx context.Conte
 	// One event when it happens, not one per reconcile.
 	if ready := conditions.Get(ca, autoscalingv1alpha1.ReadyCondition); ready == nil || ready.Reason != reason || ready.Message != message {
 		ctrl.LoggerFrom(ctx).Info("Not autoscaling: the workload kubeconfig cannot be used", "reason", reason, "message", message)
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, reason, autoscaleAction, "%s", message)
+		r.Recorder.Eventf(ca, corev1.EventTypeWarning, reason, "%s", message)
 	}
 	s.stop(reason, message)
 }

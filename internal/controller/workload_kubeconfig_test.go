@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -480,7 +480,7 @@ func TestARunningEngineReadsItsKubeconfigAtMostEveryCheckInterval(t *testing.T) 
 		},
 	}).Build()
 	clock := clocktesting.NewFakeClock(time.Now())
-	recorder := events.NewFakeRecorder(10)
+	recorder := record.NewFakeRecorder(10)
 	r := &ClusterAutoscalerReconciler{Client: c, Clock: clock, Recorder: recorder, WorkloadKubeconfigs: NewWorkloadKubeconfigs(c),
 		ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "one"}}}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{
@@ -557,7 +557,7 @@ func TestOnlySecretsForTheClusterAreUsedAsItsKubeconfig(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(credentials, ca).
 				WithIndex(&autoscalingv1alpha1.ClusterAutoscaler{}, clusterNameField, indexByClusterName).Build()
-			r := &ClusterAutoscalerReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now()), Recorder: events.NewFakeRecorder(10),
+			r := &ClusterAutoscalerReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now()), Recorder: record.NewFakeRecorder(10),
 				WorkloadKubeconfigs: NewWorkloadKubeconfigs(c), ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "token"}}}
 
 			s := newReconcileScope(ca)
@@ -622,7 +622,7 @@ func TestADryRunBesideTheOwnerNeverReconnectsTheCluster(t *testing.T) {
 			admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: secret.Name("workload", secret.Kubeconfig)}, Data: map[string][]byte{secret.KubeconfigDataName: kubeconfigWithToken(g, "admin")}}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(narrow, trial, admin).Build()
 			clock := clocktesting.NewFakeClock(time.Now())
-			r := &ClusterAutoscalerReconciler{Client: c, Clock: clock, Recorder: events.NewFakeRecorder(100), WorkloadKubeconfigs: NewWorkloadKubeconfigs(c),
+			r := &ClusterAutoscalerReconciler{Client: c, Clock: clock, Recorder: record.NewFakeRecorder(100), WorkloadKubeconfigs: NewWorkloadKubeconfigs(c),
 				ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "narrow"}}}
 			dryRun := &autoscalingv1alpha1.ClusterAutoscaler{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trial"},
@@ -691,7 +691,7 @@ func TestANamespaceWithoutTheManagersNamespaceRoleSaysSo(t *testing.T) {
 					return c.Get(ctx, key, obj, opts...)
 				},
 			}).Build()
-			recorder := events.NewFakeRecorder(10)
+			recorder := record.NewFakeRecorder(10)
 			r := &ClusterAutoscalerReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now()), Recorder: recorder,
 				WorkloadKubeconfigs: NewWorkloadKubeconfigs(c), ClusterCache: connectedWith{config: &rest.Config{Host: "https://workload.example:6443", BearerToken: "token"}}}
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // registers --logging-format=json
@@ -115,7 +116,13 @@ func run(opts *commandLine, build Options) error {
 	if err != nil {
 		return err
 	}
-	reconciler, err := setupControllers(ctx, mgr, opts, build.NodeGroups)
+	recorder, stopRecording, err := controller.NewEventRecorder(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	// Once the manager has stopped, and its engines with it.
+	defer stopRecording()
+	reconciler, err := setupControllers(ctx, mgr, opts, recorder, build.NodeGroups)
 	if err != nil {
 		return err
 	}
@@ -128,9 +135,10 @@ func run(opts *commandLine, build Options) error {
 }
 
 // setupControllers wires the workload cluster connections and the
-// ClusterAutoscaler controller, whose engines get their node groups from
+// ClusterAutoscaler controller, which records its events in the management
+// cluster with recorder and whose engines get their node groups from
 // nodeGroups (Options.NodeGroups), into the manager.
-func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *commandLine, nodeGroups func(clusterapi.Options) nodegroups.Provider) (*controller.ClusterAutoscalerReconciler, error) {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *commandLine, recorder record.EventRecorder, nodeGroups func(clusterapi.Options) nodegroups.Provider) (*controller.ClusterAutoscalerReconciler, error) {
 	// The manager's client reads Secrets live (see managerOptions).
 	clusterCache, kubeconfigs, err := controller.SetupClusterCache(ctx, mgr, clustercache.Options{
 		Cache: controller.WorkloadCacheOptions(),
@@ -161,7 +169,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts *commandLine, 
 		APIReader:              mgr.GetAPIReader(),
 		ClusterCache:           clusterCache,
 		WorkloadKubeconfigs:    kubeconfigs,
-		Recorder:               mgr.GetEventRecorder(autoscalingv1alpha1.EventSource),
+		Recorder:               recorder,
 		Metrics:                autoscaler.NewMetrics(ctrlmetrics.Registry),
 		ConditionMetrics:       controller.NewConditionMetrics(ctrlmetrics.Registry),
 		NodeGroups:             nodeGroups,

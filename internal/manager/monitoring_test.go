@@ -31,6 +31,7 @@ import (
 	autoscalingv1alpha1 "github.com/capi-autoscaler/capi-autoscaler/api/v1alpha1"
 	"github.com/capi-autoscaler/capi-autoscaler/config/monitoring"
 	testenv "github.com/capi-autoscaler/capi-autoscaler/e2e/framework/envtest"
+	"github.com/capi-autoscaler/capi-autoscaler/internal/controller"
 	"github.com/capi-autoscaler/capi-autoscaler/scalable"
 	"github.com/capi-autoscaler/capi-autoscaler/template"
 )
@@ -96,7 +97,10 @@ func startManager(ctx context.Context, t *testing.T, g Gomega, env *testenv.Envi
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
 	g.Expect(err).NotTo(HaveOccurred())
-	reconciler, err := setupControllers(ctx, mgr, opts, nil)
+	recorder, stopRecording, err := controller.NewEventRecorder(ctx, mgr)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopRecording)
+	reconciler, err := setupControllers(ctx, mgr, opts, recorder, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	managerCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error)

@@ -282,8 +282,8 @@ func Condition(conditionType string, status metav1.ConditionStatus, reason, mess
 	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message, LastTransitionTime: *At(-time.Hour)}
 }
 
-// Event is an event of the manager about the object of kind and name, in
-// the events.k8s.io API that the manager's recorder writes.
+// Event is an event of the manager about the object of kind and name, as
+// the events.k8s.io API serves it.
 func Event(kind, name, eventType, reason, note string, when time.Duration) *eventsv1.Event {
 	apiVersion := "cluster.x-k8s.io/v1beta2"
 	if kind == cli.ClusterAutoscalerKind {

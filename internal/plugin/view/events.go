@@ -21,9 +21,9 @@ import (
 const recentEvents = 6
 
 // eventReader reads the events the manager records in the management
-// cluster (with the events.k8s.io API) on ClusterAutoscalers and on the
-// MachineDeployments, MachineSets and MachinePools of node groups. It lists
-// each namespace once.
+// cluster on ClusterAutoscalers and on the MachineDeployments, MachineSets
+// and MachinePools of node groups, through the events.k8s.io API, which
+// serves those of the core API as well. It lists each namespace once.
 type eventReader struct {
 	client      client.Reader
 	byNamespace map[string][]eventsv1.Event
