@@ -241,33 +241,56 @@ func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []
 	return slices.DeleteFunc(slices.Clone(nominations), func(n Nomination) bool { return snap.NodeInfo(n.Node) == nil })
 }
 
-// maxPodsForDensestPlan is the most candidates for which a plan with
-// prices is also planned densest first (plan): its rounds, one a node or
-// so, cost more the more pods there are.
-const maxPodsForDensestPlan = 100
+// maxPodsForOtherPlans is the most candidates for which a plan with
+// prices is also planned the other ways (otherPlannings): their rounds,
+// one a node or so when densest, cost more the more pods there are.
+const maxPodsForOtherPlans = 100
+
+// planning is a way to plan round by round.
+type planning struct {
+	// densest keeps, each round, only the first nodes of an option that
+	// cost least for what their pods are worth (keepDensest), instead of
+	// the option the expanders choose, with its last node sized.
+	densest bool
+	// largestFirst binpacks the largest pods first, those with required
+	// anti-affinity among them rather than before them: small pods that
+	// keep apart then fill the room large pods leave, instead of taking
+	// the room of a node of their own that a larger pod could have used.
+	largestFirst bool
+}
+
+// otherPlannings are the ways plan also plans, with prices and few pods.
+var otherPlannings = []planning{{densest: true}, {largestFirst: true}, {densest: true, largestFirst: true}}
 
 // plan plans for the candidates round by round, each round's option for
 // all the pods it helps. With prices and few candidates, it also plans
-// densest first, each round keeping only the first nodes of an option
-// that cost least for what their pods are worth, and keeps that plan when
-// it helps as many pods for less: an option for all the pods a group
-// takes is priced by its last nodes too, which often run a pod or two
-// that keep apart, so a group whose nodes are the cheapest for most of
-// the pods may lose to one that is dearer for all of them (nine 8-cpu
-// nodes, where two 16-cpu nodes run most pods for less).
+// the other ways and keeps the plan that helps as many pods for least,
+// the first on a tie: an option for all the pods a group takes is priced
+// by its last nodes too, which often run a pod or two that keep apart, so
+// a group whose nodes are the cheapest for most of the pods may lose to
+// one that is dearer for all of them (nine 8-cpu nodes, where two 16-cpu
+// nodes run most pods for less), and first fit in one order may leave
+// room that another order fills.
 func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod) *Plan {
-	plan := s.planRounds(ctx, snap, state, candidates, false)
-	if s.price == nil || len(candidates) > maxPodsForDensestPlan || plan.NewNodes() < 2 {
+	plan := s.planRounds(ctx, snap, state, candidates, planning{})
+	if s.price == nil || len(candidates) > maxPodsForOtherPlans || plan.NewNodes() < 2 {
 		return plan
 	}
-	densest := s.planRounds(klog.NewContext(ctx, logr.Discard()), snap, state, candidates, true)
-	cost, densestCost := s.planCost(snap, plan), s.planCost(snap, densest)
-	if len(densest.Helped) < len(plan.Helped) || densestCost >= cost {
-		return plan
+	quiet := klog.NewContext(ctx, logr.Discard())
+	cost := s.planCost(snap, plan)
+	best, bestCost := plan, cost
+	var bestPlanning planning
+	for _, way := range otherPlannings {
+		other := s.planRounds(quiet, snap, state, candidates, way)
+		if otherCost := s.planCost(snap, other); len(other.Helped) >= len(plan.Helped) && otherCost < bestCost {
+			best, bestCost, bestPlanning = other, otherCost, way
+		}
 	}
-	klog.FromContext(ctx).V(2).Info("Planned scale-up densest first, for less", "increases", increasesOf(densest.Increases),
-		"cost", densestCost, "insteadOf", cost, "insteadOfIncreases", increasesOf(plan.Increases))
-	return densest
+	if best != plan {
+		klog.FromContext(ctx).V(2).Info("Planned scale-up another way, for less", "densest", bestPlanning.densest, "largestFirst", bestPlanning.largestFirst,
+			"increases", increasesOf(best.Increases), "cost", bestCost, "insteadOf", cost, "insteadOfIncreases", increasesOf(plan.Increases))
+	}
+	return best
 }
 
 // planCost is what the plan's new nodes cost per hour.
@@ -289,10 +312,8 @@ func increasesOf(increases []Increase) string {
 	return strings.Join(parts, ",")
 }
 
-// planRounds plans round by round; densest, each round keeps the densest
-// first nodes of an option (keepDensest) instead of the option the
-// expanders choose.
-func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod, densest bool) *Plan {
+// planRounds plans round by round, the way way says.
+func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod, way planning) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
 	if len(candidates) == 0 {
@@ -321,6 +342,9 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 	plan.ToNominate = onTheirWay.toNominate(plan.Absorbed)
 	if len(podGroups) == 0 {
 		return plan
+	}
+	if way.largestFirst {
+		podGroups = largestFirst(podGroups)
 	}
 
 	skipReasons := map[string]string{}
@@ -352,7 +376,7 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 		// The chosen option, or the nodes but the last of an option and a
 		// cheaper option for the pods of the last: each is kept.
 		var chosen []*estimate
-		if densest {
+		if way.densest {
 			chosen = []*estimate{s.keepDensest(sched, r, growable)}
 		} else {
 			chosen = s.sizeCheapest(ctx, sched, r, growable, skipReasons, len(planned))
