@@ -248,10 +248,11 @@ const maxPodsForOtherPlans = 100
 
 // planning is a way to plan round by round.
 type planning struct {
-	// densest keeps, each round, only the first nodes of an option that
-	// cost least for what their pods are worth (keepDensest), instead of
-	// the option the expanders choose, with its last node sized.
-	densest bool
+	// densestRounds are how many rounds, the first, keep only the first
+	// nodes of an option that cost least for what their pods are worth
+	// (keepDensest), instead of the option the expanders choose with its
+	// last node sized; the rounds after choose so for the pods left.
+	densestRounds int
 	// largestFirst binpacks the largest pods first, those with required
 	// anti-affinity among them rather than before them: small pods that
 	// keep apart then fill the room large pods leave, instead of taking
@@ -259,8 +260,14 @@ type planning struct {
 	largestFirst bool
 }
 
+// allRounds are as many rounds as a plan has.
+const allRounds = math.MaxInt
+
 // otherPlannings are the ways plan also plans, with prices and few pods.
-var otherPlannings = []planning{{densest: true}, {largestFirst: true}, {densest: true, largestFirst: true}}
+var otherPlannings = []planning{
+	{densestRounds: allRounds}, {largestFirst: true}, {densestRounds: allRounds, largestFirst: true},
+	{densestRounds: 1}, {densestRounds: 2}, {densestRounds: 3},
+}
 
 // plan plans for the candidates round by round, each round's option for
 // all the pods it helps. With prices and few candidates, it also plans
@@ -287,7 +294,7 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		}
 	}
 	if best != plan {
-		klog.FromContext(ctx).V(2).Info("Planned scale-up another way, for less", "densest", bestPlanning.densest, "largestFirst", bestPlanning.largestFirst,
+		klog.FromContext(ctx).V(2).Info("Planned scale-up another way, for less", "densestRounds", bestPlanning.densestRounds, "largestFirst", bestPlanning.largestFirst,
 			"increases", increasesOf(best.Increases), "cost", bestCost, "insteadOf", cost, "insteadOfIncreases", increasesOf(plan.Increases))
 	}
 	return best
@@ -376,7 +383,7 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 		// The chosen option, or the nodes but the last of an option and a
 		// cheaper option for the pods of the last: each is kept.
 		var chosen []*estimate
-		if way.densest {
+		if len(plan.Rounds) < way.densestRounds {
 			chosen = []*estimate{s.keepDensest(sched, r, growable)}
 		} else {
 			chosen = s.sizeCheapest(ctx, sched, r, growable, skipReasons, len(planned))
