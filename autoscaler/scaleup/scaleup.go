@@ -264,9 +264,12 @@ type planning struct {
 const allRounds = math.MaxInt
 
 // otherPlannings are the ways plan also plans, with prices and few pods.
+// The first round alone densest and the rest as the expanders choose
+// buys the densest nodes without the nodes of its last rounds, which run
+// a pod or two each; more rounds densest found no cheaper plan on the
+// mixes of make optimum that consolidation did not then leave dearer.
 var otherPlannings = []planning{
-	{densestRounds: allRounds}, {largestFirst: true}, {densestRounds: allRounds, largestFirst: true},
-	{densestRounds: 1}, {densestRounds: 2}, {densestRounds: 3},
+	{densestRounds: allRounds}, {largestFirst: true}, {densestRounds: allRounds, largestFirst: true}, {densestRounds: 1},
 }
 
 // plan plans for the candidates round by round, each round's option for
