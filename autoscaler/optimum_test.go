@@ -186,8 +186,8 @@ func TestScaleUpCostOnMixesFarFromTheOptimum(t *testing.T) {
 			// 3 × md-2-4c16g), below Karpenter's (1.7% above): 1 ×
 			// md-0-16c64g for the pods that pack densest, then 6 ×
 			// md-1-8c16g and 1 × md-2-4c16g as the expanders choose,
-			// since the plan is also planned densest first for a round
-			// or more. Before, 9 × md-1-8c16g, 8.5% above, the cheapest
+			// since the plan is also planned densest for its first
+			// round. Before, 9 × md-1-8c16g, 8.5% above, the cheapest
 			// option for all the pods, since the anti-affinity pods of
 			// app-2 need 8 nodes of any group; 3.4% above planned
 			// densest first for every round.
