@@ -376,6 +376,24 @@ func placementOrder(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 	return sorted
 }
 
+// largestFirst orders pod groups as placementOrder does, but for
+// required anti-affinity: the largest first, real pods before the virtual
+// pods of capacity buffers.
+func largestFirst(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
+	sorted := slices.Clone(podGroups)
+	slices.SortStableFunc(sorted, func(a, b *simulator.PodGroup) int {
+		if aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0]); aBuffer != bBuffer {
+			if bBuffer {
+				return -1
+			}
+			return 1
+		}
+		ra, rb := a.Requests(), b.Requests()
+		return cmp.Or(cmp.Compare(rb.MilliCPU, ra.MilliCPU), cmp.Compare(rb.Memory, ra.Memory))
+	})
+	return sorted
+}
+
 func fraction(part, whole int64) float64 {
 	if whole <= 0 {
 		return 0

@@ -7,11 +7,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -239,7 +241,89 @@ func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []
 	return slices.DeleteFunc(slices.Clone(nominations), func(n Nomination) bool { return snap.NodeInfo(n.Node) == nil })
 }
 
+// maxPodsForOtherPlans is the most candidates for which a plan with
+// prices is also planned the other ways (otherPlannings): their rounds,
+// one a node or so when densest, cost more the more pods there are.
+const maxPodsForOtherPlans = 100
+
+// planning is a way to plan round by round.
+type planning struct {
+	// densestRounds are how many rounds, the first, keep only the first
+	// nodes of an option that cost least for what their pods are worth
+	// (keepDensest), instead of the option the expanders choose with its
+	// last node sized; the rounds after choose so for the pods left.
+	densestRounds int
+	// largestFirst binpacks the largest pods first, those with required
+	// anti-affinity among them rather than before them: small pods that
+	// keep apart then fill the room large pods leave, instead of taking
+	// the room of a node of their own that a larger pod could have used.
+	largestFirst bool
+}
+
+// allRounds are as many rounds as a plan has.
+const allRounds = math.MaxInt
+
+// otherPlannings are the ways plan also plans, with prices and few pods.
+// The first round alone densest and the rest as the expanders choose
+// buys the densest nodes without the nodes of its last rounds, which run
+// a pod or two each; more rounds densest found no cheaper plan on the
+// mixes of make optimum that consolidation did not then leave dearer.
+var otherPlannings = []planning{
+	{densestRounds: allRounds}, {largestFirst: true}, {densestRounds: allRounds, largestFirst: true}, {densestRounds: 1},
+}
+
+// plan plans for the candidates round by round, each round's option for
+// all the pods it helps. With prices and few candidates, it also plans
+// the other ways and keeps the plan that helps as many pods for least,
+// the first on a tie: an option for all the pods a group takes is priced
+// by its last nodes too, which often run a pod or two that keep apart, so
+// a group whose nodes are the cheapest for most of the pods may lose to
+// one that is dearer for all of them (nine 8-cpu nodes, where two 16-cpu
+// nodes run most pods for less), and first fit in one order may leave
+// room that another order fills.
 func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod) *Plan {
+	plan := s.planRounds(ctx, snap, state, candidates, planning{})
+	if s.price == nil || len(candidates) > maxPodsForOtherPlans || plan.NewNodes() < 2 {
+		return plan
+	}
+	quiet := klog.NewContext(ctx, logr.Discard())
+	cost := s.planCost(snap, plan)
+	best, bestCost := plan, cost
+	var bestPlanning planning
+	for _, way := range otherPlannings {
+		other := s.planRounds(quiet, snap, state, candidates, way)
+		if otherCost := s.planCost(snap, other); len(other.Helped) >= len(plan.Helped) && otherCost < bestCost {
+			best, bestCost, bestPlanning = other, otherCost, way
+		}
+	}
+	if best != plan {
+		klog.FromContext(ctx).V(2).Info("Planned scale-up another way, for less", "densestRounds", bestPlanning.densestRounds, "largestFirst", bestPlanning.largestFirst,
+			"increases", increasesOf(best.Increases), "cost", bestCost, "insteadOf", cost, "insteadOfIncreases", increasesOf(plan.Increases))
+	}
+	return best
+}
+
+// planCost is what the plan's new nodes cost per hour.
+func (s *ScaleUp) planCost(snap *snapshot.Snapshot, plan *Plan) pricing.Price {
+	var cost pricing.Price
+	for _, increase := range plan.Increases {
+		template := snap.Template(increase.Group.ID())
+		cost += pricing.Price(increase.Delta) * s.price.prices.NodePrice(increase.Group.Options().Price, template.Node()).PerHour
+	}
+	return cost
+}
+
+// increasesOf describes increases for the logs, e.g. "md-0+2,md-1+1".
+func increasesOf(increases []Increase) string {
+	parts := make([]string, 0, len(increases))
+	for _, increase := range increases {
+		parts = append(parts, fmt.Sprintf("%s+%d", increase.Group.ID(), increase.Delta))
+	}
+	return strings.Join(parts, ",")
+}
+
+// planRounds plans round by round, the way way says.
+func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod, way planning) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
 	if len(candidates) == 0 {
@@ -268,6 +352,9 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	plan.ToNominate = onTheirWay.toNominate(plan.Absorbed)
 	if len(podGroups) == 0 {
 		return plan
+	}
+	if way.largestFirst {
+		podGroups = largestFirst(podGroups)
 	}
 
 	skipReasons := map[string]string{}
@@ -298,7 +385,12 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 		}
 		// The chosen option, or the nodes but the last of an option and a
 		// cheaper option for the pods of the last: each is kept.
-		chosen := s.sizeCheapest(ctx, sched, r, growable, skipReasons, len(planned))
+		var chosen []*estimate
+		if len(plan.Rounds) < way.densestRounds {
+			chosen = []*estimate{s.keepDensest(sched, r, growable)}
+		} else {
+			chosen = s.sizeCheapest(ctx, sched, r, growable, skipReasons, len(planned))
+		}
 		if chosen == nil {
 			keep(sched, r.chosen)
 			countPlanned(growable, r.chosen.increases, 1)
@@ -391,6 +483,69 @@ func (s *ScaleUp) sizeCheapest(ctx context.Context, sched *simulator.Scheduler, 
 	}
 	_, sized := s.sizeLastNode(ctx, sched, best, growable, skipReasons, planned, true)
 	return sized
+}
+
+// keepDensest keeps, of the options the expanders ahead of price keep,
+// the first nodes that cost least for what the pods binpacking put on
+// them are worth, the option of the first group by ID on a tie, and
+// returns them as an option, kept and counted as planned.
+func (s *ScaleUp) keepDensest(sched *simulator.Scheduler, r roundResult, growable []*candidate) *estimate {
+	best, bestNodes, bestScore := r.chosen, r.chosen.nodes, math.Inf(1)
+	for _, option := range s.aheadOfPrice(r.estimates) {
+		if nodes, score := s.densestNodes(option); score < bestScore {
+			best, bestNodes, bestScore = option, nodes, score
+		}
+	}
+	if bestNodes < best.nodes {
+		opts := best.opts
+		opts.maxNodes = bestNodes
+		trimmed := binpack(sched, opts)
+		trimmed.group, trimmed.template = best.group, best.template
+		best = trimmed
+	}
+	keep(sched, best)
+	countPlanned(growable, best.increases, 1)
+	return best
+}
+
+// densestNodes returns how many of the option's first nodes cost least
+// for what their pods are worth, the most nodes on a tie, and that cost
+// per worth; +Inf when its pods are worth nothing.
+func (s *ScaleUp) densestNodes(option *estimate) (int, float64) {
+	prices := map[string]pricing.Price{}
+	for _, member := range option.opts.members {
+		prices[member.group.ID()] = s.price.prices.NodePrice(member.group.Options().Price, member.template.Node()).PerHour
+	}
+	requests := map[types.UID]snapshot.Resources{}
+	for _, podGroup := range option.opts.podGroups {
+		for _, pod := range podGroup.Pods {
+			requests[pod.UID] = podGroup.Requests()
+		}
+	}
+	// The nodes in the order binpacking added them, each with its first pod.
+	index := map[string]int{}
+	var costs, worths []pricing.Price
+	for _, nomination := range option.nominations {
+		i, ok := index[nomination.Node]
+		if !ok {
+			i = len(costs)
+			index[nomination.Node] = i
+			costs, worths = append(costs, prices[nomination.Group]), append(worths, 0)
+		}
+		worths[i] += podWorth(requests[nomination.Pod])
+	}
+	bestNodes, bestScore := 0, math.Inf(1)
+	var cost, worth pricing.Price
+	for i := range costs {
+		cost, worth = cost+costs[i], worth+worths[i]
+		if worth == 0 {
+			continue
+		}
+		if score := float64(cost) / float64(worth); score <= bestScore {
+			bestNodes, bestScore = i+1, score
+		}
+	}
+	return bestNodes, bestScore
 }
 
 // aheadOfPrice are the options the expanders ahead of price in the chain
