@@ -148,13 +148,23 @@ type replacementSlot struct {
 func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	groups := p.replacementGroups(snap, progress)
 	simulations := p.opts.Consolidation.MaxSimulations
+	orders := replacementOrders(candidates)
 	var replacements []replacement
+	// try grows a replacement by slots in each order and returns the one
+	// that saves the most, the first on a tie.
 	try := func(slots ...replacementSlot) *decided {
-		r := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
-		if r.decided != nil {
+		var best *decided
+		for _, candidates := range orders {
+			r := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
+			if r.decided == nil {
+				continue
+			}
 			replacements = append(replacements, r)
+			if best == nil || r.decided.Savings > best.Savings {
+				best = r.decided
+			}
 		}
-		return r.decided
+		return best
 	}
 	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
 		alone := try(replacementSlot{group: group})
@@ -185,6 +195,30 @@ func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Sna
 		}
 	}
 	return nil
+}
+
+// replacementOrders are the orders a replacement grows its set of
+// candidates in: that of Delete, the nodes that cost most for what they
+// run first; then the dearest nodes first, whose pods may fit fewer or
+// cheaper new nodes with room left for those of the next nodes (a
+// half-used 32-cpu node before the small nodes whose pods would fill the
+// new ones first); then the least utilized first. The greedy set depends
+// on its order, and each order finds replacements the others miss. An
+// order that is the same as one before is not tried again.
+func replacementOrders(candidates []*consolidationCandidate) [][]*consolidationCandidate {
+	orders := [][]*consolidationCandidate{candidates}
+	for _, compare := range []func(a, b *consolidationCandidate) int{
+		func(a, b *consolidationCandidate) int { return cmp.Compare(b.price, a.price) },
+		func(a, b *consolidationCandidate) int { return cmp.Compare(a.utilization.Value, b.utilization.Value) },
+	} {
+		order := slices.Clone(candidates)
+		// Stable: at the same price or utilization, the order of Delete.
+		slices.SortStableFunc(order, compare)
+		if !slices.ContainsFunc(orders, func(known []*consolidationCandidate) bool { return slices.Equal(known, order) }) {
+			orders = append(orders, order)
+		}
+	}
+	return orders
 }
 
 // replacement is a replacement as simulated: the steps it was grown in
