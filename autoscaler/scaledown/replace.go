@@ -380,8 +380,18 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 		candidates = append(candidates, candidate)
 	}
 	var steps []step
-	for _, candidate := range candidates {
+	for i, candidate := range candidates {
 		empty, kept := p.tryRemove(sched, candidate, state)
+		if kept != nil && kept.Reason == ReasonNoPlaceToMovePods && len(progress.Deleting) == 0 {
+			// Moved node by node, the pods of the nodes before took
+			// the room of this one's. The replacement was decided with
+			// its evicted pods placed together, as kube-scheduler's
+			// queue takes them: they may still fit so.
+			if together := p.fitTogether(ctx, snap, sched, state, candidates, steps, i); together != nil {
+				steps, kept = together, nil
+				break
+			}
+		}
 		if kept != nil {
 			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", candidate.nodeInfo.Name(), kept.Message)
 			return
@@ -390,6 +400,35 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	}
 	plan.add(steps)
 	out.Ready = true
+}
+
+// fitTogether finishes the steps of a replacement under way whose
+// candidates from the one at from on could not go after those before
+// them, node by node: it checks those candidates as tryRemove does but
+// for where their pods go, then places the pods evicted from every
+// candidate together on the nodes that remain (placeTogether). It returns
+// the steps of every candidate, or nil when a pod keeps its node or the
+// pods do not fit together. sched must be in one fork of snap, which it
+// reverts.
+func (p *Planner) fitTogether(ctx context.Context, snap *snapshot.Snapshot, sched *simulator.Scheduler, state *pass, candidates []*candidate, steps []step, from int) []step {
+	steps = slices.Clone(steps)
+	for _, c := range candidates[from:] {
+		movable, _, empty, kept := p.podsToMove(sched, c, state)
+		if kept != nil {
+			return nil
+		}
+		state.pdbs.consume(movable)
+		state.sizes[c.group.ID()]--
+		state.totals.Sub(c.nodeInfo.LimitCapacity())
+		steps = append(steps, step{removal: consolidationRemoval(c), empty: empty})
+	}
+	// placeTogether starts from the cluster as it is, without the
+	// removals simulated so far.
+	sched.Revert()
+	if p.placeTogether(ctx, snap, &decided{Consolidation: &Consolidation{}, steps: steps}, consolidationScope{}, nil) == nil {
+		return nil
+	}
+	return steps
 }
 
 // keepReplaced keeps the nodes a replacement under way replaces, saying

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
@@ -68,5 +70,24 @@ func TestOurPlannersPlaceTheMixAndConsolidationLowersItsCost(t *testing.T) {
 				t.Errorf("Replace left %s/h, more than %s/h", costs[2], tc.replaceBound)
 			}
 		})
+	}
+}
+
+// A replacement is carried out once its new nodes are Ready when the
+// pods of the nodes it replaces fit, placed together as it decided them:
+// on 1/22 under a budget of every node, a replacement of three nodes by
+// five, decided with its pods placed together, was abandoned when its
+// new nodes were Ready, moved node by node in another order a pod found
+// no place; its new nodes were left to scale-down.
+func TestReplacementIsCarriedOutWhenItsPodsFitTogether(t *testing.T) {
+	mix := Generate(1, 22)
+	every := intstr.FromString("100%")
+	planner := Consolidated{Ours: Ours{Expanders: PriceExpanders}, Policy: scaledown.ConsolidationReplace, Budget: &every}
+	placement, err := planner.Place(context.Background(), mix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := placement.Check(mix); err != nil || placement.Unplaced > 0 {
+		t.Errorf("the plan broke the mix's rules (%v) or left %d pods unplaced", err, placement.Unplaced)
 	}
 }
