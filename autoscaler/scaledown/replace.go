@@ -148,13 +148,23 @@ type replacementSlot struct {
 func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Snapshot, progress Progress, candidates []*consolidationCandidate, scope consolidationScope) *decided {
 	groups := p.replacementGroups(snap, progress)
 	simulations := p.opts.Consolidation.MaxSimulations
+	orders := replacementOrders(candidates)
 	var replacements []replacement
+	// try grows a replacement by slots in each order and returns the one
+	// that saves the most, the first on a tie.
 	try := func(slots ...replacementSlot) *decided {
-		r := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
-		if r.decided != nil {
+		var best *decided
+		for _, candidates := range orders {
+			r := p.replaceBy(ctx, snap, progress, candidates, scope, slots, simulations)
+			if r.decided == nil {
+				continue
+			}
 			replacements = append(replacements, r)
+			if best == nil || r.decided.Savings > best.Savings {
+				best = r.decided
+			}
 		}
-		return r.decided
+		return best
 	}
 	for _, group := range groups[:min(len(groups), maxReplacementGroups)] {
 		alone := try(replacementSlot{group: group})
@@ -185,6 +195,30 @@ func (p *Planner) consolidateByReplacing(ctx context.Context, snap *snapshot.Sna
 		}
 	}
 	return nil
+}
+
+// replacementOrders are the orders a replacement grows its set of
+// candidates in: that of Delete, the nodes that cost most for what they
+// run first; then the dearest nodes first, whose pods may fit fewer or
+// cheaper new nodes with room left for those of the next nodes (a
+// half-used 32-cpu node before the small nodes whose pods would fill the
+// new ones first); then the least utilized first. The greedy set depends
+// on its order, and each order finds replacements the others miss. An
+// order that is the same as one before is not tried again.
+func replacementOrders(candidates []*consolidationCandidate) [][]*consolidationCandidate {
+	orders := [][]*consolidationCandidate{candidates}
+	for _, compare := range []func(a, b *consolidationCandidate) int{
+		func(a, b *consolidationCandidate) int { return cmp.Compare(b.price, a.price) },
+		func(a, b *consolidationCandidate) int { return cmp.Compare(a.utilization.Value, b.utilization.Value) },
+	} {
+		order := slices.Clone(candidates)
+		// Stable: at the same price or utilization, the order of Delete.
+		slices.SortStableFunc(order, compare)
+		if !slices.ContainsFunc(orders, func(known []*consolidationCandidate) bool { return slices.Equal(known, order) }) {
+			orders = append(orders, order)
+		}
+	}
+	return orders
 }
 
 // replacement is a replacement as simulated: the steps it was grown in
@@ -346,8 +380,18 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 		candidates = append(candidates, candidate)
 	}
 	var steps []step
-	for _, candidate := range candidates {
+	for i, candidate := range candidates {
 		empty, kept := p.tryRemove(sched, candidate, state)
+		if kept != nil && kept.Reason == ReasonNoPlaceToMovePods && len(progress.Deleting) == 0 {
+			// Moved node by node, the pods of the nodes before took
+			// the room of this one's. The replacement was decided with
+			// its evicted pods placed together, as kube-scheduler's
+			// queue takes them: they may still fit so.
+			if together := p.fitTogether(ctx, snap, sched, state, candidates, steps, i); together != nil {
+				steps, kept = together, nil
+				break
+			}
+		}
 		if kept != nil {
 			out.Abandoned = fmt.Sprintf("node %s can no longer go: %s", candidate.nodeInfo.Name(), kept.Message)
 			return
@@ -356,6 +400,35 @@ func (p *Planner) followReplacement(ctx context.Context, snap *snapshot.Snapshot
 	}
 	plan.add(steps)
 	out.Ready = true
+}
+
+// fitTogether finishes the steps of a replacement under way whose
+// candidates from the one at from on could not go after those before
+// them, node by node: it checks those candidates as tryRemove does but
+// for where their pods go, then places the pods evicted from every
+// candidate together on the nodes that remain (placeTogether). It returns
+// the steps of every candidate, or nil when a pod keeps its node or the
+// pods do not fit together. sched must be in one fork of snap, which it
+// reverts.
+func (p *Planner) fitTogether(ctx context.Context, snap *snapshot.Snapshot, sched *simulator.Scheduler, state *pass, candidates []*candidate, steps []step, from int) []step {
+	steps = slices.Clone(steps)
+	for _, c := range candidates[from:] {
+		movable, _, empty, kept := p.podsToMove(sched, c, state)
+		if kept != nil {
+			return nil
+		}
+		state.pdbs.consume(movable)
+		state.sizes[c.group.ID()]--
+		state.totals.Sub(c.nodeInfo.LimitCapacity())
+		steps = append(steps, step{removal: consolidationRemoval(c), empty: empty})
+	}
+	// placeTogether starts from the cluster as it is, without the
+	// removals simulated so far.
+	sched.Revert()
+	if p.placeTogether(ctx, snap, &decided{Consolidation: &Consolidation{}, steps: steps}, consolidationScope{}, nil) == nil {
+		return nil
+	}
+	return steps
 }
 
 // keepReplaced keeps the nodes a replacement under way replaces, saying

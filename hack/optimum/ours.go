@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler"
@@ -193,6 +194,8 @@ func (c *cluster) placement() *Placement {
 type Consolidated struct {
 	Ours   Ours
 	Policy scaledown.ConsolidationPolicy
+	// Budget, when set, replaces the engine's default budget.
+	Budget *intstr.IntOrString
 }
 
 // Name implements Planner.
@@ -226,6 +229,9 @@ func (c Consolidated) Place(ctx context.Context, m *Mix) (*Placement, error) {
 			Policy: c.Policy, ConsolidateAfter: config.Consolidation.ConsolidateAfter,
 			Budget: config.Consolidation.Budget, MaxSimulations: config.Consolidation.MaxSimulations,
 		},
+	}
+	if c.Budget != nil {
+		opts.Consolidation.Budget = *c.Budget
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
