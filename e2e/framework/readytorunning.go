@@ -256,6 +256,9 @@ type ReadyToRunningReport struct {
 	// Ready; BoundAsLastNominated those bound to the node they were last
 	// nominated to.
 	NominatedToNode, BoundAsLastNominated int
+	// BoundWithoutNomination are the pods bound while they had no
+	// nomination (cleared and not written back).
+	BoundWithoutNomination int
 	// Nominations and Clearings are the changes seen of the pods'
 	// nominations, to a node or to none.
 	Nominations, Clearings int
@@ -268,6 +271,9 @@ type ReadyToRunningReport struct {
 	// Slowest are the timelines of the pods that waited longest after
 	// their node turned Ready, relative to it.
 	Slowest []string
+	// Elsewhere are the timelines of some pods bound to a node other than
+	// the one last nominated for them, or without nomination.
+	Elsewhere []string
 }
 
 // StepRow is one step's distribution.
@@ -345,8 +351,16 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 		if p.NominatedAt(node.Ready) == p.Node {
 			report.NominatedToNode++
 		}
-		if last := p.NominatedAt(p.Bound); last == p.Node {
+		switch last := p.NominatedAt(p.Bound); {
+		case last == p.Node:
 			report.BoundAsLastNominated++
+		case last == "":
+			report.BoundWithoutNomination++
+			fallthrough
+		default:
+			if len(report.Elsewhere) < slowestShown {
+				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName))
+			}
 		}
 		bound = append(bound, p.Bound.Sub(node.Ready))
 		if !node.Untainted.IsZero() {
@@ -417,8 +431,8 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 // String is the report as a Markdown table and lines.
 func (r ReadyToRunningReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d pods on %d new nodes; %d nominated to their node when it turned Ready, %d bound where last nominated; %d nominations and %d clearings seen\n",
-		r.Pods, r.Nodes, r.NominatedToNode, r.BoundAsLastNominated, r.Nominations, r.Clearings)
+	fmt.Fprintf(&b, "%d pods on %d new nodes; %d nominated to their node when it turned Ready, %d bound where last nominated, %d bound without nomination; %d nominations and %d clearings seen\n",
+		r.Pods, r.Nodes, r.NominatedToNode, r.BoundAsLastNominated, r.BoundWithoutNomination, r.Nominations, r.Clearings)
 	var zones []string
 	for zone, last := range r.LastReadyByZone {
 		zones = append(zones, fmt.Sprintf("%s %s", zone, last.Round(10*time.Millisecond)))
@@ -433,6 +447,12 @@ func (r ReadyToRunningReport) String() string {
 	}
 	for _, line := range r.Slowest {
 		b.WriteString(line + "\n")
+	}
+	if len(r.Elsewhere) > 0 {
+		b.WriteString("bound elsewhere than last nominated:\n")
+		for _, line := range r.Elsewhere {
+			b.WriteString(line + "\n")
+		}
 	}
 	return b.String()
 }
