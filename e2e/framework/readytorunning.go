@@ -359,7 +359,7 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 			fallthrough
 		default:
 			if len(report.Elsewhere) < slowestShown {
-				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName))
+				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName)+roomAtBinding(p, pods))
 			}
 		}
 		bound = append(bound, p.Bound.Sub(node.Ready))
@@ -426,6 +426,27 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 	}
 	return fmt.Sprintf("%s on %s, relative to its node Ready: created %s, %d Unschedulable reports (last %s), nominations [%s], node untainted %s, bound %s, Running %s",
 		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), untainted, at(p.Bound), at(p.Running))
+}
+
+// roomAtBinding says who held room on p's node as p was bound there: the
+// pods bound there before it, those pending nominated there, and those
+// first nominated there, pending without that nomination.
+func roomAtBinding(p PodSteps, pods []PodSteps) string {
+	var bound, nominated, notNominated []string
+	for _, other := range pods {
+		pending := other.Bound.IsZero() || other.Bound.After(p.Bound)
+		switch {
+		case other.Name == p.Name:
+		case other.Node == p.Node && !pending:
+			bound = append(bound, other.Name)
+		case !pending:
+		case other.NominatedAt(p.Bound) == p.Node:
+			nominated = append(nominated, other.Name)
+		case len(other.Nominations) > 0 && other.Nominations[0].Node == p.Node:
+			notNominated = append(notNominated, other.Name)
+		}
+	}
+	return fmt.Sprintf("; on its node as it was bound: bound before %v, nominated %v, planned there but not nominated %v", bound, nominated, notNominated)
 }
 
 // String is the report as a Markdown table and lines.
