@@ -205,3 +205,26 @@ func TestNothingIsNominatedToMachinesWhoseNodeNameIsUnknown(t *testing.T) {
 
 	g.Expect(statusPatches(f)).To(BeZero())
 }
+
+// A machine's node registers before Cluster API links the two (the
+// Machine learns its provider ID a moment later): for that moment the
+// node belongs to no group, yet it is the node on its way that pods were
+// planned for. They stay nominated to it, not to a copy of the group's
+// template under another name (issue 51): kube-scheduler cleared their
+// nominations then, and nothing wrote them back until the link, while
+// pods planned for other nodes took their room once the node started.
+func TestPodWaitingForANodeRegisteredBeforeItsMachineKnowsItIsNominatedToIt(t *testing.T) {
+	g := NewWithT(t)
+	f := expectedNodeFixture(t, true)
+	registered := st.Node("md-0-booting", "4", "16Gi")
+	registered.CreationTimestamp = metav1.NewTime(st.Now)
+	registered.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	registered.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	g.Expect(f.cluster.Create(context.Background(), registered)).To(Succeed())
+
+	status := f.runOnce(t)
+
+	g.Expect(groupRow(status, "MachineDeployment/default/md-0").Upcoming).To(Equal(1))
+	g.Expect(f.provider.groups[0].increases).To(BeEmpty(), "the pod waits for the node that registered")
+	g.Expect(nominatedNode(t, f, "web-0")).To(Equal("md-0-booting"))
+}
