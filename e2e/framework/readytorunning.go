@@ -359,7 +359,7 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 			fallthrough
 		default:
 			if len(report.Elsewhere) < slowestShown {
-				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName)+roomAtBinding(p, pods))
+				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName)+roomAtBinding(p, pods, node.Ready))
 			}
 		}
 		bound = append(bound, p.Bound.Sub(node.Ready))
@@ -430,8 +430,9 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 
 // roomAtBinding says who held room on p's node as p was bound there: the
 // pods bound there before it, those pending nominated there, and those
-// first nominated there, pending without that nomination.
-func roomAtBinding(p PodSteps, pods []PodSteps) string {
+// first nominated there, pending without that nomination, with their
+// nominations relative to ready.
+func roomAtBinding(p PodSteps, pods []PodSteps, ready time.Time) string {
 	var bound, nominated, notNominated []string
 	for _, other := range pods {
 		pending := other.Bound.IsZero() || other.Bound.After(p.Bound)
@@ -443,7 +444,12 @@ func roomAtBinding(p PodSteps, pods []PodSteps) string {
 		case other.NominatedAt(p.Bound) == p.Node:
 			nominated = append(nominated, other.Name)
 		case len(other.Nominations) > 0 && other.Nominations[0].Node == p.Node:
-			notNominated = append(notNominated, other.Name)
+			var changes []string
+			for _, n := range other.Nominations {
+				changes = append(changes, fmt.Sprintf("%s@%s", cmp.Or(n.Node, "none"), n.At.Sub(ready).Round(10*time.Millisecond)))
+			}
+			notNominated = append(notNominated, fmt.Sprintf("%s(%d Unschedulable reports, last %s; %s)", other.Name, other.Failures,
+				other.LastFailure.Sub(ready).Round(10*time.Millisecond), strings.Join(changes, " ")))
 		}
 	}
 	return fmt.Sprintf("; on its node as it was bound: bound before %v, nominated %v, planned there but not nominated %v", bound, nominated, notNominated)
