@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
@@ -42,8 +44,8 @@ const nominationWriters = 10
 // found in place stand until the next loop, and those kube-scheduler
 // clears meanwhile are written back at once (renominations).
 // Only the nominations that pods do not carry are written, several at a
-// time. A pod that changed since it was read (bound, or nominated by
-// kube-scheduler) is left as it is: the next loop plans it again.
+// time. A pod that changed since it was read is read again (see write):
+// one bound, or nominated by kube-scheduler, is left as it is.
 func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) {
 	if s.nominationsRefused {
 		return
@@ -58,7 +60,7 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 			missing = append(missing, placement)
 		}
 	}
-	errs := make([]error, len(missing))
+	errs, wrote := make([]error, len(missing)), make([]bool, len(missing))
 	writers := make(chan struct{}, nominationWriters)
 	var wg sync.WaitGroup
 	for i, placement := range missing {
@@ -66,7 +68,7 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 		wg.Go(func() {
 			defer func() { <-writers }()
 			pod := placement.Pod
-			errs[i] = nominatePod(ctx, s.opts.Clientset, pod.Namespace, pod.Name, pod.ResourceVersion, placement.NodeName)
+			wrote[i], errs[i] = s.renominations.write(ctx, pod.Namespace, pod.Name, pod.UID, pod.ResourceVersion, placement.NodeName)
 		})
 	}
 	wg.Wait()
@@ -77,7 +79,9 @@ func (s *steps) nominate(ctx context.Context, placements []simulator.Placement) 
 	for i, err := range errs {
 		switch {
 		case err == nil:
-			written++
+			if wrote[i] {
+				written++
+			}
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err):
 			if !s.nominationsRefused {
@@ -262,20 +266,80 @@ func (r *renominations) pop() (*snapshot.Pod, string) {
 }
 
 // renominate writes the pod's nomination to node back, on the version of
-// the pod that had it cleared, and says whether it did.
+// the pod that had it cleared or on a fresh one (see write), and says
+// whether it did.
 func (r *renominations) renominate(ctx context.Context, pod *snapshot.Pod, node string) bool {
 	logger := klog.FromContext(ctx)
-	err := nominatePod(ctx, r.clientset, pod.Namespace, pod.Name, pod.ResourceVersion, node)
+	wrote, err := r.write(ctx, pod.Namespace, pod.Name, pod.UID, pod.ResourceVersion, node)
 	switch {
-	case err == nil:
+	case wrote:
 		logger.V(4).Info("Nominated a pod again to the node on its way planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node)
 		return true
+	case err == nil:
+		// Left as it is: see write.
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		// The pod changed (bound, nominated elsewhere) or went: the next
-		// loop plans it as it is.
+		// The pod kept changing, or went: the next loop plans it as it is.
+		logger.V(4).Info("Did not nominate a pod again to the node planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node, "err", err)
 	default:
 		// Forbidden included: the loop's nominations say so, once.
 		logger.V(2).Info("Failed to nominate a pod again to the node planned for it", "pod", klog.KRef(pod.Namespace, pod.Name), "node", node, "err", err)
 	}
 	return false
+}
+
+// write nominates the pod to node, on resourceVersion, the version of the
+// pod that was read, and says whether it did. kube-scheduler writes a pod
+// on each failed attempt (its PodScheduled condition tells why), often
+// between that read and the write: then the pod is read again and, while
+// it still waits for node (unbound, with no nomination, its nomination
+// to node standing), nominated on that version. Else it is left as it is:
+// bound, or nominated elsewhere by kube-scheduler, which is its own call.
+// Without the fresh read, the nomination was lost until the next loop,
+// and its pod, no longer keeping its room, could find it taken when its
+// node started (issue 51).
+func (r *renominations) write(ctx context.Context, namespace, name string, uid types.UID, resourceVersion, node string) (bool, error) {
+	err := nominatePod(ctx, r.clientset, namespace, name, resourceVersion, node)
+	if !apierrors.IsConflict(err) {
+		return err == nil, err
+	}
+	logger := klog.FromContext(ctx)
+	wrote := false
+	err = retry.OnConflict(func() error {
+		pod, err := r.clientset.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if why := r.notWaitingFor(pod, uid, node); why != "" {
+			logger.V(4).Info("Left a pod's nomination as it is", "pod", klog.KObj(pod), "node", node, "reason", why)
+			return nil
+		}
+		logger.V(4).Info("Nominating a pod on its version read again, which changed since the nomination was planned", "pod", klog.KObj(pod), "node", node)
+		err = nominatePod(ctx, r.clientset, namespace, name, pod.ResourceVersion, node)
+		wrote = err == nil
+		return err
+	})
+	return wrote, err
+}
+
+// notWaitingFor says why pod, read afresh, is not to be nominated to
+// node, or "" when it still waits for it.
+func (r *renominations) notWaitingFor(pod *corev1.Pod, uid types.UID, node string) string {
+	switch {
+	case pod.UID != uid:
+		return "the pod was created again"
+	case pod.Spec.NodeName != "":
+		return "the pod is bound"
+	case pod.DeletionTimestamp != nil:
+		return "the pod is being deleted"
+	case pod.Status.NominatedNodeName == node:
+		return "the pod is nominated to its node already"
+	case pod.Status.NominatedNodeName != "":
+		return "kube-scheduler nominated the pod to another node"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.standing[uid] != node {
+		return "the pod's nomination to the node no longer stands"
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -91,16 +92,38 @@ func statusPatches(f *fixture) int {
 // kube-scheduler places pods its own way once starting nodes start: the
 // oldest pods fill the first nodes to start. A pod the plan gave a node
 // that is starting is nominated to it, so that kube-scheduler tries that
-// node first and keeps its room (KEP-5278).
+// node first and keeps its room (KEP-5278): while the node is not Ready,
+// and once it is, until it loses the taints that keep pods off it, its
+// not-ready taint (the node lifecycle controller lifts it a while after
+// the node turned Ready) or a startup taint (issue 51).
 func TestPodWaitingForAStartingNodeIsNominatedToIt(t *testing.T) {
-	g := NewWithT(t)
-	f, starting := startingNodeFixture(t, st.Pod("web-0", "3", "1Gi", st.OwnedBy("web")))
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	for _, tc := range []struct {
+		name       string
+		conditions []corev1.NodeCondition
+		taint      string
+	}{
+		{name: "NotReady"},
+		{name: "Ready with the not-ready taint", conditions: ready, taint: corev1.TaintNodeNotReady},
+		{name: "Ready with a startup taint", conditions: ready, taint: nodefacts.StartupTaintPrefix + "cni"},
+		{name: "Ready with Cluster API's uninitialized taint", conditions: ready, taint: nodefacts.ClusterAPIUninitializedTaint},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f, starting := startingNodeFixture(t, st.Pod("web-0", "3", "1Gi", st.OwnedBy("web")))
+			if tc.conditions != nil {
+				starting.Status.Conditions = tc.conditions
+				starting.Spec.Taints = []corev1.Taint{{Key: tc.taint, Effect: corev1.TaintEffectNoSchedule}}
+				g.Expect(f.cluster.Update(context.Background(), starting)).To(Succeed())
+			}
 
-	f.runOnce(t)
+			f.runOnce(t)
 
-	pod, err := f.clientset.CoreV1().Pods("default").Get(context.Background(), "web-0", metav1.GetOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(pod.Status.NominatedNodeName).To(Equal(starting.Name), "the pod is nominated to the starting node planned for it")
+			pod, err := f.clientset.CoreV1().Pods("default").Get(context.Background(), "web-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pod.Status.NominatedNodeName).To(Equal(starting.Name), "the pod is nominated to the starting node planned for it")
+		})
+	}
 }
 
 // A pod that already carries its nomination is not written again, and a
@@ -181,4 +204,27 @@ func TestNothingIsNominatedToMachinesWhoseNodeNameIsUnknown(t *testing.T) {
 	f.runOnce(t)
 
 	g.Expect(statusPatches(f)).To(BeZero())
+}
+
+// A machine's node registers before Cluster API links the two (the
+// Machine learns its provider ID a moment later): for that moment the
+// node belongs to no group, yet it is the node on its way that pods were
+// planned for. They stay nominated to it, not to a copy of the group's
+// template under another name (issue 51): kube-scheduler cleared their
+// nominations then, and nothing wrote them back until the link, while
+// pods planned for other nodes took their room once the node started.
+func TestPodWaitingForANodeRegisteredBeforeItsMachineKnowsItIsNominatedToIt(t *testing.T) {
+	g := NewWithT(t)
+	f := expectedNodeFixture(t, true)
+	registered := st.Node("md-0-booting", "4", "16Gi")
+	registered.CreationTimestamp = metav1.NewTime(st.Now)
+	registered.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	registered.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	g.Expect(f.cluster.Create(context.Background(), registered)).To(Succeed())
+
+	status := f.runOnce(t)
+
+	g.Expect(groupRow(status, "MachineDeployment/default/md-0").Upcoming).To(Equal(1))
+	g.Expect(f.provider.groups[0].increases).To(BeEmpty(), "the pod waits for the node that registered")
+	g.Expect(nominatedNode(t, f, "web-0")).To(Equal("md-0-booting"))
 }

@@ -806,10 +806,11 @@ type nodesOnTheirWay struct {
 	// named are those whose names are known: nodes that registered but
 	// have not started, and nodes expected under their machines' names.
 	named sets.Set[string]
-	// unregistered are, per group ID, the names of those that have not
-	// registered, in the order they were added.
+	// unregistered are, per group ID, the names of those that are not
+	// among the group's registered nodes, in the order they were added.
 	unregistered map[string][]string
-	// groups are the group IDs of those that have not registered, by name.
+	// groups are the group IDs of those that are not among their group's
+	// registered nodes, by name.
 	groups map[string]string
 }
 
@@ -830,7 +831,9 @@ func (n nodesOnTheirWay) toNominate(placements []simulator.Placement) []simulato
 // registered but have not started, as they will be once started, with the
 // pods that will run there (kube-scheduler keeps the pods waiting for them
 // off until they start); then, for those that have not registered, copies
-// of the group's template, under the names in expected first.
+// of the group's template, under the names in expected first, or the node
+// registered under such a name that no group holds yet, as it will be once
+// started.
 func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Snapshot, upcoming map[string]int, expected map[string][]string) nodesOnTheirWay {
 	added := nodesOnTheirWay{named: sets.New[string](), unregistered: map[string][]string{}, groups: map[string]string{}}
 	now := s.opts.Clock.Now()
@@ -838,20 +841,10 @@ func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Sn
 		left := upcoming[group.ID()]
 		template := snap.Template(group.ID())
 		for _, name := range snap.RegisteredNodes(group.ID()) {
-			info := snap.NodeInfo(name)
-			if left == 0 || s.opts.NodeRules.Readiness(info.Node(), now) != nodefacts.NotStarted {
+			if left == 0 || !s.notStarted(snap.NodeInfo(name), now) {
 				continue
 			}
-			// Its DRA devices are those it publishes, or, before its
-			// drivers publish them, its template's.
-			resourceSlices := info.ResourceSlices()
-			if len(resourceSlices) == 0 && template != nil {
-				resourceSlices = template.ResourceSlices()
-			}
-			started := snapshot.NewNodeInfo(s.opts.NodeRules.Started(info.Node()), info.Pods()...).
-				WithAttachLimits(info.AttachLimits()).WithResourceSlices(resourceSlices)
-			// The node was in the snapshot, so it succeeds.
-			_ = sched.ReplaceNode(started)
+			s.addStarted(sched, snap.NodeInfo(name), template)
 			added.named.Insert(name)
 			left--
 		}
@@ -863,6 +856,17 @@ func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Sn
 			name := upcomingNodeName(template, i)
 			if i < len(names) {
 				name = names[i]
+				// The node registered before its instance knew it (as
+				// before Cluster API links a Machine to its Node): a node
+				// of the group on its way all the same, whose pods
+				// kube-scheduler is told of.
+				if info := snap.NodeInfo(name); info != nil && snap.NodeGroupOf(name) == nil && s.notStarted(info, now) {
+					s.addStarted(sched, info, template)
+					added.named.Insert(name)
+					added.unregistered[group.ID()] = append(added.unregistered[group.ID()], name)
+					added.groups[name] = group.ID()
+					continue
+				}
 			}
 			if sched.AddNode(template.CopyAs(name)) != nil {
 				// A node of that name exists already: the name says
@@ -877,6 +881,27 @@ func (s *ScaleUp) addUpcomingNodes(sched *simulator.Scheduler, snap *snapshot.Sn
 		}
 	}
 	return added
+}
+
+// notStarted says whether the registered node of info is on its way.
+func (s *ScaleUp) notStarted(info *snapshot.NodeInfo, now time.Time) bool {
+	return s.opts.NodeRules.Readiness(info.Node(), now) == nodefacts.NotStarted
+}
+
+// addStarted replaces the registered node of info, which has not started,
+// with the node it will be once started, with the pods that will run
+// there.
+func (s *ScaleUp) addStarted(sched *simulator.Scheduler, info *snapshot.NodeInfo, template *snapshot.NodeInfo) {
+	// Its DRA devices are those it publishes, or, before its drivers
+	// publish them, its template's.
+	resourceSlices := info.ResourceSlices()
+	if len(resourceSlices) == 0 && template != nil {
+		resourceSlices = template.ResourceSlices()
+	}
+	started := snapshot.NewNodeInfo(s.opts.NodeRules.Started(info.Node()), info.Pods()...).
+		WithAttachLimits(info.AttachLimits()).WithResourceSlices(resourceSlices)
+	// The node was in the snapshot, so it succeeds.
+	_ = sched.ReplaceNode(started)
 }
 
 // upcomingNodeName names the i-th node on its way of a group. A plan names

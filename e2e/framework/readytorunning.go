@@ -256,6 +256,9 @@ type ReadyToRunningReport struct {
 	// Ready; BoundAsLastNominated those bound to the node they were last
 	// nominated to.
 	NominatedToNode, BoundAsLastNominated int
+	// BoundWithoutNomination are the pods bound while they had no
+	// nomination (cleared and not written back).
+	BoundWithoutNomination int
 	// Nominations and Clearings are the changes seen of the pods'
 	// nominations, to a node or to none.
 	Nominations, Clearings int
@@ -268,6 +271,9 @@ type ReadyToRunningReport struct {
 	// Slowest are the timelines of the pods that waited longest after
 	// their node turned Ready, relative to it.
 	Slowest []string
+	// Elsewhere are the timelines of some pods bound to a node other than
+	// the one last nominated for them, or without nomination.
+	Elsewhere []string
 }
 
 // StepRow is one step's distribution.
@@ -345,8 +351,16 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 		if p.NominatedAt(node.Ready) == p.Node {
 			report.NominatedToNode++
 		}
-		if last := p.NominatedAt(p.Bound); last == p.Node {
+		switch last := p.NominatedAt(p.Bound); {
+		case last == p.Node:
 			report.BoundAsLastNominated++
+		case last == "":
+			report.BoundWithoutNomination++
+			fallthrough
+		default:
+			if len(report.Elsewhere) < slowestShown {
+				report.Elsewhere = append(report.Elsewhere, podTimeline(p, node.Ready, byName)+roomAtBinding(p, pods, node.Ready))
+			}
 		}
 		bound = append(bound, p.Bound.Sub(node.Ready))
 		if !node.Untainted.IsZero() {
@@ -414,11 +428,38 @@ func podTimeline(p PodSteps, ready time.Time, nodes map[string]NodeSteps) string
 		p.Name, p.Node, at(p.Created), p.Failures, at(p.LastFailure), strings.Join(nominations, " "), untainted, at(p.Bound), at(p.Running))
 }
 
+// roomAtBinding says who held room on p's node as p was bound there: the
+// pods bound there before it, those pending nominated there, and those
+// first nominated there, pending without that nomination, with their
+// nominations relative to ready.
+func roomAtBinding(p PodSteps, pods []PodSteps, ready time.Time) string {
+	var bound, nominated, notNominated []string
+	for _, other := range pods {
+		pending := other.Bound.IsZero() || other.Bound.After(p.Bound)
+		switch {
+		case other.Name == p.Name:
+		case other.Node == p.Node && !pending:
+			bound = append(bound, other.Name)
+		case !pending:
+		case other.NominatedAt(p.Bound) == p.Node:
+			nominated = append(nominated, other.Name)
+		case len(other.Nominations) > 0 && other.Nominations[0].Node == p.Node:
+			var changes []string
+			for _, n := range other.Nominations {
+				changes = append(changes, fmt.Sprintf("%s@%s", cmp.Or(n.Node, "none"), n.At.Sub(ready).Round(10*time.Millisecond)))
+			}
+			notNominated = append(notNominated, fmt.Sprintf("%s(%d Unschedulable reports, last %s; %s)", other.Name, other.Failures,
+				other.LastFailure.Sub(ready).Round(10*time.Millisecond), strings.Join(changes, " ")))
+		}
+	}
+	return fmt.Sprintf("; on its node as it was bound: bound before %v, nominated %v, planned there but not nominated %v", bound, nominated, notNominated)
+}
+
 // String is the report as a Markdown table and lines.
 func (r ReadyToRunningReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d pods on %d new nodes; %d nominated to their node when it turned Ready, %d bound where last nominated; %d nominations and %d clearings seen\n",
-		r.Pods, r.Nodes, r.NominatedToNode, r.BoundAsLastNominated, r.Nominations, r.Clearings)
+	fmt.Fprintf(&b, "%d pods on %d new nodes; %d nominated to their node when it turned Ready, %d bound where last nominated, %d bound without nomination; %d nominations and %d clearings seen\n",
+		r.Pods, r.Nodes, r.NominatedToNode, r.BoundAsLastNominated, r.BoundWithoutNomination, r.Nominations, r.Clearings)
 	var zones []string
 	for zone, last := range r.LastReadyByZone {
 		zones = append(zones, fmt.Sprintf("%s %s", zone, last.Round(10*time.Millisecond)))
@@ -433,6 +474,12 @@ func (r ReadyToRunningReport) String() string {
 	}
 	for _, line := range r.Slowest {
 		b.WriteString(line + "\n")
+	}
+	if len(r.Elsewhere) > 0 {
+		b.WriteString("bound elsewhere than last nominated:\n")
+		for _, line := range r.Elsewhere {
+			b.WriteString(line + "\n")
+		}
 	}
 	return b.String()
 }

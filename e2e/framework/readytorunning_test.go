@@ -86,8 +86,9 @@ func TestReadyToRunningSteps(t *testing.T) {
 	if report.Pods != 1 || report.Nodes != 1 {
 		t.Fatalf("%d pods on %d nodes, want the burst's 1 on 1:\n%s", report.Pods, report.Nodes, report)
 	}
-	if report.NominatedToNode != 1 || report.BoundAsLastNominated != 1 || report.Nominations != 2 || report.Clearings != 1 {
-		t.Errorf("nominations: %d to the node when Ready, %d bound as last nominated, %d nominations, %d clearings; want 1, 1, 2, 1", report.NominatedToNode, report.BoundAsLastNominated, report.Nominations, report.Clearings)
+	if report.NominatedToNode != 1 || report.BoundAsLastNominated != 1 || report.BoundWithoutNomination != 0 || report.Nominations != 2 || report.Clearings != 1 {
+		t.Errorf("nominations: %d to the node when Ready, %d bound as last nominated, %d without nomination, %d nominations, %d clearings; want 1, 1, 0, 2, 1",
+			report.NominatedToNode, report.BoundAsLastNominated, report.BoundWithoutNomination, report.Nominations, report.Clearings)
 	}
 	want := map[string]time.Duration{
 		"node: Machine created → Node created (boot)":                       44900 * time.Millisecond,
