@@ -24,17 +24,20 @@ import (
 // 2.946/h, with one group per replacement), Delete removes nothing and
 // Replace, mixing groups, ended 7.9% above the optimum (2.035877/h); grown
 // from the dearest node first, a replacement of a half-used 32-cpu node by
-// one 16-cpu node brings it within 1% of it; on 1/35, Delete removes
-// nothing and Replace, grown from the least utilized node first, reaches
-// the optimum (4.422846/h), 1.7% above it before.
+// one 16-cpu node brings it within 1% of it; on 1/35, planned 1.7% above
+// the optimum (4.422846/h) before its largest pods were planned first,
+// Replace, grown from the least utilized node first, reached it: the plan
+// is now at the optimum, and consolidation keeps it there.
 func TestOurPlannersPlaceTheMixAndConsolidationLowersItsCost(t *testing.T) {
 	for _, tc := range []struct {
 		index       int
 		deleteSaves bool
+		// replaceKeeps: the plan is at the optimum already.
+		replaceKeeps bool
 		// replaceBound, when set, is the most Replace may leave.
 		replaceBound pricing.Price
 	}{
-		{index: 9}, {index: 33, deleteSaves: true}, {index: 6, deleteSaves: true, replaceBound: 6_400_378}, {index: 28, replaceBound: 2_056_236}, {index: 35, replaceBound: 4_422_846},
+		{index: 9}, {index: 33, deleteSaves: true}, {index: 6, deleteSaves: true, replaceBound: 6_400_378}, {index: 28, replaceBound: 2_056_236}, {index: 35, replaceKeeps: true, replaceBound: 4_422_846},
 	} {
 		mix := Generate(1, tc.index)
 		t.Run(mix.Name, func(t *testing.T) {
@@ -60,7 +63,7 @@ func TestOurPlannersPlaceTheMixAndConsolidationLowersItsCost(t *testing.T) {
 			if tc.deleteSaves && costs[1] >= costs[0] {
 				t.Errorf("Delete saved nothing: the plan costs %s/h, %s/h after it", costs[0], costs[1])
 			}
-			if costs[2] >= costs[0] {
+			if !tc.replaceKeeps && costs[2] >= costs[0] {
 				t.Errorf("Replace saved nothing: the plan costs %s/h, %s/h after it", costs[0], costs[2])
 			}
 			if costs[2] > costs[1] {
