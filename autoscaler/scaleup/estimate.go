@@ -357,21 +357,7 @@ func (b *binpacker) addingOrder() []int {
 func placementOrder(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 	sorted := slices.Clone(podGroups)
 	slices.SortStableFunc(sorted, func(a, b *simulator.PodGroup) int {
-		// Real pods win every tie with the room capacity buffers hold.
-		if aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0]); aBuffer != bBuffer {
-			if bBuffer {
-				return -1
-			}
-			return 1
-		}
-		if a.HasRequiredAntiAffinity() != b.HasRequiredAntiAffinity() {
-			if a.HasRequiredAntiAffinity() {
-				return -1
-			}
-			return 1
-		}
-		ra, rb := a.Requests(), b.Requests()
-		return cmp.Or(cmp.Compare(rb.MilliCPU, ra.MilliCPU), cmp.Compare(rb.Memory, ra.Memory))
+		return cmp.Or(realPodsFirst(a, b), antiAffinityFirst(a, b), largestRequestsFirst(a, b))
 	})
 	return sorted
 }
@@ -382,16 +368,43 @@ func placementOrder(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 func largestFirst(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 	sorted := slices.Clone(podGroups)
 	slices.SortStableFunc(sorted, func(a, b *simulator.PodGroup) int {
-		if aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0]); aBuffer != bBuffer {
-			if bBuffer {
-				return -1
-			}
-			return 1
-		}
-		ra, rb := a.Requests(), b.Requests()
-		return cmp.Or(cmp.Compare(rb.MilliCPU, ra.MilliCPU), cmp.Compare(rb.Memory, ra.Memory))
+		return cmp.Or(realPodsFirst(a, b), largestRequestsFirst(a, b))
 	})
 	return sorted
+}
+
+// realPodsFirst orders real pods before the virtual pods of capacity
+// buffers: real pods win every tie with the room buffers hold.
+func realPodsFirst(a, b *simulator.PodGroup) int {
+	aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0])
+	switch {
+	case aBuffer == bBuffer:
+		return 0
+	case bBuffer:
+		return -1
+	default:
+		return 1
+	}
+}
+
+// antiAffinityFirst orders pods with required anti-affinity first.
+func antiAffinityFirst(a, b *simulator.PodGroup) int {
+	aApart, bApart := a.HasRequiredAntiAffinity(), b.HasRequiredAntiAffinity()
+	switch {
+	case aApart == bApart:
+		return 0
+	case aApart:
+		return -1
+	default:
+		return 1
+	}
+}
+
+// largestRequestsFirst orders by cpu requested, then memory, largest
+// first.
+func largestRequestsFirst(a, b *simulator.PodGroup) int {
+	ra, rb := a.Requests(), b.Requests()
+	return cmp.Or(cmp.Compare(rb.MilliCPU, ra.MilliCPU), cmp.Compare(rb.Memory, ra.Memory))
 }
 
 func fraction(part, whole int64) float64 {
