@@ -158,7 +158,7 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 			runs = append(runs, run)
 		}
 		for i, run := range runs {
-			liveTheDay(ctx, input, run, fmt.Sprintf("run%d", i), prices, consolidateAfter)
+			liveTheDay(ctx, input, run, fmt.Sprintf("run%d", i), prices)
 		}
 
 		By("Reporting what the days cost")
@@ -186,7 +186,7 @@ func DaySpec(ctx context.Context, inputGetter func() DaySpecInput) {
 
 // liveTheDay creates a Cluster of the day's groups and workloads, lives
 // through the day, measures it once it settled, and deletes the Cluster.
-func liveTheDay(ctx context.Context, input DaySpecInput, run *dayRun, prefix string, prices map[string]float64, consolidateAfter time.Duration) {
+func liveTheDay(ctx context.Context, input DaySpecInput, run *dayRun, prefix string, prices map[string]float64) {
 	mgmt, workload := input.Stack.Management.Client, input.Stack.Workload.Client
 	By("Creating a Cluster of three priced node groups, consolidation " + run.name)
 	namespace := framework.CreateSpecNamespace(ctx, input.Stack, "day-"+prefix)

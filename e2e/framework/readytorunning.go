@@ -351,10 +351,10 @@ func NewReadyToRunningReport(nodes []NodeSteps, pods []PodSteps, burst time.Time
 		if p.NominatedAt(node.Ready) == p.Node {
 			report.NominatedToNode++
 		}
-		switch last := p.NominatedAt(p.Bound); {
-		case last == p.Node:
+		switch p.NominatedAt(p.Bound) {
+		case p.Node:
 			report.BoundAsLastNominated++
-		case last == "":
+		case "":
 			report.BoundWithoutNomination++
 			fallthrough
 		default:

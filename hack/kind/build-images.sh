@@ -79,8 +79,9 @@ debian_image() {
   rootfs=$(mktemp -d "$work/rootfs.XXXX")
   low debootstrap --variant=minbase --include="$packages" "$debian_suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 ||
     { tail -20 "$rootfs.log"; return 1; }
+  unmount_below "$rootfs"
   trim_rootfs "$rootfs"
-  tar -C "$rootfs" -c . | low docker import --change "LABEL $inputs_label=$hash" --change "LABEL $owner_label" - "$name" >/dev/null
+  tar --one-file-system -C "$rootfs" -c . | low docker import --change "LABEL $inputs_label=$hash" --change "LABEL $owner_label" - "$name" >/dev/null
   rm -rf "$rootfs" "$rootfs.log"
 }
 
@@ -109,6 +110,15 @@ apt_mirror() {
     return 1
   fi
   echo "$mirror"
+}
+
+# unmount_below unmounts what is mounted under a root file system:
+# debootstrap mounts /proc in it and, now and then, leaves it mounted after
+# a successful run, and a live /proc must never go into an image (tar fails
+# on its vanishing files).
+unmount_below() {
+  awk -v root="$1/" 'index($2, root) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r mountpoint; do umount -l "$mountpoint"; done
 }
 
 # trim_rootfs drops what a container never reads: documentation, locales,
