@@ -376,24 +376,20 @@ func largestFirst(podGroups []*simulator.PodGroup) []*simulator.PodGroup {
 // realPodsFirst orders real pods before the virtual pods of capacity
 // buffers: real pods win every tie with the room buffers hold.
 func realPodsFirst(a, b *simulator.PodGroup) int {
-	aBuffer, bBuffer := buffers.IsBufferPod(a.Pods[0]), buffers.IsBufferPod(b.Pods[0])
-	switch {
-	case aBuffer == bBuffer:
-		return 0
-	case bBuffer:
-		return -1
-	default:
-		return 1
-	}
+	return trueFirst(!buffers.IsBufferPod(a.Pods[0]), !buffers.IsBufferPod(b.Pods[0]))
 }
 
 // antiAffinityFirst orders pods with required anti-affinity first.
 func antiAffinityFirst(a, b *simulator.PodGroup) int {
-	aApart, bApart := a.HasRequiredAntiAffinity(), b.HasRequiredAntiAffinity()
+	return trueFirst(a.HasRequiredAntiAffinity(), b.HasRequiredAntiAffinity())
+}
+
+// trueFirst compares two conditions, the one that holds first.
+func trueFirst(a, b bool) int {
 	switch {
-	case aApart == bApart:
+	case a == b:
 		return 0
-	case aApart:
+	case a:
 		return -1
 	default:
 		return 1
