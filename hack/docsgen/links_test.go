@@ -20,10 +20,10 @@ var scheme = regexp.MustCompile(`^[a-z]+:`)
 // codeSpan is inline code, whose brackets are no links.
 var codeSpan = regexp.MustCompile("`[^`]*`")
 
-// TestLinksResolve fails on each relative link of README.md and docs/ whose
-// file does not exist, or whose anchor names no heading of its page.
-func TestLinksResolve(t *testing.T) {
-	pages := []string{filepath.Join(root, "README.md")}
+// docsPages are the pages of docs/.
+func docsPages(t *testing.T) []string {
+	t.Helper()
+	var pages []string
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			pages = append(pages, path)
@@ -33,6 +33,14 @@ func TestLinksResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pages
+}
+
+// TestLinksResolve fails on each relative link of README.md, CHANGELOG.md
+// and docs/ whose file does not exist, or whose anchor names no heading of
+// its page.
+func TestLinksResolve(t *testing.T) {
+	pages := append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "CHANGELOG.md")}, docsPages(t)...)
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(path string) (map[string]bool, error) {
 		if a, ok := anchors[path]; ok {
@@ -81,6 +89,34 @@ func TestLinksResolve(t *testing.T) {
 	if len(pages) < 20 {
 		t.Fatalf("only %d pages found", len(pages))
 	}
+}
+
+// TestEveryPageSaysWhatTheReaderCanDoAfterIt fails on each page of docs/
+// whose opening line, under its title (and the comment of a generated
+// page), does not say what the reader can do after the page.
+func TestEveryPageSaysWhatTheReaderCanDoAfterIt(t *testing.T) {
+	for _, page := range docsPages(t) {
+		content, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(root, page)
+		if first := openingLine(string(content)); !strings.HasPrefix(first, "After this page you can ") {
+			t.Errorf("%s opens with %q: say first what the reader can do after the page (\"After this page you can ...\")", name, first)
+		}
+	}
+}
+
+// openingLine is the first line of a page that is not its title, a
+// comment or blank.
+func openingLine(content string) string {
+	for line := range strings.SplitSeq(content, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "<!--") {
+			return line
+		}
+	}
+	return ""
 }
 
 // relativeLinks are the targets of the links of a page outside code, but
