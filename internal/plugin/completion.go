@@ -21,7 +21,7 @@ func newCompletionCommand(o *cli.Options) *cobra.Command {
 Run as kubectl capi-autoscaler, the plugin is completed by kubectl's own
 completion (kubectl 1.26 and later), which runs kubectl_complete-capi_autoscaler
 when it is on the PATH: the release archive has it, beside the plugin.`,
-		Example: `  # bash, in ~/.bashrc
+		Example: `  # bash, with the bash-completion package, in ~/.bashrc
   source <(kubectl capi-autoscaler completion bash)
 
   # zsh, in a directory of $fpath

@@ -102,6 +102,9 @@ compare also reads a workload cluster, to compare what a DryRun
 ClusterAutoscaler would have done with what the cluster's other autoscaler did.
 convert turns the configuration of the upstream cluster-autoscaler into a
 ClusterAutoscaler.`,
+		Example: `  kubectl capi-autoscaler status -A
+  kubectl capi-autoscaler explain pod shop/web-7d9f-x2x4z --cluster clusters/prod
+  kubectl capi-autoscaler top clusters/prod`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

@@ -26,6 +26,8 @@ func NewExplainCommand(o *cli.Options) *cobra.Command {
 loop, which the manager publishes in the ConfigMap <ClusterAutoscaler>-explanation.
 Without --cluster, the ClusterAutoscalers of every namespace are searched (of -n
 only, when it is given).`,
+		Example: `  kubectl capi-autoscaler explain pod shop/web-7d9f-x2x4z --cluster clusters/prod
+  kubectl capi-autoscaler explain node prod-md-0-x7k2p-9wz4q`,
 	}
 	cmd.PersistentFlags().StringVar(&cluster, "cluster", "", "The Cluster of the pod or node, as namespace/name, or name in the namespace of -n")
 	cmd.AddCommand(
