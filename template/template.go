@@ -37,6 +37,14 @@ const (
 	DefaultArchitecture    = "amd64"
 )
 
+// The deprecated labels of a node's operating system and architecture,
+// which a template node carries beside kubernetes.io/os and /arch for pods
+// that still select on them, as kubelets set them.
+const (
+	BetaOperatingSystemLabel = "beta.kubernetes.io/os"
+	BetaArchitectureLabel    = "beta.kubernetes.io/arch"
+)
+
 // CannotScaleFromZeroError says why a group with no nodes has no template.
 type CannotScaleFromZeroError struct {
 	ID     string
@@ -80,10 +88,10 @@ func FromZero(ctx context.Context, reader client.Reader, source Source, hints Hi
 	}
 
 	labels := map[string]string{
-		corev1.LabelOSStable:      infra.operatingSystem,
-		corev1.LabelArchStable:    infra.architecture,
-		"beta.kubernetes.io/os":   infra.operatingSystem,
-		"beta.kubernetes.io/arch": infra.architecture,
+		corev1.LabelOSStable:     infra.operatingSystem,
+		corev1.LabelArchStable:   infra.architecture,
+		BetaOperatingSystemLabel: infra.operatingSystem,
+		BetaArchitectureLabel:    infra.architecture,
 	}
 	maps.Copy(labels, capilabels.GetManagedLabels(machineTemplate.Labels))
 	if zone := machineTemplate.Spec.FailureDomain; zone != "" {

@@ -47,6 +47,16 @@ const (
 	StatusTaintPrefix = "status-taint.cluster-autoscaler.kubernetes.io/"
 )
 
+// Taints of the cloud provider's controllers on a node: condition taints,
+// which a new node of the group would not have.
+const (
+	// CloudProviderUninitializedTaint is on a node whose external cloud
+	// provider has not initialized it yet.
+	CloudProviderUninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+	// CloudProviderShutdownTaint is on a node whose instance is shut down.
+	CloudProviderShutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
+)
+
 // ClusterAPIUninitializedTaint is the taint Cluster API puts on a new
 // Node until it has copied the Machine's labels to it: a startup taint.
 const ClusterAPIUninitializedTaint = "node.cluster.x-k8s.io/uninitialized"
@@ -81,8 +91,8 @@ var conditionTaints = sets.New(
 	corev1.TaintNodePIDPressure,
 	corev1.TaintNodeNetworkUnavailable,
 	corev1.TaintNodeOutOfService,
-	"node.cloudprovider.kubernetes.io/uninitialized",
-	"node.cloudprovider.kubernetes.io/shutdown",
+	CloudProviderUninitializedTaint,
+	CloudProviderShutdownTaint,
 )
 
 // Rules holds the taint keys a cluster declares as startup and status

@@ -72,6 +72,19 @@ func TestReferencesHaveEveryName(t *testing.T) {
 	}
 }
 
+// TestKeysAreConstants fails on each annotation, label, taint or finalizer
+// key the product spells as a string literal: the reference lists the keys
+// of constants, with their doc comments, and would miss it.
+func TestKeysAreConstants(t *testing.T) {
+	names, err := LoadNames(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, literal := range names.KeyLiterals {
+		t.Errorf("%s is a key spelled as a literal: declare it as a constant with a doc comment, which docs/reference lists (make docs)", literal)
+	}
+}
+
 // TestAPIReferenceHasEveryField fails when docs/reference/api.md, which
 // crd-ref-docs writes (make docs), lacks a type or field of the
 // ClusterAutoscaler API.

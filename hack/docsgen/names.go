@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"go/types"
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,6 +49,10 @@ type Names struct {
 	ConditionTypes   map[string]*Name
 	ConditionReasons map[string]*Name
 	NodeReasons      map[string]*Name
+	// KeyLiterals are the keys the code spells as string literals, not
+	// constants, at file:line: the reference cannot name nor describe
+	// them, so none may be.
+	KeyLiterals []string
 }
 
 // qualifiedName is a prefixed key such as
@@ -65,6 +70,10 @@ var apiVersion = regexp.MustCompile(`/v[0-9]+((alpha|beta)[0-9]+)?$`)
 
 // LoadNames type-checks the product packages under root and collects their names.
 func LoadNames(root string) (*Names, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &packages.Config{
 		Dir:  root,
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo,
@@ -90,7 +99,7 @@ func LoadNames(root string) (*Names, error) {
 	}
 	for _, p := range pkgs {
 		if !isTestLibrary(p.PkgPath) {
-			collector{names: n, pkg: p, docs: docs}.collect()
+			collector{names: n, pkg: p, docs: docs, root: root}.collect()
 		}
 	}
 	return n, nil
@@ -141,6 +150,8 @@ type collector struct {
 	names *Names
 	pkg   *packages.Package
 	docs  map[types.Object]string
+	// root is the repository's, which KeyLiterals' files are relative to.
+	root string
 }
 
 func (c collector) collect() {
@@ -157,8 +168,13 @@ func (c collector) collect() {
 		if isTestFile(c.pkg.Fset, file.Pos()) {
 			continue
 		}
+		constValues := constLiterals(file)
 		ast.Inspect(file, func(node ast.Node) bool {
 			switch node := node.(type) {
+			case *ast.BasicLit:
+				if !constValues[node] {
+					c.keyLiteral(node)
+				}
 			case *ast.Ident:
 				if k, ok := info.Uses[node].(*types.Const); ok && k.Pkg() != nil && k.Pkg() != c.pkg.Types {
 					c.key(k)
@@ -222,6 +238,47 @@ func (c collector) key(k *types.Const) {
 		return
 	}
 	c.add(c.names.Keys, value, k, "").Kind = kind
+}
+
+// constLiterals are the literals of the file's constant declarations,
+// whose values are collected as the constants.
+func constLiterals(file *ast.File) map[*ast.BasicLit]bool {
+	literals := map[*ast.BasicLit]bool{}
+	ast.Inspect(file, func(node ast.Node) bool {
+		if decl, ok := node.(*ast.GenDecl); ok && decl.Tok == token.CONST {
+			ast.Inspect(decl, func(node ast.Node) bool {
+				if lit, ok := node.(*ast.BasicLit); ok {
+					literals[lit] = true
+				}
+				return true
+			})
+			return false
+		}
+		return true
+	})
+	return literals
+}
+
+// keyLiteral records a string literal that is a key: a prefixed name that
+// is not an API version, of type string (a resource name such as
+// nvidia.com/gpu has its own type).
+func (c collector) keyLiteral(lit *ast.BasicLit) {
+	tv, ok := c.pkg.TypesInfo.Types[lit]
+	if !ok {
+		return
+	}
+	if basic, ok := tv.Type.(*types.Basic); !ok || basic.Info()&types.IsString == 0 {
+		return
+	}
+	value, ok := stringValue(tv.Value)
+	if ok && (qualifiedName.MatchString(value) && !apiVersion.MatchString(value) || keyPrefix.MatchString(value)) {
+		position := c.pkg.Fset.Position(lit.Pos())
+		file, err := filepath.Rel(c.root, position.Filename)
+		if err != nil {
+			file = position.Filename
+		}
+		c.names.KeyLiterals = append(c.names.KeyLiterals, fmt.Sprintf("%s:%d: %q", file, position.Line, value))
+	}
 }
 
 func keyKind(identifier string) string {
