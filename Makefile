@@ -71,7 +71,7 @@ helm-chart: manifests ## Generate the Helm chart's templates (charts/capi-autosc
 
 .PHONY: docs
 docs: $(CRD_REF_DOCS) ## Generate the references of docs/reference: the ClusterAutoscaler API from its Go types (crd-ref-docs), and the manager's flags, annotations, labels, taints, event reasons, conditions and metrics from the code (hack/docsgen).
-	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --templates-dir=hack/crd-ref-docs/templates --renderer=markdown --output-path=docs/reference/api.md
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown --output-path=docs/reference/api.md
 	go run ./hack/docsgen --repo-root=$(ROOT)
 
 .PHONY: fmt

@@ -89,7 +89,7 @@ func TestKeysAreConstants(t *testing.T) {
 // crd-ref-docs writes (make docs), lacks a type or field of the
 // ClusterAutoscaler API.
 func TestAPIReferenceHasEveryField(t *testing.T) {
-	page := readPage(t, "docs/reference/api.md")
+	page := readPage(t, APIPage)
 	seen := map[reflect.Type]bool{}
 	var visit func(reflect.Type)
 	visit = func(typ reflect.Type) {
@@ -118,5 +118,21 @@ func TestAPIReferenceHasEveryField(t *testing.T) {
 	visit(reflect.TypeFor[autoscalingv1alpha1.ClusterAutoscaler]())
 	if len(seen) < 10 {
 		t.Fatalf("only %d types of the API visited", len(seen))
+	}
+}
+
+// TestAPIPageOpening checks that the page crd-ref-docs writes gets the
+// opening of a page of docs/, once however often docsgen runs.
+func TestAPIPageOpening(t *testing.T) {
+	const body = "\n## Packages\n- [autoscaling.cluster.x-k8s.io/v1alpha1](#autoscalingclusterx-k8siov1alpha1)\n"
+	page := withAPIPageOpening(crdRefDocsTitle + body)
+	if page != apiPageOpening+body {
+		t.Errorf("the page crd-ref-docs wrote became\n%s", page)
+	}
+	if again := withAPIPageOpening(page); again != page {
+		t.Errorf("a second run changed the page to\n%s", again)
+	}
+	if !strings.HasPrefix(readPage(t, APIPage), apiPageOpening) {
+		t.Errorf("%s does not open as docsgen writes it: run make docs", APIPage)
 	}
 }

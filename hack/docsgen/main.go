@@ -2,7 +2,9 @@
 // holds: the manager's flags (from its flag set), the annotations, labels,
 // taints and finalizers, event reasons, condition types and reasons and
 // reasons a node is kept (from the constants of the product's packages,
-// type-checked), and the metrics (from what the manager registers).
+// type-checked), and the metrics (from what the manager registers). It
+// also gives the API reference that crd-ref-docs writes just before it
+// the title and opening every page of docs/ has.
 // `make docs` runs it; `make verify` fails when the files differ from what
 // it writes, and its test fails when the code has a name the files lack.
 package main
@@ -36,5 +38,10 @@ func run(root string) error {
 			return err
 		}
 	}
-	return nil
+	apiPage := filepath.Join(root, APIPage)
+	written, err := os.ReadFile(apiPage)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(apiPage, []byte(withAPIPageOpening(string(written))), 0o644)
 }
