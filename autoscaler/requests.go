@@ -56,11 +56,15 @@ func (s *steps) readRequests(ctx context.Context, in *snapshot.Input, l *loop) {
 		// what a scale-up added: the request's status is written in the
 		// workload cluster, where its tenants may write it too.
 		switch remembered := s.atomic.inProgress(request.UID); {
-		case remembered != nil && !request.Booked:
+		case request.Booked:
+			// Its scale-up is over, whatever its status names: that
+			// keeps no group from scaling down.
+			request.ScaleUp = nil
+		case remembered != nil:
 			remembered.record = &provisioning.ScaleUp{Started: remembered.record.Started, Groups: remembered.record.Groups,
 				Instances: s.atomic.claimsOf(request.UID)}
 			request.ScaleUp = remembered.record
-		case request.ScaleUp != nil && remembered == nil:
+		case request.ScaleUp != nil:
 			klog.FromContext(ctx).V(2).Info("Ignoring the atomic scale-up a ProvisioningRequest's status names: this autoscaler has no record of it",
 				"ProvisioningRequest", klog.KRef(request.Namespace, request.Name))
 			request.ScaleUp = nil

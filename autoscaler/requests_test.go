@@ -462,6 +462,36 @@ func TestARollbackNeverRemovesWhatARequestsStatusNames(t *testing.T) {
 	}
 }
 
+// A request whose atomic scale-up is in progress, marked Provisioned in
+// the workload cluster by someone else, with a status that names other
+// groups as growing for it: those groups still scale down. What the status
+// names never keeps a group from scaling down.
+func TestABookedRequestsStatusKeepsNoGroupFromScalingDown(t *testing.T) {
+	g := NewWithT(t)
+	group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
+	other := &fakeGroup{id: "MachineDeployment/default/b", max: 1, template: templateNode()}
+	// Dedicated to pods that the request's do not tolerate.
+	unneeded := other.addNodes(1, st.WithTaint("dedicated", "other", corev1.TaintEffectNoSchedule))
+	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
+	f := newFixture(t, []*fakeGroup{group, other}, objects(unneeded)...).withRequests(t, requests)
+	f.runOnce(t)
+	g.Expect(group.increases).To(Equal([]int{2}))
+
+	// Past delayAfterAdd after the scale-up.
+	f.clock.Step(11 * time.Minute)
+
+	forged := &requests.requests[0]
+	forged.Booked = true
+	forged.ScaleUp = &provisioning.ScaleUp{Started: f.clock.Now(), Groups: map[string]int{other.id: 5}, Instances: map[string][]string{}}
+	// Past unneededTime.
+	for range 3 {
+		f.clock.Step(time.Minute)
+		f.runOnce(t)
+	}
+
+	g.Expect(other.deletedNodes).To(ConsistOf(unneeded[0].Name))
+}
+
 // The nodes on their way for an atomic request are the request's: other
 // pending pods get nodes of their own, and the request's own pods wait for
 // them.

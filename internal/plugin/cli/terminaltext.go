@@ -11,9 +11,9 @@ import (
 // holds strings that the clusters supply (condition and event messages,
 // annotation values, names), and whoever writes them must not move the
 // cursor, clear the screen, set the title or the clipboard, or hide a
-// line on the operator's terminal. Colour (SGR: ESC [ digits m), newlines
-// and tabs are kept; every other control character, and invalid UTF-8, is
-// shown escaped instead.
+// line on the operator's terminal. The Palette's colours (SGR: ESC [
+// digits m, paletteCodes), newlines and tabs are kept; every other control
+// character, and invalid UTF-8, is shown escaped instead.
 func TerminalText(s string) string {
 	if isPlain(s) {
 		return s
@@ -55,20 +55,27 @@ func isControl(r rune) bool {
 	return r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r < 0xa0
 }
 
-// sgrLength is the length of the colour sequence s starts with, or 0.
+// paletteCodes are the SGR parameters the Palette writes, and reset: the
+// only ones kept. Others may hide text (8 conceals it, a background may
+// match the foreground), and a cluster's text can hold them as well.
+var paletteCodes = map[string]bool{"": true, "0": true, "1": true, "2": true, "31": true, "32": true, "33": true, "36": true}
+
+// sgrLength is the length of the colour sequence s starts with, or 0 when
+// it starts with none, or with one that sets more than paletteCodes.
 func sgrLength(s string) int {
 	if len(s) < 3 || s[0] != '\x1b' || s[1] != '[' {
 		return 0
 	}
-	for i := 2; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == 'm':
-			return i + 1
-		case c != ';' && (c < '0' || c > '9'):
+	end := strings.IndexByte(s, 'm')
+	if end < 0 {
+		return 0
+	}
+	for _, code := range strings.Split(s[2:end], ";") {
+		if !paletteCodes[code] {
 			return 0
 		}
 	}
-	return 0
+	return end + 1
 }
 
 // terminalWriter writes what it is given as TerminalText. Each Write is
