@@ -12,6 +12,7 @@ import (
 
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/pricing"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 )
 
 // plannedNode is a new node of a plan, as its rounds left it in the
@@ -24,11 +25,11 @@ type plannedNode struct {
 	pods []*corev1.Pod
 }
 
-// nodeRemoval is a step of improvePlan: a new node removed, its pods on
-// the other new nodes where they fit, those left, if any, on new nodes of
-// the slots.
+// nodeRemoval is a step of improvePlan: new nodes removed, by index,
+// their pods on the other new nodes where they fit, those left, if any,
+// on new nodes of the slots.
 type nodeRemoval struct {
-	node   int
+	nodes  []int
 	slots  []newSlot
 	saving pricing.Price
 }
@@ -49,8 +50,11 @@ type newSlot struct {
 // one group, or one or two nodes of a group and the rest on nodes of
 // another, whichever takes them all for least, when that costs less than
 // the node removed (a half-used 32-cpu node whose pods fit a 16-cpu node
-// and four 2-cpu nodes, the rest on the nodes there); until no removal
-// saves anything. The scheduler checks every move, so that spreads and
+// and four 2-cpu nodes, the rest on the nodes there); when none saves,
+// the first two nodes, in order, that save when removed together go the
+// same way, with the pods left on nodes of one group (an 8-cpu node and a
+// half-used 4-cpu node whose pods, packed together, fit two 4-cpu nodes);
+// until no removal saves anything. The scheduler checks every move, so that spreads and
 // anti-affinity hold. The pods moved are nominated after the others, in
 // the order they were placed, which the next loop follows. sched holds
 // the plan's nodes and pods; planned maps the names of its new nodes to
@@ -108,22 +112,33 @@ func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, p
 	var moved []Nomination
 	var saving pricing.Price
 	for {
-		best := nodeRemoval{node: -1}
+		var best nodeRemoval
 		for i := range nodes {
-			if r := s.removalSaving(sched, nodes, i, members, groupOf, totals, next); r.saving > max(best.saving, 0) {
+			if r := s.removalSaving(sched, nodes, []int{i}, members, groupOf, totals, next, true); r.saving > best.saving {
 				best = r
 			}
 		}
-		if best.node < 0 {
+		for i := range nodes {
+			for j := i + 1; best.nodes == nil && j < len(nodes); j++ {
+				if r := s.removalSaving(sched, nodes, []int{i, j}, members, groupOf, totals, next, false); r.saving > best.saving {
+					best = r
+				}
+			}
+		}
+		if best.nodes == nil {
 			break
 		}
-		removed := nodes[best.node]
+		var removed []*corev1.Pod
 		sched.Fork()
-		placed, left := placeElsewhere(sched, nodes, best.node, groupOf)
-		removed.member.planned--
-		totals.nodes--
-		totals.capacity.Sub(removed.member.template.LimitCapacity())
-		nodes = slices.Delete(nodes, best.node, best.node+1)
+		placed, left := placeElsewhere(sched, nodes, best.nodes, groupOf)
+		for _, i := range slices.Backward(best.nodes) {
+			node := nodes[i]
+			removed = append(removed, node.pods...)
+			node.member.planned--
+			totals.nodes--
+			totals.capacity.Sub(node.member.template.LimitCapacity())
+			nodes = slices.Delete(nodes, i, i+1)
+		}
 		onAdded, added, _ := placeOnNew(sched, best.slots, next, left, groupOf)
 		placed = append(placed, onAdded...)
 		for _, node := range added {
@@ -136,7 +151,7 @@ func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, p
 		}
 		sched.Commit()
 		moved = slices.DeleteFunc(moved, func(n Nomination) bool {
-			return slices.ContainsFunc(removed.pods, func(pod *corev1.Pod) bool { return pod.UID == n.Pod })
+			return slices.ContainsFunc(removed, func(pod *corev1.Pod) bool { return pod.UID == n.Pod })
 		})
 		for _, placement := range placed {
 			node := nodes[slices.IndexFunc(nodes, func(n *plannedNode) bool { return n.name == placement.NodeName })]
@@ -153,32 +168,42 @@ func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, p
 		"podsMoved", len(moved), "saving", saving)
 }
 
-// removalSaving simulates, in a fork, removing nodes[i] as improvePlan
-// does, with the pods left on the new nodes of one member, or of two,
-// that take them all for least, less than the node costs, within their
-// groups' sizes and the cluster's limits; the first tried on a tie. The
-// removal saves nothing when no new nodes take them for less.
-func (s *ScaleUp) removalSaving(sched *simulator.Scheduler, nodes []*plannedNode, i int, members []*candidate,
-	groupOf map[types.UID]*simulator.PodGroup, totals clusterTotals, next map[*candidate]int) nodeRemoval {
-	node := nodes[i]
+// removalSaving simulates, in a fork, removing the nodes of indexes as
+// improvePlan does, with the pods left on the new nodes of one member, or
+// with mixes of two, that take them all for least, less than the nodes
+// cost, within their groups' sizes and the cluster's limits; the first
+// tried on a tie. The removal saves nothing, and has no nodes, when no
+// new nodes take them for less.
+func (s *ScaleUp) removalSaving(sched *simulator.Scheduler, nodes []*plannedNode, indexes []int, members []*candidate,
+	groupOf map[types.UID]*simulator.PodGroup, totals clusterTotals, next map[*candidate]int, mixes bool) nodeRemoval {
 	sched.Fork()
 	defer sched.Revert()
-	_, left := placeElsewhere(sched, nodes, i, groupOf)
-	if len(left) == 0 {
-		return nodeRemoval{node: i, saving: node.price}
+	_, left := placeElsewhere(sched, nodes, indexes, groupOf)
+	var freed pricing.Price
+	for _, i := range indexes {
+		freed += nodes[i].price
+		totals.nodes--
+		totals.capacity.Sub(nodes[i].member.template.LimitCapacity())
 	}
-	totals.nodes--
-	totals.capacity.Sub(node.member.template.LimitCapacity())
-	best := nodeRemoval{node: i}
+	if len(left) == 0 {
+		return nodeRemoval{nodes: indexes, saving: freed}
+	}
+	var needed snapshot.Resources
+	for _, pod := range left {
+		needed.Add(groupOf[pod.UID].Requests())
+	}
+	var best nodeRemoval
 	// try places the pods left on the slots, the last with as many nodes
-	// as cost less than what the best so far saves.
+	// as cost less than what the best so far saves, unless these nodes
+	// have less cpu or memory than the pods request.
 	try := func(slots ...newSlot) {
 		var cost pricing.Price
+		var room snapshot.Resources
 		totals := totals
 		for j := range slots {
 			member := slots[j].member
 			price := s.nodePrice(member)
-			most := min(member.room(), int((node.price-best.saving-cost-1)/max(price, 1)))
+			most := min(member.room(), int((freed-best.saving-cost-1)/max(price, 1)))
 			if allowed, _ := s.opts.Limits.nodesAllowed(totals, member.template); allowed < most {
 				most = allowed
 			}
@@ -193,7 +218,11 @@ func (s *ScaleUp) removalSaving(sched *simulator.Scheduler, nodes []*plannedNode
 			totals.nodes += most
 			for range most {
 				totals.capacity.Add(member.template.LimitCapacity())
+				room.Add(member.template.Allocatable())
 			}
+		}
+		if needed.MilliCPU > room.MilliCPU || needed.Memory > room.Memory {
+			return
 		}
 		sched.Fork()
 		defer sched.Revert()
@@ -202,13 +231,16 @@ func (s *ScaleUp) removalSaving(sched *simulator.Scheduler, nodes []*plannedNode
 			for _, node := range added {
 				cost += s.nodePrice(node.member)
 			}
-			if saving := node.price - cost; saving > best.saving {
-				best = nodeRemoval{node: i, slots: slots, saving: saving}
+			if saving := freed - cost; saving > best.saving {
+				best = nodeRemoval{nodes: indexes, slots: slots, saving: saving}
 			}
 		}
 	}
 	for _, member := range members {
 		try(newSlot{member: member})
+	}
+	if !mixes {
+		return best
 	}
 	for _, first := range members {
 		for _, then := range members {
@@ -223,19 +255,22 @@ func (s *ScaleUp) removalSaving(sched *simulator.Scheduler, nodes []*plannedNode
 	return best
 }
 
-// placeElsewhere removes nodes[i] and places its pods on the other new
-// nodes, first fit, the largest first. It returns where they went and the
-// pods that fit none.
-func placeElsewhere(sched *simulator.Scheduler, nodes []*plannedNode, i int, groupOf map[types.UID]*simulator.PodGroup) ([]simulator.Placement, []*corev1.Pod) {
-	_ = sched.RemoveNode(nodes[i].name)
-	pods := slices.Clone(nodes[i].pods)
+// placeElsewhere removes the nodes of indexes and places their pods on
+// the other new nodes, first fit, the largest first. It returns where
+// they went and the pods that fit none.
+func placeElsewhere(sched *simulator.Scheduler, nodes []*plannedNode, indexes []int, groupOf map[types.UID]*simulator.PodGroup) ([]simulator.Placement, []*corev1.Pod) {
+	var pods []*corev1.Pod
+	for _, i := range indexes {
+		_ = sched.RemoveNode(nodes[i].name)
+		pods = append(pods, nodes[i].pods...)
+	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int { return largestRequestsFirst(groupOf[a.UID], groupOf[b.UID]) })
 	var placed []simulator.Placement
 	var left []*corev1.Pod
 	for _, pod := range pods {
 		group := groupOf[pod.UID]
 		j := slices.IndexFunc(nodes, func(other *plannedNode) bool {
-			return other != nodes[i] && sched.PlaceOn(group, pod, other.name) == nil
+			return !slices.ContainsFunc(indexes, func(i int) bool { return nodes[i] == other }) && place(sched, group, pod, other.name)
 		})
 		if j < 0 {
 			left = append(left, pod)
@@ -244,6 +279,19 @@ func placeElsewhere(sched *simulator.Scheduler, nodes []*plannedNode, i int, gro
 		placed = append(placed, simulator.Placement{Pod: pod, NodeName: nodes[j].name, Group: group})
 	}
 	return placed, left
+}
+
+// place places the pod on the named node when it fits there; a node
+// without room for its cpu or memory is passed over without asking the
+// scheduler.
+func place(sched *simulator.Scheduler, group *simulator.PodGroup, pod *corev1.Pod, name string) bool {
+	nodeInfo := sched.Snapshot().NodeInfo(name)
+	free := nodeInfo.Allocatable()
+	requested, request := nodeInfo.Requested(), group.Requests()
+	if request.MilliCPU > free.MilliCPU-requested.MilliCPU || request.Memory > free.Memory-requested.Memory {
+		return false
+	}
+	return sched.PlaceOn(group, pod, name) == nil
 }
 
 // placeOnNew places the pods on new nodes of the slots, first fit,
@@ -257,7 +305,7 @@ func placeOnNew(sched *simulator.Scheduler, slots []newSlot, next map[*candidate
 	placed := make([]simulator.Placement, 0, len(pods))
 	for _, pod := range pods {
 		group := groupOf[pod.UID]
-		j := slices.IndexFunc(added, func(node *plannedNode) bool { return sched.PlaceOn(group, pod, node.name) == nil })
+		j := slices.IndexFunc(added, func(node *plannedNode) bool { return place(sched, group, pod, node.name) })
 		for slot := 0; j < 0 && slot < len(slots); slot++ {
 			if counts[slot] == slots[slot].most {
 				continue
