@@ -80,12 +80,12 @@ func TestExpanders(t *testing.T) {
 		{
 			name:      "price weighs the cost against the pods helped, round by round",
 			expanders: []string{scaleup.ExpanderPrice},
-			// a-tiny helps 2 pods for 0.05, b-large 4 pods for 0.50: a-tiny
-			// first, as 0.025 a pod beats 0.125; once it is at its max,
-			// b-large takes the 2 pods left.
-			groups: []*st.NodeGroup{priced(sizedGroup("a-tiny", "2", "4Gi", 1), "0.05"), priced(sizedGroup("b-large", "8", "16Gi", 10), "0.50")},
+			// a-tiny helps 2 pods for 0.05, b-dear 4 pods for 0.50 (two
+			// nodes): a-tiny first, as 0.025 a pod beats 0.125; once it is
+			// at its max, b-dear takes the 2 pods left.
+			groups: []*st.NodeGroup{priced(sizedGroup("a-tiny", "2", "4Gi", 1), "0.05"), priced(sizedGroup("b-dear", "2", "4Gi", 10), "0.25")},
 			pods:   st.Replicas("web", 4, "1", "1Gi"),
-			want:   map[string]int{"a-tiny": 1, "b-large": 1},
+			want:   map[string]int{"a-tiny": 1, "b-dear": 1},
 		},
 		{
 			name:      "unpriced groups cost the default for their capacity",

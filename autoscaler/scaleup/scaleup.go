@@ -242,8 +242,10 @@ func nominatedToRegistered(snap *snapshot.Snapshot, nominations []Nomination) []
 }
 
 // maxPodsForOtherPlans is the most candidates for which a plan with
-// prices is also planned the other ways (otherPlannings): their rounds,
-// one a node or so when densest, cost more the more pods there are.
+// prices is also planned the other ways (otherPlannings), and each plan
+// improved by moving pods between its new nodes (improvePlan): their
+// rounds, one a node or so when densest, and their moves cost more the
+// more pods there are.
 const maxPodsForOtherPlans = 100
 
 // planning is a way to plan round by round.
@@ -343,7 +345,8 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 	// Pods that fit where they are or on nodes on their way wait for them:
 	// first where the last plan put them, then wherever they fit. The pod
 	// groups stay in placement order from here on: remaining keeps it.
-	podGroups := placementOrder(simulator.GroupPods(candidates))
+	allGroups := placementOrder(simulator.GroupPods(candidates))
+	podGroups := allGroups
 	plan.Absorbed = placeNominated(sched, podGroups, state.Nominations, onTheirWay.unregistered)
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
 	absorbed, podGroups := placeFirstFit(sched, podGroups, simulator.ScheduleOptions{})
@@ -381,7 +384,7 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 		r := s.round(sched, growable, podGroups, skipReasons, len(planned))
 		if r.chosen == nil {
 			plan.NoScaleUp = noScaleUp(podGroups, r.estimates, r.groupReasons)
-			return plan
+			break
 		}
 		// The chosen option, or the nodes but the last of an option and a
 		// cheaper option for the pods of the last: each is kept.
@@ -421,9 +424,15 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 				"pods", len(option.pods), "podsOnPlannedNodes", len(r.Reused), "increases", len(option.increases))
 		}
 		if len(podGroups) == 0 {
-			return plan
+			break
 		}
 	}
+	// Only with price first in the chain: the expanders ahead of it
+	// choose by what the moves do not weigh.
+	if s.price != nil && s.priceAt == 0 && len(candidates) <= maxPodsForOtherPlans && len(planned) > 0 {
+		s.improvePlan(ctx, sched, plan, growable, allGroups, planned)
+	}
+	return plan
 }
 
 // countPlanned adds sign times the increases to the nodes the rounds plan
