@@ -80,8 +80,10 @@ func TestConvertCommandRefuses(t *testing.T) {
 		{name: "a missing file", args: []string{"--from-helm-values", "no-such-values.yaml"}, wantErr: "no-such-values.yaml"},
 		{name: "stdin without one", args: []string{"--from-deployment", "-"}, wantErr: "- reads stdin, which there is none of"},
 		{name: "a bad priority ConfigMap", args: []string{"--from-deployment", deployment, "--from-priority-config", deployment}, wantErr: "has no key priorities"},
-		{name: "warnings with --strict", args: []string{"--strict", "--", "--cloud-provider=clusterapi", "--node-group-auto-discovery=clusterapi:clusterName=prod", "--scan-interval=1"},
+		{name: "warnings with --strict", args: []string{"--strict", "--", "--cloud-provider=clusterapi", "--node-group-auto-discovery=clusterapi:clusterName=prod", "--node-deletion-delay-timeout=0s", "--scan-interval=1"},
 			wantErr: "--strict: 2 warnings (above); no ClusterAutoscaler printed"},
+		{name: "upstream's default node deletion delay with --strict", args: []string{"--strict", "--", "--cloud-provider=clusterapi", "--node-group-auto-discovery=clusterapi:clusterName=prod,namespace=clusters"},
+			wantErr: "--strict: 1 warnings (above); no ClusterAutoscaler printed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -146,6 +146,7 @@ func convert(in convertInput, opts convertOptions) (*converted, error) {
 	c.applyFlags(parsed)
 	c.finishExpanders()
 	c.checkBackoff()
+	c.warnOfUpstreamDefaults()
 	if err := managerRefuses(c.spec); err != nil {
 		return nil, fmt.Errorf("the manager would refuse the converted ClusterAutoscaler: %w", err)
 	}
@@ -302,6 +303,22 @@ func (c *conversion) checkBackoff() {
 	}
 	c.warnf("the initial backoff %s exceeds the maximum %s, which spec.backoff does not allow: spec.backoff.initial is left out", b.Initial.Duration, b.Max.Duration)
 	b.Initial = nil
+}
+
+// warnOfUpstreamDefaults warns of the flags without a field, not given,
+// whose upstream default asks for what capi-autoscaler does the opposite
+// of: leaving such a flag out of upstream's command line asks for it too.
+func (c *conversion) warnOfUpstreamDefaults() {
+	for i := range flagTable {
+		row := &flagTable[i]
+		if row.differs == nil || c.given[row.flag] || row.upstream.value == "" {
+			continue
+		}
+		upstream := row.upstream.at(c.minor)
+		if warning := row.differs(c, upstream); warning != "" {
+			c.warnf("--%s is not given, and upstream's default is %s: %s", row.flag, upstream, warning)
+		}
+	}
 }
 
 // compareDefaults lists the upstream defaults, of flags not given, that

@@ -101,7 +101,7 @@ var realConfigurations = []struct {
 		},
 		// Where it keeps its Lease and status: capi-autoscaler looks for
 		// them there during a switch.
-		wantWarnings: []string{"--namespace=<release namespace>: the namespace of the upstream chart's release, which its values do not tell: set spec.upstreamAutoscaler.namespace to it"},
+		wantWarnings: []string{"--namespace=<release namespace>: the namespace of the upstream chart's release, which its values do not tell: set spec.upstreamAutoscaler.namespace to it", defaultDelayDeletionWarning},
 		wantDefaults: []differingDefault{
 			{flag: "cores-total", field: "spec.resourceLimits.cores", upstream: "0:320000", ours: "none"},
 			{flag: "memory-total", field: "spec.resourceLimits.memory", upstream: "0:6400000", ours: "none"},
@@ -135,6 +135,7 @@ var realConfigurations = []struct {
 			{flag: "cores-total", field: "spec.resourceLimits.cores", upstream: "0:320000", ours: "none"},
 			{flag: "memory-total", field: "spec.resourceLimits.memory", upstream: "0:6400000", ours: "none"},
 		},
+		wantWarnings: []string{defaultDelayDeletionWarning},
 	},
 	{
 		name:     "a Deployment in the workload cluster with the management cluster's kubeconfig",
@@ -167,6 +168,7 @@ var realConfigurations = []struct {
 			{flag: "cordon-node-before-terminating", field: "spec.scaleDown.cordonNodeBeforeTerminating", upstream: "true", ours: "false"},
 			{flag: "v", field: "spec.logVerbosity", upstream: "0", ours: "1"},
 		},
+		wantWarnings: []string{defaultDelayDeletionWarning},
 	},
 	{
 		name:     "a command line with many scale-down and limit flags, and the priority ConfigMap",
@@ -270,6 +272,7 @@ var realConfigurations = []struct {
 			"--leader-elect=false",
 		},
 		wantNodeGroups: []nodeGroupBounds{{kind: "MachineDeployment", namespace: "clusters", name: "prod-md-0", min: 1, max: 10}},
+		wantWarnings:   []string{defaultDelayDeletionWarning},
 	},
 	{
 		name:     "Helm values with the Cluster's kubeconfig, extraArgs, node groups and expander priorities",
@@ -315,7 +318,7 @@ var realConfigurations = []struct {
 			{flag: "memory-total", field: "spec.resourceLimits.memory", upstream: "0:6400000", ours: "none"},
 		},
 		wantNodeGroups: []nodeGroupBounds{{kind: "MachineDeployment", namespace: "clusters", name: "prod-md-0", min: 1, max: 10}},
-		wantWarnings:   []string{"--max-nodes-total=1e+06: not an integer: Helm renders large numbers"},
+		wantWarnings:   []string{"--max-nodes-total=1e+06: not an integer: Helm renders large numbers", defaultDelayDeletionWarning},
 	},
 }
 

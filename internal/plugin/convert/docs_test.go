@@ -65,6 +65,9 @@ out with a warning.
 		reason := row.reason
 		if row.differs != nil {
 			reason += fmt.Sprintf("; `--%s=%s` asks for the opposite of what capi-autoscaler does, and is a warning, which `--strict` fails on", row.flag, row.differing)
+			if row.upstream.value != "" {
+				reason += fmt.Sprintf("; so is leaving the flag out, as upstream's default is `%s`", row.upstream.value)
+			}
 		}
 		fmt.Fprintf(&b, "| `--%s` | %s |\n", row.flag, markdownText.Replace(reason))
 	}

@@ -33,7 +33,9 @@ type flagMapping struct {
 	// field's value, as the report shows it, or why the value cannot be
 	// converted: then the field stays unset.
 	apply func(c *conversion, value string) (string, error)
-	// upstream is the upstream default, as the flag is written.
+	// upstream is the upstream default, as the flag is written. A flag
+	// that maps to no field has one only when differs warns of it
+	// (warnOfUpstreamDefaults).
 	upstream upstreamDefault
 	// ours is our default, as the flag would be written; empty for none.
 	// The engine owns it (autoscaler.DefaultConfig); a test holds it to the

@@ -113,7 +113,8 @@ func TestConvertChecksWithTheManagersRules(t *testing.T) {
 			_, refusal := engineconfig.Settings(tt.refused, utilclock.RealClock{})
 			g.Expect(refusal).To(HaveOccurred(), "the manager takes %s", tt.flag)
 
-			result, err := convert(convertInput{args: []string{"cluster-autoscaler", "--cloud-provider=clusterapi", discovery, tt.flag}},
+			// Without its default's warning (TestConvertBadInput).
+			result, err := convert(convertInput{args: []string{"cluster-autoscaler", "--cloud-provider=clusterapi", discovery, "--node-deletion-delay-timeout=0s", tt.flag}},
 				convertOptions{mode: autoscalingv1alpha1.DryRunMode})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(result.object.Spec).To(Equal(caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode}))
@@ -149,6 +150,12 @@ func TestFlagTableRows(t *testing.T) {
 
 // Bad input is an error when there is nothing to convert, and otherwise a
 // warning: the value is left out, and the output stays valid.
+// defaultDelayDeletionWarning begins the warning of every conversion
+// of a command line without --node-deletion-delay-timeout: upstream's
+// default waits for the delay-deletion annotations, capi-autoscaler does
+// not.
+const defaultDelayDeletionWarning = "--node-deletion-delay-timeout is not given, and upstream's default is 2m"
+
 func TestConvertBadInput(t *testing.T) {
 	const discovery = "--node-group-auto-discovery=clusterapi:clusterName=prod,namespace=clusters"
 	tests := []struct {
@@ -194,7 +201,7 @@ func TestConvertBadInput(t *testing.T) {
 			opts:         convertOptions{clusterName: "staging"},
 			wantSpec:     caSpec{ClusterName: "staging", Mode: autoscalingv1alpha1.DryRunMode},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"--cluster-name staging is not the Cluster prod of " + discovery + ": the ClusterAutoscaler is for staging"},
+			wantWarnings: []string{"--cluster-name staging is not the Cluster prod of " + discovery + ": the ClusterAutoscaler is for staging", defaultDelayDeletionWarning},
 		},
 		{
 			name: "malformed values and values the CRD refuses",
@@ -220,6 +227,7 @@ func TestConvertBadInput(t *testing.T) {
 				"--scale-down-enabled=maybe: not true or false",
 				"--expander has no value: left out",
 				"--max-nodes-total=-1: spec.resourceLimits.maxNodesTotal must be between 0 and 2147483647",
+				defaultDelayDeletionWarning,
 			},
 		},
 		{
@@ -227,7 +235,7 @@ func TestConvertBadInput(t *testing.T) {
 			args:         []string{"--cloud-provider=clusterapi", discovery, "--scale-down-utilization-threshold=NaN"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"--scale-down-utilization-threshold=NaN: not a number: left out"},
+			wantWarnings: []string{"--scale-down-utilization-threshold=NaN: not a number: left out", defaultDelayDeletionWarning},
 		},
 		{
 			name: "a GPU type that is no extended resource is read as a DRA driver",
@@ -236,7 +244,7 @@ func TestConvertBadInput(t *testing.T) {
 				ResourceLimits: &autoscalingv1alpha1.ResourceLimits{GPUs: []autoscalingv1alpha1.GPULimit{{Type: "nvidia-tesla-t4", Max: 4}}}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
 			wantWarnings: []string{"--gpu-total=nvidia-tesla-t4:0:4: upstream counts GPUs by the cloud's GPU type (and only on GKE); " +
-				"capi-autoscaler counts them by extended resource name such as nvidia.com/gpu, or, for a type without a slash, as the devices of the DRA driver of that name such as gpu.nvidia.com: check the type"},
+				"capi-autoscaler counts them by extended resource name such as nvidia.com/gpu, or, for a type without a slash, as the devices of the DRA driver of that name such as gpu.nvidia.com: check the type", defaultDelayDeletionWarning},
 		},
 		{
 			name:     "unknown flags, flags given twice and no cloud provider",
@@ -246,7 +254,18 @@ func TestConvertBadInput(t *testing.T) {
 				"no --cloud-provider: upstream's default is gce; converted as a configuration of the clusterapi provider",
 				"--scale-down-enabled=false is given again later: upstream takes the last",
 				"--frobnicate=3: not an upstream cluster-autoscaler flag that convert knows: left out",
+				defaultDelayDeletionWarning,
 			},
+		},
+		{
+			name:         "no --node-deletion-delay-timeout: upstream's default waits for the delay-deletion annotations",
+			args:         []string{"--cloud-provider=clusterapi", discovery},
+			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
+			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{"--node-deletion-delay-timeout is not given, and upstream's default is 2m: upstream waits, up to 2m, for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations " +
+				"of a node to go before deleting it; capi-autoscaler deletes the node once drained, without waiting: whatever those annotations hold the node for (a backup, a log shipper) is not waited for. " +
+				"Have what sets them annotate the node with cluster-autoscaler.kubernetes.io/scale-down-disabled=true instead while it must stay, " +
+				"or, if nothing sets them, convert with --node-deletion-delay-timeout=0s"},
 		},
 		{
 			name: "flags whose conversion would do the opposite of what they ask",
@@ -259,7 +278,7 @@ func TestConvertBadInput(t *testing.T) {
 				"--scale-down-unready-enabled=false: upstream never removes unready nodes; capi-autoscaler removes them after spec.scaleDown.unreadyTime, which is set to 8760h0m0s, the nearest it has",
 				"--min-replica-count=2: upstream keeps the nodes of pods whose ReplicaSet or ReplicationController has fewer replicas than this; capi-autoscaler evicts them whatever their count",
 				"--enforce-node-group-min-size: upstream scales a node group below its minimum size up to it; capi-autoscaler scales up only for pending pods",
-				"--node-deletion-delay-timeout=5m: upstream waits, up to this long, for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations of a node to go",
+				"--node-deletion-delay-timeout=5m: upstream waits, up to 5m, for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations of a node to go",
 			},
 		},
 		{
@@ -275,14 +294,14 @@ func TestConvertBadInput(t *testing.T) {
 			args:         []string{"--cloud-provider=clusterapi", discovery, "--scale-down-unready-time=2h", "--scale-down-unready-enabled=false"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode, ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{UnreadyTime: metaDuration(2 * time.Hour)}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"--scale-down-unready-enabled=false: upstream never removes unready nodes; capi-autoscaler removes them after spec.scaleDown.unreadyTime, which --scale-down-unready-time sets"},
+			wantWarnings: []string{"--scale-down-unready-enabled=false: upstream never removes unready nodes; capi-autoscaler removes them after spec.scaleDown.unreadyTime, which --scale-down-unready-time sets", defaultDelayDeletionWarning},
 		},
 		{
 			name:         "two flags of one field",
 			args:         []string{"--cloud-provider=clusterapi", discovery, "--max-scale-down-parallelism=20", "--max-empty-bulk-delete=5"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode, ScaleDown: &autoscalingv1alpha1.ScaleDownConfig{MaxEmptyBulkDelete: ptr.To[int32](5)}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"--max-scale-down-parallelism and --max-empty-bulk-delete both set spec.scaleDown.maxEmptyBulkDelete: the later one, --max-empty-bulk-delete, holds"},
+			wantWarnings: []string{"--max-scale-down-parallelism and --max-empty-bulk-delete both set spec.scaleDown.maxEmptyBulkDelete: the later one, --max-empty-bulk-delete, holds", defaultDelayDeletionWarning},
 		},
 		{
 			name: "expanders capi-autoscaler lacks, and priority without priorities",
@@ -296,6 +315,7 @@ func TestConvertBadInput(t *testing.T) {
 				"least-nodes is left out: capi-autoscaler has no least-nodes expander",
 				"names random twice: it is kept once",
 				"the priority expander is left out: upstream reads its priorities from the ConfigMap cluster-autoscaler-priority-expander",
+				defaultDelayDeletionWarning,
 			},
 		},
 		{
@@ -303,14 +323,14 @@ func TestConvertBadInput(t *testing.T) {
 			args:         []string{"--cloud-provider=clusterapi", discovery, "--expander=grpc"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"grpc is left out", "--expander=grpc: no expander capi-autoscaler has: left out, spec.expanders keeps our default least-waste"},
+			wantWarnings: []string{"grpc is left out", "--expander=grpc: no expander capi-autoscaler has: left out, spec.expanders keeps our default least-waste", defaultDelayDeletionWarning},
 		},
 		{
 			name:         "an initial backoff above the maximum",
 			args:         []string{"--cloud-provider=clusterapi", discovery, "--initial-node-group-backoff-duration=40m", "--max-node-group-backoff-duration=20m"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode, Backoff: &autoscalingv1alpha1.BackoffConfig{Max: metaDuration(20 * time.Minute)}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
-			wantWarnings: []string{"the initial backoff 40m0s exceeds the maximum 20m0s, which spec.backoff does not allow: spec.backoff.initial is left out"},
+			wantWarnings: []string{"the initial backoff 40m0s exceeds the maximum 20m0s, which spec.backoff does not allow: spec.backoff.initial is left out", defaultDelayDeletionWarning},
 		},
 		{
 			name: "a narrower kubeconfig Secret of the Cluster's namespace",
@@ -321,6 +341,7 @@ func TestConvertBadInput(t *testing.T) {
 			wantSpec: caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode,
 				WorkloadKubeconfigSecretRef: &autoscalingv1alpha1.WorkloadKubeconfigSecretReference{Name: "prod-autoscaler", Key: "kubeconfig"}},
 			wantUnmapped: []string{"--cloud-provider=clusterapi"},
+			wantWarnings: []string{defaultDelayDeletionWarning},
 		},
 		{
 			name: "a kubeconfig Secret of another namespace",
@@ -331,7 +352,7 @@ func TestConvertBadInput(t *testing.T) {
 			opts:         convertOptions{namespace: "other"},
 			wantSpec:     caSpec{ClusterName: "prod", Mode: autoscalingv1alpha1.DryRunMode},
 			wantUnmapped: []string{"--cloud-provider=clusterapi", "--kubeconfig=/kubeconfig/value"},
-			wantWarnings: []string{"-n other is not the namespace clusters of the discovery"},
+			wantWarnings: []string{"-n other is not the namespace clusters of the discovery", defaultDelayDeletionWarning},
 		},
 		{
 			name: "two Clusters, discovery labels, and --cluster-name choosing the second",
@@ -343,6 +364,7 @@ func TestConvertBadInput(t *testing.T) {
 			wantWarnings: []string{
 				"--node-group-auto-discovery=aws:x: not a discovery of the clusterapi provider: left out",
 				"upstream autoscales only the node groups labelled owner=jim",
+				defaultDelayDeletionWarning,
 			},
 		},
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/scaledown"
 )
 
 // Why upstream flags map to no field of the ClusterAutoscaler, and what
@@ -74,13 +76,22 @@ func neverRemoveUnready(c *conversion, value string) string {
 }
 
 // waitForDelayDeletion: upstream waits, up to the timeout, for the
-// delay-deletion annotations of a node to go before deleting it.
+// delay-deletion annotations of a node to go before deleting it; by
+// default too (upstreamDelayDeletionTimeout).
 func waitForDelayDeletion(_ *conversion, value string) string {
 	if d, err := time.ParseDuration(value); err == nil && d <= 0 {
 		return ""
 	}
-	return "upstream waits, up to this long, for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations of a node to go before deleting it; capi-autoscaler deletes the node once drained, without waiting: whatever those annotations hold the node for (a backup, a log shipper) is not waited for"
+	return "upstream waits, up to " + value + ", for the delay-deletion.cluster-autoscaler.kubernetes.io/ annotations of a node to go before deleting it; " +
+		"capi-autoscaler deletes the node once drained, without waiting: whatever those annotations hold the node for (a backup, a log shipper) is not waited for. " +
+		"Have what sets them annotate the node with " + scaledown.ScaleDownDisabledAnnotation + "=true instead while it must stay, " +
+		"or, if nothing sets them, convert with --node-deletion-delay-timeout=0s"
 }
+
+// upstreamDelayDeletionTimeout is upstream's default
+// --node-deletion-delay-timeout: leaving the flag out still asks for the
+// wait.
+const upstreamDelayDeletionTimeout = "2m"
 
 // keepMinReplicas: upstream keeps the pods of a controller with fewer
 // replicas than this.
@@ -101,6 +112,13 @@ func scaleUpToMinSize(_ *conversion, value string) string {
 
 func unmapped(flag, reason string) flagMapping {
 	return flagMapping{flag: flag, reason: reason}
+}
+
+// unmappedWithDefault is unmapped, for a flag whose upstream default
+// matters: differs warns of it when the flag is not given
+// (warnOfUpstreamDefaults).
+func unmappedWithDefault(flag, reason, upstream string) flagMapping {
+	return flagMapping{flag: flag, reason: reason, upstream: upstreamDefault{value: upstream}}
 }
 
 func unmappedBool(flag, reason string) flagMapping {
@@ -177,7 +195,7 @@ func unmappedFlags() []flagMapping {
 		unmapped("pod-injection-limit", reasonTuning),
 		unmapped("node-deletion-batcher-interval", reasonTuning),
 		unmapped("node-deletion-candidate-ttl", reasonTuning),
-		unmappedUnless(unmapped("node-deletion-delay-timeout", reasonDelayDeletion), "2m", waitForDelayDeletion),
+		unmappedUnless(unmappedWithDefault("node-deletion-delay-timeout", reasonDelayDeletion, upstreamDelayDeletionTimeout), upstreamDelayDeletionTimeout, waitForDelayDeletion),
 		unmapped("node-delete-delay-after-taint", reasonNoSetting),
 		unmappedBool("dynamic-node-delete-delay-after-taint-enabled", reasonNoSetting),
 		unmapped("max-bulk-soft-taint-count", reasonNoSetting),

@@ -186,10 +186,10 @@ func Golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("reading the golden file (go test -run %s -Update writes it): %v", t.Name(), err)
+		t.Fatalf("reading the golden file (go test -run %s -update writes it): %v", t.Name(), err)
 	}
 	if got != string(want) {
-		t.Errorf("output differs from %s (go test -run %s -Update rewrites it):\n--- got\n%s\n--- want\n%s", path, t.Name(), got, want)
+		t.Errorf("output differs from %s (go test -run %s -update rewrites it):\n--- got\n%s\n--- want\n%s", path, t.Name(), got, want)
 	}
 }
 
