@@ -289,7 +289,8 @@ func (r *renominations) run(ctx context.Context) {
 	for {
 		uid, planned, ok := r.first(ctx, nodes)
 		if !ok {
-			wg.Wait()
+			// Not waiting for the writes under way: a slow one would hold
+			// the clearings that come meanwhile. They count in the next.
 			if n := written.Swap(0); n > 0 {
 				klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", n)
 			}
