@@ -207,7 +207,7 @@ func New(opts Options) (*Engine, error) {
 			planner:  scaledown.NewPlanner(opts.Clock),
 			actuator: actuator,
 
-			renominations: newRenominations(opts.Clientset),
+			renominations: newRenominations(opts.Clientset, opts.Cluster),
 			displacements: displacements{},
 		},
 	}

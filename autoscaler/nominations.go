@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodefacts"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/retry"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/simulator"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
@@ -121,7 +124,8 @@ func nominatePod(ctx context.Context, clientset kubernetes.Interface, namespace,
 // Renominations are written at most this often, apart from the loop's
 // nominations, so that a wave of failed attempts (every pod waiting for
 // a node fails when another node registers) does not take the client's
-// whole rate (--workload-client-qps, 20 by default) from the loop.
+// whole rate (--workload-client-qps, 20 by default) from the loop. Those
+// to registered nodes are not held (see run).
 const (
 	renominationsPerSecond = 10
 	renominationBurst      = 20
@@ -145,8 +149,10 @@ const (
 // a nomination it changed to another node (for preemption) is its own.
 type renominations struct {
 	clientset kubernetes.Interface
-	limiter   flowcontrol.RateLimiter
-	wake      chan struct{}
+	// cluster tells which nodes are registered, from the engine's cache.
+	cluster client.Reader
+	limiter *rate.Limiter
+	wake    chan struct{}
 
 	mu sync.Mutex
 	// standing are the nominations of the last loop's plan and of the
@@ -154,16 +160,26 @@ type renominations struct {
 	// progress alone, which replace them as the loop ends.
 	standing, next map[types.UID]string
 	// cleared are the pods whose standing nomination kube-scheduler
-	// cleared, in their last version, waiting to be nominated again.
-	cleared map[types.UID]*snapshot.Pod
+	// cleared, waiting to be nominated again; clearings counts the
+	// clearings seen, to write back in the order they were seen.
+	cleared   map[types.UID]clearing
+	clearings uint64
 }
 
-func newRenominations(clientset kubernetes.Interface) *renominations {
+// clearing is a pod whose nomination kube-scheduler cleared, in its last
+// version, and when the engine first saw it cleared.
+type clearing struct {
+	pod  *snapshot.Pod
+	seen uint64
+}
+
+func newRenominations(clientset kubernetes.Interface, cluster client.Reader) *renominations {
 	return &renominations{
 		clientset: clientset,
-		limiter:   flowcontrol.NewTokenBucketRateLimiter(renominationsPerSecond, renominationBurst),
+		cluster:   cluster,
+		limiter:   rate.NewLimiter(renominationsPerSecond, renominationBurst),
 		wake:      make(chan struct{}, 1),
-		cleared:   map[types.UID]*snapshot.Pod{},
+		cleared:   map[types.UID]clearing{},
 	}
 }
 
@@ -211,58 +227,171 @@ func (r *renominations) podUpdated(old, pod *snapshot.Pod) {
 	if r.standing[pod.UID] != old.NominatedNodeName {
 		return
 	}
-	r.cleared[pod.UID] = pod
+	queued, ok := r.cleared[pod.UID]
+	if !ok {
+		r.clearings++
+		queued.seen = r.clearings
+	}
+	queued.pod = pod
+	r.cleared[pod.UID] = queued
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run writes the cleared nominations back until ctx is done.
+// plannedNode is how soon the node planned for a pod may take pods, which
+// tells how soon others may take the pod's room there while its
+// nomination is cleared.
+type plannedNode int
+
+const (
+	// takingPods: kube-scheduler binds pods to it now.
+	takingPods plannedNode = iota
+	// registered: it is starting; it takes pods within seconds.
+	registered
+	// onItsWay: it has not registered; no pod can take room on it yet.
+	onItsWay
+)
+
+// plannedNodeOf reads from the engine's cache how soon node may take
+// pods; onItsWay when the cache cannot tell.
+func (r *renominations) plannedNodeOf(ctx context.Context, name string) plannedNode {
+	node := &corev1.Node{}
+	if err := r.cluster.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return onItsWay
+	}
+	if nodefacts.KubeletReady(node) {
+		return takingPods
+	}
+	return registered
+}
+
+// run writes the cleared nominations back until ctx is done: first, in
+// the order their clearings were seen, those of pods whose node is
+// taking pods, then those whose node registered, then the others.
+//
+// The write-backs to registered nodes go at once, taking a token of the
+// limit when one is left: such a node may take pods within a second,
+// and a wave's write-backs held by the limit took up to 1.9 s, long
+// enough for the pods of other nodes to take the room of those waiting
+// (issue 51). They are few: a node's pods, once per failed attempt. The
+// others, nominated to nodes that hold no room for anyone yet, wait for
+// the limit, and give their turn to a clearing seen meanwhile.
 func (r *renominations) run(ctx context.Context) {
+	var written atomic.Int32
+	writers := make(chan struct{}, nominationWriters)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// nodes are the planned nodes read since the last wait: read again
+	// after each, when nodes may have registered.
+	nodes := map[string]plannedNode{}
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		}
-		var written atomic.Int32
-		writers := make(chan struct{}, nominationWriters)
-		var wg sync.WaitGroup
-		for {
-			pod, node := r.pop()
-			if pod == nil {
-				break
+		uid, planned, ok := r.first(ctx, nodes)
+		if !ok {
+			// Not waiting for the writes under way: a slow one would hold
+			// the clearings that come meanwhile. They count in the next.
+			if n := written.Swap(0); n > 0 {
+				klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", n)
 			}
-			if err := r.limiter.Wait(ctx); err != nil {
-				break
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.wake:
+				clear(nodes)
+				continue
 			}
-			writers <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-writers }()
-				if r.renominate(ctx, pod, node) {
-					written.Add(1)
-				}
-			})
 		}
-		wg.Wait()
-		if n := written.Load(); n > 0 {
-			klog.FromContext(ctx).V(2).Info("Nominated pods again to the nodes on their way planned for them, which kube-scheduler had cleared", "pods", n)
+		if planned == onItsWay {
+			turn := r.waitTurn(ctx)
+			clear(nodes)
+			if ctx.Err() != nil {
+				return
+			}
+			if !turn {
+				continue
+			}
+		} else {
+			r.limiter.Allow()
 		}
+		pod, node, ok := r.take(uid)
+		if !ok {
+			continue
+		}
+		writers <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-writers }()
+			if r.renominate(ctx, pod, node) {
+				written.Add(1)
+			}
+		})
 	}
 }
 
-// pop takes a cleared pod whose nomination still stands, with its node.
-func (r *renominations) pop() (*snapshot.Pod, string) {
+// first finds the cleared pod whose nomination to write back first, and
+// how soon its node may take pods; it reads the nodes not in nodes.
+func (r *renominations) first(ctx context.Context, nodes map[string]plannedNode) (types.UID, plannedNode, bool) {
+	type queued struct {
+		uid  types.UID
+		node string
+		seen uint64
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for uid, pod := range r.cleared {
-		delete(r.cleared, uid)
+	pods := make([]queued, 0, len(r.cleared))
+	for uid, cleared := range r.cleared {
 		if node, ok := r.standing[uid]; ok {
-			return pod, node
+			pods = append(pods, queued{uid: uid, node: node, seen: cleared.seen})
+		} else {
+			delete(r.cleared, uid)
 		}
 	}
-	return nil, ""
+	r.mu.Unlock()
+
+	var first queued
+	firstPlanned := onItsWay + 1
+	for _, pod := range pods {
+		planned, ok := nodes[pod.node]
+		if !ok {
+			planned = r.plannedNodeOf(ctx, pod.node)
+			nodes[pod.node] = planned
+		}
+		if planned < firstPlanned || planned == firstPlanned && pod.seen < first.seen {
+			first, firstPlanned = pod, planned
+		}
+	}
+	return first.uid, firstPlanned, len(pods) > 0
+}
+
+// waitTurn waits for the limit to let a write-back go, and says whether
+// it did: not when ctx is done or a clearing came meanwhile, which may
+// go first.
+func (r *renominations) waitTurn(ctx context.Context) bool {
+	reservation := r.limiter.Reserve()
+	delay := reservation.Delay()
+	if delay == 0 {
+		return true
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+	case <-r.wake:
+	}
+	reservation.Cancel()
+	return false
+}
+
+// take removes the cleared pod from the queue, and returns it with its
+// node while its nomination still stands.
+func (r *renominations) take(uid types.UID) (*snapshot.Pod, string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cleared, ok := r.cleared[uid]
+	delete(r.cleared, uid)
+	node, standing := r.standing[uid]
+	return cleared.pod, node, ok && standing
 }
 
 // renominate writes the pod's nomination to node back, on the version of

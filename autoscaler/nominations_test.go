@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/nodegroups"
 	"github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot"
 	st "github.com/capi-autoscaler/capi-autoscaler/autoscaler/snapshot/snapshottest"
 )
@@ -167,4 +169,135 @@ func TestLoopNominatesAPodKubeSchedulerWroteSinceTheLoopReadIt(t *testing.T) {
 	f.runOnce(t)
 
 	g.Expect(nominatedNode(t, f, "web-0")).To(Equal(starting.Name))
+}
+
+// waveFixture is a group with a registered node, not Ready yet, and
+// booting machines whose nodes will be named after them, with two pods
+// of 2 cores planned for each and every pod nominated to its node, as
+// the loops of a burst leave them.
+func waveFixture(t *testing.T, booting int) (f *fixture, registered *corev1.Node) {
+	t.Helper()
+	group := &fakeGroup{id: "MachineDeployment/default/md-0", max: booting + 1, template: templateNode()}
+	registered = group.addNodes(1)[0]
+	group.instances[0].Name = registered.Name
+	registered.CreationTimestamp = metav1.NewTime(st.Now)
+	registered.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	registered.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	for i := range booting {
+		name := "md-0-booting-" + strconv.Itoa(i)
+		group.instances = append(group.instances, nodegroups.Instance{ID: "fake://" + name, Name: name, State: nodegroups.InstanceCreating, Removable: true})
+		group.target++
+	}
+	pods := make([]*corev1.Pod, 0, 2*(booting+1))
+	for i := range cap(pods) {
+		pods = append(pods, st.Pod("web-"+strconv.Itoa(i), "2", "1Gi", st.OwnedBy("web")))
+	}
+	f = newFixture(t, []*fakeGroup{group}, objects([]*corev1.Node{registered}, pods...)...)
+
+	// A loop nominates at most 30 pods; the cache sees what it wrote.
+	for range 10 {
+		patches := statusPatches(f)
+		f.runOnce(t)
+		if statusPatches(f) == patches {
+			return f, registered
+		}
+		cacheNominations(t, f)
+		f.clock.Step(time.Second)
+	}
+	t.Fatal("the loops kept nominating")
+	return nil, nil
+}
+
+// cacheNominations has the fixture's cache see the nominations written.
+func cacheNominations(t *testing.T, f *fixture) {
+	t.Helper()
+	written, err := f.clientset.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range written.Items {
+		cached := &corev1.Pod{}
+		if err := f.cluster.Get(context.Background(), client.ObjectKeyFromObject(&pod), cached); err != nil {
+			t.Fatal(err)
+		}
+		cached.Status.NominatedNodeName = pod.Status.NominatedNodeName
+		if err := f.cluster.Status().Update(context.Background(), cached); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// recordNominations returns the names of the pods whose nomination the
+// engine writes from now on, in the order it writes them.
+func recordNominations(f *fixture) func() []string {
+	var mu sync.Mutex
+	var names []string
+	f.clientset.PrependReactor("patch", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if patch, ok := action.(clienttesting.PatchAction); ok && action.GetSubresource() == "status" {
+			mu.Lock()
+			defer mu.Unlock()
+			names = append(names, patch.GetName())
+		}
+		return false, nil, nil
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(names)
+	}
+}
+
+// clearAndTell is kube-scheduler's failed attempt on the pod, which the
+// engine hears of from its pod informer.
+func clearAndTell(t *testing.T, f *fixture, name string) {
+	t.Helper()
+	nominated, cleared := kubeSchedulerWrites(t, f, name, clearNomination)
+	f.engine.PodUpdated(snapshot.NewPod(nominated), snapshot.NewPod(cleared))
+}
+
+// A node that registers makes kube-scheduler try every pending pod again
+// and clear their nominations: more than the write-backs' limit lets go
+// at once. The pods planned for a registered node lose their room on it
+// to the pods of other nodes as soon as it takes pods: their nominations
+// are written back first, and at once. Before, they waited in a random
+// place of the wave, up to 1.9 s (issue 51).
+func TestNominationsToRegisteredNodesAreWrittenBackFirstAndAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	f, registered := waveFixture(t, 30)
+	written := recordNominations(f)
+	runInBackground(t, f)
+	loop := f.clock.Now()
+	g.Eventually(func() time.Time { return f.engine.Status().Time }).Should(Equal(loop), "the first loop ends")
+	g.Expect(written()).To(BeEmpty(), "every pod is nominated")
+
+	pods, err := f.clientset.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var atRisk, onTheirWay []string
+	for _, pod := range pods.Items {
+		if pod.Status.NominatedNodeName == registered.Name {
+			atRisk = append(atRisk, pod.Name)
+		} else {
+			onTheirWay = append(onTheirWay, pod.Name)
+		}
+	}
+	g.Expect(atRisk).To(HaveLen(2))
+	g.Expect(onTheirWay).To(HaveLen(60))
+
+	for _, name := range onTheirWay {
+		clearAndTell(t, f, name)
+	}
+	g.Eventually(func() int { return len(written()) }).Should(BeNumerically(">=", 20), "the limit's burst goes at once")
+	before := len(written())
+	for _, name := range atRisk {
+		clearAndTell(t, f, name)
+	}
+
+	g.Eventually(func() []string { return written()[before:] }).Should(ContainElements(atRisk))
+	after := written()[before:]
+	last := max(slices.Index(after, atRisk[0]), slices.Index(after, atRisk[1]))
+	g.Expect(last).To(BeNumerically("<=", len(atRisk)),
+		"the pods of the registered node come before every pod of a node on its way but the one written then: %v", after)
+	for _, name := range atRisk {
+		g.Expect(nominatedNode(t, f, name)).To(Equal(registered.Name))
+	}
 }
