@@ -468,12 +468,7 @@ func TestARollbackNeverRemovesWhatARequestsStatusNames(t *testing.T) {
 // names never keeps a group from scaling down.
 func TestABookedRequestsStatusKeepsNoGroupFromScalingDown(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
-	other := &fakeGroup{id: "MachineDeployment/default/b", max: 1, template: templateNode()}
-	// Dedicated to pods that the request's do not tolerate.
-	unneeded := other.addNodes(1, st.WithTaint("dedicated", "other", corev1.TaintEffectNoSchedule))
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
-	f := newFixture(t, []*fakeGroup{group, other}, objects(unneeded)...).withRequests(t, requests)
+	f, requests, group, other, unneeded := atomicRequestBesideAnUnneededNode(t)
 	f.runOnce(t)
 	g.Expect(group.increases).To(Equal([]int{2}))
 

@@ -244,16 +244,24 @@ func TestARollbackThatCannotFinishGivesUp(t *testing.T) {
 	g.Expect(f.runOnce(t).UnfinishedRollbacks).To(BeEmpty())
 }
 
+// atomicRequestBesideAnUnneededNode is a cluster where an atomic request
+// of 4 pods grows group, and other has an unneeded node, dedicated to pods
+// that the request's do not tolerate.
+func atomicRequestBesideAnUnneededNode(t *testing.T) (f *fixture, requests *fakeRequests, group, other *fakeGroup, unneeded []*corev1.Node) {
+	t.Helper()
+	group = &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
+	other = &fakeGroup{id: "MachineDeployment/default/b", max: 1, template: templateNode()}
+	unneeded = other.addNodes(1, st.WithTaint("dedicated", "other", corev1.TaintEffectNoSchedule))
+	requests = &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
+	f = newFixture(t, []*fakeGroup{group, other}, objects(unneeded)...).withRequests(t, requests)
+	return f, requests, group, other, unneeded
+}
+
 // While a rollback cannot finish, the groups it does not touch scale down
 // as usual.
 func TestScaleDownGoesOnBesideARollback(t *testing.T) {
 	g := NewWithT(t)
-	group := &fakeGroup{id: "MachineDeployment/default/a", max: 10, template: templateNode()}
-	other := &fakeGroup{id: "MachineDeployment/default/b", max: 1, template: templateNode()}
-	// Dedicated to pods that the request's do not tolerate.
-	unneeded := other.addNodes(1, st.WithTaint("dedicated", "other", corev1.TaintEffectNoSchedule))
-	requests := &fakeRequests{requests: []provisioning.Request{atomicOf(4)}}
-	f := newFixture(t, []*fakeGroup{group, other}, objects(unneeded)...).withRequests(t, requests)
+	f, requests, group, other, unneeded := atomicRequestBesideAnUnneededNode(t)
 	timedOutScaleUp(t, f, group)
 	group.scaleDownRefusal = &nodegroups.RefusedError{Reason: "MachineDeployment/default/a is rolling out"}
 
