@@ -81,21 +81,11 @@ var _ = Describe("A DryRun ClusterAutoscaler", func() {
 	It("publishes the answer it would give a ProvisioningRequest once", func() {
 		fixture := newWorkloadCluster(env.Config.Host)
 		createGroupAtZero(fixture, "dryrun-answers.example.com/cluster")
-		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "huge"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}}})).To(Succeed())
 		// Not found, and tried again: the Active engines of the other specs,
 		// which serve this API server too, answer the request as well, but
 		// do not end it. That DryRun gives no answer is proven without them
 		// (TestADryRunLoopWritesNothingButItsOwnStatus).
-		request := &provisioningv1.ProvisioningRequest{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "once"},
-			Spec: provisioningv1.ProvisioningRequestSpec{
-				ProvisioningClassName: provisioningv1.CheckCapacityProvisioningClass,
-				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "huge"}, Count: 1}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, request)).To(Succeed())
+		createRequestForAPodThatFitsNowhere(fixture.Namespace, "once", provisioningv1.CheckCapacityProvisioningClass)
 		shadow := createNamedClusterAutoscaler(fixture, "shadow")
 		DeferCleanup(deleteClusterAutoscaler, shadow)
 		setMode(shadow, autoscalingv1alpha1.DryRunMode)
@@ -157,4 +147,24 @@ func decisionsIn(namespace string, ca *autoscalingv1alpha1.ClusterAutoscaler) []
 		}
 	}
 	return decisions
+}
+
+// createRequestForAPodThatFitsNowhere creates a ProvisioningRequest of the
+// class for one pod of 1,000 cpus, which no node and no group can take,
+// and its PodTemplate.
+func createRequestForAPodThatFitsNowhere(namespace, name, class string) *provisioningv1.ProvisioningRequest {
+	GinkgoHelper()
+	template := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-pod"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}}}
+	Expect(k8sClient.Create(ctx, template)).To(Succeed())
+	request := &provisioningv1.ProvisioningRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: provisioningv1.ProvisioningRequestSpec{
+			ProvisioningClassName: class,
+			PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: template.Name}, Count: 1}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, request)).To(Succeed())
+	return request
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,17 +43,7 @@ var _ = Describe("A ProvisioningRequest status written by a tenant", func() {
 		groupID := scalable.ID(scalable.KindMachineDeployment, fixture.Namespace, group.Name)
 
 		By("a tenant writing, in the status of an atomic request, a scale-up of the group that started an hour ago and names its Machine")
-		Expect(k8sClient.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "huge"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}}}}})).To(Succeed())
-		request := &provisioningv1.ProvisioningRequest{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fixture.Namespace, Name: "forged"},
-			Spec: provisioningv1.ProvisioningRequestSpec{
-				ProvisioningClassName: provisioningv1.BestEffortAtomicScaleUpProvisioningClass,
-				PodSets:               []provisioningv1.PodSet{{PodTemplateRef: provisioningv1.Reference{Name: "huge"}, Count: 1}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, request)).To(Succeed())
+		request := createRequestForAPodThatFitsNowhere(fixture.Namespace, "forged", provisioningv1.BestEffortAtomicScaleUpProvisioningClass)
 		forged, err := json.Marshal(provisioning.ScaleUp{Started: time.Now().Add(-time.Hour).UTC().Truncate(time.Second),
 			Groups: map[string]int{groupID: 1}, Instances: map[string][]string{groupID: {empty.Name}}})
 		Expect(err).NotTo(HaveOccurred())
