@@ -114,6 +114,7 @@ func TestEveryNewDryRunDecisionOfAReconcileIsToldInTheEvents(t *testing.T) {
 	g.Expect(autoscalingv1alpha1.AddToScheme(scheme)).To(Succeed())
 	clientset := kubefake.NewClientset()
 	broadcaster := newEventBroadcaster(t.Context(), clientset.CoreV1())
+	t.Cleanup(broadcaster.Shutdown)
 	r := &ClusterAutoscalerReconciler{Recorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: autoscalingv1alpha1.EventSource})}
 	ca := &autoscalingv1alpha1.ClusterAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shadow", UID: "1", ResourceVersion: "7"}}
 	answer := func(request string) autoscaler.Decision {

@@ -197,9 +197,10 @@ func (r *engineRegistry) ofCluster(cluster client.ObjectKey) []*runningEngine {
 func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autoscalingv1alpha1.ClusterAutoscaler, restConfig *rest.Config, desired engineConfig) error {
 	key := client.ObjectKeyFromObject(ca)
 	cluster := clusterKey(ca)
-	// The manager's context, not the engine's: stopping the engine gives
-	// back its drains and says so in events, after the engine's context is
-	// cancelled. The broadcaster is shut down once the engine has returned.
+	// The broadcaster records until shut down, not until the engine's or
+	// the manager's context is done: stopping the engine gives back its
+	// drains and says so in events, after both may be cancelled. It is
+	// shut down once the engine has returned, its events written.
 	credentials, err := newCredentialsTransport(restConfig)
 	if err != nil {
 		return fmt.Errorf("creating the clients of workload cluster %s: %w", cluster, err)
@@ -282,7 +283,7 @@ func (r *ClusterAutoscalerReconciler) startEngine(ctx context.Context, ca *autos
 	}
 	go func() {
 		err := engine.Run(engineCtx)
-		// Sends what is queued, the drains given back included, and stops.
+		// Writes what is queued, the drains given back included, and stops.
 		broadcaster.Shutdown()
 		var panicked *autoscaler.PanicError
 		if errors.As(err, &panicked) {

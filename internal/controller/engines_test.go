@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +159,97 @@ func TestAnEngineThatRanActiveKeepsTheLeaseUntilADryLoopHasRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An engine that stops gives back its drains and says so in events on the
+// workload cluster's nodes, also when the manager stops, its context
+// cancelled first. Once the engine's broadcaster is shut down, those
+// events must be in the workload cluster: the process may exit right after.
+func TestTheEventsOfAStoppingEngineAreWrittenBeforeItsBroadcasterStops(t *testing.T) {
+	// workloadCluster takes its time over each event, as a busy API server
+	// does, so that some are still queued when the engine ends; it returns
+	// the names of the nodes of the events it has written.
+	workloadCluster := func(t *testing.T) (*rest.Config, func() []string) {
+		var mu sync.Mutex
+		var written []string
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			time.Sleep(20 * time.Millisecond)
+			event := &corev1.Event{}
+			if err := json.NewDecoder(req.Body).Decode(event); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			written = append(written, event.InvolvedObject.Name)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(event)
+		}))
+		t.Cleanup(server.Close)
+		return &rest.Config{Host: server.URL}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(written)
+		}
+	}
+	// stopEngine records, as an engine that stops does, that it gave back
+	// the drains of nodes, then ends, shutting its broadcaster down.
+	stopEngine := func(broadcaster record.EventBroadcaster, nodes []string) {
+		recorder := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: workloadEventSource})
+		for _, name := range nodes {
+			recorder.Event(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, corev1.EventTypeNormal, "ScaleDownCancelled",
+				"the autoscaler stopped autoscaling the cluster")
+		}
+		broadcaster.Shutdown()
+	}
+	nodes := []string{"node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7", "node-8"}
+
+	t.Run("the engine stops with the manager", func(t *testing.T) {
+		restConfig, written := workloadCluster(t)
+		managerCtx, stopManager := context.WithCancel(context.Background())
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		_, broadcaster, err := r.newWorkloadClients(managerCtx, restConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		stopManager()
+		stopEngine(broadcaster, nodes)
+		if got := written(); !slices.Equal(got, nodes) {
+			t.Errorf("events written for the nodes %v, want %v", got, nodes)
+		}
+	})
+
+	t.Run("the engine stops, the manager runs on", func(t *testing.T) {
+		restConfig, written := workloadCluster(t)
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		_, broadcaster, err := r.newWorkloadClients(context.Background(), restConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		stopEngine(broadcaster, nodes)
+		if got := written(); !slices.Equal(got, nodes) {
+			t.Errorf("events written for the nodes %v, want %v", got, nodes)
+		}
+	})
+
+	t.Run("an unreachable workload cluster holds the engine's stop up for a bounded time", func(t *testing.T) {
+		unreachable := make(chan struct{})
+		server := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-unreachable }))
+		t.Cleanup(server.Close)
+		t.Cleanup(func() { close(unreachable) })
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		_, broadcaster, err := r.newWorkloadClients(context.Background(), &rest.Config{Host: server.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		start := time.Now()
+		stopEngine(broadcaster, nodes)
+		if took := time.Since(start); took > eventFlushTimeout+time.Second {
+			t.Errorf("the engine's stop took %s, want at most %s", took, eventFlushTimeout+time.Second)
+		}
+	})
 }

@@ -3,11 +3,15 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,30 +22,83 @@ import (
 )
 
 // newEventBroadcaster returns a broadcaster that records core/v1 events
-// through events until ctx is done or it is shut down, in the management
-// cluster as in the workload clusters. Its EventCorrelator keeps events of different
-// messages apart, counts the repeats of a message in one event and
-// combines only floods of similar ones. The events.k8s.io recorder would
-// instead fold every event of a reason on an object within 6 minutes into
-// the series of the first and drop their notes: of two decisions, such as
-// two consolidations of a group, users would read only the first.
+// through events until it is shut down, in the management cluster as in
+// the workload clusters; ctx only gives it its logger: the engines, as the
+// manager stops, give back their drains and say so. Its EventCorrelator
+// keeps events of different messages apart, counts the repeats of a
+// message in one event and combines only floods of similar ones. The
+// events.k8s.io recorder would instead fold every event of a reason on an
+// object within 6 minutes into the series of the first and drop their
+// notes: of two decisions, such as two consolidations of a group, users
+// would read only the first.
 func newEventBroadcaster(ctx context.Context, events typedcorev1.EventsGetter) record.EventBroadcaster {
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.Events("")})
-	return broadcaster
+	sink := &flushMarkingSink{
+		EventSink: &typedcorev1.EventSinkImpl{Interface: events.Events("")},
+		marker:    &corev1.ObjectReference{UID: uuid.NewUUID()},
+		flushed:   make(chan struct{}),
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+	broadcaster.StartRecordingToSink(sink)
+	return &flushingBroadcaster{EventBroadcaster: broadcaster, sink: sink, logger: klog.FromContext(ctx)}
+}
+
+// eventFlushTimeout bounds how long shutting a broadcaster down waits for
+// the events recorded before to be written: an unreachable cluster must
+// not hold up the stop of an engine, nor of the manager.
+const eventFlushTimeout = 5 * time.Second
+
+// flushingBroadcaster is a broadcaster whose Shutdown first writes the
+// events recorded before it, for at most eventFlushTimeout. client-go's
+// Shutdown stops the writer at once, dropping what it had not written yet,
+// such as the events of the drains an engine gave back as it stopped.
+type flushingBroadcaster struct {
+	record.EventBroadcaster
+	sink   *flushMarkingSink
+	logger klog.Logger
+}
+
+// Shutdown records a marker after the events recorded so far and waits
+// until the writer, which writes events one at a time in order, reaches
+// it; then it stops the broadcaster.
+func (b *flushingBroadcaster) Shutdown() {
+	b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{}).Event(b.sink.marker, corev1.EventTypeNormal, "Flushed", "")
+	timeout := time.NewTimer(eventFlushTimeout)
+	defer timeout.Stop()
+	select {
+	case <-b.sink.flushed:
+	case <-timeout.C:
+		b.logger.Info("Stopped recording events before all were written", "timeout", eventFlushTimeout)
+	}
+	b.EventBroadcaster.Shutdown()
+}
+
+// flushMarkingSink writes events to its EventSink, except the event on the
+// marker, which it takes for a sign that the events before it were
+// written or given up.
+type flushMarkingSink struct {
+	record.EventSink
+	marker  *corev1.ObjectReference
+	flushed chan struct{}
+}
+
+func (s *flushMarkingSink) Create(event *corev1.Event) (*corev1.Event, error) {
+	if event.InvolvedObject.UID == s.marker.UID {
+		close(s.flushed)
+		return event, nil
+	}
+	return s.EventSink.Create(event)
 }
 
 // NewEventRecorder returns the recorder of the manager's events in the
 // management cluster of mgr (on ClusterAutoscalers and on the objects
-// behind node groups), and the function that stops it. It records until
-// stopped, not until ctx is done: the engines, as the manager stops, give
-// back their drains and say so.
+// behind node groups), and the function that stops it, once the events
+// recorded before are written.
 func NewEventRecorder(ctx context.Context, mgr ctrl.Manager) (record.EventRecorder, func(), error) {
 	events, err := typedcorev1.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the client of the manager's events: %w", err)
 	}
-	broadcaster := newEventBroadcaster(context.WithoutCancel(ctx), events)
+	broadcaster := newEventBroadcaster(ctx, events)
 	return broadcaster.NewRecorder(mgr.GetScheme(), corev1.EventSource{Component: autoscalingv1alpha1.EventSource}), broadcaster.Shutdown, nil
 }
 
