@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,11 +80,13 @@ type flushMarkingSink struct {
 	record.EventSink
 	marker  *corev1.ObjectReference
 	flushed chan struct{}
+	// once keeps a second Shutdown's marker from closing flushed again.
+	once sync.Once
 }
 
 func (s *flushMarkingSink) Create(event *corev1.Event) (*corev1.Event, error) {
 	if event.InvolvedObject.UID == s.marker.UID {
-		close(s.flushed)
+		s.once.Do(func() { close(s.flushed) })
 		return event, nil
 	}
 	return s.EventSink.Create(event)
