@@ -189,8 +189,7 @@ var _ = Describe("The Lease of a Cluster whose ClusterAutoscaler leaves Active m
 		patchClusterAutoscaler(key, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
 			ca.Spec.ScanInterval = &metav1.Duration{Duration: time.Hour}
 		})
-		// The loop that was scheduled with the former interval.
-		expectAnotherLoop(key)
+		expectLoopsOnlyOnTriggers(key)
 
 		By("switching to DryRun: no dry loop has run yet, so the Lease stays")
 		patchClusterAutoscaler(key, func(ca *autoscalingv1alpha1.ClusterAutoscaler) {
