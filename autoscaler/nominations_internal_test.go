@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -147,4 +148,159 @@ func BenchmarkRenominationsOfAWave(b *testing.B) {
 			b.ReportMetric(float64(w.nodes.reads)/float64(b.N)/float64(pods), "node-reads/pod")
 		})
 	}
+}
+
+// The cleared nominations are written back in the order of a plain
+// reference: at each write, the pods whose node takes pods, then those
+// whose node registered, then the others, each in the order their
+// clearings were seen, by the nodes' ranks read at that write. Over a
+// random mix of clearings, clearings again, loops that plan pods for
+// other nodes and drop others, and nodes that register, start or go.
+func TestRenominationsKeepTheirOrderAsPlannedNodesChange(t *testing.T) {
+	const pods, nodes, steps = 300, 30, 20000
+	random := rand.New(rand.NewPCG(51, 51))
+	cache := &cachedNodes{nodes: map[string]*corev1.Node{}}
+	r := newRenominations(kubefake.NewClientset(), cache)
+	ctx := t.Context()
+
+	// The reference: the nominations that stand, the rank of each node,
+	// and when each queued pod's clearing was seen.
+	standing, next := map[types.UID]string{}, map[types.UID]string{}
+	ranks := map[string]plannedNode{}
+	seen := map[types.UID]int{}
+	clearings := 0
+	podOf := func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-" + strconv.Itoa(i), UID: types.UID("uid-" + strconv.Itoa(i))}}
+	}
+	rankOf := func(node string) plannedNode {
+		if rank, ok := ranks[node]; ok {
+			return rank
+		}
+		return onItsWay
+	}
+	loop := func() {
+		var placements []simulator.Placement
+		for i := range pods {
+			if random.IntN(3) > 0 {
+				node := plannedNodeName(random.IntN(nodes))
+				placements = append(placements, simulator.Placement{Pod: podOf(i), NodeName: node})
+				next[podOf(i).UID], standing[podOf(i).UID] = node, node
+			}
+		}
+		r.stand(placements)
+	}
+	loopEnds := func() {
+		r.loopEnded()
+		standing, next = next, map[types.UID]string{}
+		for uid := range seen {
+			if _, ok := standing[uid]; !ok {
+				delete(seen, uid)
+			}
+		}
+	}
+	reordered, written := 0, 0
+	write := func() {
+		want, oldest := types.UID(""), types.UID("")
+		for uid := range seen {
+			if want == "" || rankOf(standing[uid]) < rankOf(standing[want]) ||
+				rankOf(standing[uid]) == rankOf(standing[want]) && seen[uid] < seen[want] {
+				want = uid
+			}
+			if oldest == "" || seen[uid] < seen[oldest] {
+				oldest = uid
+			}
+		}
+		r.readPlannedNodes(ctx, true)
+		uid, planned, ok := r.first()
+		if !ok {
+			if want != "" {
+				t.Fatalf("after %d writes, none is queued, want %s", written, want)
+			}
+			return
+		}
+		if uid != want || planned != rankOf(standing[want]) {
+			t.Fatalf("after %d writes, %s (%d) goes first, want %s (%d)", written, uid, planned, want, rankOf(standing[want]))
+		}
+		pod, node, ok := r.take(uid)
+		if !ok || pod.UID != uid || node != standing[uid] {
+			t.Fatalf("took %v to %q (%v), want %s to %q", pod, node, ok, uid, standing[uid])
+		}
+		if uid != oldest {
+			reordered++
+		}
+		delete(seen, uid)
+		written++
+	}
+
+	loop()
+	loopEnds()
+	for range steps {
+		switch step := random.IntN(100); {
+		case step < 45:
+			i := random.IntN(pods)
+			uid := podOf(i).UID
+			node, ok := standing[uid]
+			if !ok {
+				continue
+			}
+			nominated, cleared := snapshot.NewPod(podOf(i)), snapshot.NewPod(podOf(i))
+			nominated.NominatedNodeName = node
+			r.podUpdated(nominated, cleared)
+			if _, ok := seen[uid]; !ok {
+				clearings++
+				seen[uid] = clearings
+			}
+		case step < 60:
+			node := plannedNodeName(random.IntN(nodes))
+			rank := plannedNode(random.IntN(int(onItsWay) + 1))
+			cache.plan(node, rank)
+			ranks[node] = rank
+		case step < 62:
+			loop()
+		case step < 64:
+			loopEnds()
+		default:
+			write()
+		}
+	}
+	for len(seen) > 0 {
+		write()
+	}
+	if reordered == 0 || written < pods {
+		t.Fatalf("%d writes, %d of them before an older clearing: the mix did not exercise the ranks", written, reordered)
+	}
+	t.Logf("%d writes, %d of them before an older clearing", written, reordered)
+}
+
+// A wave may wait for more nodes than a reread reads: each is read again
+// in turn, so that the pods of a node that registers go first within as
+// many rereads as it takes to come round, and no reread reads them all.
+func TestRenominationsReadTheirPlannedNodesInTurn(t *testing.T) {
+	w := newClearedWave(25000)
+	clear(w.nodes.nodes)
+	r := newRenominations(kubefake.NewClientset(), w.nodes)
+	r.stand(w.placements)
+	r.loopEnded()
+	for i := range w.cleared {
+		r.podUpdated(w.nominated[i], w.cleared[i])
+	}
+	r.readPlannedNodes(t.Context(), true)
+	nodes := 2500
+	starting := plannedNodeName(nodes - 1)
+	w.nodes.plan(starting, registered)
+
+	for rereads := 1; rereads <= (nodes+rereadNodes-1)/rereadNodes; rereads++ {
+		reads := w.nodes.reads
+		r.readPlannedNodes(t.Context(), true)
+		if read := w.nodes.reads - reads; read > rereadNodes {
+			t.Fatalf("reread %d read %d nodes, more than %d", rereads, read, rereadNodes)
+		}
+		if uid, planned, _ := r.first(); planned == registered {
+			if want := w.placements[nodes-1].Pod.UID; uid != want {
+				t.Fatalf("%s goes first, want %s, the first pod of %s", uid, want, starting)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s registered, and its pods still wait their turn after every node was read again", starting)
 }
