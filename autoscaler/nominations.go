@@ -160,17 +160,9 @@ type renominations struct {
 	// progress alone, which replace them as the loop ends.
 	standing, next map[types.UID]string
 	// cleared are the pods whose standing nomination kube-scheduler
-	// cleared, waiting to be nominated again; clearings counts the
-	// clearings seen, to write back in the order they were seen.
-	cleared   map[types.UID]clearing
-	clearings uint64
-}
-
-// clearing is a pod whose nomination kube-scheduler cleared, in its last
-// version, and when the engine first saw it cleared.
-type clearing struct {
-	pod  *snapshot.Pod
-	seen uint64
+	// cleared, waiting to be nominated again, in the order to write them
+	// back.
+	cleared clearedQueue
 }
 
 func newRenominations(clientset kubernetes.Interface, cluster client.Reader) *renominations {
@@ -179,7 +171,7 @@ func newRenominations(clientset kubernetes.Interface, cluster client.Reader) *re
 		cluster:   cluster,
 		limiter:   rate.NewLimiter(renominationsPerSecond, renominationBurst),
 		wake:      make(chan struct{}, 1),
-		cleared:   map[types.UID]clearing{},
+		cleared:   newClearedQueue(),
 	}
 }
 
@@ -199,6 +191,7 @@ func (r *renominations) stand(placements []simulator.Placement) {
 	for _, placement := range placements {
 		r.next[placement.Pod.UID] = placement.NodeName
 		r.standing[placement.Pod.UID] = placement.NodeName
+		r.cleared.replan(placement.Pod.UID, placement.NodeName)
 	}
 }
 
@@ -209,11 +202,7 @@ func (r *renominations) loopEnded() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.standing, r.next = r.next, nil
-	for uid := range r.cleared {
-		if _, ok := r.standing[uid]; !ok {
-			delete(r.cleared, uid)
-		}
-	}
+	r.cleared.dropUnless(r.standing)
 }
 
 // podUpdated queues the pod for a nomination again when kube-scheduler
@@ -227,13 +216,7 @@ func (r *renominations) podUpdated(old, pod *snapshot.Pod) {
 	if r.standing[pod.UID] != old.NominatedNodeName {
 		return
 	}
-	queued, ok := r.cleared[pod.UID]
-	if !ok {
-		r.clearings++
-		queued.seen = r.clearings
-	}
-	queued.pod = pod
-	r.cleared[pod.UID] = queued
+	r.cleared.add(pod, old.NominatedNodeName)
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -267,6 +250,19 @@ func (r *renominations) plannedNodeOf(ctx context.Context, name string) plannedN
 	return registered
 }
 
+// The ranks of the planned nodes are read again in turn, at most
+// rereadNodes of them every rereadInterval, the limit's interval: a
+// wave's pods may wait for thousands of nodes, and reading them all
+// before each write cost more than the writes (issue 51). Up to
+// rereadNodes nodes, all are read again once per interval, by the write
+// that follows a wait of the limit; beyond, each is read again every
+// n/rereadNodes intervals (2.5 s for 25,000 nodes on their way). The
+// node of a clearing is read as the clearing comes.
+const (
+	rereadInterval = time.Second / renominationsPerSecond
+	rereadNodes    = 1000
+)
+
 // run writes the cleared nominations back until ctx is done: first, in
 // the order their clearings were seen, those of pods whose node is
 // taking pods, then those whose node registered, then the others.
@@ -283,11 +279,14 @@ func (r *renominations) run(ctx context.Context) {
 	writers := make(chan struct{}, nominationWriters)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// nodes are the planned nodes read since the last wait: read again
-	// after each, when nodes may have registered.
-	nodes := map[string]plannedNode{}
+	var reread time.Time
 	for {
-		uid, planned, ok := r.first(ctx, nodes)
+		rereading := time.Since(reread) >= rereadInterval
+		if rereading {
+			reread = time.Now()
+		}
+		r.readPlannedNodes(ctx, rereading)
+		uid, planned, ok := r.first()
 		if !ok {
 			// Not waiting for the writes under way: a slow one would hold
 			// the clearings that come meanwhile. They count in the next.
@@ -298,13 +297,11 @@ func (r *renominations) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-r.wake:
-				clear(nodes)
 				continue
 			}
 		}
 		if planned == onItsWay {
 			turn := r.waitTurn(ctx)
-			clear(nodes)
 			if ctx.Err() != nil {
 				return
 			}
@@ -328,38 +325,41 @@ func (r *renominations) run(ctx context.Context) {
 	}
 }
 
-// first finds the cleared pod whose nomination to write back first, and
-// how soon its node may take pods; it reads the nodes not in nodes.
-func (r *renominations) first(ctx context.Context, nodes map[string]plannedNode) (types.UID, plannedNode, bool) {
-	type queued struct {
-		uid  types.UID
-		node string
-		seen uint64
-	}
+// readPlannedNodes reads from the engine's cache how soon the planned
+// nodes of the cleared pods may take pods: those that a clearing joined
+// since the last read and, when rereading, the next rereadNodes in turn.
+// The reads go without the lock, which the pod informer takes.
+func (r *renominations) readPlannedNodes(ctx context.Context, rereading bool) {
 	r.mu.Lock()
-	pods := make([]queued, 0, len(r.cleared))
-	for uid, cleared := range r.cleared {
-		if node, ok := r.standing[uid]; ok {
-			pods = append(pods, queued{uid: uid, node: node, seen: cleared.seen})
-		} else {
-			delete(r.cleared, uid)
-		}
+	names := r.cleared.unreadNodes()
+	if rereading {
+		names = append(names, r.cleared.nextNodes(rereadNodes)...)
 	}
 	r.mu.Unlock()
-
-	var first queued
-	firstPlanned := onItsWay + 1
-	for _, pod := range pods {
-		planned, ok := nodes[pod.node]
-		if !ok {
-			planned = r.plannedNodeOf(ctx, pod.node)
-			nodes[pod.node] = planned
-		}
-		if planned < firstPlanned || planned == firstPlanned && pod.seen < first.seen {
-			first, firstPlanned = pod, planned
-		}
+	if len(names) == 0 {
+		return
 	}
-	return first.uid, firstPlanned, len(pods) > 0
+	ranks := make([]plannedNode, len(names))
+	for i, name := range names {
+		ranks[i] = r.plannedNodeOf(ctx, name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, name := range names {
+		r.cleared.setRank(name, ranks[i])
+	}
+}
+
+// first finds the cleared pod whose nomination to write back first, and
+// how soon its node may take pods.
+func (r *renominations) first() (types.UID, plannedNode, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pod, planned, ok := r.cleared.first()
+	if !ok {
+		return "", 0, false
+	}
+	return pod.UID, planned, true
 }
 
 // waitTurn waits for the limit to let a write-back go, and says whether
@@ -384,14 +384,12 @@ func (r *renominations) waitTurn(ctx context.Context) bool {
 }
 
 // take removes the cleared pod from the queue, and returns it with its
-// node while its nomination still stands.
+// node while its nomination still stands: a loop that ended meanwhile
+// may have dropped it.
 func (r *renominations) take(uid types.UID) (*snapshot.Pod, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cleared, ok := r.cleared[uid]
-	delete(r.cleared, uid)
-	node, standing := r.standing[uid]
-	return cleared.pod, node, ok && standing
+	return r.cleared.remove(uid)
 }
 
 // renominate writes the pod's nomination to node back, on the version of
