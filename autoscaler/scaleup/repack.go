@@ -154,9 +154,11 @@ func (s *ScaleUp) repack(sched *simulator.Scheduler, nodes []*plannedNode, membe
 // holds empty, by a depth-first search that backtracks when a pod fits
 // no bin or the pods left need more cpu or memory than the bins have
 // free, within budget placements checked by the scheduler. Pods of one
-// group go to bins in the order of the bins, and of bins of one group
-// alike filled, one only is tried: the other places would place the
-// same. It tells whether every pod found a place, and where, in order.
+// group go to bins in the order of the bins, those that spread in the
+// order of the bins of each domain (the skew of each step would keep
+// them from a domain they come back to), and
+// of bins of one group alike filled, one only is tried: the other places
+// would place the same. It tells whether every pod found a place, and where, in order.
 func packPods(sched *simulator.Scheduler, bins []*plannedNode, pods []*corev1.Pod, groupOf map[types.UID]*simulator.PodGroup,
 	free, needed cpuMemory, budget *int) ([]simulator.Placement, bool) {
 	used, allocatable := make([]cpuMemory, len(bins)), make([]cpuMemory, len(bins))
@@ -216,13 +218,20 @@ func packPods(sched *simulator.Scheduler, bins []*plannedNode, pods []*corev1.Po
 		pod := pods[i]
 		group := groupOf[pod.UID]
 		request := cpuMemory{}.plus(group.Requests())
-		first := 0
-		if i > 0 && groupOf[pods[i-1].UID] == group {
-			first = chosen[i-1]
+		spread := pod.Spec.TopologySpreadConstraints
+		// after is the bin the last alike pod went to in the domain of
+		// bin b, -1 when none: the pod goes to it or a later one.
+		after := func(b int) int {
+			for j := i - 1; j >= 0 && groupOf[pods[j].UID] == group; j-- {
+				if len(spread) == 0 || sameDomains(spread, bins[chosen[j]], bins[b]) {
+					return chosen[j]
+				}
+			}
+			return -1
 		}
 		var tried []binKind
-		for b := first; b < len(bins); b++ {
-			if !used[b].add(request, 1).within(allocatable[b]) {
+		for b := range bins {
+			if b < after(b) || !used[b].add(request, 1).within(allocatable[b]) {
 				continue
 			}
 			kind := binKind{member: bins[b].member, used: used[b]}
@@ -306,4 +315,21 @@ func (s *ScaleUp) leastCost(needed cpuMemory, members []*candidate) float64 {
 	}
 	// Rounding: a set may cost the bound itself.
 	return least * (1 - 1e-9)
+}
+
+// sameDomains tells whether the nodes a and b are in the same domains of
+// the topology keys of the spread constraints.
+func sameDomains(spread []corev1.TopologySpreadConstraint, a, b *plannedNode) bool {
+	for _, constraint := range spread {
+		if constraint.TopologyKey == corev1.LabelHostname {
+			if a.name != b.name {
+				return false
+			}
+			continue
+		}
+		if a.member.template.Node().Labels[constraint.TopologyKey] != b.member.template.Node().Labels[constraint.TopologyKey] {
+			return false
+		}
+	}
+	return true
 }
