@@ -54,13 +54,17 @@ type newSlot struct {
 // the first two nodes, in order, that save when removed together go the
 // same way, with the pods left on nodes of one group (an 8-cpu node and a
 // half-used 4-cpu node whose pods, packed together, fit two 4-cpu nodes);
-// until no removal saves anything. The scheduler checks every move, so that spreads and
+// when no removal saves anything, the pods of all the new nodes are
+// placed again on a cheaper set of nodes, if repack finds one within its
+// budget and the plan costs less than repackBelow (the cheapest plan of
+// the ways planned before), and the removals start again; until neither
+// saves. The scheduler checks every move, so that spreads and
 // anti-affinity hold. The pods moved are nominated after the others, in
 // the order they were placed, which the next loop follows. sched holds
 // the plan's nodes and pods; planned maps the names of its new nodes to
 // their groups.
 func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, plan *Plan, growable []*candidate,
-	podGroups []*simulator.PodGroup, planned map[string]string) {
+	podGroups []*simulator.PodGroup, planned map[string]string, repackBelow pricing.Price) {
 	groupOf := map[types.UID]*simulator.PodGroup{}
 	for _, podGroup := range podGroups {
 		for _, pod := range podGroup.Pods {
@@ -126,7 +130,38 @@ func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, p
 			}
 		}
 		if best.nodes == nil {
-			break
+			var cost pricing.Price
+			for _, node := range nodes {
+				cost += node.price
+			}
+			if cost >= repackBelow {
+				break
+			}
+			repacked, placed, repackSaving := s.repack(sched, nodes, members, groupOf, totals, next)
+			if repacked == nil {
+				break
+			}
+			for _, node := range nodes {
+				node.member.planned--
+				totals.nodes--
+				totals.capacity.Sub(node.member.template.LimitCapacity())
+			}
+			for _, node := range repacked {
+				if !slices.ContainsFunc(nodes, func(n *plannedNode) bool { return n.name == node.name }) {
+					next[node.member]++
+				}
+				node.member.planned++
+				totals.nodes++
+				totals.capacity.Add(node.member.template.LimitCapacity())
+			}
+			nodes = repacked
+			moved = moved[:0]
+			for _, placement := range placed {
+				node := nodes[slices.IndexFunc(nodes, func(n *plannedNode) bool { return n.name == placement.NodeName })]
+				moved = append(moved, Nomination{Pod: placement.Pod.UID, Node: node.name, Group: node.member.group.ID()})
+			}
+			saving += repackSaving
+			continue
 		}
 		var removed []*corev1.Pod
 		sched.Fork()

@@ -284,7 +284,7 @@ var otherPlannings = []planning{
 // nodes run most pods for less), and first fit in one order may leave
 // room that another order fills.
 func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod) *Plan {
-	plan := s.planRounds(ctx, snap, state, candidates, planning{})
+	plan := s.planRounds(ctx, snap, state, candidates, planning{}, math.MaxInt64)
 	if s.price == nil || len(candidates) > maxPodsForOtherPlans || plan.NewNodes() < 2 {
 		return plan
 	}
@@ -293,7 +293,7 @@ func (s *ScaleUp) plan(ctx context.Context, snap *snapshot.Snapshot, state State
 	best, bestCost := plan, cost
 	var bestPlanning planning
 	for _, way := range otherPlannings {
-		other := s.planRounds(quiet, snap, state, candidates, way)
+		other := s.planRounds(quiet, snap, state, candidates, way, bestCost)
 		if otherCost := s.planCost(snap, other); len(other.Helped) >= len(plan.Helped) && otherCost < bestCost {
 			best, bestCost, bestPlanning = other, otherCost, way
 		}
@@ -324,8 +324,10 @@ func increasesOf(increases []Increase) string {
 	return strings.Join(parts, ",")
 }
 
-// planRounds plans round by round, the way way says.
-func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod, way planning) *Plan {
+// planRounds plans round by round, the way way says; improvePlan repacks
+// the plan when it costs less than repackBelow.
+func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state State, candidates []*corev1.Pod, way planning,
+	repackBelow pricing.Price) *Plan {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{}
 	if len(candidates) == 0 {
@@ -430,7 +432,7 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 	// Only with price first in the chain: the expanders ahead of it
 	// choose by what the moves do not weigh.
 	if s.price != nil && s.priceAt == 0 && len(candidates) <= maxPodsForOtherPlans && len(planned) > 0 {
-		s.improvePlan(ctx, sched, plan, growable, allGroups, planned)
+		s.improvePlan(ctx, sched, plan, growable, allGroups, planned, repackBelow)
 	}
 	return plan
 }
