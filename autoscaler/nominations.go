@@ -35,8 +35,10 @@ const maxNominationsPerLoop = 30
 const nominationWriters = 10
 
 // nominate tells kube-scheduler which node the plan gave each pod that
-// waits for a node on its way whose name is known, through the pod's
-// status.nominatedNodeName (KEP-5278). kube-scheduler tries a pod's
+// waits for a node on its way whose name is known, or for the node it was
+// nominated to while that node was on its way, until it binds
+// (scaleup.Plan.ToNominate), through the pod's status.nominatedNodeName
+// (KEP-5278). kube-scheduler tries a pod's
 // nominated node first and keeps its room from other pods of the same or
 // lower priority. Without it, the oldest pods fill the first nodes to
 // start, two by two, and pods that must keep apart can find no node with

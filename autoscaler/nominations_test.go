@@ -301,3 +301,28 @@ func TestNominationsToRegisteredNodesAreWrittenBackFirstAndAtOnce(t *testing.T) 
 		g.Expect(nominatedNode(t, f, name)).To(Equal(registered.Name))
 	}
 }
+
+// Once the node planned for a pod has started, kube-scheduler's failed
+// attempts on the pod go on clearing its nomination until it binds, while
+// pods planned for other nodes, which fail there, take its room: the
+// engine writes the nomination back at once all the same (issue 51).
+// Before, the loops after the node had started no longer stood by it, and
+// the room went to the first pod kube-scheduler tried.
+func TestClearedNominationToANodeThatStartedIsWrittenBack(t *testing.T) {
+	g := NewWithT(t)
+	f, _, large := demoFixture(t)
+	f.runOnce(t)
+	g.Expect(nominatedNode(t, f, "batch-0")).To(Equal("md-large-0"))
+	cacheNominations(t, f)
+	register(t, f, large, registeredNow(f, "md-large-0", "8", "32Gi"))
+	f.clock.Step(time.Second)
+	runInBackground(t, f)
+	loop := f.clock.Now()
+	g.Eventually(func() time.Time { return f.engine.Status().Time }).Should(Equal(loop), "a loop ends after md-large's node started")
+
+	clearAndTell(t, f, "batch-0")
+
+	g.Eventually(func() string { return nominatedNode(t, f, "batch-0") }).Should(Equal("md-large-0"),
+		"the batch pod keeps its room on md-large's node, which takes pods")
+	g.Expect(f.engine.Status().Time).To(Equal(loop), "no loop ran in between")
+}

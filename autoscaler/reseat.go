@@ -207,7 +207,9 @@ func (s *steps) reseat(ctx context.Context, l *loop, state scaleup.State, plan *
 	var moving []*corev1.Pod
 	var nominations []scaleup.Nomination
 	for _, r := range reseatings {
-		nominations = append(nominations, scaleup.Nomination{Pod: r.pod.UID, Node: r.node, Group: s.displacements[r.pod.UID].group})
+		// Nominated: its nomination stands until it is bound, for the
+		// room its node gets back.
+		nominations = append(nominations, scaleup.Nomination{Pod: r.pod.UID, Node: r.node, Group: s.displacements[r.pod.UID].group, Nominated: true})
 		for _, m := range r.moves {
 			_ = snap.RemovePod(m.pod.Namespace, m.pod.Name, r.node)
 			pending := m.pod.Full()

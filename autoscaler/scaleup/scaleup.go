@@ -101,6 +101,10 @@ type Nomination struct {
 	// Group is the node group of Node. Once the nodes on their way
 	// register, under other names, the pod goes to a node of the group.
 	Group string
+	// Nominated says that the plan nominated the pod to Node
+	// (Plan.ToNominate): the next plans keep nominating it there while
+	// they place it there, after the node has started too.
+	Nominated bool
 }
 
 // Plan is a scale-up decision.
@@ -122,9 +126,13 @@ type Plan struct {
 	Rounds []Round
 	// ToNominate are the absorbed candidates placed on nodes on their way
 	// whose names are known: nodes that registered but have not started,
-	// and nodes expected under their machines' names. kube-scheduler places
-	// pods its own way once such nodes start, unless told (the pods'
-	// status.nominatedNodeName) where they were planned. Pods nominated
+	// and nodes expected under their machines' names; and those the last
+	// plan nominated to a node (State.Nominations) that it places there
+	// still, now that the node has started. kube-scheduler places pods
+	// its own way once such nodes start, unless told (the pods'
+	// status.nominatedNodeName) where they were planned, and it clears a
+	// nomination on each failed attempt: until the pod is bound, another
+	// pod may take its room on its started node. Pods nominated
 	// elsewhere, as by kube-scheduler for a preemption, are left out.
 	ToNominate []simulator.Placement
 	// TemplateErrors say, by group ID, why groups that needed a template
@@ -353,8 +361,8 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 	podGroups = remaining(podGroups, placedPods(plan.Absorbed))
 	absorbed, podGroups := placeFirstFit(sched, podGroups, simulator.ScheduleOptions{})
 	plan.Absorbed = append(plan.Absorbed, absorbed...)
-	plan.Nominations = nominations(snap, plan.Absorbed, onTheirWay.groups)
-	plan.ToNominate = onTheirWay.toNominate(plan.Absorbed)
+	plan.ToNominate = onTheirWay.toNominate(plan.Absorbed, state.Nominations)
+	plan.Nominations = nominations(snap, plan.Absorbed, onTheirWay.groups, plan.ToNominate)
 	if len(podGroups) == 0 {
 		return plan
 	}
@@ -418,7 +426,7 @@ func (s *ScaleUp) planRounds(ctx context.Context, snap *snapshot.Snapshot, state
 			r := Round{Placed: option.nominations}
 			helped := option.pods
 			if i == len(chosen)-1 {
-				r.Reused = nominations(snap, reused, planned)
+				r.Reused = nominations(snap, reused, planned, nil)
 				helped = slices.Concat(helped, placedPods(reused))
 			}
 			plan.addRound(r, helped)
@@ -825,13 +833,23 @@ type nodesOnTheirWay struct {
 	groups map[string]string
 }
 
-// toNominate are the placements on nodes whose names are known, of pods
-// that no other node was nominated for.
-func (n nodesOnTheirWay) toNominate(placements []simulator.Placement) []simulator.Placement {
+// toNominate are the placements of pods that no other node was nominated
+// for, on nodes whose names are known, or on the node the last plan
+// nominated them to (lastPlan), which may have started since: their
+// nominations stand until they are bound. A pod that merely fits on a
+// node that has started is left to kube-scheduler.
+func (n nodesOnTheirWay) toNominate(placements []simulator.Placement, lastPlan []Nomination) []simulator.Placement {
+	nominated := map[types.UID]string{}
+	for _, nomination := range lastPlan {
+		if nomination.Nominated {
+			nominated[nomination.Pod] = nomination.Node
+		}
+	}
 	var result []simulator.Placement
 	for _, placement := range placements {
 		current := placement.Pod.Status.NominatedNodeName
-		if n.named.Has(placement.NodeName) && (current == "" || n.named.Has(current)) {
+		kept := nominated[placement.Pod.UID] == placement.NodeName
+		if (n.named.Has(placement.NodeName) || kept) && (current == "" || current == placement.NodeName || n.named.Has(current)) {
 			result = append(result, placement)
 		}
 	}
@@ -982,10 +1000,16 @@ func placeFirstFit(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, 
 
 // nominations are the placements with the groups of their nodes: unregistered
 // maps the names of the nodes on their way, or planned, to their groups.
-func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, unregistered map[string]string) []Nomination {
+// Those of toNominate are Nominated.
+func nominations(snap *snapshot.Snapshot, placements []simulator.Placement, unregistered map[string]string, toNominate []simulator.Placement) []Nomination {
+	nominated := sets.New[types.UID]()
+	for _, placement := range toNominate {
+		nominated.Insert(placement.Pod.UID)
+	}
 	result := make([]Nomination, 0, len(placements))
 	for _, placement := range placements {
-		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: unregistered[placement.NodeName]}
+		nomination := Nomination{Pod: placement.Pod.UID, Node: placement.NodeName, Group: unregistered[placement.NodeName],
+			Nominated: nominated.Has(placement.Pod.UID)}
 		if group := snap.NodeGroupOf(placement.NodeName); group != nil {
 			nomination.Group = group.ID()
 		}

@@ -542,3 +542,74 @@ func TestPodsNominatedToNodesOnTheirWayArePlannedAgainWithNewcomers(t *testing.T
 		"the pods that keep apart take one node on its way each, beside one web pod; the two other web pods share one new node")
 	g.Expect(second.Nominations).To(HaveLen(6))
 }
+
+// startingNode is a node of the group that registered now and has not
+// started: NotReady, with the not-ready taint.
+func startingNode(name string) *corev1.Node {
+	node := st.Node(name, "4", "8Gi", st.WithTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule))
+	node.CreationTimestamp = metav1.NewTime(st.Now)
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	return node
+}
+
+// toNominate are the plan's nominations to write, node by pod name.
+func toNominate(plan *scaleup.Plan) map[string]string {
+	result := map[string]string{}
+	for _, placement := range plan.ToNominate {
+		result[placement.Pod.Name] = placement.NodeName
+	}
+	return result
+}
+
+// kube-scheduler clears a pod's nomination on each failed attempt, and
+// once the node planned for the pod has started, pods planned for other
+// nodes, which fail there, take its room unless the nomination is back:
+// a pod the last plan nominated to a node stays to be nominated there as
+// long as the plan places it there, once the node has started too (issue
+// 51). Before, the nomination was no longer the plan's once the node had
+// started, and no one wrote it back. A pod that merely fits on a node
+// that has started is left to kube-scheduler.
+func TestPodNominatedToANodeOnItsWayStaysNominatedOnceTheNodeHasStarted(t *testing.T) {
+	g := NewWithT(t)
+	workers := group("workers", 2, 10)
+	workers.Nodes = []string{"workers-0", "workers-1"}
+	nodes := []*corev1.Node{startingNode("workers-0"), startingNode("workers-1")}
+	web := st.Replicas("web", 2, "3", "1Gi")
+	// The engine counts the nodes that have not started as upcoming.
+	first := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: nodes, pods: web},
+		scaleup.State{Upcoming: map[string]int{"workers": 2}})
+	nominated := toNominate(first)
+	g.Expect(nominated).To(HaveLen(2), "one pod on each node on its way")
+	g.Expect(nominated["web-0"]).NotTo(Equal(nominated["web-1"]))
+
+	// web-0's node started; kube-scheduler cleared web-0's nomination
+	// (web-1's stands) on a failed attempt, before it tried the node.
+	started := slices.IndexFunc(nodes, func(node *corev1.Node) bool { return node.Name == nominated["web-0"] })
+	nodes[started] = st.Node(nominated["web-0"], "4", "8Gi")
+	web[1].Status.NominatedNodeName = nominated["web-1"]
+	// A pod that came since fits beside web-0 on its node, and only there.
+	late := st.Pod("late-0", "1", "1Gi", st.WithNodeSelector(corev1.LabelHostname, nominated["web-0"]))
+	second := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: nodes, pods: append(slices.Clone(web), late)},
+		scaleup.State{Upcoming: map[string]int{"workers": 1}, Nominations: first.Nominations})
+
+	g.Expect(second.Increases).To(BeEmpty())
+	g.Expect(second.Absorbed).To(HaveLen(3), "the late pod fits on the node that started")
+	g.Expect(toNominate(second)).To(Equal(nominated),
+		"web-0 is nominated to its node again, which has started; the late pod, which the last plan did not nominate, is not")
+
+	// The plan after still has web-0 nominated there, while it is pending.
+	third := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: nodes, pods: web},
+		scaleup.State{Upcoming: map[string]int{"workers": 1}, Nominations: second.Nominations})
+	g.Expect(toNominate(third)).To(Equal(nominated))
+
+	// web-1 is bound to its node, which started too; web-0's node is gone,
+	// and the group replaces it: web-0 waits for the replacement, whose
+	// name is not known, and is nominated nowhere.
+	bound := st.Pod("web-1", "3", "1Gi", st.OnNode(nominated["web-1"]))
+	workers.Nodes = []string{nominated["web-1"]}
+	fourth := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: []*corev1.Node{st.Node(nominated["web-1"], "4", "8Gi")},
+		pods: []*corev1.Pod{web[0], bound}}, scaleup.State{Upcoming: map[string]int{"workers": 1}, Nominations: third.Nominations})
+	g.Expect(fourth.Increases).To(BeEmpty(), "web-0 waits for the node the group is to replace")
+	g.Expect(fourth.Absorbed).To(HaveLen(1))
+	g.Expect(fourth.ToNominate).To(BeEmpty())
+}
