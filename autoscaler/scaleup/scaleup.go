@@ -941,9 +941,9 @@ func upcomingNodeName(template *snapshot.NodeInfo, i int) string {
 }
 
 // placeNominated places the candidates that the last plan gave a node on
-// that node, in the same order, as long as it takes them; when the node
-// registered under its own name meanwhile, on the first node of its group
-// that takes them. unregistered are the names of the nodes on their way
+// that node, in the same order, as long as it takes them; then those whose
+// node registered under its own name meanwhile, on the first node of its
+// group that takes them. unregistered are the names of the nodes on their way
 // that have not registered, per group ID.
 func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup, nominated []Nomination, unregistered map[string][]string) []simulator.Placement {
 	if len(nominated) == 0 {
@@ -970,21 +970,30 @@ func placeNominated(sched *simulator.Scheduler, podGroups []*simulator.PodGroup,
 		return nodes
 	}
 	var placed []simulator.Placement
+	place := func(m member, nodes []string) {
+		for _, node := range nodes {
+			if sched.PlaceOn(m.group, m.pod, node) == nil {
+				placed = append(placed, simulator.Placement{Pod: m.pod, NodeName: node})
+				return
+			}
+		}
+	}
+	// The pods whose node is still there first, so that a pod whose node
+	// is gone does not take the room planned there for another.
+	var nodeGone []Nomination
 	for _, nomination := range nominated {
 		m, ok := byUID[nomination.Pod]
 		if !ok {
 			continue
 		}
-		nodes := []string{nomination.Node}
 		if snap.NodeInfo(nomination.Node) == nil {
-			nodes = nodesOf(nomination.Group)
+			nodeGone = append(nodeGone, nomination)
+			continue
 		}
-		for _, node := range nodes {
-			if sched.PlaceOn(m.group, m.pod, node) == nil {
-				placed = append(placed, simulator.Placement{Pod: m.pod, NodeName: node})
-				break
-			}
-		}
+		place(m, []string{nomination.Node})
+	}
+	for _, nomination := range nodeGone {
+		place(byUID[nomination.Pod], nodesOf(nomination.Group))
 	}
 	return placed
 }

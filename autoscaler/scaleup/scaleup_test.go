@@ -613,3 +613,25 @@ func TestPodNominatedToANodeOnItsWayStaysNominatedOnceTheNodeHasStarted(t *testi
 	g.Expect(fourth.Absorbed).To(HaveLen(1))
 	g.Expect(fourth.ToNominate).To(BeEmpty())
 }
+
+// A pod whose planned node registered under another name goes to a node of
+// its group, but not to one the last plan gave another pod: that pod keeps
+// its room there, and its nomination.
+func TestPodWhoseNodeIsGoneDoesNotTakeTheRoomOfAPodNominatedToAnother(t *testing.T) {
+	g := NewWithT(t)
+	workers := group("workers", 2, 10)
+	workers.Nodes = []string{"workers-0", "workers-1"}
+	nodes := []*corev1.Node{startingNode("workers-0"), startingNode("workers-1")}
+	web := st.Replicas("web", 2, "3", "1Gi")
+	web[1].Status.NominatedNodeName = "workers-0"
+	last := []scaleup.Nomination{
+		{Pod: web[0].UID, Node: "workers-template-upcoming-0", Group: "workers", Nominated: true},
+		{Pod: web[1].UID, Node: "workers-0", Group: "workers", Nominated: true},
+	}
+	plan := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: nodes, pods: web},
+		scaleup.State{Upcoming: map[string]int{"workers": 2}, Nominations: last})
+
+	g.Expect(plan.Increases).To(BeEmpty())
+	g.Expect(toNominate(plan)).To(Equal(map[string]string{"web-0": "workers-1", "web-1": "workers-0"}),
+		"web-1 stays on the node it is nominated to; web-0, whose node is gone, takes the other")
+}
