@@ -62,7 +62,7 @@ type flushingBroadcaster struct {
 // until the writer, which writes events one at a time in order, reaches
 // it; then it stops the broadcaster.
 func (b *flushingBroadcaster) Shutdown() {
-	b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{}).Event(b.sink.marker, corev1.EventTypeNormal, "Flushed", "")
+	b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{}).Event(b.sink.marker, corev1.EventTypeNormal, flushMarkerReason, "")
 	timeout := time.NewTimer(eventFlushTimeout)
 	defer timeout.Stop()
 	select {
@@ -72,6 +72,11 @@ func (b *flushingBroadcaster) Shutdown() {
 	}
 	b.EventBroadcaster.Shutdown()
 }
+
+// flushMarkerReason is the reason of the marker event. A variable, not a
+// constant: the events reference (make docs) lists the constant reasons of
+// the events users see, and the marker is never written.
+var flushMarkerReason = "FlushMarker"
 
 // flushMarkingSink writes events to its EventSink, except the event on the
 // marker, which it takes for a sign that the events before it were
