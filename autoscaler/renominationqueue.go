@@ -22,7 +22,7 @@ import (
 type clearedQueue struct {
 	pods  map[types.UID]*clearing
 	nodes map[string]*plannedPods
-	ranks [onItsWay + 1]plannedNodeHeap
+	ranks [onItsWay + 1]seenHeap[*plannedPods]
 	// clearings counts the clearings seen.
 	clearings uint64
 	// unread are the nodes whose rank is to be read before the next
@@ -48,7 +48,7 @@ type clearing struct {
 // node may take pods, once read.
 type plannedPods struct {
 	name   string
-	pods   clearingHeap
+	pods   seenHeap[*clearing]
 	rank   plannedNode
 	ranked bool
 	// index is the node's place among the nodes of its rank.
@@ -214,51 +214,44 @@ func (q *clearedQueue) dropUnless(standing map[types.UID]string) {
 	}
 }
 
-// clearingHeap holds a node's cleared pods, by seen.
-type clearingHeap []*clearing
+// inSeenHeap is an element of a seenHeap: it knows when the clearing it
+// stands for was seen, and its place in the heap, so that it can be fixed
+// or removed where it is.
+type inSeenHeap interface {
+	firstSeen() uint64
+	setIndex(int)
+}
 
-func (h clearingHeap) Len() int           { return len(h) }
-func (h clearingHeap) Less(i, j int) bool { return h[i].seen < h[j].seen }
-func (h clearingHeap) Swap(i, j int) {
+// seenHeap is a container/heap of clearings, or of nodes by their first
+// clearing, oldest first.
+type seenHeap[T inSeenHeap] []T
+
+func (h seenHeap[T]) Len() int           { return len(h) }
+func (h seenHeap[T]) Less(i, j int) bool { return h[i].firstSeen() < h[j].firstSeen() }
+func (h seenHeap[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].setIndex(i)
+	h[j].setIndex(j)
 }
 
-func (h *clearingHeap) Push(x any) {
-	queued := x.(*clearing)
-	queued.index = len(*h)
-	*h = append(*h, queued)
+func (h *seenHeap[T]) Push(x any) {
+	element := x.(T)
+	element.setIndex(len(*h))
+	*h = append(*h, element)
 }
 
-func (h *clearingHeap) Pop() any {
+func (h *seenHeap[T]) Pop() any {
 	old := *h
-	queued := old[len(old)-1]
-	old[len(old)-1] = nil
+	element := old[len(old)-1]
+	var zero T
+	old[len(old)-1] = zero
 	*h = old[:len(old)-1]
-	return queued
+	return element
 }
 
-// plannedNodeHeap holds the nodes of a rank, by the seen of their first
-// pod.
-type plannedNodeHeap []*plannedPods
+func (c *clearing) firstSeen() uint64 { return c.seen }
+func (c *clearing) setIndex(i int)    { c.index = i }
 
-func (h plannedNodeHeap) Len() int           { return len(h) }
-func (h plannedNodeHeap) Less(i, j int) bool { return h[i].pods[0].seen < h[j].pods[0].seen }
-func (h plannedNodeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *plannedNodeHeap) Push(x any) {
-	planned := x.(*plannedPods)
-	planned.index = len(*h)
-	*h = append(*h, planned)
-}
-
-func (h *plannedNodeHeap) Pop() any {
-	old := *h
-	planned := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return planned
-}
+// A node is among those of its rank by its oldest clearing.
+func (p *plannedPods) firstSeen() uint64 { return p.pods[0].seen }
+func (p *plannedPods) setIndex(i int)    { p.index = i }

@@ -552,6 +552,14 @@ func startingNode(name string) *corev1.Node {
 	return node
 }
 
+// twoNodesOnTheirWayForTwoPods is a group with two nodes that registered
+// but have not started, each with room for one of the two pending pods.
+func twoNodesOnTheirWayForTwoPods() (*st.NodeGroup, []*corev1.Node, []*corev1.Pod) {
+	workers := group("workers", 2, 10)
+	workers.Nodes = []string{"workers-0", "workers-1"}
+	return workers, []*corev1.Node{startingNode("workers-0"), startingNode("workers-1")}, st.Replicas("web", 2, "3", "1Gi")
+}
+
 // toNominate are the plan's nominations to write, node by pod name.
 func toNominate(plan *scaleup.Plan) map[string]string {
 	result := map[string]string{}
@@ -571,10 +579,7 @@ func toNominate(plan *scaleup.Plan) map[string]string {
 // that has started is left to kube-scheduler.
 func TestPodNominatedToANodeOnItsWayStaysNominatedOnceTheNodeHasStarted(t *testing.T) {
 	g := NewWithT(t)
-	workers := group("workers", 2, 10)
-	workers.Nodes = []string{"workers-0", "workers-1"}
-	nodes := []*corev1.Node{startingNode("workers-0"), startingNode("workers-1")}
-	web := st.Replicas("web", 2, "3", "1Gi")
+	workers, nodes, web := twoNodesOnTheirWayForTwoPods()
 	// The engine counts the nodes that have not started as upcoming.
 	first := planFor(t, options(), cluster{groups: []*st.NodeGroup{workers}, nodes: nodes, pods: web},
 		scaleup.State{Upcoming: map[string]int{"workers": 2}})
@@ -619,10 +624,7 @@ func TestPodNominatedToANodeOnItsWayStaysNominatedOnceTheNodeHasStarted(t *testi
 // its room there, and its nomination.
 func TestPodWhoseNodeIsGoneDoesNotTakeTheRoomOfAPodNominatedToAnother(t *testing.T) {
 	g := NewWithT(t)
-	workers := group("workers", 2, 10)
-	workers.Nodes = []string{"workers-0", "workers-1"}
-	nodes := []*corev1.Node{startingNode("workers-0"), startingNode("workers-1")}
-	web := st.Replicas("web", 2, "3", "1Gi")
+	workers, nodes, web := twoNodesOnTheirWayForTwoPods()
 	web[1].Status.NominatedNodeName = "workers-0"
 	last := []scaleup.Nomination{
 		{Pod: web[0].UID, Node: "workers-template-upcoming-0", Group: "workers", Nominated: true},
