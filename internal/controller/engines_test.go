@@ -166,14 +166,14 @@ func TestAnEngineThatRanActiveKeepsTheLeaseUntilADryLoopHasRun(t *testing.T) {
 // cancelled first. Once the engine's broadcaster is shut down, those
 // events must be in the workload cluster: the process may exit right after.
 func TestTheEventsOfAStoppingEngineAreWrittenBeforeItsBroadcasterStops(t *testing.T) {
-	// workloadCluster takes its time over each event, as a busy API server
-	// does, so that some are still queued when the engine ends; it returns
-	// the names of the nodes of the events it has written.
+	// workloadCluster returns the names of the nodes of the events it has
+	// written. The engine's event client below writes at most 50 a second
+	// (burst 1), so that some are still queued when the engine ends, as
+	// under the default limits with more events.
 	workloadCluster := func(t *testing.T) (*rest.Config, func() []string) {
 		var mu sync.Mutex
 		var written []string
 		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			time.Sleep(20 * time.Millisecond)
 			event := &corev1.Event{}
 			if err := json.NewDecoder(req.Body).Decode(event); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
@@ -208,7 +208,7 @@ func TestTheEventsOfAStoppingEngineAreWrittenBeforeItsBroadcasterStops(t *testin
 	t.Run("the engine stops with the manager", func(t *testing.T) {
 		restConfig, written := workloadCluster(t)
 		managerCtx, stopManager := context.WithCancel(context.Background())
-		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 50, WorkloadEventBurst: 1}
 		_, broadcaster, err := r.newWorkloadClients(managerCtx, restConfig)
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +223,7 @@ func TestTheEventsOfAStoppingEngineAreWrittenBeforeItsBroadcasterStops(t *testin
 
 	t.Run("the engine stops, the manager runs on", func(t *testing.T) {
 		restConfig, written := workloadCluster(t)
-		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 50, WorkloadEventBurst: 1}
 		_, broadcaster, err := r.newWorkloadClients(context.Background(), restConfig)
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestTheEventsOfAStoppingEngineAreWrittenBeforeItsBroadcasterStops(t *testin
 		server := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-unreachable }))
 		t.Cleanup(server.Close)
 		t.Cleanup(func() { close(unreachable) })
-		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 100, WorkloadEventBurst: 100}
+		r := &ClusterAutoscalerReconciler{WorkloadEventQPS: 50, WorkloadEventBurst: 1}
 		_, broadcaster, err := r.newWorkloadClients(context.Background(), &rest.Config{Host: server.URL})
 		if err != nil {
 			t.Fatal(err)
