@@ -130,11 +130,7 @@ func (s *ScaleUp) improvePlan(ctx context.Context, sched *simulator.Scheduler, p
 			}
 		}
 		if best.nodes == nil {
-			var cost pricing.Price
-			for _, node := range nodes {
-				cost += node.price
-			}
-			if cost >= repackBelow {
+			if costOf(nodes) >= repackBelow {
 				break
 			}
 			repacked, placed, repackSaving := s.repack(sched, nodes, members, groupOf, totals, next)

@@ -84,10 +84,7 @@ func (s *ScaleUp) repack(sched *simulator.Scheduler, nodes []*plannedNode, membe
 		}
 	}
 	slices.SortStableFunc(sets, func(a, b nodeSet) int { return cmp.Compare(b.saving, a.saving) })
-	var cost pricing.Price
-	for _, node := range nodes {
-		cost += node.price
-	}
+	cost := costOf(nodes)
 	least := s.leastCost(needed, members)
 	budget := repackPlacements
 	for _, set := range sets {
@@ -148,6 +145,15 @@ func (s *ScaleUp) repack(sched *simulator.Scheduler, nodes []*plannedNode, membe
 		return bins, placed, set.saving
 	}
 	return nil, nil, 0
+}
+
+// costOf is what the nodes cost per hour.
+func costOf(nodes []*plannedNode) pricing.Price {
+	var cost pricing.Price
+	for _, node := range nodes {
+		cost += node.price
+	}
+	return cost
 }
 
 // packPods places the pods, in order, on the bins, which the scheduler
